@@ -1,0 +1,1 @@
+"""The ``tessera`` command line (typer + rich). Each command group lives in its own module."""

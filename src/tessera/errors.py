@@ -1,0 +1,60 @@
+"""Errors that a user can act on.
+
+Every error Tessera raises for bad input names *where* (file:line, column, attribute, query),
+*what* was wrong and, where possible, a *hint*. The CLI prints ``str(error)`` as one line and
+exits non-zero without a traceback.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class TesseraError(Exception):
+    """Base class: ``where: message (hint: ...)``."""
+
+    def __init__(self, message: str, *, hint: str | None = None, where: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        self.where = where
+
+    def located(self, where: str) -> TesseraError:
+        """The same error with a location prefix (keeps the innermost detail)."""
+        inner = f"{self.where}: " if self.where else ""
+        return type(self)(f"{inner}{self.message}", hint=self.hint, where=where)
+
+    def __str__(self) -> str:
+        text = f"{self.where}: {self.message}" if self.where else self.message
+        if self.hint:
+            text += f" (hint: {self.hint})"
+        return text
+
+
+class SchemaError(TesseraError):
+    """A malformed or inconsistent public schema (Domain)."""
+
+
+class QueryError(TesseraError):
+    """A query that cannot be parsed or does not fit the schema."""
+
+
+class DataError(TesseraError):
+    """Data that does not fit the declared public domain."""
+
+
+class ResourceError(TesseraError):
+    """A computation that would exceed a resource limit (memory, width), refused up front."""
+
+
+def closest(value: str, choices: Iterable[str]) -> str | None:
+    """The closest valid spelling, for hints such as ``did you mean 'Female'?``."""
+    pool = [str(c) for c in choices]
+    match = difflib.get_close_matches(str(value), pool, n=1, cutoff=0.0)
+    return match[0] if match else None
+
+
+def did_you_mean(value: str, choices: Iterable[str]) -> str | None:
+    guess = closest(value, choices)
+    return f"did you mean {guess!r}?" if guess is not None else None

@@ -1,0 +1,232 @@
+"""SQL WHERE clauses → predicate queries, parsed with sqlglot (SPEC §2).
+
+Accepted: ``AND``; ``=``, ``<>``/``!=``, ``<``, ``<=``, ``>``, ``>=`` (literal on either side),
+``BETWEEN``, ``IN``, ``IS [NOT] NULL``, ``NOT``, parentheses, ``TRUE``/``FALSE``, a bare boolean
+column, and ``OR``/``NOT`` *within one attribute* (still one predicate). An ``OR`` across two
+attributes is not a conjunction of per-attribute predicates, so it is refused with a clear error.
+
+SQL's three-valued logic is honoured so that counts equal what a SQL engine returns: a comparison
+is *unknown* on the missing value, and ``NOT unknown`` is still not true. Each single-attribute
+sub-expression therefore evaluates to a pair (T, U) of code sets, true and unknown; a query's
+coverage is the T part.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import sqlglot
+from sqlglot import exp
+
+from tessera.domain import Attribute, Boolean, Domain
+from tessera.errors import QueryError, did_you_mean
+from tessera.intervals import IntervalSet
+from tessera.query import Query
+
+_PREFIX = "SELECT 1 WHERE "
+
+
+@dataclass(frozen=True)
+class _Tri:
+    """True and unknown code sets of a single-attribute condition (three-valued logic)."""
+
+    true: IntervalSet
+    unknown: IntervalSet
+
+    def negate(self, attr: Attribute) -> _Tri:
+        return _Tri(attr.all_codes() - self.true - self.unknown, self.unknown)
+
+    def and_(self, other: _Tri) -> _Tri:
+        true = self.true & other.true
+        return _Tri(true, ((self.true | self.unknown) & (other.true | other.unknown)) - true)
+
+    def or_(self, other: _Tri) -> _Tri:
+        true = self.true | other.true
+        return _Tri(true, (self.unknown | other.unknown) - true)
+
+
+# A conjunction under construction: attribute → (T, U); ``None`` stands for FALSE.
+_Conj = dict[str, _Tri] | None
+
+
+def quote_hyphenated(text: str, domain: Domain) -> str:
+    """Quote attribute names that are not SQL identifiers (``education-num``) outside strings."""
+    names = sorted((n for n in domain.names if not n.isidentifier()), key=len, reverse=True)
+    if not names:
+        return text
+    pattern = re.compile(
+        r'(?<![\w"-])(' + "|".join(re.escape(n) for n in names) + r')(?![\w"-])'
+    )
+    # split on single-quoted literals ('' escapes included) and only touch the parts between
+    pieces = re.split(r"('(?:[^']|'')*')", text)
+    for i in range(0, len(pieces), 2):
+        pieces[i] = pattern.sub(lambda m: '"' + m.group(1) + '"', pieces[i])
+    return "".join(pieces)
+
+
+def parse_query(text: str, domain: Domain) -> Query:
+    """Parse one WHERE clause into a :class:`Query` over ``domain``.
+
+    Raises :class:`QueryError` naming the offending part with a hint.
+    """
+    if not text.strip():
+        raise QueryError("empty query", hint="write a WHERE clause such as: age >= 30")
+    sql = _PREFIX + quote_hyphenated(text, domain)
+    try:
+        tree = sqlglot.parse_one(sql)
+    except sqlglot.errors.ParseError as e:
+        info = e.errors[0] if e.errors else {}
+        col = max(1, int(info.get("col", 0)) - len(_PREFIX))
+        desc = str(info.get("description", e)).split(". Line")[0]
+        raise QueryError(
+            f"syntax error near column {col}: {desc}",
+            hint="write a SQL WHERE clause, e.g. age BETWEEN 30 AND 39 AND sex = 'Female'",
+        ) from None
+    except sqlglot.errors.SqlglotError as e:
+        raise QueryError(f"syntax error: {e}") from None
+    where = tree.args.get("where") if isinstance(tree, exp.Select) else None
+    if where is None or tree.args.get("limit") or tree.args.get("group") or tree.args.get("order"):
+        raise QueryError("not a single WHERE clause", hint="one condition per line, no SQL keywords after it")
+    conj = _Parser(domain).conj(where.this)
+    if conj is None:
+        # FALSE: a contradiction on the first attribute
+        first = domain.attributes[0].name
+        return Query.conjunction(domain, {first: IntervalSet.empty()})
+    return Query.conjunction(domain, {a: t.true for a, t in conj.items()})
+
+
+class _Parser:
+    def __init__(self, domain: Domain) -> None:
+        self.domain = domain
+
+    # -- conjunctions -------------------------------------------------------------------------
+    def conj(self, node: exp.Expression) -> _Conj:
+        if isinstance(node, exp.Paren):
+            return self.conj(node.this)
+        if isinstance(node, exp.And):
+            return _and(self.conj(node.this), self.conj(node.expression))
+        if isinstance(node, exp.Boolean):
+            return {} if node.this else None
+        attr = self._single_attribute(node)
+        return {attr.name: self.tri(node, attr)}
+
+    def _single_attribute(self, node: exp.Expression) -> Attribute:
+        cols = {c.name for c in node.find_all(exp.Column)}
+        if not cols:
+            raise QueryError(f"condition {node.sql()!r} names no attribute")
+        if len(cols) > 1:
+            kind = "OR" if node.find(exp.Or) else "NOT" if node.find(exp.Not) else "expression"
+            raise QueryError(
+                f"{kind} across attributes {sorted(cols)} in {node.sql()!r} is not a predicate query",
+                hint="a predicate query is a conjunction (AND) of conditions on one attribute "
+                "each; split it into separate queries (Boolean queries come with the engine)",
+            )
+        name = cols.pop()
+        if name not in self.domain:
+            raise QueryError(f"unknown attribute {name!r}", hint=did_you_mean(name, self.domain.names))
+        return self.domain[name]
+
+    # -- single attribute, three-valued -------------------------------------------------------
+    def tri(self, node: exp.Expression, attr: Attribute) -> _Tri:
+        unknown = (
+            IntervalSet.points([attr.missing_code]) if attr.missing_code is not None else IntervalSet()
+        )
+        if isinstance(node, exp.Paren):
+            return self.tri(node.this, attr)
+        if isinstance(node, exp.Not):
+            return self.tri(node.this, attr).negate(attr)
+        if isinstance(node, exp.And):
+            return self.tri(node.this, attr).and_(self.tri(node.expression, attr))
+        if isinstance(node, exp.Or):
+            return self.tri(node.this, attr).or_(self.tri(node.expression, attr))
+        if isinstance(node, exp.Column):
+            if not isinstance(attr, Boolean):
+                raise QueryError(
+                    f"bare attribute {attr.name!r} is not a condition",
+                    hint=f"{attr.name!r} is {attr.kind}; compare it, e.g. {attr.name} = ...",
+                )
+            return _Tri(attr.code_of(True), unknown)
+        if isinstance(node, exp.Is):
+            if not isinstance(node.expression, exp.Null):
+                raise QueryError(f"unsupported IS in {node.sql()!r}", hint="use IS NULL or IS NOT NULL")
+            self._column(node.this, attr)
+            codes = IntervalSet.points([attr.missing_code]) if attr.missing_code is not None else IntervalSet()
+            return _Tri(codes, IntervalSet())
+        if isinstance(node, exp.In):
+            self._column(node.this, attr)
+            if node.args.get("query") is not None:
+                raise QueryError("IN (SELECT ...) is not supported", hint="list the values")
+            cov = IntervalSet()
+            for item in node.expressions:
+                cov = cov | attr.code_of(self._value(item, attr))
+            return _Tri(cov, unknown)
+        if isinstance(node, exp.Between):
+            self._column(node.this, attr)
+            lo = attr.compare(">=", self._value(node.args["low"], attr))
+            hi = attr.compare("<=", self._value(node.args["high"], attr))
+            return _Tri(lo & hi, unknown)
+        ops = {exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
+        op = ops.get(type(node))
+        if op is not None:
+            left, right = node.this, node.expression
+            if not isinstance(left, exp.Column) and isinstance(right, exp.Column):
+                left, right = right, left
+                op = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}.get(op, op)
+            self._column(left, attr)
+            value = self._value(right, attr)
+            if op == "=":
+                return _Tri(attr.code_of(value), unknown)
+            if op == "<>":
+                return _Tri(attr.code_of(value), unknown).negate(attr)
+            return _Tri(attr.compare(op, value), unknown)  # type: ignore[arg-type]
+        if isinstance(node, (exp.Sub, exp.Add, exp.Mul, exp.Div)):
+            raise QueryError(
+                f"arithmetic in {node.sql()!r} is not a predicate",
+                hint='quote attribute names that contain "-" or spaces with double quotes',
+            )
+        raise QueryError(
+            f"unsupported condition {node.sql()!r}",
+            hint="use =, <>, <, <=, >, >=, BETWEEN, IN, IS NULL, NOT, AND (OR within one attribute)",
+        )
+
+    def _column(self, node: exp.Expression, attr: Attribute) -> None:
+        if not isinstance(node, exp.Column):
+            raise QueryError(
+                f"expected the attribute {attr.name!r} in {node.sql()!r}",
+                hint="conditions compare one attribute with literals",
+            )
+
+    def _value(self, node: exp.Expression, attr: Attribute) -> Any:
+        if isinstance(node, exp.Paren):
+            return self._value(node.this, attr)
+        if isinstance(node, exp.Neg):
+            v = self._value(node.this, attr)
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                return -v
+        if isinstance(node, exp.Boolean):
+            return bool(node.this)
+        if isinstance(node, exp.Literal):
+            if node.is_string:
+                return node.this
+            text = node.this
+            try:
+                return int(text)
+            except ValueError:
+                return float(text)
+        if isinstance(node, exp.Null):
+            raise QueryError(
+                f"NULL compared with {attr.name!r} is never true",
+                hint=f"use {attr.name} IS NULL",
+            )
+        raise QueryError(f"expected a literal value, got {node.sql()!r}")
+
+
+def _and(a: _Conj, b: _Conj) -> _Conj:
+    if a is None or b is None:
+        return None
+    out = dict(a)
+    for name, tri in b.items():
+        out[name] = out[name].and_(tri) if name in out else tri
+    return out
