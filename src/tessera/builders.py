@@ -1,0 +1,158 @@
+"""Standard workload families over a :class:`~tessera.domain.Domain`.
+
+* :func:`marginals`: all k-way marginals of chosen attributes, one query per cell.
+* :func:`identity`: one query per cell of the chosen attributes' full product.
+* :func:`prefixes` / :func:`all_ranges`: prefix and all-range families on an ordered attribute.
+* :func:`random_workload`: random range / set / mixed conjunctions with a seed.
+
+The builders refuse (with :class:`~tessera.errors.ResourceError`) to create more than
+``max_queries`` queries, so a typo cannot fill memory.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from typing import Literal
+
+import numpy as np
+
+from tessera.domain import Attribute, Domain
+from tessera.errors import QueryError, ResourceError
+from tessera.intervals import IntervalSet
+from tessera.query import Query
+from tessera.workload import Workload
+
+DEFAULT_MAX_QUERIES = 5_000_000
+
+
+def _guard(n: int, what: str, max_queries: int) -> None:
+    if n > max_queries:
+        raise ResourceError(
+            f"{what} has {n:,} queries, above the limit of {max_queries:,}",
+            hint="choose fewer attributes or raise max_queries",
+        )
+
+
+def _attrs(domain: Domain, names: Sequence[str] | None) -> list[Attribute]:
+    return [domain[n] for n in (names if names is not None else domain.names)]
+
+
+def marginals(
+    domain: Domain,
+    k: int,
+    attributes: Sequence[str] | None = None,
+    *,
+    max_queries: int = DEFAULT_MAX_QUERIES,
+) -> Workload:
+    """All k-way marginals over ``attributes`` (default: all): one query per cell.
+
+    Cells include the missing code of attributes that declare one (``IS NULL``).
+    """
+    attrs = _attrs(domain, attributes)
+    if not 1 <= k <= len(attrs):
+        raise QueryError(f"k = {k} must be between 1 and the number of attributes ({len(attrs)})")
+    subsets = list(itertools.combinations(attrs, k))
+    _guard(sum(math.prod(a.size for a in s) for s in subsets), f"{k}-way marginals", max_queries)
+    queries = [
+        Query.conjunction(domain, {a.name: IntervalSet.points([c]) for a, c in zip(s, cell)})
+        for s in subsets
+        for cell in itertools.product(*(range(a.size) for a in s))
+    ]
+    return Workload.of(domain, queries)
+
+
+def identity(
+    domain: Domain, attributes: Sequence[str] | None = None, *, max_queries: int = DEFAULT_MAX_QUERIES
+) -> Workload:
+    """One query per cell of the product of ``attributes`` (the histogram)."""
+    attrs = _attrs(domain, attributes)
+    return marginals(domain, len(attrs), [a.name for a in attrs], max_queries=max_queries)
+
+
+def _ordered(domain: Domain, name: str) -> Attribute:
+    attr = domain[name]
+    if not attr.ordered:
+        raise QueryError(
+            f"attribute {name!r} ({attr.kind}) has no order; range families need one",
+            hint="declare the categorical attribute with ordered: true",
+        )
+    return attr
+
+
+def prefixes(domain: Domain, attribute: str, *, max_queries: int = DEFAULT_MAX_QUERIES) -> Workload:
+    """``attr <= v`` for every value v (missing excluded)."""
+    attr = _ordered(domain, attribute)
+    _guard(attr.n_values, "prefix family", max_queries)
+    return Workload.of(
+        domain,
+        [Query.conjunction(domain, {attribute: IntervalSet.range(0, c + 1)}) for c in range(attr.n_values)],
+    )
+
+
+def all_ranges(domain: Domain, attribute: str, *, max_queries: int = DEFAULT_MAX_QUERIES) -> Workload:
+    """``attr BETWEEN a AND b`` for every a ≤ b: n(n+1)/2 queries."""
+    attr = _ordered(domain, attribute)
+    n = attr.n_values
+    _guard(n * (n + 1) // 2, "all-range family", max_queries)
+    return Workload.of(
+        domain,
+        [
+            Query.conjunction(domain, {attribute: IntervalSet.range(a, b + 1)})
+            for a in range(n)
+            for b in range(a, n)
+        ],
+    )
+
+
+def random_workload(
+    domain: Domain,
+    n_queries: int,
+    *,
+    attributes_per_query: tuple[int, int] = (1, 3),
+    kind: Literal["range", "set", "mixed"] = "mixed",
+    width: tuple[float, float] = (0.05, 0.5),
+    attributes: Sequence[str] | None = None,
+    seed: int = 0,
+    max_set_values: int = 256,
+    max_queries: int = DEFAULT_MAX_QUERIES,
+) -> Workload:
+    """Random conjunctions (a public, data-independent workload; the seed makes it reproducible).
+
+    Each query constrains between ``attributes_per_query`` attributes chosen uniformly; each
+    predicate covers a fraction of the attribute's values drawn uniformly from ``width`` (at least
+    one value): a random interval on ordered attributes when ``kind`` is ``range`` (or ``mixed``
+    with probability ½), else a random value set. Unordered attributes always get sets; ordered
+    attributes with more than ``max_set_values`` values always get intervals (a random set of
+    half a million integers is not a query anyone writes).
+    """
+    _guard(n_queries, "random workload", max_queries)
+    attrs = _attrs(domain, attributes)
+    lo_k, hi_k = attributes_per_query
+    if not 1 <= lo_k <= hi_k <= len(attrs):
+        raise QueryError(
+            f"attributes_per_query {attributes_per_query} must lie within 1..{len(attrs)}"
+        )
+    rng = np.random.default_rng(seed)
+    queries = []
+    for _ in range(n_queries):
+        k = int(rng.integers(lo_k, hi_k + 1))
+        chosen = rng.choice(len(attrs), size=k, replace=False)
+        coverages = {}
+        for j in sorted(chosen):
+            a = attrs[j]
+            n = a.n_values
+            size = max(1, min(n, int(round(rng.uniform(*width) * n))))
+            use_range = a.ordered and (
+                kind == "range"
+                or n > max_set_values
+                or (kind == "mixed" and rng.random() < 0.5)
+            )
+            if use_range:
+                start = int(rng.integers(0, n - size + 1))
+                coverages[a.name] = IntervalSet.range(start, start + size)
+            else:
+                coverages[a.name] = IntervalSet.points(rng.choice(n, size=size, replace=False).tolist())
+        queries.append(Query.conjunction(domain, coverages))
+    return Workload.of(domain, queries)

@@ -1,0 +1,256 @@
+"""Reading data into DuckDB and encoding it against the public domain (SPEC §1).
+
+The data are never trusted to define the domain: every value of every schema column is checked
+against its declared attribute. Values outside the domain are an error that names the column, the
+offending values and how many rows hold them — unless the caller chose the explicit ``drop``
+policy, in which case the dropped rows are counted and reported. Nothing is dropped silently.
+
+Encoding is exact and single-sourced: the distinct values of each column are fetched from DuckDB,
+encoded in Python by :meth:`Attribute.encode`, and joined back as a mapping table, so SQL and
+Python can never disagree on which code a value gets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from tessera.domain import INVALID, Domain
+from tessera.errors import DataError, did_you_mean
+
+OnInvalid = Literal["error", "drop"]
+_CSV_SUFFIXES = {".csv", ".tsv", ".txt", ".data", ".test", ".gz"}
+_DUCKDB_SUFFIXES = {".duckdb", ".db", ".ddb"}
+
+
+@dataclass(frozen=True)
+class CsvOptions:
+    """How to read a delimited text file (DuckDB's sniffer decides what is left as ``None``)."""
+
+    header: bool | None = None
+    delimiter: str | None = None
+    na_values: tuple[str, ...] = ()
+    skip_rows: int = 0
+
+
+@dataclass(frozen=True)
+class InvalidValues:
+    """Values of one column that are outside its declared attribute."""
+
+    column: str
+    values: tuple[tuple[Any, int], ...]  # (value, number of rows), most frequent first
+    rows: int
+
+    def describe(self, limit: int = 5) -> str:
+        shown = ", ".join(f"{v!r} ({n} rows)" for v, n in self.values[:limit])
+        more = f" and {len(self.values) - limit} more values" if len(self.values) > limit else ""
+        return f"column {self.column!r}: {self.rows} rows outside the domain: {shown}{more}"
+
+
+@dataclass
+class EncodedTable:
+    """A DuckDB table ``coded`` with one small-integer code column ``c<i>`` per attribute."""
+
+    con: duckdb.DuckDBPyConnection
+    domain: Domain
+    n_rows: int
+    dropped: int
+    invalid: list[InvalidValues] = field(default_factory=list)
+    #: Distinct codes of each attribute that occur in the (kept) data, sorted.
+    present: list[np.ndarray] = field(default_factory=list)
+
+    def coarsen(self, class_of_code: dict[str, np.ndarray]) -> str:
+        """Materialise table ``classed`` with column ``k<i>`` = class_of_code[name][code].
+
+        ``class_of_code[name]`` is indexed by position in :attr:`present` (so attributes with a
+        million possible codes cost only their occurring ones). Returns the table name.
+        """
+        selects, joins = [], []
+        for name, classes in class_of_code.items():
+            i = self.domain.index(name)
+            table = pa.table({"code": pa.array(self.present[i], pa.int32()),
+                              "cls": pa.array(classes, pa.int32())})
+            self.con.register(f"cls{i}", table)
+            selects.append(f"cls{i}.cls AS k{i}")
+            joins.append(f"JOIN cls{i} ON coded.c{i} = cls{i}.code")
+        if not selects:
+            selects = ["1 AS one"]
+        self.con.execute(
+            f"CREATE OR REPLACE TEMP TABLE classed AS SELECT {', '.join(selects)} "
+            f"FROM coded {' '.join(joins)}"
+        )
+        return "classed"
+
+    def group_by(self, names: Sequence[str], table: str = "coded") -> tuple[list[np.ndarray], np.ndarray]:
+        """One ``GROUP BY`` over ``names``: the occurring cells (one array per name) and counts.
+
+        On ``coded`` the cells are codes; on ``classed`` (see :meth:`coarsen`) class indices.
+        """
+        if not names:
+            return [], np.array([self.n_rows], dtype=np.int64)
+        prefix = "c" if table == "coded" else "k"
+        cols = [f"{prefix}{self.domain.index(n)}" for n in names]
+        res = self.con.sql(
+            f"SELECT {', '.join(cols)}, count(*) AS n FROM {table} GROUP BY ALL"
+        ).fetchnumpy()
+        return [np.asarray(res[c], dtype=np.int64) for c in cols], np.asarray(res["n"], dtype=np.int64)
+
+    def codes(self) -> np.ndarray:
+        """All rows as an (n, m) code matrix (small data and tests)."""
+        cols = ", ".join(f"c{i}" for i in range(len(self.domain)))
+        res = self.con.sql(f"SELECT {cols} FROM coded").fetchnumpy()
+        return np.column_stack(
+            [np.asarray(res[f"c{i}"], dtype=np.int64) for i in range(len(self.domain))]
+        )
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def relation(
+    con: duckdb.DuckDBPyConnection,
+    source: Any,
+    domain: Domain,
+    *,
+    csv: CsvOptions = CsvOptions(),
+    table: str | None = None,
+) -> duckdb.DuckDBPyRelation:
+    """A DuckDB relation over ``source``.
+
+    ``source``: a CSV/TSV or Parquet path, a DuckDB database file (with ``table``), a pandas or
+    polars DataFrame, a pyarrow Table, or a DuckDB relation.
+    """
+    if isinstance(source, (str, Path)):
+        p = Path(source)
+        if not p.exists():
+            raise DataError(f"no such file: {p}", hint="check the path")
+        suffix = p.suffix.lower()
+        if suffix == ".parquet" or p.is_dir():
+            return con.read_parquet(str(p / "*.parquet") if p.is_dir() else str(p))
+        if suffix in _DUCKDB_SUFFIXES:
+            if not table:
+                raise DataError(f"{p} is a DuckDB database", hint="name the table (--table NAME)")
+            con.execute(f"ATTACH {_sql_string(str(p))} AS src (READ_ONLY)")
+            return con.table(f"src.{_quote(table)}")
+        if suffix in _CSV_SUFFIXES or suffix == "":
+            kwargs: dict[str, Any] = {}
+            if csv.header is not None:
+                kwargs["header"] = csv.header
+            if csv.delimiter is not None:
+                kwargs["sep"] = csv.delimiter
+            if csv.na_values:
+                kwargs["na_values"] = list(csv.na_values)
+            if csv.skip_rows:
+                kwargs["skiprows"] = csv.skip_rows
+            if csv.header is False:
+                kwargs["names"] = list(domain.names)
+            try:
+                return con.read_csv(str(p), **kwargs)
+            except duckdb.Error as e:
+                raise DataError(f"cannot read {p} as CSV: {str(e).splitlines()[0]}",
+                                hint="check --delimiter/--no-header/--skip-rows") from None
+        raise DataError(f"unknown data format {suffix!r} for {p}", hint="use CSV or Parquet")
+    if isinstance(source, duckdb.DuckDBPyRelation):
+        return con.from_arrow(source.arrow())
+    if isinstance(source, pa.Table):
+        return con.from_arrow(source)
+    module = type(source).__module__.split(".")[0]
+    if module == "polars":
+        return con.from_arrow(source.to_arrow())
+    if module == "pandas":
+        return con.from_df(source)
+    raise DataError(
+        f"cannot read data of type {type(source).__name__}",
+        hint="pass a CSV/Parquet path, a pandas/polars DataFrame, a pyarrow Table or a DuckDB relation",
+    )
+
+
+def _sql_string(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def encode(
+    source: Any,
+    domain: Domain,
+    *,
+    on_invalid: OnInvalid = "error",
+    csv: CsvOptions = CsvOptions(),
+    table: str | None = None,
+    con: duckdb.DuckDBPyConnection | None = None,
+) -> EncodedTable:
+    """Validate ``source`` against ``domain`` and materialise its codes in DuckDB.
+
+    Raises :class:`DataError` for missing columns, and for values outside the domain unless
+    ``on_invalid='drop'`` (then :attr:`EncodedTable.dropped` and ``.invalid`` report them).
+    """
+    if on_invalid not in ("error", "drop"):
+        raise DataError(f"unknown on_invalid policy {on_invalid!r}", hint="'error' or 'drop'")
+    con = con or duckdb.connect()
+    rel = relation(con, source, domain, csv=csv, table=table)
+    columns = list(rel.columns)
+    if csv.header is False and len(columns) != len(domain):
+        raise DataError(
+            f"the data have {len(columns)} columns but the schema declares {len(domain)}",
+            hint="without a header the columns are matched to the schema's attributes in order",
+        )
+    for name in domain.names:
+        if name not in columns:
+            raise DataError(
+                f"column {name!r} of the schema is not in the data",
+                hint=did_you_mean(name, columns) or f"the data have columns {columns}",
+            )
+    con.register("src", rel)
+    invalid: list[InvalidValues] = []
+    selects, joins = [], []
+    for i, attr in enumerate(domain):
+        col = _quote(attr.name)
+        dist = con.sql(
+            f"SELECT {col} AS v, count(*) AS n FROM src GROUP BY ALL ORDER BY n DESC"
+        ).to_arrow_table()
+        values = dist.column("v").to_pylist()
+        counts = dist.column("n").to_numpy()
+        codes = attr.encode(np.array(values, dtype=object))
+        bad = codes == INVALID
+        if bad.any():
+            idx = np.flatnonzero(bad)
+            invalid.append(InvalidValues(
+                attr.name, tuple((values[j], int(counts[j])) for j in idx), int(counts[idx].sum())
+            ))
+        keep = ~bad & np.array([v is not None for v in values])
+        mapping = pa.table({"v": dist.column("v").filter(pa.array(keep)),
+                            "code": pa.array(codes[keep], type=pa.int32())})
+        con.register(f"map{i}", mapping)
+        null_code = "NULL" if attr.missing_code is None else str(attr.missing_code)
+        selects.append(f"CASE WHEN src.{col} IS NULL THEN {null_code} ELSE m{i}.code END AS c{i}")
+        joins.append(f"LEFT JOIN map{i} AS m{i} ON src.{col} = m{i}.v")
+    if invalid and on_invalid == "error":
+        lines = [iv.describe() for iv in invalid]
+        first = invalid[0]
+        attr = domain[first.column]
+        hint = (
+            "extend the schema to cover these values, declare missing: true for NULLs, "
+            "or pass --on-invalid drop to drop those rows (reported)"
+        )
+        if any(v is None for v, _ in first.values) and not attr.missing:
+            hint = f"declare {first.column!r} with missing: true, or pass --on-invalid drop"
+        raise DataError("; ".join(lines), hint=hint)
+    n_total = con.execute("SELECT count(*) FROM src").fetchall()[0][0]
+    where = " AND ".join(f"c{i} IS NOT NULL" for i in range(len(domain))) or "TRUE"
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE coded AS SELECT * FROM "
+        f"(SELECT {', '.join(selects)} FROM src {' '.join(joins)}) WHERE {where}"
+    )
+    n_rows = con.execute("SELECT count(*) FROM coded").fetchall()[0][0]
+    present = [
+        np.sort(np.asarray(con.sql(f"SELECT DISTINCT c{i} AS c FROM coded").fetchnumpy()["c"],
+                           dtype=np.int64))
+        for i in range(len(domain))
+    ]
+    return EncodedTable(con, domain, int(n_rows), int(n_total - n_rows), invalid, present)
