@@ -62,7 +62,7 @@ class EncodedTable:
     n_rows: int
     dropped: int
     invalid: list[InvalidValues] = field(default_factory=list)
-    #: Distinct codes of each attribute that occur in the (kept) data, sorted.
+    #: Sorted codes of each attribute that may occur in the table (a superset of those that do).
     present: list[np.ndarray] = field(default_factory=list)
 
     def coarsen(self, class_of_code: dict[str, np.ndarray]) -> str:
@@ -117,8 +117,8 @@ def _quote(name: str) -> str:
 def relation(
     con: duckdb.DuckDBPyConnection,
     source: Any,
-    domain: Domain,
     *,
+    names: Sequence[str] | None = None,
     csv: CsvOptions = CsvOptions(),
     table: str | None = None,
 ) -> duckdb.DuckDBPyRelation:
@@ -149,8 +149,8 @@ def relation(
                 kwargs["na_values"] = list(csv.na_values)
             if csv.skip_rows:
                 kwargs["skiprows"] = csv.skip_rows
-            if csv.header is False:
-                kwargs["names"] = list(domain.names)
+            if csv.header is False and names is not None:
+                kwargs["names"] = list(names)
             try:
                 return con.read_csv(str(p), **kwargs)
             except duckdb.Error as e:
@@ -193,37 +193,48 @@ def encode(
     if on_invalid not in ("error", "drop"):
         raise DataError(f"unknown on_invalid policy {on_invalid!r}", hint="'error' or 'drop'")
     con = con or duckdb.connect()
-    rel = relation(con, source, domain, csv=csv, table=table)
+    rel = relation(con, source, names=domain.names, csv=csv, table=table)
     columns = list(rel.columns)
     if csv.header is False and len(columns) != len(domain):
         raise DataError(
             f"the data have {len(columns)} columns but the schema declares {len(domain)}",
             hint="without a header the columns are matched to the schema's attributes in order",
         )
-    for name in domain.names:
-        if name not in columns:
-            raise DataError(
-                f"column {name!r} of the schema is not in the data",
-                hint=did_you_mean(name, columns) or f"the data have columns {columns}",
-            )
+    absent = [name for name in domain.names if name not in columns]
+    if absent:
+        headerless = len(absent) == len(domain) and len(columns) == len(domain)
+        raise DataError(
+            f"column {absent[0]!r} of the schema is not in the data"
+            + (f" ({len(absent) - 1} more missing)" if len(absent) > 1 else ""),
+            hint="the file seems to have no header row: pass --no-header (CsvOptions(header=False))"
+            if headerless
+            else did_you_mean(absent[0], columns) or f"the data have columns {columns}",
+        )
     con.register("src", rel)
     invalid: list[InvalidValues] = []
+    present: list[np.ndarray] = []
+    n_total = 0
     selects, joins = [], []
     for i, attr in enumerate(domain):
         col = _quote(attr.name)
         dist = con.sql(
             f"SELECT {col} AS v, count(*) AS n FROM src GROUP BY ALL ORDER BY n DESC"
         ).to_arrow_table()
-        values = dist.column("v").to_pylist()
+        column = dist.column("v")
         counts = dist.column("n").to_numpy()
-        codes = attr.encode(np.array(values, dtype=object))
+        n_total = int(counts.sum())
+        codes = attr.encode(column.to_numpy(zero_copy_only=False))
         bad = codes == INVALID
         if bad.any():
             idx = np.flatnonzero(bad)
             invalid.append(InvalidValues(
-                attr.name, tuple((values[j], int(counts[j])) for j in idx), int(counts[idx].sum())
+                attr.name,
+                tuple((column[int(j)].as_py(), int(counts[j])) for j in idx),
+                int(counts[idx].sum()),
             ))
-        keep = ~bad & np.array([v is not None for v in values])
+        # a superset of the codes left after dropping: the coarsening join must miss none
+        present.append(np.unique(codes[~bad]))
+        keep = ~bad & column.is_valid().to_numpy(zero_copy_only=False)
         mapping = pa.table({"v": dist.column("v").filter(pa.array(keep)),
                             "code": pa.array(codes[keep], type=pa.int32())})
         con.register(f"map{i}", mapping)
@@ -241,16 +252,10 @@ def encode(
         if any(v is None for v, _ in first.values) and not attr.missing:
             hint = f"declare {first.column!r} with missing: true, or pass --on-invalid drop"
         raise DataError("; ".join(lines), hint=hint)
-    n_total = con.execute("SELECT count(*) FROM src").fetchall()[0][0]
     where = " AND ".join(f"c{i} IS NOT NULL" for i in range(len(domain))) or "TRUE"
     con.execute(
         f"CREATE OR REPLACE TEMP TABLE coded AS SELECT * FROM "
         f"(SELECT {', '.join(selects)} FROM src {' '.join(joins)}) WHERE {where}"
     )
     n_rows = con.execute("SELECT count(*) FROM coded").fetchall()[0][0]
-    present = [
-        np.sort(np.asarray(con.sql(f"SELECT DISTINCT c{i} AS c FROM coded").fetchnumpy()["c"],
-                           dtype=np.int64))
-        for i in range(len(domain))
-    ]
     return EncodedTable(con, domain, int(n_rows), int(n_total - n_rows), invalid, present)

@@ -80,6 +80,7 @@ def parse_query(text: str, domain: Domain) -> Query:
         info = e.errors[0] if e.errors else {}
         col = max(1, int(info.get("col", 0)) - len(_PREFIX))
         desc = str(info.get("description", e)).split(". Line")[0]
+        desc = re.sub(r"<class 'sqlglot\.[\w.]*\.(\w+)'>", r"\1", desc)
         raise QueryError(
             f"syntax error near column {col}: {desc}",
             hint="write a SQL WHERE clause, e.g. age BETWEEN 30 AND 39 AND sex = 'Female'",

@@ -1,0 +1,190 @@
+"""Benchmarks of the engine (SPEC §4, §8): scaling at fixed width, explicit enumeration, mbi.
+
+    python bench/bench_engine.py                       # everything
+    python bench/bench_engine.py --part scaling        # tree-MRF d = 64 … 4096
+    python bench/bench_engine.py --part enumeration    # vs the explicit 2^d histogram
+    python bench/bench_engine.py --part mbi            # vs Private-PGM's junction tree
+
+Every table compares against its baseline in the same run and prints the ratio.
+Timings are the best of ``--repeat`` runs (wall clock, one process, numpy single-threaded).
+"""
+
+from __future__ import annotations
+
+# ruff: noqa: B023  (each lambda is called inside its own loop iteration)
+import argparse
+import os
+import time
+from collections.abc import Callable
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+
+from tessera.engine import GibbsModel  # noqa: E402
+from tessera.engine.families import random_tree, tree_marginals  # noqa: E402
+
+
+def best(fn: Callable[[], object], repeat: int) -> tuple[float, object]:
+    times, out = [], None
+    for _ in range(repeat):
+        t = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t)
+    return min(times), out
+
+
+def tree_model(d: int, seed: int = 0) -> tuple[GibbsModel, list[tuple[int, int]]]:
+    edges = random_tree(d, seed)
+    fam = tree_marginals(d, edges=edges)
+    theta = np.random.default_rng(seed).normal(0, 1, size=len(fam.queries))
+    return GibbsModel(fam.domain, fam.queries, theta, names=fam.names), edges
+
+
+def fresh(model: GibbsModel) -> GibbsModel:
+    """The same model without cached passes (so every timing recomputes)."""
+    return model.with_theta(model.theta)
+
+
+def scaling(sizes: list[int], samples: int, repeat: int) -> None:
+    print(f"\n## Scaling at fixed width: tree-MRF marginals (1-way + 4 cells per edge), "
+          f"{samples:,} samples\n")
+    print("| d | queries | build (s) | width | log Z (s) | argmax (s) | expectations (s) "
+          f"| {samples:,} samples (s) | log Z per var (µs) |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for d in sizes:
+        t_build, (model, _) = best(lambda d=d: tree_model(d), 1)
+        t_lz, _ = best(lambda: fresh(model).log_partition(), repeat)
+        t_max, _ = best(lambda: fresh(model).max_assignment(), repeat)
+        t_exp, _ = best(lambda: fresh(model).expectations(), repeat)
+        m = fresh(model)
+        m.log_partition()
+        m.sampler()  # conditional tables (part of the forward pass' cost, see below)
+        t_s, _ = best(lambda: m.sample(samples, np.random.default_rng(0)), max(1, repeat // 2))
+        t_s_total = t_s + best(lambda: fresh(model).sampler(), 1)[0]
+        print(f"| {d} | {len(model.queries)} | {t_build:.2f} | {model.width} | {t_lz:.4f} | "
+              f"{t_max:.4f} | {t_exp:.4f} | {t_s_total:.3f} | {1e6 * t_lz / d:.1f} |")
+
+
+def enumeration(sizes: list[int], samples: int, repeat: int) -> None:
+    print("\n## Against explicit enumeration of the 2^d histogram (same model, same run)\n")
+    print("| d | 2^d | engine log Z (s) | enumeration log Z (s) | ratio | engine "
+          f"{samples:,} samples (s) | enumeration samples (s) | ratio | |Δ log Z| |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for d in sizes:
+        model, edges = tree_model(d)
+        theta = model.theta
+        # log-potential tables: unary θ(x_i = 1), pairwise cells θ(x_i = a, x_j = b)
+        unary = theta[:d]
+        pair = theta[d:].reshape(len(edges), 2, 2)
+
+        def enum_scores() -> np.ndarray:
+            idx = np.arange(1 << d, dtype=np.int64)
+            s = np.zeros(1 << d)
+            bits = [((idx >> i) & 1).astype(np.int8) for i in range(d)]
+            for i in range(d):
+                s += unary[i] * bits[i]
+            for e, (i, j) in enumerate(edges):
+                s += pair[e][bits[i], bits[j]]
+            return s
+
+        def enum_logz() -> float:
+            s = enum_scores()
+            mx = s.max()
+            return float(mx + np.log(np.exp(s - mx).sum()))
+
+        def enum_sample() -> np.ndarray:
+            s = enum_scores()
+            p = np.exp(s - s.max())
+            p /= p.sum()
+            cells = np.random.default_rng(0).choice(1 << d, size=samples, p=p)
+            return (cells[:, None] >> np.arange(d)) & 1
+
+        t_e, lz_e = best(enum_logz, repeat)
+        t_g, lz_g = best(lambda: fresh(model).log_partition(), repeat)
+        t_es, _ = best(enum_sample, 1)
+        t_gs, _ = best(lambda: fresh(model).sample(samples, np.random.default_rng(0)), 1)
+        print(f"| {d} | {1 << d:,} | {t_g:.4f} | {t_e:.3f} | {t_e / t_g:,.0f}× | {t_gs:.3f} | "
+              f"{t_es:.3f} | {t_es / t_gs:,.1f}× | {abs(lz_e - lz_g):.1e} |")
+
+
+def mbi_comparison(sizes: list[int], samples: int, repeat: int) -> None:
+    try:
+        import jax
+
+        jax.config.update("jax_enable_x64", True)
+        jax.config.update("jax_enable_compilation_cache", False)
+        import mbi
+        from mbi import marginal_oracles
+    except ImportError:
+        print("\nmbi is not installed (pip install mbi): skipping the Private-PGM comparison")
+        return
+    print("\n## Against Private-PGM (`mbi` "
+          f"{getattr(mbi, '__version__', '')}, JAX CPU, x64) on the same tree-MRF\n")
+    print("mbi: cliques = tree edges, potentials = the same log-potential tables; marginals by "
+          "`message_passing_hugin` (calibrated, normalised), samples by "
+          "`MarkovRandomField.synthetic_data(method='sample')`. First call includes JIT "
+          "compilation (cold); warm = best of later calls. Tessera: log Z + all exact "
+          "expectations (up-and-down pass), sampling incl. its conditional tables.\n")
+    print("| d | Tessera marginals (s) | mbi cold (s) | mbi warm (s) | ratio warm | "
+          f"Tessera {samples:,} samples (s) | mbi samples (s) | ratio | max |Δ marginal| |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for d in sizes:
+        model, edges = tree_model(d)
+        theta = model.theta
+        names = model.domain.names
+        dom = mbi.Domain(names, [2] * d)
+        tables = {}
+        for e, (i, j) in enumerate(edges):
+            t = theta[d + 4 * e : d + 4 * e + 4].reshape(2, 2).copy()
+            cl = (names[i], names[j])
+            tables[cl] = mbi.Factor(dom.project(cl), jax.numpy.asarray(t))
+        # unary θ(x_i = 1) as one-way cliques
+        for i in range(d):
+            cl = (names[i],)
+            tables[cl] = mbi.Factor(dom.project(cl), jax.numpy.asarray([0.0, theta[i]]))
+        pot = mbi.CliqueVector(dom, list(tables), tables)
+
+        def run_mbi():  # noqa: ANN202
+            m = marginal_oracles.message_passing_hugin(pot, 1.0)
+            jax.block_until_ready(m)  # every table, not just the first (async dispatch)
+            return m
+
+        t_cold, marg = best(run_mbi, 1)
+        t_warm, marg = best(run_mbi, repeat)
+        def run_ours():  # noqa: ANN202
+            m = fresh(model)
+            return m.log_partition(), m.expectations()
+
+        t_ours, _ = best(run_ours, repeat)
+        ours = fresh(model).expectations()
+        diff = max(abs(float(marg.project((names[i],)).datavector()[1]) - ours[i])
+                   for i in range(min(d, 64)))
+        mrf = mbi.MarkovRandomField(potentials=pot, marginals=marg, total=samples)
+        np.random.seed(0)
+        t_ms, _ = best(lambda: mrf.synthetic_data(samples, method="sample"), 1)
+        t_os, _ = best(lambda: fresh(model).sample(samples, np.random.default_rng(0)), 1)
+        print(f"| {d} | {t_ours:.3f} | {t_cold:.2f} | {t_warm:.3f} | {t_warm / t_ours:.1f}× | "
+              f"{t_os:.3f} | {t_ms:.2f} | {t_ms / t_os:.1f}× | {diff:.1e} |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--part", choices=["all", "scaling", "enumeration", "mbi"], default="all")
+    ap.add_argument("--sizes", type=int, nargs="*", default=[64, 256, 1024, 4096])
+    ap.add_argument("--enum-sizes", type=int, nargs="*", default=[16, 18, 20, 22, 24])
+    ap.add_argument("--mbi-sizes", type=int, nargs="*", default=[64, 256, 1024])
+    ap.add_argument("--samples", type=int, default=100_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    print(f"numpy {np.__version__}, {os.cpu_count()} cores")
+    if args.part in ("all", "scaling"):
+        scaling(args.sizes, args.samples, args.repeat)
+    if args.part in ("all", "enumeration"):
+        enumeration(args.enum_sizes, args.samples, args.repeat)
+    if args.part in ("all", "mbi"):
+        mbi_comparison(args.mbi_sizes, args.samples, args.repeat)
+
+
+if __name__ == "__main__":
+    main()

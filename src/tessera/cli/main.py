@@ -1,0 +1,51 @@
+"""Entry point of the ``tessera`` command.
+
+Each command group is a module of this package with ``register(app: typer.Typer) -> None``;
+they are listed here explicitly so the command surface is visible in one place.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import typer
+
+app = typer.Typer(
+    name="tessera",
+    help="Differential privacy for query workloads: overlap-aware accounting, exact counts, "
+    "treewidth-bounded synthetic data.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+#: Command modules under ``tessera.cli``, in the order their commands are listed.
+COMMAND_MODULES: tuple[str, ...] = (
+    "schema",
+    "workload",
+    "count",
+    "tradeoff",
+    "treewidth",
+    "overlap",
+)
+
+
+def _register_all() -> None:
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"tessera.cli.{name}").register(app)
+
+
+@app.callback()
+def _root() -> None:
+    """Tessera: differential privacy for query workloads."""
+
+
+_register_all()
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,73 @@
+"""``tessera schema``: draft a schema from data (not private), and check one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from tessera.cli.common import (
+    DelimiterOpt,
+    NaOpt,
+    NoHeaderOpt,
+    SkipRowsOpt,
+    csv_options,
+    err,
+    out,
+    user_errors,
+)
+from tessera.domain import Domain
+from tessera.infer import NOT_PRIVATE_HEADER, infer_domain, summarize
+
+schema_app = typer.Typer(help="Public schemas: draft one from data, check one.", no_args_is_help=True)
+
+
+def _print(domain: Domain, title: str) -> None:
+    table = Table(title=title)
+    for col in ("attribute", "kind", "codes", "values"):
+        table.add_column(col)
+    for name, kind, size, detail in summarize(domain):
+        table.add_row(name, kind, str(size), detail)
+    out.print(table)
+    out.print(f"|𝔻| = {domain.size:,} points")
+
+
+@schema_app.command("infer")
+@user_errors
+def infer(
+    data: Annotated[Path, typer.Argument(help="CSV or Parquet file.", exists=True)],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the draft schema (YAML/JSON).")],
+    no_header: NoHeaderOpt = False,
+    delimiter: DelimiterOpt = None,
+    na: NaOpt = None,
+    skip_rows: SkipRowsOpt = 0,
+    max_categories: Annotated[int, typer.Option(help="Most values a text column may have.")] = 100,
+    bins: Annotated[int, typer.Option(help="Bins for non-integer numeric columns.")] = 10,
+) -> None:
+    """Draft a schema from DATA. NOT PRIVATE: it reads bounds and values off the data."""
+    domain = infer_domain(
+        str(data), csv=csv_options(no_header, delimiter, na, skip_rows),
+        max_categories=max_categories, bins=bins,
+    )
+    domain.save(output, header=NOT_PRIVATE_HEADER)
+    err.print(
+        "[bold yellow]WARNING: this schema was inferred from the data and is NOT PRIVATE.[/] "
+        "Its bounds and value lists leak the data; replace them with public knowledge "
+        "before any private release.",
+        markup=True,
+    )
+    _print(domain, f"Draft schema written to {output}")
+
+
+@schema_app.command("check")
+@user_errors
+def check(schema: Annotated[Path, typer.Argument(help="Schema file.", exists=True)]) -> None:
+    """Validate a schema file and print its attributes."""
+    domain = Domain.load(schema)
+    _print(domain, f"{schema}: {len(domain)} attributes")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(schema_app, name="schema")

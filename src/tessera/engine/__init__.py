@@ -1,0 +1,60 @@
+"""The engine of Tessera (SPEC §4): one dynamic program over a tree decomposition for
+
+* max-plus: max_x Σ_f θ_f f(x) with an argmax (LP pricing, weighted maximum overlap γ_w),
+* log-sum-product: log Z = log Σ_x exp(Σ_f θ_f f(x)), exact expectations E[f],
+* perfect i.i.d. sampling from P[x] ∝ exp(Σ_f θ_f f(x)),
+
+for predicate queries and Boolean (BDD) queries, exponential only in the decomposition width.
+See ``docs/engine.md``.
+"""
+
+from tessera.engine.bdd import (
+    BinaryEncoding,
+    BooleanQuery,
+    at_least,
+    bdd_manager,
+    conjunction,
+    disjunction,
+    from_expr,
+    lex_range,
+    parity,
+)
+from tessera.engine.decomposition import (
+    DEFAULT_MEMORY_LIMIT,
+    MemoryPlan,
+    NiceTreeDecomposition,
+    TreeDecomposition,
+    elimination_order,
+    exact_treewidth,
+    treewidth,
+)
+from tessera.engine.factors import incidence_graph, scope
+from tessera.engine.model import GibbsModel, log_partition, maximize
+from tessera.engine.semiring import LOG_SUM_PRODUCT, MAX_PLUS, Semiring
+
+__all__ = [
+    "DEFAULT_MEMORY_LIMIT",
+    "LOG_SUM_PRODUCT",
+    "MAX_PLUS",
+    "BinaryEncoding",
+    "BooleanQuery",
+    "GibbsModel",
+    "MemoryPlan",
+    "NiceTreeDecomposition",
+    "Semiring",
+    "TreeDecomposition",
+    "at_least",
+    "bdd_manager",
+    "conjunction",
+    "disjunction",
+    "elimination_order",
+    "exact_treewidth",
+    "from_expr",
+    "incidence_graph",
+    "lex_range",
+    "log_partition",
+    "maximize",
+    "parity",
+    "scope",
+    "treewidth",
+]

@@ -1,0 +1,410 @@
+"""Tree decompositions: elimination heuristics, nice form, width and the memory guard (SPEC §4).
+
+A tree decomposition (T, {X_t}) of a graph G has a bag per node such that every vertex and every
+edge lies in some bag and the bags holding a vertex form a subtree; its width is max|X_t| − 1.
+An elimination order π gives one: eliminating v makes its remaining neighbours N⁺(v) a clique,
+X_v = {v} ∪ N⁺(v), and the parent of X_v is the bag of the first-eliminated vertex of N⁺(v).
+The dynamic program (:mod:`tessera.engine.program`) runs on exactly these bags ("buckets");
+one elimination step is a nice decomposition's introduce nodes + join of the child messages +
+forget v, batched into one numpy operation. :meth:`TreeDecomposition.nice` produces the explicit
+nice form (leaf / introduce / forget / join, empty root) for inspection and tests.
+
+Heuristics: min-fill (fewest fill edges, ties by smallest table) and min-degree, with lazy
+priority updates (only the neighbours of the eliminated vertex, and the common neighbours of
+the fill edges, change key). :func:`exact_treewidth` solves small graphs exactly (≤ 16 vertices).
+
+Guard: before the program allocates a table, :func:`memory_plan` estimates every bucket's size
+from the variable sizes, and :func:`check_memory` raises :class:`~tessera.errors.ResourceError`
+naming the width, the estimate and what sits in the largest bag.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import networkx as nx
+
+from tessera.errors import ResourceError
+
+Heuristic = Literal["min-fill", "min-degree"]
+HEURISTICS: tuple[str, ...] = ("min-fill", "min-degree")
+#: above this degree the fill-in of a vertex is bounded by d(d−1)/2 instead of counted
+_FILL_CAP = 48
+DEFAULT_MEMORY_LIMIT = 2 << 30  # 2 GiB
+
+
+def elimination_order(
+    graph: nx.Graph,
+    heuristic: str = "min-fill",
+    log_size: Callable[[Hashable], float] | None = None,
+    first: Iterable[Hashable] | None = None,
+) -> list[Hashable]:
+    """A greedy elimination order of ``graph`` (min-fill or min-degree; ties: smaller table).
+
+    With ``first``, those vertices are eliminated before all others (each phase greedy).
+    """
+    if heuristic not in HEURISTICS:
+        raise ValueError(f"unknown heuristic {heuristic!r}; one of {HEURISTICS}")
+    nodes = list(graph.nodes)
+    index = {n: i for i, n in enumerate(nodes)}
+    adj = [set() for _ in nodes]
+    for a, b in graph.edges:
+        if a != b:
+            adj[index[a]].add(index[b])
+            adj[index[b]].add(index[a])
+    lsz = [float(log_size(n)) if log_size else 1.0 for n in nodes]
+    early = {index[n] for n in first} if first is not None else set()
+    phase = [0 if u in early else 1 for u in range(len(nodes))]
+
+    def key(u: int) -> tuple[int, float, float]:
+        nb = adj[u]
+        weight = lsz[u] + sum(lsz[a] for a in nb)
+        # a simplicial vertex (its neighbours already a clique) is always safe to eliminate
+        # first, whatever the phase
+        if heuristic == "min-degree":
+            return (phase[u] if len(nb) > 1 else -1, len(nb), weight)
+        d = len(nb)
+        if d > _FILL_CAP:
+            return (phase[u], d * (d - 1) / 2, weight)
+        lst = list(nb)
+        fill = 0
+        for i, a in enumerate(lst):
+            na = adj[a]
+            fill += sum(1 for b in lst[i + 1 :] if b not in na)
+        return (phase[u] if fill else -1, fill, weight)
+
+    version = [0] * len(nodes)
+    heap = [(key(u), 0, u) for u in range(len(nodes))]
+    heapq.heapify(heap)
+    done = [False] * len(nodes)
+    order: list[Hashable] = []
+    while heap:
+        _, ver, u = heapq.heappop(heap)
+        if done[u] or ver != version[u]:
+            continue
+        done[u] = True
+        order.append(nodes[u])
+        nb = adj[u]
+        affected = set(nb)
+        for a in nb:
+            adj[a].discard(u)
+        lst = list(nb)
+        for i, a in enumerate(lst):
+            for b in lst[i + 1 :]:
+                if b not in adj[a]:
+                    adj[a].add(b)
+                    adj[b].add(a)
+                    if heuristic == "min-fill":
+                        affected |= adj[a] & adj[b]
+        adj[u] = set()
+        for a in affected:
+            if not done[a]:
+                version[a] += 1
+                heapq.heappush(heap, (key(a), version[a], a))
+    return order
+
+
+@dataclass(frozen=True)
+class TreeDecomposition:
+    """Bags ``bags[t]`` with ``parent[t]`` (−1 for a root); a forest when G is disconnected."""
+
+    bags: tuple[frozenset, ...]
+    parent: tuple[int, ...]
+
+    @property
+    def width(self) -> int:
+        return max((len(b) for b in self.bags), default=0) - 1
+
+    @staticmethod
+    def from_elimination_order(graph: nx.Graph, order: Sequence[Hashable]) -> TreeDecomposition:
+        bags, parents = eliminate(graph, order)
+        return TreeDecomposition(tuple(frozenset(b) for b in bags), tuple(parents))
+
+    def children(self) -> list[list[int]]:
+        ch: list[list[int]] = [[] for _ in self.bags]
+        for t, p in enumerate(self.parent):
+            if p >= 0:
+                ch[p].append(t)
+        return ch
+
+    def validate(self, graph: nx.Graph) -> None:
+        """Raise AssertionError unless this is a tree decomposition of ``graph``."""
+        where: dict[Hashable, list[int]] = {}
+        for t, b in enumerate(self.bags):
+            for v in b:
+                where.setdefault(v, []).append(t)
+        assert set(where) >= set(graph.nodes), "a vertex lies in no bag"
+        for a, b in graph.edges:
+            assert set(where[a]) & set(where[b]), f"edge {a}-{b} lies in no bag"
+        for v, ts in where.items():  # bags of v connected: exactly one has a parent without v
+            tops = [t for t in ts if self.parent[t] < 0 or v not in self.bags[self.parent[t]]]
+            assert len(tops) == 1, f"bags of {v} are not connected"
+
+    def nice(self) -> NiceTreeDecomposition:
+        """Nice form: leaves with empty bags, introduce/forget one vertex, binary joins."""
+        kinds: list[str] = []
+        bags: list[frozenset] = []
+        vertex: list[Hashable | None] = []
+        children: list[tuple[int, ...]] = []
+
+        def node(kind: str, bag: frozenset, v: Hashable | None, ch: tuple[int, ...]) -> int:
+            kinds.append(kind)
+            bags.append(bag)
+            vertex.append(v)
+            children.append(ch)
+            return len(kinds) - 1
+
+        def path(below: int, src: frozenset, dst: frozenset) -> int:
+            """Forget src \\ dst, then introduce dst \\ src, on top of node ``below``."""
+            cur, bag = below, src
+            for v in sorted(src - dst, key=repr):
+                bag = bag - {v}
+                cur = node("forget", bag, v, (cur,))
+            for v in sorted(dst - src, key=repr):
+                bag = bag | {v}
+                cur = node("introduce", bag, v, (cur,))
+            return cur
+
+        ch = self.children()
+        built: dict[int, int] = {}
+        post: list[int] = []
+        roots = [t for t, p in enumerate(self.parent) if p < 0]
+        stack = [(t, False) for t in roots]
+        while stack:  # iterative post-order (decompositions can be thousands deep)
+            t, expanded = stack.pop()
+            if expanded:
+                post.append(t)
+                continue
+            stack.append((t, True))
+            stack.extend((c, False) for c in ch[t])
+        for t in post:
+            bag = self.bags[t]
+            if not ch[t]:
+                top = path(node("leaf", frozenset(), None, ()), frozenset(), bag)
+            else:
+                tops = [path(built[c], self.bags[c], bag) for c in ch[t]]
+                top = tops[0]
+                for other in tops[1:]:
+                    top = node("join", bag, None, (top, other))
+            built[t] = top
+        root_tops = [path(built[r], self.bags[r], frozenset()) for r in roots]
+        top = root_tops[0] if root_tops else node("leaf", frozenset(), None, ())
+        for other in root_tops[1:]:
+            top = node("join", frozenset(), None, (top, other))
+        return NiceTreeDecomposition(tuple(kinds), tuple(bags), tuple(vertex), tuple(children),
+                                     top)
+
+
+@dataclass(frozen=True)
+class NiceTreeDecomposition:
+    """Nodes in post-order: ``kinds[t]`` ∈ leaf / introduce / forget / join; ``root`` is empty."""
+
+    kinds: tuple[str, ...]
+    bags: tuple[frozenset, ...]
+    vertex: tuple[Hashable | None, ...]
+    children: tuple[tuple[int, ...], ...]
+    root: int
+
+    @property
+    def width(self) -> int:
+        return max((len(b) for b in self.bags), default=0) - 1
+
+    def validate(self) -> None:
+        """Check the local rules of a nice decomposition."""
+        assert not self.bags[self.root]
+        rows = zip(self.kinds, self.bags, self.vertex, self.children, strict=True)
+        for kind, bag, v, ch in rows:
+            if kind == "leaf":
+                assert not ch and not bag
+            elif kind == "introduce":
+                assert len(ch) == 1 and v in bag and self.bags[ch[0]] == bag - {v}
+                assert v not in self.bags[ch[0]]
+            elif kind == "forget":
+                assert len(ch) == 1 and v not in bag and self.bags[ch[0]] == bag | {v}
+            else:
+                assert kind == "join" and len(ch) == 2
+                assert self.bags[ch[0]] == bag == self.bags[ch[1]]
+
+
+def eliminate(graph: nx.Graph, order: Sequence[Hashable]) -> tuple[list[list], list[int]]:
+    """Bags X_v = [v] + N⁺(v) (N⁺ sorted by elimination position) and parents, per step."""
+    position = {v: i for i, v in enumerate(order)}
+    if set(position) != set(graph.nodes):
+        raise ValueError("the order must list every vertex exactly once")
+    adj = {v: set(graph.neighbors(v)) - {v} for v in graph.nodes}
+    bags: list[list] = []
+    parents: list[int] = []
+    for v in order:
+        nb = sorted(adj[v], key=position.__getitem__)
+        for a in nb:
+            adj[a].discard(v)
+            adj[a].update(b for b in nb if b != a)
+        bags.append([v, *nb])
+        parents.append(position[nb[0]] if nb else -1)
+    return bags, parents
+
+
+def best_elimination_order(
+    graph: nx.Graph,
+    heuristic: str = "min-fill",
+    log_size: Callable[[Hashable], float] | None = None,
+    phases: Sequence[Iterable[Hashable]] = (),
+) -> list[Hashable]:
+    """The best of the greedy order and the two-phase orders (each set of ``phases`` first).
+
+    Greedy heuristics are myopic: on an incidence graph (variables + functions) min-fill
+    prefers the cheap function nodes first and can end one above the optimum (laminar
+    disjunctions); eliminating all variables first fixes that case and is terrible for others
+    (tree marginals), so we keep whichever gives the smallest largest table, then total.
+    """
+    lsz = log_size or (lambda _n: 1.0)
+    best: tuple[float, float] | None = None
+    best_order: list[Hashable] = []
+    for first in [None, *phases]:
+        order = elimination_order(graph, heuristic, log_size, first)
+        bags, _ = eliminate(graph, order)
+        costs = [sum(lsz(v) for v in b) for b in bags]
+        score = (max(costs, default=0.0), math.log2(sum(2.0**c for c in costs) or 1.0))
+        if best is None or score < best:
+            best, best_order = score, order
+    return best_order
+
+
+def treewidth(graph: nx.Graph, heuristic: str = "min-fill") -> tuple[int, TreeDecomposition]:
+    """An upper bound on tw(G) with its decomposition (heuristic elimination).
+
+    For an incidence graph (nodes ``("x", i)`` / ``("f", j)``), the variables-first and
+    functions-first two-phase orders are tried as well (:func:`best_elimination_order`).
+    """
+    kinds: dict[Hashable, list[Hashable]] = {}
+    for n in graph.nodes:
+        if isinstance(n, tuple) and n and n[0] in ("x", "f"):
+            kinds.setdefault(n[0], []).append(n)
+    order = best_elimination_order(graph, heuristic, phases=list(kinds.values()))
+    td = TreeDecomposition.from_elimination_order(graph, order)
+    return td.width, td
+
+
+def exact_treewidth(graph: nx.Graph) -> int:
+    """tw(G) exactly by the O*(2^n) elimination-set recursion (Bodlaender et al.), n ≤ 16.
+
+    TW(S) = min_{v∈S} max(TW(S∖v), |Q(S∖v, v)|), Q(S, v) = vertices outside S ∪ {v} reachable
+    from v through S.
+    """
+    nodes = list(graph.nodes)
+    n = len(nodes)
+    if n > 16:
+        raise ValueError("exact_treewidth is for graphs with at most 16 vertices")
+    if n == 0:
+        return -1
+    idx = {v: i for i, v in enumerate(nodes)}
+    nbr = [0] * n
+    for a, b in graph.edges:
+        nbr[idx[a]] |= 1 << idx[b]
+        nbr[idx[b]] |= 1 << idx[a]
+
+    def q(s: int, v: int) -> int:
+        seen, frontier, out = 1 << v, 1 << v, 0
+        while frontier:
+            u = (frontier & -frontier).bit_length() - 1
+            frontier &= frontier - 1
+            new = nbr[u] & ~seen
+            seen |= new
+            out |= new & ~s
+            frontier |= new & s
+        return bin(out & ~(1 << v)).count("1")
+
+    full = (1 << n) - 1
+    tw = [math.inf] * (1 << n)
+    tw[0] = -1
+    for s in range(1, full + 1):
+        best = math.inf
+        rest = s
+        while rest:
+            v = (rest & -rest).bit_length() - 1
+            rest &= rest - 1
+            prev = s & ~(1 << v)
+            if tw[prev] < best:
+                best = min(best, max(tw[prev], q(prev, v)))
+        tw[s] = best
+    return int(tw[full])
+
+
+# -- memory guard ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """Sizes of the program's tables before any is allocated."""
+
+    width: int  # max bag size − 1 over compiled variables
+    largest_entries: int  # entries of the largest bucket table
+    largest_bag: int  # index (elimination step) of the largest bucket
+    total_entries: int  # Σ bucket entries
+    bytes_estimate: int  # float64 tables kept by the program (forward, beliefs, samplers)
+
+    def describe(self) -> str:
+        return (f"width {self.width}, largest table {self.largest_entries:,} entries, "
+                f"memory estimate {format_bytes(self.bytes_estimate)}")
+
+
+#: float64 arrays the program keeps per bucket entry: forward table, downward belief, sampler
+TABLES_PER_ENTRY = 3
+
+
+def memory_plan(sizes: Sequence[int], bags: Sequence[Sequence[int]]) -> MemoryPlan:
+    entries = [math.prod(sizes[v] for v in b) for b in bags]
+    largest = max(range(len(bags)), key=entries.__getitem__, default=-1)
+    total = sum(entries)
+    return MemoryPlan(
+        width=max((len(b) for b in bags), default=0) - 1,
+        largest_entries=entries[largest] if bags else 0,
+        largest_bag=largest,
+        total_entries=total,
+        bytes_estimate=8 * TABLES_PER_ENTRY * total,
+    )
+
+
+def check_memory(plan: MemoryPlan, limit: int, culprits: Callable[[], str]) -> None:
+    """Raise ResourceError if the plan exceeds ``limit`` bytes; ``culprits()`` names the bag."""
+    if plan.bytes_estimate <= limit and 8 * plan.largest_entries <= limit:
+        return
+    shown = culprits()
+    raise ResourceError(
+        f"the dynamic program needs {format_bytes(plan.bytes_estimate)} "
+        f"(limit {format_bytes(limit)}): decomposition width {plan.width}, largest table "
+        f"{plan.largest_entries:,} entries; its bag holds {shown}",
+        hint="these queries interact through shared attributes; drop or coarsen some of them, "
+        "try --heuristic min-degree, or raise the memory limit",
+    )
+
+
+def summarize(kind: str, names: Sequence[str], shown: int = 8) -> str:
+    """'attributes 'a', 'b', … (30 in all)'."""
+    if not names:
+        return f"no {kind}"
+    head = ", ".join(repr(n) for n in names[:shown])
+    return f"{kind} {head}" + (f", … ({len(names)} in all)" if len(names) > shown else "")
+
+
+def format_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if abs(n) < 1024 or unit == "PiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} PiB"
+
+
+def parse_bytes(text: str) -> int:
+    """'2GiB', '512 MiB', '1e9' → bytes."""
+    t = text.strip().replace(" ", "")
+    units = {"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
+             "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "b": 1}
+    for u, mult in units.items():
+        if t.lower().endswith(u):
+            return int(float(t[: -len(u)]) * mult)
+    return int(float(t))

@@ -1,0 +1,363 @@
+"""The public engine API: a Gibbs model over a workload (SPEC §4, §5, §6).
+
+``GibbsModel(domain, queries, theta)`` is P[x] ∝ exp(Σ_f θ_f f(x)) over the finite domain, for
+predicate queries (:class:`~tessera.query.Query`) and Boolean queries
+(:class:`~tessera.engine.bdd.BooleanQuery`), with optional hard ``constraints`` (functions that
+must be 1, e.g. the validity of a binary encoding). It answers
+
+* :meth:`~GibbsModel.log_partition`: log Z = log Σ_x exp(Σ_f θ_f f(x));
+* :meth:`~GibbsModel.max_assignment`: (max_x Σ_f θ_f f(x), an argmax as codes);
+* :meth:`~GibbsModel.expectations`: E_P[f] for every query, exactly (one up-and-down pass);
+* :meth:`~GibbsModel.sample`: m i.i.d. rows from P (codes), vectorised, injectable generator;
+
+in time and memory exponential only in the width of the decomposition. The structure (atoms,
+chains, elimination order, bags: everything but θ) is built once; :meth:`~GibbsModel.with_theta`
+returns a model with new weights that shares it (a weight update never rebuilds the
+decomposition). :func:`maximize` is the function-level max-plus entry point used for LP pricing
+and the weighted maximum overlap γ_w = max_x Σ_q w_q q(x).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+
+import networkx as nx
+import numpy as np
+import numpy.typing as npt
+
+from tessera.domain import Domain
+from tessera.engine.decomposition import (
+    DEFAULT_MEMORY_LIMIT,
+    MemoryPlan,
+    TreeDecomposition,
+    best_elimination_order,
+    check_memory,
+    eliminate,
+    memory_plan,
+    summarize,
+    treewidth,
+)
+from tessera.engine.factors import (
+    DENSE_LIMIT,
+    CompiledModel,
+    Function,
+    compile_model,
+    incidence_graph,
+    scope,
+)
+from tessera.engine.program import Forward, Program, Sampler
+from tessera.engine.semiring import LOG_SUM_PRODUCT, MAX_PLUS
+from tessera.errors import QueryError
+
+IntArray = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True, eq=False)
+class Structure:
+    """Everything θ-independent: compiled factors, elimination order, bags, memory plan."""
+
+    domain: Domain
+    functions: tuple[Function, ...]
+    names: tuple[str, ...]
+    n_queries: int  # functions[:n_queries] are queries, the rest constraints
+    compiled: CompiledModel
+    graph: nx.Graph  # primal graph of the compiled variables
+    order: tuple[int, ...]
+    bags: tuple[tuple[int, ...], ...]
+    parents: tuple[int, ...]
+    plan: MemoryPlan
+    program: Program
+    heuristic: str
+
+    @staticmethod
+    def build(
+        domain: Domain,
+        queries: Sequence[Function],
+        names: Sequence[str],
+        constraints: Sequence[Function],
+        *,
+        heuristic: str,
+        memory_limit: int,
+        dense_limit: int,
+    ) -> Structure:
+        functions = tuple(queries) + tuple(constraints)
+        all_names = tuple(names) + tuple(f"constraint #{i}" for i in range(len(constraints)))
+        hard = [False] * len(queries) + [True] * len(constraints)
+        compiled = compile_model(
+            domain, functions, all_names, hard, dense_limit=dense_limit, heuristic=heuristic
+        )
+        graph = nx.Graph()
+        graph.add_nodes_from(range(len(compiled.sizes)))
+        for g in compiled.groups:
+            s = g.scope
+            graph.add_edges_from((a, b) for i, a in enumerate(s) for b in s[i + 1 :])
+        sizes = compiled.sizes
+        attributes = range(len(domain))
+        states = range(len(domain), len(sizes))
+        order = best_elimination_order(graph, heuristic, lambda v: math.log2(max(sizes[v], 1)),
+                                       phases=[attributes, states] if len(states) else [])
+        bags, parents = eliminate(graph, order)
+        plan = memory_plan(sizes, bags)
+        check_memory(plan, memory_limit, lambda: _culprits(compiled, functions, all_names,
+                                                           bags[plan.largest_bag]))
+        program = Program.build(sizes, [g.scope for g in compiled.groups], order, bags, parents)
+        return Structure(domain, functions, all_names, len(queries), compiled, graph,
+                         tuple(order), tuple(tuple(b) for b in bags), tuple(parents), plan,
+                         program, heuristic)
+
+
+def _culprits(
+    compiled: CompiledModel, functions: Sequence[Function], names: Sequence[str], bag: Sequence[int]
+) -> str:
+    """Attributes in the bag, and the queries that tie ≥ 2 of them together or own a state."""
+    attrs = {v for v in bag if compiled.owner[v] < 0}
+    owners = {compiled.owner[v] for v in bag if compiled.owner[v] >= 0}
+    culprits = [names[j] for j, f in enumerate(functions)
+                if j in owners or len(set(scope(compiled.domain, f)) & attrs) >= 2]
+    return (summarize("attributes", [compiled.labels[v] for v in sorted(attrs)])
+            + "; queries tying them: " + summarize("", culprits).strip())
+
+
+class GibbsModel:
+    """P[x] ∝ exp(Σ_f θ_f f(x)) · ∏_c [c(x) = 1] over ``domain`` (SPEC §4).
+
+    ``theta`` is indexed like ``queries`` (default all 0: the uniform distribution);
+    ``constraints`` are hard (functions that must be 1). The model is immutable: weights change
+    through :meth:`with_theta` / :meth:`with_weight`, which share the compiled structure.
+    """
+
+    def __init__(
+        self,
+        domain: Domain,
+        queries: Sequence[Function],
+        theta: Sequence[float] | npt.ArrayLike | None = None,
+        *,
+        names: Sequence[str] | None = None,
+        constraints: Sequence[Function] = (),
+        heuristic: str = "min-fill",
+        memory_limit: int = DEFAULT_MEMORY_LIMIT,
+        dense_limit: int = DENSE_LIMIT,
+    ) -> None:
+        queries = tuple(queries)
+        names = tuple(names) if names is not None else tuple(f"q{j}" for j in range(len(queries)))
+        if len(names) != len(queries):
+            raise QueryError(f"{len(names)} names for {len(queries)} queries")
+        self.structure = Structure.build(
+            domain, queries, names, tuple(constraints), heuristic=heuristic,
+            memory_limit=memory_limit, dense_limit=dense_limit,
+        )
+        self.theta = _theta(theta, len(queries))
+        self._cache: dict[str, object] = {}
+
+    @staticmethod
+    def _share(structure: Structure, theta: npt.NDArray[np.float64]) -> GibbsModel:
+        model = object.__new__(GibbsModel)
+        model.structure = structure
+        model.theta = theta
+        model._cache = {}
+        return model
+
+    def with_theta(self, theta: Sequence[float] | npt.ArrayLike) -> GibbsModel:
+        """The same model with new weights; the decomposition is reused, not rebuilt."""
+        return GibbsModel._share(self.structure, _theta(theta, self.structure.n_queries))
+
+    def with_weight(self, j: int, value: float) -> GibbsModel:
+        """θ_j ← value (one query's weight), sharing the structure."""
+        theta = self.theta.copy()
+        theta[j] = value
+        return self.with_theta(theta)
+
+    # -- structure ---------------------------------------------------------------------------
+    @property
+    def domain(self) -> Domain:
+        return self.structure.domain
+
+    @property
+    def queries(self) -> tuple[Function, ...]:
+        return self.structure.functions[: self.structure.n_queries]
+
+    @property
+    def width(self) -> int:
+        """Width of the decomposition the program runs on (compiled variables)."""
+        return self.structure.plan.width
+
+    @property
+    def plan(self) -> MemoryPlan:
+        return self.structure.plan
+
+    @cached_property
+    def incidence_width(self) -> int:
+        """Width of a min-fill decomposition of the incidence graph G(F) (an upper bound on tw)."""
+        return treewidth(incidence_graph(self.domain, self.structure.functions),
+                         self.structure.heuristic)[0]
+
+    def decomposition(self) -> TreeDecomposition:
+        """The tree decomposition (bags of compiled variables) the program runs on."""
+        s = self.structure
+        return TreeDecomposition(tuple(frozenset(b) for b in s.bags), s.parents)
+
+    # -- passes (cached per model; θ is immutable) ------------------------------------------
+    def _full_theta(self) -> npt.NDArray[np.float64]:
+        n = self.structure.compiled.n_functions
+        out = np.zeros(n)
+        out[: len(self.theta)] = self.theta
+        return out
+
+    def _forward(self, semiring_name: str) -> Forward:
+        if semiring_name not in self._cache:
+            semiring = MAX_PLUS if semiring_name == "max" else LOG_SUM_PRODUCT
+            theta = self._full_theta()
+            tables = [g.log_table(theta, semiring.counts_multiplicity)
+                      for g in self.structure.compiled.groups]
+            self._cache[semiring_name] = self.structure.program.forward(tables, semiring)
+        return self._cache[semiring_name]
+
+    def _constant_offset(self) -> float:
+        c = self.structure.compiled.constant
+        return math.fsum(self.theta[j] * c[j] for j in range(len(self.theta)) if c[j] >= 0)
+
+    def _constant_feasible(self) -> bool:
+        s = self.structure
+        return all(s.compiled.constant[j] != 0 for j in range(s.n_queries, len(s.functions)))
+
+    # -- answers -----------------------------------------------------------------------------
+    def log_partition(self) -> float:
+        """log Z = log Σ_x exp(Σ_f θ_f f(x)) (−∞ if the constraints exclude every point)."""
+        if not self._constant_feasible():
+            return -math.inf
+        return self._forward("sum").total + self._constant_offset()
+
+    def max_assignment(self) -> tuple[float, IntArray]:
+        """(max_x Σ_f θ_f f(x), argmax x as codes). The value is Σ θ_f f(x*) evaluated at x*."""
+        if not self._constant_feasible():
+            raise QueryError("the constraints exclude every point of the domain")
+        fwd = self._forward("max")
+        if not math.isfinite(fwd.total):
+            raise QueryError("the constraints exclude every point of the domain")
+        xc = self.structure.program.argmax(fwd)
+        codes = np.array([a.representatives()[xc[i]] for i, a in
+                          enumerate(self.structure.compiled.atoms)], dtype=np.int64)
+        values = self._function_values_compiled(xc)
+        value = math.fsum(self.theta[j] for j in range(len(self.theta)) if values[j])
+        return value, codes
+
+    def expectations(self) -> npt.NDArray[np.float64]:
+        """E_P[f] for every query f (exact marginals from the up-and-down pass)."""
+        if "expect" not in self._cache:
+            s = self.structure
+            fwd = self._forward("sum")
+            if not math.isfinite(fwd.total):
+                raise QueryError("the constraints exclude every point of the domain")
+            beliefs = s.program.beliefs(fwd)
+            out = np.zeros(len(self.theta))
+            for g, group in enumerate(s.compiled.groups):
+                if len(group.functions):
+                    p = s.program.factor_marginal(beliefs, g).ravel()
+                    out[group.functions] = group.indicators @ p
+            for j in range(len(out)):
+                if s.compiled.constant[j] >= 0:
+                    out[j] = s.compiled.constant[j]
+            self._cache["expect"] = out
+        return self._cache["expect"].copy()
+
+    def sampler(self) -> Sampler:
+        if "sampler" not in self._cache:
+            if not self._constant_feasible():
+                raise QueryError("the constraints exclude every point of the domain")
+            self._cache["sampler"] = self.structure.program.sampler(self._forward("sum"))
+        return self._cache["sampler"]
+
+    def sample(self, m: int, rng: np.random.Generator, dtype: npt.DTypeLike = None) -> npt.NDArray:
+        """m i.i.d. rows from P as codes, shape (m, len(domain)).
+
+        The integer dtype defaults to the smallest signed type holding every code (int8 for a
+        binary domain; 100,000 rows × 4096 bits stay at 400 MB). Sampling synthetic rows is
+        post-processing, not privacy noise: a numpy Generator is fine here.
+        """
+        s = self.structure
+        xc = self.sampler().sample(int(m), rng)
+        sizes = s.domain.sizes
+        if dtype is None:
+            dtype = np.int64
+            for dt in (np.int8, np.int16, np.int32):
+                if max(sizes, default=1) <= np.iinfo(dt).max + 1:
+                    dtype = dt
+                    break
+        out = np.empty((len(sizes), int(m)), dtype=dtype)
+        for i, atoms in enumerate(s.compiled.atoms):
+            out[i] = atoms.expand(xc[i].astype(np.int64), rng)
+        return out.T
+
+    # -- pointwise ---------------------------------------------------------------------------
+    def _function_values_compiled(self, xc: IntArray) -> npt.NDArray[np.bool_]:
+        """f_j(x) for a full assignment of compiled variables, from the evaluation factors."""
+        c = self.structure.compiled
+        values = np.zeros(c.n_functions, dtype=bool)
+        for g in c.groups:
+            if len(g.functions):
+                flat = np.ravel_multi_index(tuple(int(xc[v]) for v in g.scope), g.shape)
+                values[g.functions] = g.indicators[:, flat] > 0.5
+        for j, k in enumerate(c.constant):
+            if k >= 0:
+                values[j] = bool(k)
+        return values
+
+    def score(self, codes: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """Σ_f θ_f f(x) for rows of codes (evaluates every query on every row)."""
+        codes = np.atleast_2d(np.asarray(codes))
+        total = np.zeros(codes.shape[0])
+        for j, f in enumerate(self.queries):
+            if self.theta[j] != 0:
+                total += self.theta[j] * f.evaluate(self.domain, codes)
+        return total
+
+    def log_probability(self, codes: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """log P[x] for rows of codes (−∞ where a constraint fails)."""
+        codes = np.atleast_2d(np.asarray(codes))
+        out = self.score(codes) - self.log_partition()
+        for c in self.structure.functions[self.structure.n_queries :]:
+            out[~c.evaluate(self.domain, codes)] = -np.inf
+        return out
+
+
+def _theta(theta: Sequence[float] | npt.ArrayLike | None, n: int) -> npt.NDArray[np.float64]:
+    arr = np.zeros(n) if theta is None else np.array(theta, dtype=np.float64).reshape(-1)
+    if arr.shape != (n,):
+        raise QueryError(f"theta has {arr.size} entries for {n} queries")
+    if not np.all(np.isfinite(arr)):
+        raise QueryError("theta must be finite", hint="use constraints= for hard conditions")
+    arr.setflags(write=False)
+    return arr
+
+
+def maximize(
+    domain: Domain,
+    queries: Sequence[Function],
+    weights: Sequence[float] | npt.ArrayLike,
+    *,
+    constraints: Sequence[Function] = (),
+    heuristic: str = "min-fill",
+    memory_limit: int = DEFAULT_MEMORY_LIMIT,
+) -> tuple[float, IntArray]:
+    """max_x Σ_q w_q q(x) and an argmax (codes): LP pricing (any signs) and γ_w (w ≥ 0)."""
+    model = GibbsModel(domain, queries, weights, constraints=constraints,
+                          heuristic=heuristic, memory_limit=memory_limit)
+    return model.max_assignment()
+
+
+def log_partition(
+    domain: Domain,
+    queries: Sequence[Function],
+    theta: Sequence[float] | npt.ArrayLike,
+    *,
+    constraints: Sequence[Function] = (),
+    heuristic: str = "min-fill",
+    memory_limit: int = DEFAULT_MEMORY_LIMIT,
+) -> float:
+    """log Σ_x exp(Σ_f θ_f f(x))."""
+    model = GibbsModel(domain, queries, theta, constraints=constraints,
+                          heuristic=heuristic, memory_limit=memory_limit)
+    return model.log_partition()

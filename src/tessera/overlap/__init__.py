@@ -1,0 +1,22 @@
+"""Maximum overlap γ(Q), γ_w(Q) of a workload, exact or a proven upper bound (SPEC §3)."""
+
+from tessera.overlap.branch_bound import PointSolution, max_point, split_bound
+from tessera.overlap.colouring import colouring_bound, greedy_colouring, overlap_graph
+from tessera.overlap.result import OverlapResult, Witness
+from tessera.overlap.scales import per_query_scales
+from tessera.overlap.solve import max_overlap, maximal_overlapping_sets, touched
+
+__all__ = [
+    "OverlapResult",
+    "PointSolution",
+    "Witness",
+    "colouring_bound",
+    "greedy_colouring",
+    "max_overlap",
+    "max_point",
+    "maximal_overlapping_sets",
+    "overlap_graph",
+    "per_query_scales",
+    "split_bound",
+    "touched",
+]

@@ -1,0 +1,355 @@
+"""Exact, anytime branch and bound for the max-weight point problem (SPEC §3).
+
+Problem: S = max_{x∈𝔻} Σ_q s_q q(x) with s_q = h(w_q) ≥ 0 and predicate queries q. It never
+enumerates 𝔻: per attribute only the value classes (atoms, :mod:`tessera.overlap.atoms`) matter,
+dominated atoms are dropped, and attributes that never meet in a query split the problem into
+independent components whose maxima add up.
+
+Within a component, attributes are branched on in a fixed order (most-constrained first). At a node
+with attributes a_1..a_d fixed, a query is *alive* if its fixed predicates contain the chosen atoms
+and *resolved* once all its attributes are fixed. Each unresolved query is owned by its last
+attribute in the order, k(q). Since q(x) ≤ [x_{k(q)} ∈ φ_{q,k(q)}],
+
+    bound(node) = Σ_{resolved alive q} s_q + Σ_{k unfixed} max_{atom c of k} Σ_{alive q owned by k,
+                  c ∈ φ_{q,k}} s_q
+
+is a valid upper bound on every completion of the node. It is exact when every alive query has
+one unfixed attribute left (the subproblem is separable); such nodes are solved on the spot.
+Search is depth-first, best bound first, from an incumbent found by coordinate ascent.
+
+Anytime: when the deadline passes, the open nodes' bounds, with the incumbent, give the valid
+upper bound max(incumbent, max_open bound); ``exact`` says whether the search finished.
+
+Numerics: with integral scores all sums are exact in float64 (checked: total < 2^53). Otherwise a
+node is pruned only when its bound is ≤ incumbent + τ (τ = 4(n+1)·eps·Σ s) and the reported upper bound
+is incumbent + 2τ, so rounding can never push it below the true maximum.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from tessera.domain import Domain
+from tessera.overlap.atoms import AttributeAtoms, undominated, workload_atoms
+from tessera.query import Query
+
+_EPS = float(np.finfo(np.float64).eps)
+
+
+@dataclass(frozen=True)
+class PointSolution:
+    """max_x Σ s_q q(x): ``lower`` (attained by ``x``) ≤ max ≤ ``upper``; equal when ``exact``."""
+
+    lower: float
+    upper: float
+    exact: bool
+    x: tuple[int, ...]
+    nodes: int
+
+
+@dataclass(eq=False)
+class _Component:
+    """One independent block: attributes (in branching order) and the queries over them."""
+
+    atoms: list[AttributeAtoms]  # reduced to undominated atoms, branching order
+    member: list[npt.NDArray[np.bool_]]  # member[j]: (atoms_j, n) with True off-scope
+    scope: npt.NDArray[np.bool_]  # (n, m): q constrains the attribute at position j
+    scope_after: npt.NDArray[np.int16]  # (n, m): #scope attributes strictly after position j
+    last: npt.NDArray[np.int64]  # (n,) position of the owning (last) attribute
+    s: npt.NDArray[np.float64]  # (n,) scores, columns sorted by ``last``
+    own: list[npt.NDArray[np.float64]]  # own[k]: member[k][:, last == k] as float
+    own_start: npt.NDArray[np.int64]  # columns with last == k are own_start[k]:own_start[k+1]
+
+
+def _components(
+    atoms: Sequence[AttributeAtoms], n_queries: int, scopes: Sequence[Sequence[int]]
+) -> list[list[int]]:
+    """Attribute indices (into ``atoms``) grouped by connectivity through common queries."""
+    parent = list(range(len(atoms)))
+
+    def find(a: int) -> int:
+        while parent[a] != a:
+            parent[a] = parent[parent[a]]
+            a = parent[a]
+        return a
+
+    for sc in scopes:
+        for a in sc[1:]:
+            ra, rb = find(sc[0]), find(a)
+            if ra != rb:
+                parent[ra] = rb
+    groups: dict[int, list[int]] = {}
+    for a in range(len(atoms)):
+        groups.setdefault(find(a), []).append(a)
+    return list(groups.values())
+
+
+def _build_component(
+    atoms: Sequence[AttributeAtoms], columns: npt.NDArray[np.int64], s_all: npt.NDArray[np.float64]
+) -> _Component:
+    n = len(columns)
+    col_of = {int(q): i for i, q in enumerate(columns)}
+    # most constrained attribute first: fixing it early kills or resolves the most queries
+    order = sorted(range(len(atoms)), key=lambda a: -float(s_all[atoms[a].queries].sum()))
+    reduced: list[AttributeAtoms] = []
+    member: list[npt.NDArray[np.bool_]] = []
+    scope = np.zeros((n, len(order)), dtype=bool)
+    for pos, a in enumerate(order):
+        at = atoms[a]
+        keep = undominated(at)
+        at = AttributeAtoms(
+            at.name, at.position, at.size, at.queries, at.membership[keep],
+            at.representative[keep], at.n_codes[keep],
+        )
+        cols = np.fromiter((col_of[int(q)] for q in at.queries), dtype=np.int64, count=len(at.queries))
+        full = np.ones((at.n_atoms, n), dtype=bool)
+        full[:, cols] = at.membership
+        scope[cols, pos] = True
+        reduced.append(at)
+        member.append(full)
+    m = len(order)
+    last = (m - 1 - np.argmax(scope[:, ::-1], axis=1)).astype(np.int64)
+    perm = np.argsort(last, kind="stable")
+    scope, last = scope[perm], last[perm]
+    member = [mm[:, perm] for mm in member]
+    # scope_after[q, j] = #scope positions > j
+    after = np.cumsum(scope[:, ::-1], axis=1)[:, ::-1]
+    scope_after = np.zeros_like(after)
+    scope_after[:, :-1] = after[:, 1:]
+    own_start = np.searchsorted(last, np.arange(m + 1)).astype(np.int64)
+    own = [member[k][:, own_start[k] : own_start[k + 1]].astype(np.float64) for k in range(m)]
+    return _Component(
+        reduced, member, scope, scope_after.astype(np.int16), last, s_all[columns][perm], own, own_start
+    )
+
+
+def _ascent(comp: _Component, x: npt.NDArray[np.int64]) -> tuple[float, npt.NDArray[np.int64]]:
+    """Coordinate ascent from atom choice ``x``: re-pick each attribute's best atom given the rest."""
+    m = len(comp.atoms)
+    sat = np.stack([comp.member[j][x[j]] for j in range(m)], axis=1)  # (n, m)
+    nsat = sat.sum(axis=1)
+    value = float(comp.s[nsat == m].sum())
+    improved = True
+    while improved:
+        improved = False
+        for j in range(m):
+            others = (nsat - sat[:, j]) == m - 1
+            scores = comp.member[j][:, others].astype(np.float64) @ comp.s[others]
+            c = int(np.argmax(scores))
+            if scores[c] > value + 1e-12 * max(1.0, value) and c != x[j]:
+                x[j] = c
+                nsat -= sat[:, j]
+                sat[:, j] = comp.member[j][c]
+                nsat += sat[:, j]
+                value = float(scores[c])
+                improved = True
+    return value, x
+
+
+def _incumbent(comp: _Component, restarts: int, seed: int) -> tuple[float, npt.NDArray[np.int64]]:
+    m = len(comp.atoms)
+    starts = [np.array([int(np.argmax(comp.member[j].astype(np.float64) @ comp.s)) for j in range(m)])]
+    rng = np.random.default_rng(seed)  # search heuristic only: not privacy randomness
+    heavy = np.argsort(-comp.s)[:restarts]
+    for q in heavy:  # start inside the heaviest queries' coverage
+        starts.append(np.array([int(np.argmax(comp.member[j][:, q])) for j in range(m)]))
+    for _ in range(restarts // 2):
+        starts.append(np.array([rng.integers(a.n_atoms) for a in comp.atoms]))
+    best, best_x = -1.0, starts[0]
+    for x0 in starts:
+        value, x = _ascent(comp, x0.astype(np.int64))
+        if value > best:
+            best, best_x = value, x.copy()
+    return best, best_x
+
+
+def _child_bounds(
+    comp: _Component, j: int, idx: npt.NDArray[np.int64], const: float
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], list[npt.NDArray[np.float64]],
+           npt.NDArray[np.bool_]]:
+    """For each atom c of attribute j: resolved value, bound, per-k atom scores, alive mask."""
+    alive = comp.member[j][:, idx]  # (nc, n')
+    last = comp.last[idx]
+    weighted = alive * comp.s[idx]  # (nc, n')
+    lo = np.searchsorted(last, j, side="left")
+    hi = np.searchsorted(last, j, side="right")
+    resolved = const + weighted[:, lo:hi].sum(axis=1)
+    bound = resolved.copy()
+    per_k: list[npt.NDArray[np.float64]] = []
+    start = hi
+    while start < len(idx):
+        k = int(last[start])
+        end = int(np.searchsorted(last, k, side="right"))
+        cols = idx[start:end] - comp.own_start[k]
+        scores = comp.own[k][:, cols] @ weighted[:, start:end].T  # (atoms_k, nc)
+        bound += scores.max(axis=0)
+        per_k.append(scores)
+        start = end
+    return resolved, bound, per_k, alive
+
+
+def _solve_component(
+    comp: _Component, deadline: float, restarts: int, seed: int
+) -> tuple[float, float, bool, npt.NDArray[np.int64], int]:
+    m = len(comp.atoms)
+    total = float(comp.s.sum())
+    integral = bool(np.all(comp.s == np.round(comp.s))) and total < 2.0**52
+    # a float sum of n terms is off by at most ≈ n·eps·Σ: τ covers it with room to spare
+    tol = 0.5 if integral else 4.0 * (len(comp.s) + 1) * _EPS * max(total, 1e-300)
+    best, best_x = _incumbent(comp, restarts, seed)
+    # stack entries: (bound, depth, const, idx, partial atom choice)
+    root_idx = np.arange(len(comp.s), dtype=np.int64)
+    root_bound = sum(
+        float((comp.own[k] @ comp.s[comp.own_start[k] : comp.own_start[k + 1]]).max())
+        for k in range(m)
+        if comp.own_start[k + 1] > comp.own_start[k]
+    )
+    stack: list[tuple[float, int, float, npt.NDArray[np.int64], npt.NDArray[np.int64]]] = [
+        (root_bound, 0, 0.0, root_idx, np.zeros(m, dtype=np.int64))
+    ]
+    nodes = 0
+    while stack:
+        if time.monotonic() > deadline:
+            open_bound = max(b for b, *_ in stack)
+            upper = max(best, open_bound)
+            return best, upper + (0.0 if integral else 2 * tol), False, best_x, nodes
+        node_bound, j, const, idx, x = stack.pop()
+        if node_bound <= best + tol:
+            continue
+        nodes += 1
+        # attributes no alive query constrains are free: skip them
+        while j < m and len(idx) and not comp.scope[idx, j].any():
+            j += 1
+        if len(idx) == 0 or j >= m:
+            if const > best:
+                best, best_x = const, x.copy()
+            continue
+        resolved, bound, per_k, alive = _child_bounds(comp, j, idx, const)
+        # a child is separable when its alive queries have ≤ 1 unfixed attribute: bound is exact
+        after = comp.scope_after[idx, j].astype(np.int64)
+        separable = ~((alive & (after[None, :] > 1)).any(axis=1))
+        order = np.argsort(-bound, kind="stable")
+        children = []
+        for c in order:
+            b = float(bound[c])
+            if b <= best + tol:
+                continue
+            if separable[c]:
+                if b > best:
+                    best = b
+                    best_x = x.copy()
+                    best_x[j] = c
+                    ks = np.unique(comp.last[idx[comp.last[idx] > j]])
+                    for k, scores in zip(ks, per_k):
+                        best_x[k] = int(np.argmax(scores[:, c]))
+                continue
+            keep = alive[c] & (after > 0)
+            child_x = x.copy()
+            child_x[j] = c
+            children.append((b, j + 1, float(resolved[c]), idx[keep], child_x))
+        stack.extend(reversed(children))
+    upper = best + (0.0 if integral else 2 * tol)
+    return best, upper, True, best_x, nodes
+
+
+def max_point(
+    domain: Domain,
+    queries: Sequence[Query],
+    scores: npt.ArrayLike,
+    *,
+    time_limit: float | None = None,
+    restarts: int = 8,
+    seed: int = 0,
+) -> PointSolution:
+    """max_x Σ_q s_q q(x) (s ≥ 0): exact unless ``time_limit`` (seconds) runs out first."""
+    s_all = np.asarray(scores, dtype=np.float64)
+    if s_all.shape != (len(queries),) or (s_all < 0).any() or not np.isfinite(s_all).all():
+        raise ValueError("scores must be finite, non-negative, one per query")
+    deadline = time.monotonic() + (math.inf if time_limit is None else float(time_limit))
+    active = [
+        i for i, q in enumerate(queries) if s_all[i] > 0 and q.predicates and not q.is_contradiction()
+    ]
+    constant = math.fsum(
+        float(s_all[i]) for i, q in enumerate(queries) if s_all[i] > 0 and not q.predicates
+    )
+    x_codes = [0] * len(domain)
+    act_queries = [queries[i] for i in active]
+    atoms = workload_atoms(domain, act_queries)
+    act_s = s_all[active]
+    pos_of = {a.name: i for i, a in enumerate(atoms)}
+    scopes = [[pos_of[n] for n in q.scope] for q in act_queries]
+    lower, upper, exact, nodes = constant, constant, True, 0
+    for group in _components(atoms, len(act_queries), scopes):
+        sub_atoms = [atoms[a] for a in group]
+        cols = np.unique(np.concatenate([a.queries for a in sub_atoms]))
+        # re-index the group's queries to 0..len(cols)-1 so its arrays are small
+        remap = np.full(len(act_queries), -1, dtype=np.int64)
+        remap[cols] = np.arange(len(cols))
+        local = [
+            AttributeAtoms(a.name, a.position, a.size, remap[a.queries], a.membership,
+                           a.representative, a.n_codes)
+            for a in sub_atoms
+        ]
+        comp = _build_component(local, np.arange(len(cols), dtype=np.int64), act_s[cols])
+        lo, up, ex, xa, nn = _solve_component(comp, deadline, restarts, seed)
+        lower += lo
+        upper += up
+        exact = exact and ex
+        nodes += nn
+        for j, at in enumerate(comp.atoms):
+            x_codes[at.position] = int(at.representative[xa[j]])
+    return PointSolution(lower, max(upper, lower), exact, tuple(x_codes), nodes)
+
+
+def split_bound(
+    domain: Domain, queries: Sequence[Query], scores: npt.ArrayLike, *, iterations: int = 150
+) -> float:
+    """A Lagrangian upper bound on max_x Σ_q s_q q(x), cheap at any size (SPEC §3).
+
+    Split each score over the query's attributes, s_q = Σ_{a∈scope(q)} λ_{q,a} with λ ≥ 0. Since
+    q(x) ≤ [x_a ∈ φ_{q,a}] for every a, Σ_q s_q q(x) ≤ Σ_a max_c Σ_q λ_{q,a} [c ∈ φ_{q,a}] for
+    every split. Subgradient steps move weight off the attributes whose maximising atom the query
+    contains; the smallest bound seen is returned, inflated by a rounding margin.
+    """
+    s_all = np.asarray(scores, dtype=np.float64)
+    active = [
+        i for i, q in enumerate(queries) if s_all[i] > 0 and q.predicates and not q.is_contradiction()
+    ]
+    constant = math.fsum(
+        float(s_all[i]) for i, q in enumerate(queries) if s_all[i] > 0 and not q.predicates
+    )
+    if not active:
+        return constant * (1.0 + 1e-12)
+    qs = [queries[i] for i in active]
+    s = s_all[active]
+    atoms = workload_atoms(domain, qs)
+    mats = [a.membership.astype(np.float64) for a in atoms]
+    starts = np.cumsum([0] + [len(a.queries) for a in atoms])
+    e_q = np.concatenate([a.queries for a in atoms])
+    r = np.bincount(e_q, minlength=len(s)).astype(np.float64)
+    lam = s[e_q] / r[e_q]
+    best = math.inf
+    for it in range(iterations):
+        total = 0.0
+        g = np.empty_like(lam)
+        for k, m in enumerate(mats):
+            part = lam[starts[k] : starts[k + 1]]
+            sc = m @ part
+            c = int(np.argmax(sc))
+            total += float(sc[c])
+            g[starts[k] : starts[k + 1]] = m[c]
+        best = min(best, total)
+        mean = np.bincount(e_q, weights=g, minlength=len(s)) / r
+        step = 0.5 / math.sqrt(1.0 + it)
+        lam = np.maximum(lam - step * (s[e_q] / r[e_q]) * (g - mean[e_q]), 0.0)
+        sums = np.bincount(e_q, weights=lam, minlength=len(s))
+        lam = np.where(sums[e_q] > 0, lam * s[e_q] / np.where(sums > 0, sums, 1.0)[e_q],
+                       s[e_q] / r[e_q])
+    # Σ_a λ_{q,a} equals s_q only up to rounding: add a margin that covers it
+    return (constant + best) * (1.0 + 1e-9) + 1e-12 * float(s.sum())

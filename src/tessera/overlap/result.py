@@ -1,0 +1,142 @@
+"""Values of the maximum-overlap computation (SPEC §3).
+
+The one number that may calibrate noise is :attr:`OverlapResult.bound`: an exact value of
+γ_w(Q) or a proven upper bound on it. :attr:`OverlapResult.achieved` is what the witness attains,
+a lower bound; it is there for reporting and must never calibrate noise.
+
+Composition functions comp (SPEC §3) have the form comp(Q') = g(Σ_{q∈Q'} h(w_q)):
+
+=========  ===================  ==========  =====
+``comp``   definition           h(w)        g(s)
+=========  ===================  ==========  =====
+``pure``   ε-DP, Σ ε_i          w           s
+``gdp``    μ-GDP, √Σ μ_i²       w²          √s
+``zcdp``   ρ-zCDP, Σ ρ_i        w²          s
+=========  ===================  ==========  =====
+
+so γ_w = g(S) with S = max_x Σ_{q: q(x)=1} h(w_q), the *score*. Solvers work on scores.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+Comp = Literal["pure", "gdp", "zcdp"]
+Neighbours = Literal["add-remove", "substitute"]
+
+COMPS: tuple[Comp, ...] = ("pure", "gdp", "zcdp")
+NEIGHBOURS: tuple[Neighbours, ...] = ("add-remove", "substitute")
+
+#: Human names of the definitions, for printed guarantees.
+DEFINITION_NAMES: dict[Comp, str] = {
+    "pure": "pure ε-DP (Laplace, basic composition)",
+    "gdp": "μ-GDP (Gaussian differential privacy)",
+    "zcdp": "ρ-zCDP (zero-concentrated DP)",
+}
+
+
+def h(comp: Comp, weights: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """The per-query score h(w) of ``comp``."""
+    w = np.asarray(weights, dtype=np.float64)
+    if comp == "pure":
+        return w.copy()
+    if comp in ("gdp", "zcdp"):
+        return w * w
+    raise ValueError(f"unknown comp {comp!r}")
+
+
+def g(comp: Comp, score: float) -> float:
+    """The outer function g of ``comp`` (monotone, so upper bounds map to upper bounds)."""
+    if comp == "gdp":
+        return math.sqrt(max(score, 0.0))
+    if comp in ("pure", "zcdp"):
+        return float(score)
+    raise ValueError(f"unknown comp {comp!r}")
+
+
+@dataclass(frozen=True)
+class Witness:
+    """A domain point ``x`` (one code per attribute) and the queries it touches, I(x).
+
+    Under substitution neighbours ``y`` is the second row and ``queries`` is I(x) Δ I(y).
+    """
+
+    x: tuple[int, ...]
+    queries: tuple[int, ...]
+    y: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class OverlapResult:
+    """γ_w(Q) for one composition function and neighbour relation.
+
+    * ``score_bound`` ≥ max score (always; equal when ``exact``), ``bound`` = g(score_bound):
+      **the calibration value**.
+    * ``score_achieved`` = score of the witness ≤ the maximum; ``achieved`` = g(score_achieved).
+    * ``total_score`` = Σ_q h(w_q): sequential composition, for the utility gain.
+    """
+
+    comp: Comp
+    neighbours: Neighbours
+    score_bound: float
+    score_achieved: float
+    exact: bool
+    method: str
+    witness: Witness | None
+    n_queries: int
+    total_score: float
+    notes: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        if self.score_bound < self.score_achieved:
+            raise ValueError("an upper bound below the achieved value: a solver bug")
+
+    @property
+    def bound(self) -> float:
+        """γ_w(Q), exact or a proven upper bound: the only value to calibrate noise with."""
+        return g(self.comp, self.score_bound)
+
+    @property
+    def achieved(self) -> float:
+        """What the witness attains (a lower bound; never for calibration)."""
+        return g(self.comp, self.score_achieved)
+
+    @property
+    def sequential(self) -> float:
+        """comp(Q): the cost under basic sequential composition of every query."""
+        # each counting query changes by at most 1 under either neighbour relation
+        return g(self.comp, self.total_score)
+
+    @property
+    def utility_gain(self) -> float:
+        """U = 1 − γ_w(Q)/comp(Q) (SPEC §3), with the calibration value γ_w = ``bound``."""
+        seq = self.sequential
+        return 0.0 if seq <= 0 else 1.0 - self.bound / seq
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "comp": self.comp,
+            "neighbours": self.neighbours,
+            "bound": self.bound,
+            "achieved": self.achieved,
+            "exact": self.exact,
+            "score_bound": self.score_bound,
+            "score_achieved": self.score_achieved,
+            "method": self.method,
+            "n_queries": self.n_queries,
+            "sequential": self.sequential,
+            "utility_gain": self.utility_gain,
+            "witness": None
+            if self.witness is None
+            else {
+                "x": list(self.witness.x),
+                "y": None if self.witness.y is None else list(self.witness.y),
+                "queries": list(self.witness.queries),
+            },
+            "notes": list(self.notes),
+        }

@@ -1,0 +1,247 @@
+"""The maximum-overlap dispatcher: γ_w(Q) with a certificate (SPEC §3).
+
+:func:`max_overlap` picks the cheapest exact method that applies, falls back to proven upper
+bounds when exact search runs out of time, and always re-checks its witness by evaluating every
+query on it. Methods (``method=``):
+
+* ``"sweep"``: ranges over ≤ 2 attributes (Helly; exact);
+* ``"branch-bound"``: exact anytime search over value classes (:mod:`.branch_bound`);
+* ``"enumerate"``: distinct I(x) patterns over value classes (exact; small workloads);
+* ``"engine"``: the max-plus engine ``tessera.engine.maximize`` when installed (exact);
+* ``"colouring"`` / ``"split"``: upper bounds only (DSatur colour classes; Lagrangian split);
+* ``"auto"``: sweep if it applies, else branch-and-bound; if that is stopped by ``time_limit``
+  the bound is the least of its open-node bound, the split bound and the colouring bound.
+
+Only :attr:`OverlapResult.bound` may calibrate noise; it is exact or a proven upper bound.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import time
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from tessera.domain import Domain
+from tessera.errors import QueryError, ResourceError
+from tessera.overlap.branch_bound import max_point, split_bound
+from tessera.overlap.colouring import MAX_GRAPH_QUERIES, colouring_bound
+from tessera.overlap.ranges import range_max_point
+from tessera.overlap.result import COMPS, NEIGHBOURS, Comp, Neighbours, OverlapResult, Witness, h
+from tessera.overlap.substitution import (
+    exact_substitution,
+    maximal_rows,
+    realisable_sets,
+)
+from tessera.query import Query
+
+Method = Literal["auto", "sweep", "branch-bound", "enumerate", "engine", "colouring", "split"]
+METHODS: tuple[str, ...] = ("auto", "sweep", "branch-bound", "enumerate", "engine", "colouring",
+                            "split")
+
+
+def _unpack(
+    workload_or_queries: Any, weights: npt.ArrayLike | None, domain: Domain | None
+) -> tuple[Domain, tuple[Query, ...], npt.NDArray[np.float64]]:
+    if hasattr(workload_or_queries, "queries") and hasattr(workload_or_queries, "domain"):
+        dom = workload_or_queries.domain if domain is None else domain
+        queries = tuple(workload_or_queries.queries)
+        w = workload_or_queries.weights if weights is None else weights
+    else:
+        if domain is None:
+            raise QueryError("a domain is needed with a plain list of queries")
+        dom, queries, w = domain, tuple(workload_or_queries), weights
+    wa = np.ones(len(queries)) if w is None else np.asarray(w, dtype=np.float64)
+    if wa.shape != (len(queries),):
+        raise QueryError(f"{len(wa)} weights for {len(queries)} queries")
+    if not (np.isfinite(wa).all() and (wa >= 0).all()):
+        raise QueryError("weights must be finite and ≥ 0")
+    return dom, queries, wa
+
+
+def _integral(s: npt.NDArray[np.float64]) -> bool:
+    return bool(np.all(s == np.round(s))) and float(s.sum()) < 2.0**52
+
+
+def _safe_upper(value: float, s: npt.NDArray[np.float64]) -> float:
+    """A float upper bound made safe: integral scores → the integer below it (the maximum is an
+    integer); otherwise a relative rounding margin."""
+    if _integral(s):
+        return float(math.floor(value + 1e-6))
+    return value * (1.0 + 1e-9)
+
+
+def touched(domain: Domain, queries: Sequence[Query], x: Sequence[int]) -> npt.NDArray[np.bool_]:
+    """I(x) as a mask, by evaluating every query on x (:meth:`Query.evaluate`)."""
+    row = np.asarray([list(x)], dtype=np.int64)
+    return np.fromiter((bool(q.evaluate(domain, row)[0]) for q in queries), dtype=bool,
+                       count=len(queries))
+
+
+def _engine_point(
+    domain: Domain, queries: Sequence[Query], s: npt.NDArray[np.float64]
+) -> tuple[float, tuple[int, ...]]:
+    try:
+        engine = importlib.import_module("tessera.engine")
+    except ImportError:
+        raise ResourceError("the max-plus engine (tessera.engine) is not installed") from None
+    value, x = engine.maximize(domain, list(queries), s)
+    return float(value), tuple(int(c) for c in x)
+
+
+def max_overlap(
+    workload_or_queries: Any,
+    weights: npt.ArrayLike | None = None,
+    *,
+    domain: Domain | None = None,
+    comp: Comp = "pure",
+    neighbours: Neighbours = "add-remove",
+    time_limit: float | None = None,
+    method: Method = "auto",
+) -> OverlapResult:
+    """γ_w(Q) = g(max_x Σ_{q∈I(x)} h(w_q)) (add/remove) or g(max_{x,y} Σ_{I(x)ΔI(y)} h(w_q))
+    (substitute), with a re-checked witness. Weights default to the workload's (or 1)."""
+    if comp not in COMPS:
+        raise QueryError(f"unknown definition {comp!r}", hint=f"one of {', '.join(COMPS)}")
+    if neighbours not in NEIGHBOURS:
+        raise QueryError(f"unknown neighbour relation {neighbours!r}",
+                         hint=f"one of {', '.join(NEIGHBOURS)}")
+    if method not in METHODS:
+        raise QueryError(f"unknown method {method!r}", hint=f"one of {', '.join(METHODS)}")
+    dom, queries, w = _unpack(workload_or_queries, weights, domain)
+    s = h(comp, w)
+    deadline = None if time_limit is None else time.monotonic() + float(time_limit)
+    if neighbours == "substitute":
+        return _substitute(dom, queries, s, comp, method, time_limit)
+    return _add_remove(dom, queries, s, comp, method, deadline)
+
+
+def _result(
+    dom: Domain, queries: Sequence[Query], s: npt.NDArray[np.float64], comp: Comp,
+    neighbours: Neighbours, upper: float, x: tuple[int, ...] | None, claimed: float | None,
+    exact: bool, method: str, notes: tuple[str, ...] = (), y: tuple[int, ...] | None = None,
+) -> OverlapResult:
+    """Re-check the witness on every query, then package; a mismatch is a solver bug."""
+    witness, achieved = None, 0.0
+    if x is not None:
+        ix = touched(dom, queries, x)
+        if y is not None:
+            ix = ix ^ touched(dom, queries, y)
+        achieved = math.fsum(s[ix].tolist())
+        if claimed is not None and not math.isclose(achieved, claimed, rel_tol=1e-9, abs_tol=1e-9):
+            raise RuntimeError(f"{method}: witness scores {achieved}, solver claimed {claimed}")
+        witness = Witness(tuple(x), tuple(int(i) for i in np.flatnonzero(ix)), y)
+    if exact:
+        # the claimed maximum and the re-checked witness agree up to rounding; report the larger
+        upper = max(upper, achieved)
+    if upper < achieved:
+        raise RuntimeError(f"{method}: upper bound {upper} below the witness's {achieved}")
+    return OverlapResult(comp, neighbours, float(upper), achieved, exact, method, witness,
+                         len(queries), math.fsum(s.tolist()), notes)
+
+
+def _add_remove(
+    dom: Domain, queries: Sequence[Query], s: npt.NDArray[np.float64], comp: Comp, method: str,
+    deadline: float | None,
+) -> OverlapResult:
+    def remaining() -> float | None:
+        return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+    if method in ("auto", "sweep"):
+        fast = range_max_point(dom, queries, s)
+        if fast is not None:
+            value, x = fast
+            return _result(dom, queries, s, comp, "add-remove", value, x, value, True, "sweep",
+                           ("range workload: γ equals the overlap graph's clique number (Helly)",))
+        if method == "sweep":
+            raise QueryError("the sweep needs range queries over at most two attributes",
+                             hint="use --method auto")
+    if method == "engine":
+        value, x = _engine_point(dom, queries, s)
+        return _result(dom, queries, s, comp, "add-remove", value, x, value, True, "engine")
+    if method == "enumerate":
+        sets = realisable_sets(dom, queries, only_maximal=True)
+        vals = sets.incidence.astype(np.float64) @ s
+        i = int(np.argmax(vals)) if len(vals) else 0
+        x = tuple(int(c) for c in sets.points[i])
+        return _result(dom, queries, s, comp, "add-remove", float(vals[i]), x, float(vals[i]),
+                       True, "enumerate")
+    if method in ("colouring", "split"):
+        if method == "colouring":
+            ub, k = colouring_bound(dom, queries, s)
+            note = f"greedy/DSatur colouring with {k} colours"
+        else:
+            ub, note = split_bound(dom, queries, s), "Lagrangian split bound"
+        return _result(dom, queries, s, comp, "add-remove", _safe_upper(ub, s), None, None,
+                       False, method, (note,))
+    sol = max_point(dom, queries, s, time_limit=remaining())
+    if sol.exact:
+        return _result(dom, queries, s, comp, "add-remove", sol.upper, sol.x, sol.lower, True,
+                       "branch-bound", (f"{sol.nodes} search nodes",))
+    # stopped early: every bound below is proven; keep the least
+    bounds = {"branch-bound": sol.upper, "split": split_bound(dom, queries, s)}
+    if len(queries) <= MAX_GRAPH_QUERIES // 4:
+        bounds["colouring"] = colouring_bound(dom, queries, s)[0]
+    name = min(bounds, key=lambda k: bounds[k])
+    upper = max(_safe_upper(bounds[name], s), sol.lower)
+    exact = upper <= sol.lower
+    notes = (
+        "time limit reached: bound is an upper bound, not exact" if not exact else
+        "time limit reached but the bounds meet: exact",
+        "bounds: " + ", ".join(f"{k} {v:.6g}" for k, v in bounds.items()),
+    )
+    return _result(dom, queries, s, comp, "add-remove", upper, sol.x, sol.lower, exact,
+                   f"branch-bound (anytime, best bound: {name})", notes)
+
+
+def _substitute(
+    dom: Domain, queries: Sequence[Query], s: npt.NDArray[np.float64], comp: Comp, method: str,
+    time_limit: float | None,
+) -> OverlapResult:
+    total = math.fsum(s.tolist())
+    if method in ("auto", "enumerate"):
+        try:
+            value, x, y = exact_substitution(dom, queries, s)
+            # the pair's value is a float matmul: add its rounding error (≈ t·eps·Σ) on top
+            eps = float(np.finfo(np.float64).eps)
+            upper = value if _integral(s) else value + 4.0 * (len(s) + 1) * eps * total
+            return _result(dom, queries, s, comp, "substitute", upper, x, value, True,
+                           "enumerate (pairs of overlap patterns)", y=y)
+        except ResourceError:
+            if method == "enumerate":
+                raise
+    # S_sub ≤ min(2·S, Σ s): bound from the add/remove score; witness pair from a second solve
+    start = time.monotonic()
+    base = _add_remove(dom, queries, s, comp, "auto" if method == "auto" else method,
+                       None if time_limit is None else start + time_limit / 2)
+    upper = min(2.0 * base.score_bound, total)
+    x = base.witness.x if base.witness else tuple([0] * len(dom))
+    miss = ~touched(dom, queries, x)
+    # the second solve only improves the witness pair (and may prove exactness): cap its time
+    rest = 10.0 if time_limit is None else max(0.0, time_limit - (time.monotonic() - start))
+    second = max_point(dom, queries, np.where(miss, s, 0.0), time_limit=rest)
+    ix = touched(dom, queries, x) ^ touched(dom, queries, second.x)
+    achieved = math.fsum(s[ix].tolist())
+    exact = upper <= achieved
+    return _result(dom, queries, s, comp, "substitute", max(upper, achieved), x, None, exact,
+                   "bound min(2·S_add/remove, Σ h(w))", ("S_sub ≤ 2·S: I(x)ΔI(y) ⊆ I(x) ∪ I(y)",),
+                   y=second.x)
+
+
+def maximal_overlapping_sets(
+    workload_or_queries: Any, *, domain: Domain | None = None, max_sets: int = 20_000
+) -> list[tuple[int, ...]]:
+    """The maximal overlapping sets I_2 (maximal I(x) over 𝔻; SPEC §3 Thm 6), largest first.
+
+    Exact enumeration over value classes; :class:`ResourceError` when more than ``max_sets``
+    partial patterns arise. Needed for heterogeneous f-DP (compose each set, take the lce).
+    """
+    dom, queries, _ = _unpack(workload_or_queries, None, domain)
+    sets = realisable_sets(dom, queries, max_states=max_sets, only_maximal=True)
+    rows = sets.incidence[maximal_rows(sets.incidence)]
+    out = [tuple(int(i) for i in np.flatnonzero(r)) for r in rows]
+    return sorted(out, key=lambda t: (-len(t), t))
