@@ -79,11 +79,7 @@ def count_encoded(
     """
     answers = np.zeros(len(workload), dtype=np.int64)
     groups = workload.scopes()
-    used = [a.name for a in workload.domain if any(a.name in s for s in groups)]
-    # Global value classes: every predicate boundary of the whole workload on each attribute.
-    global_bp = {
-        name: breakpoints(workload.queries, name) for name in used
-    }
+    global_bp = breakpoints(workload.queries)
     table.coarsen({
         name: np.searchsorted(bp, table.present[workload.domain.index(name)], side="right")
         for name, bp in global_bp.items()
@@ -146,6 +142,10 @@ def _project(
         grid = np.bincount(np.ravel_multi_index(cells, shape), weights=counts, minlength=int(size))
         nz = np.flatnonzero(grid)
         return list(np.unravel_index(nz, shape)), grid[nz].astype(np.int64)
+    if size < 2.0**62:
+        keys, inverse = np.unique(np.ravel_multi_index(cells, shape), return_inverse=True)
+        summed = np.bincount(inverse.ravel(), weights=counts, minlength=len(keys))
+        return list(np.unravel_index(keys, shape)), summed.astype(np.int64)
     rows, inverse = np.unique(np.stack(cells, axis=1), axis=0, return_inverse=True)
     summed = np.bincount(inverse.ravel(), weights=counts, minlength=len(rows)).astype(np.int64)
     return list(rows.T), summed
@@ -186,18 +186,21 @@ def value_classes(queries: Sequence[Query], name: str) -> ValueClasses:
     # class j+1 starts at bp[j]: a span covers classes pos(lo)+1 .. pos(hi)
     first = np.searchsorted(bp, span_arr[:, 0]) + 1
     last = np.searchsorted(bp, span_arr[:, 1]) + 1
-    diff = np.zeros((len(queries), len(bp) + 2), dtype=np.int32)
-    rows = np.asarray(q_of_span, dtype=np.int64)
-    np.add.at(diff, (rows, first), 1)
-    np.add.at(diff, (rows, last), -1)
-    member = np.cumsum(diff, axis=1)[:, : len(bp) + 1] > 0
+    width = len(bp) + 2
+    rows = np.asarray(q_of_span, dtype=np.int64) * width
+    size = len(queries) * width
+    diff = np.bincount(rows + first, minlength=size) - np.bincount(rows + last, minlength=size)
+    member = np.cumsum(diff.reshape(len(queries), width), axis=1)[:, : len(bp) + 1] > 0
     return ValueClasses(bp, member)
 
 
-def breakpoints(queries: Sequence[Query], name: str) -> np.ndarray:
-    """All predicate boundaries on ``name`` across ``queries`` (sorted, unique)."""
-    bounds = [b for q in queries if (c := q.predicate(name)) is not None for sp in c.spans for b in sp]
-    return np.unique(np.asarray(bounds, dtype=np.int64))
+def breakpoints(queries: Sequence[Query]) -> dict[str, np.ndarray]:
+    """Global value classes: every predicate boundary on each constrained attribute (sorted)."""
+    bounds: dict[str, list[tuple[int, int]]] = {}
+    for q in queries:
+        for p in q.predicates:
+            bounds.setdefault(p.attribute, []).extend(p.coverage.spans)
+    return {name: np.unique(np.asarray(b, dtype=np.int64)) for name, b in bounds.items()}
 
 
 def answer_on_marginal(

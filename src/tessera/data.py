@@ -172,6 +172,14 @@ def relation(
     )
 
 
+def _rescanning_is_costly(source: Any) -> bool:
+    """Text files and in-memory frames are cheaper to copy once than to scan 2m + 1 times."""
+    if isinstance(source, (str, Path)):
+        p = Path(source)
+        return not (p.is_dir() or p.suffix.lower() in {".parquet", *_DUCKDB_SUFFIXES})
+    return True
+
+
 def _sql_string(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
@@ -210,7 +218,11 @@ def encode(
             if headerless
             else did_you_mean(absent[0], columns) or f"the data have columns {columns}",
         )
-    con.register("src", rel)
+    if _rescanning_is_costly(source):
+        # parse once: the validation scans and the encoding join all read the source again
+        rel.create("src")
+    else:
+        con.register("src", rel)
     invalid: list[InvalidValues] = []
     present: list[np.ndarray] = []
     n_total = 0

@@ -164,7 +164,9 @@ def bin_samples(attr: Binned) -> list[list[float]]:
         if math.isinf(b):
             vals += [a + 0.25, a + 1e6]
         if not math.isinf(a) and not math.isinf(b):
-            vals += [(a + b) / 2, a + 1e-9 * (b - a) + 1e-9]
+            mid = a / 2 + b / 2
+            vals += [v for v in (mid, float(np.nextafter(a, b)), float(np.nextafter(b, a)))
+                     if a < v < b]
         if ai:
             vals.append(a)
         if bi:
@@ -188,13 +190,23 @@ def raw_values(attr: Attribute) -> list[list[Any]]:
 
 def gen_table(r: Draw, domain: Domain, n_rows: int) -> tuple[pd.DataFrame, np.ndarray]:
     """A DataFrame of raw values (NULLs where declared) and its code matrix, built independently."""
+    codes = np.array([[r.int(0, a.size - 1) for a in domain] for _ in range(n_rows)],
+                     dtype=np.int64).reshape(n_rows, len(domain))
+    return frame_of_codes(domain, codes, r), codes
+
+
+def point_table(domain: Domain, r: Draw) -> tuple[pd.DataFrame, np.ndarray]:
+    """Every point of 𝔻 once, as raw values (a random raw value per code) and as codes."""
+    codes = np.array(list(points(domain)), dtype=np.int64).reshape(-1, len(domain))
+    return frame_of_codes(domain, codes, r), codes
+
+
+def frame_of_codes(domain: Domain, codes: np.ndarray, r: Draw) -> pd.DataFrame:
+    """Raw values for a code matrix, with SQL-typed nullable columns."""
     cols: dict[str, list[Any]] = {a.name: [] for a in domain}
-    codes = np.zeros((n_rows, len(domain)), dtype=np.int64)
     samples = [raw_values(a) for a in domain]
-    for i in range(n_rows):
-        for j, a in enumerate(domain):
-            c = r.int(0, a.size - 1)
-            codes[i, j] = c
+    for row in codes.tolist():
+        for j, (a, c) in enumerate(zip(domain, row)):
             cols[a.name].append(None if c == a.missing_code else choice(r, samples[j][c]))
     frame = {}
     for a in domain:
@@ -206,8 +218,8 @@ def gen_table(r: Draw, domain: Domain, n_rows: int) -> tuple[pd.DataFrame, np.nd
         elif isinstance(a, Binned):
             frame[a.name] = pd.array(v, dtype="Float64")
         else:
-            frame[a.name] = pd.Series(v, dtype=object)
-    return pd.DataFrame(frame), codes
+            frame[a.name] = pd.array(v, dtype="string")
+    return pd.DataFrame(frame)
 
 
 def brute_count(q: SetQuery, codes: np.ndarray) -> int:

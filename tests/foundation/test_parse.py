@@ -1,0 +1,313 @@
+"""WHERE clauses → queries: round trips, SQL semantics against DuckDB, and errors (SPEC §2)."""
+
+from __future__ import annotations
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tessera.count import count
+from tessera.domain import Binned, Boolean, Categorical, Domain, IntegerRange
+from tessera.errors import QueryError
+from tessera.intervals import IntervalSet
+from tessera.parse import parse_query
+from tessera.query import Query
+from tessera.workload import Workload
+
+from .oracles import (
+    FAST,
+    QUICK,
+    Draw,
+    HypDraw,
+    RngDraw,
+    gen_domain,
+    gen_set_query,
+    gen_table,
+    point_table,
+)
+from .sqlgen import where_clause
+
+NON_BINNED = ("integer", "categorical", "ordered", "boolean")
+
+
+def duck_ids(frame: pd.DataFrame, clause: str) -> set[int]:
+    con = duckdb.connect()
+    con.register("t", frame.assign(_id=np.arange(len(frame))))
+    return {r[0] for r in con.sql(f"SELECT _id FROM t WHERE {clause}").fetchall()}
+
+
+def duck_count(con: duckdb.DuckDBPyConnection, clause: str) -> int:
+    return con.sql(f"SELECT count(*) FROM t WHERE {clause}").fetchall()[0][0]
+
+
+# -- round trip --------------------------------------------------------------------------------
+
+
+def _boolean_not_null(domain: Domain, q: Query) -> bool:
+    """`b IS NOT NULL` on a boolean: a known printing bug with its own test (below)."""
+    return any(isinstance(domain[p.attribute], Boolean) and p.coverage == IntervalSet.range(0, 2)
+               for p in q.predicates)
+
+
+def _round_trip(domain: Domain, q: Query) -> None:
+    if _boolean_not_null(domain, q):
+        return
+    sql = q.to_sql(domain)
+    back = parse_query(sql, domain)
+    if q.is_contradiction():
+        assert back.is_contradiction(), sql
+    else:
+        assert back == q, (sql, q, back)
+
+
+@FAST
+@given(st.data())
+def test_parse_to_sql_round_trip(data: st.DataObject) -> None:
+    r = HypDraw(data)
+    domain = gen_domain(r, (1, 4))
+    for _ in range(3):
+        _round_trip(domain, gen_set_query(r, domain).to_query(domain))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_parse_to_sql_round_trip_seeded(seed: int) -> None:
+    r = RngDraw(np.random.default_rng(seed))
+    for _ in range(150):
+        domain = gen_domain(r, (1, 4))
+        _round_trip(domain, gen_set_query(r, domain).to_query(domain))
+
+
+def test_round_trip_boolean_with_missing() -> None:
+    """`b IS NOT NULL` on a boolean with a missing code: {false, true} must print parseably."""
+    d = Domain((Boolean(name="b", missing=True),))
+    q = Query.conjunction(d, {"b": IntervalSet.range(0, 2)})
+    assert parse_query(q.to_sql(d), d) == q
+
+
+@QUICK
+@given(st.data())
+def test_to_sql_means_the_query_in_duckdb(data: st.DataObject) -> None:
+    """to_sql(q) evaluated by DuckDB selects exactly the points q contains."""
+    r = HypDraw(data)
+    domain = gen_domain(r, (1, 3), kinds=NON_BINNED)
+    frame, codes = point_table(domain, r)
+    for _ in range(3):
+        q = gen_set_query(r, domain).to_query(domain)
+        want = set(np.flatnonzero(q.evaluate(domain, codes)).tolist())
+        assert duck_ids(frame, q.to_sql(domain)) == want, q.to_sql(domain)
+
+
+# -- SQL semantics of parse_query --------------------------------------------------------------
+
+
+def _pointwise(r: Draw, n_clauses: int) -> None:
+    domain = gen_domain(r, (1, 3))
+    frame, codes = point_table(domain, r)
+    for _ in range(n_clauses):
+        clause = where_clause(r, domain)
+        q = parse_query(clause, domain)
+        got = set(np.flatnonzero(q.evaluate(domain, codes)).tolist())
+        assert got == duck_ids(frame, clause), (clause, domain, q)
+
+
+@QUICK
+@given(st.data())
+def test_where_semantics_pointwise_vs_duckdb(data: st.DataObject) -> None:
+    """On every point of 𝔻, parse_query(clause) is true iff DuckDB's WHERE clause is true."""
+    _pointwise(HypDraw(data), 4)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_where_semantics_pointwise_seeded(seed: int) -> None:
+    r = RngDraw(np.random.default_rng(100 + seed))
+    for _ in range(25):
+        _pointwise(r, 8)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_count_equals_duckdb_count(seed: int) -> None:
+    """tessera count(df, workload) == SELECT count(*) FROM df WHERE clause, for each clause."""
+    r = RngDraw(np.random.default_rng(200 + seed))
+    for _ in range(6):
+        domain = gen_domain(r, (2, 4))
+        frame, _ = gen_table(r, domain, r.int(0, 60))
+        clauses = [where_clause(r, domain) for _ in range(25)]
+        result = count(frame, Workload.from_sql(domain, clauses))
+        con = duckdb.connect()
+        con.register("t", frame)
+        want = [duck_count(con, c) for c in clauses]
+        assert result.answers.tolist() == want, list(zip(clauses, result.answers, want))
+        assert result.n_rows == len(frame) and result.dropped == 0
+
+
+THREE_VALUED = [
+    ("x = 1", [1]),
+    ("x <> 1", [2]),
+    ("NOT x = 1", [2]),
+    ("NOT (x = 1)", [2]),
+    ("NOT x <> 1", [1]),
+    ("x IS NULL", [None]),
+    ("x IS NOT NULL", [1, 2]),
+    ("NOT x IS NULL", [1, 2]),
+    ("x IN (1)", [1]),
+    ("x NOT IN (1)", [2]),
+    ("NOT (x IN (1))", [2]),
+    ("x IN (1) OR x IS NULL", [1, None]),
+    ("NOT (x = 1 OR x IS NULL)", [2]),
+    ("NOT (x = 1 AND x IS NULL)", [1, 2]),  # on NULL: NOT (unknown AND true) is unknown
+    ("NOT (x = 1 AND x = 2)", [1, 2]),
+    ("NOT (NOT x = 1)", [1]),
+    ("x BETWEEN 1 AND 1", [1]),
+    ("x NOT BETWEEN 1 AND 1", [2]),
+    ("x < 1 OR x >= 1", [1, 2]),
+    ("NOT (x < 1 OR x >= 1)", []),
+    ("x = 1 OR NOT x = 1", [1, 2]),
+    ("1 = x", [1]),
+    ("2 > x", [1]),
+    ("x > 1.5", [2]),
+    ("x = 1.5", []),
+    ("x < -1", []),
+    ("x > -1 AND x < 100", [1, 2]),
+    ("TRUE", [1, 2, None]),
+    ("FALSE", []),
+    ("x = 1 AND FALSE", []),
+    ("(((x = 2)))", [2]),
+]
+
+
+@pytest.mark.parametrize(("clause", "rows"), THREE_VALUED)
+def test_three_valued_logic_cases(clause: str, rows: list[int | None]) -> None:
+    d = Domain((IntegerRange(name="x", lo=0, hi=3, missing=True),))
+    frame = pd.DataFrame({"x": pd.array([1, 2, None], dtype="Int64")})
+    assert duck_ids(frame, clause) == {[1, 2, None].index(v) for v in rows}  # the oracle agrees
+    codes = np.array([[1], [2], [4]])
+    q = parse_query(clause, d)
+    assert [v for v, hit in zip([1, 2, None], q.evaluate(d, codes)) if hit] == rows
+
+
+def test_boolean_forms() -> None:
+    d = Domain((Boolean(name="b", missing=True), IntegerRange(name="y", lo=0, hi=1)))
+    t = IntervalSet.points([1])
+    for clause in ("b", "b = TRUE", "b <> FALSE", "NOT b = FALSE", "b IN (TRUE)", "TRUE = b",
+                   "b = 'yes'", "b = 1"):
+        assert parse_query(clause, d).predicate("b") == t, clause
+    for clause in ("NOT b", "b = FALSE", "b <> TRUE"):
+        assert parse_query(clause, d).predicate("b") == IntervalSet.points([0]), clause
+
+
+def test_unquoted_hyphenated_names_and_literals_left_alone() -> None:
+    d = Domain((
+        IntegerRange(name="education-num", lo=1, hi=16),
+        Categorical(name="native-country", values=("education-num", "a-b")),
+        IntegerRange(name="income>50K", lo=0, hi=1),
+    ))
+    q = parse_query("education-num >= 10 AND native-country = 'education-num' "
+                    "AND income>50K = 1", d)
+    assert q.predicate("education-num") == IntervalSet.range(9, 16)
+    assert q.predicate("native-country") == IntervalSet.points([0])
+    assert q.predicate("income>50K") == IntervalSet.points([1])
+    assert parse_query('"education-num" = 3', d).predicate("education-num") == IntervalSet.points([2])
+
+
+def test_categorical_literal_spellings() -> None:
+    d = Domain((Categorical(name="c", values=("O'Neil", "1", "Ü")),))
+    assert parse_query("c = 'O''Neil'", d).predicate("c") == IntervalSet.points([0])
+    assert parse_query("c = 1", d).predicate("c") == IntervalSet.points([1])  # number → text '1'
+    assert parse_query("c IN ('Ü', '1')", d).predicate("c") == IntervalSet.points([1, 2])
+
+
+def test_same_attribute_conditions_intersect() -> None:
+    d = Domain((IntegerRange(name="a", lo=0, hi=9), IntegerRange(name="b", lo=0, hi=9)))
+    q = parse_query("a >= 2 AND b = 1 AND a < 5 AND (a <> 3)", d)
+    assert q.predicate("a") == IntervalSet.points([2, 4])
+    assert q.scope == ("a", "b")
+    assert parse_query("a >= 0", d) == Query.tautology()
+    assert parse_query("a > 5 AND a < 3", d).is_contradiction()
+
+
+# -- errors ------------------------------------------------------------------------------------
+
+ADULTISH = Domain((
+    IntegerRange(name="age", lo=17, hi=90),
+    Categorical(name="sex", values=("Female", "Male")),
+    Categorical(name="edu", values=("HS", "BA", "MA"), is_ordered=True),
+    Binned(name="hours", edges=(0, 20, 40, 60)),
+    Binned(name="gain", edges=(0, 100, 1000), closed="right"),
+    Boolean(name="ok"),
+    IntegerRange(name="education-num", lo=1, hi=16),
+))
+
+
+@pytest.mark.parametrize(
+    ("clause", "needles"),
+    [
+        ("age > 30 OR sex = 'Male'", ["OR across attributes", "'age'", "'sex'", "conjunction"]),
+        ("NOT (age > 30 AND sex = 'Male')", ["across attributes"]),
+        ("agee > 30", ["unknown attribute 'agee'", "did you mean 'age'?"]),
+        ("sex = 'Femal'", ["'Femal'", "did you mean 'Female'?"]),
+        ("sex IN ('Male', 'mail')", ["'mail'", "did you mean"]),
+        ("hours <= 30", ["splits bin", "hours", "edges"]),
+        ("hours <= 20", ["splits bin"]),  # closed-left: [20, 40) holds 20
+        ("gain < 100", ["splits bin"]),  # closed-right: (0, 100] holds 100
+        ("hours = 20", ["bin label"]),
+        ("hours BETWEEN 20 AND 40", ["splits bin"]),
+        ("age = 'old'", ["not a number"]),
+        ("age > TRUE", ["not a number"]),
+        ("sex < 'Male'", ["no order", "'sex'"]),
+        ("ok < TRUE", ["no order"]),
+        ("ok = 3", ["not a boolean"]),
+        ("age", ["not a condition"]),
+        ("age = NULL", ["IS NULL"]),
+        ("age = age", ["literal"]),
+        ("age + 1 > 3", []),
+        ("age IN (SELECT 1)", []),
+        ("education - num > 3", []),
+        ("age >= ", ["syntax error"]),
+        ("(age = 3", ["syntax error"]),
+        ("age = 3)", []),
+        ("age => 3", []),
+        ("", ["empty"]),
+        ("   ", ["empty"]),
+        ("age = 3; DROP TABLE x", []),
+        ("age = 3 ORDER BY age", ["WHERE"]),
+        ("edu < 'PhD'", ["'PhD'", "did you mean"]),
+    ],
+)
+def test_errors_are_one_query_error_with_message(clause: str, needles: list[str]) -> None:
+    with pytest.raises(QueryError) as e:
+        parse_query(clause, ADULTISH)
+    text = str(e.value)
+    assert type(e.value) is QueryError
+    assert "\n" not in text and "Traceback" not in text
+    assert len(text) < 400
+    for n in needles:
+        assert n in text, text
+
+
+def test_syntax_error_names_a_column() -> None:
+    with pytest.raises(QueryError) as e:
+        parse_query("age >= 30 AND AND sex = 'Male'", ADULTISH)
+    assert "column" in str(e.value) and "hint" in str(e.value)
+
+
+SQLISH = st.lists(
+    st.sampled_from(list("agesxhoursk' ()=<>!-,.;0123456789\"") + [
+        " AND ", " OR ", " NOT ", " IN ", " IS ", " NULL ", " BETWEEN ", "TRUE", "'Male'",
+        "age", "sex", "hours", "ok", "edu", "education-num"]),
+    max_size=25,
+).map("".join)
+
+
+@FAST
+@given(SQLISH)
+def test_garbage_raises_only_query_error(text: str) -> None:
+    """Any input either parses or raises QueryError: no sqlglot/Python exception leaks out."""
+    try:
+        q = parse_query(text, ADULTISH)
+    except QueryError as e:
+        assert str(e)
+    else:
+        assert isinstance(q, Query)
