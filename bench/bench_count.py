@@ -49,8 +49,15 @@ def naive_count(df: pd.DataFrame, workload: Workload) -> np.ndarray:
 
 
 def read_pandas(path: Path, domain: Domain) -> pd.DataFrame:
-    return pd.read_csv(path, header=None, names=list(domain.names), sep=", ", engine="python",
-                       na_values=["?"], keep_default_na=False)
+    return pd.read_csv(
+        path,
+        header=None,
+        names=list(domain.names),
+        sep=", ",
+        engine="python",
+        na_values=["?"],
+        keep_default_na=False,
+    )
 
 
 def best(fn, repeat: int):  # type: ignore[no-untyped-def]
@@ -63,7 +70,9 @@ def best(fn, repeat: int):  # type: ignore[no-untyped-def]
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--queries", type=int, default=10_000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--data", type=Path, default=ROOT.parent / "shared/data/adult-raw/adult.data")
@@ -81,10 +90,12 @@ def main() -> None:
     assert np.array_equal(res_csv.answers, naive), "tessera and pandas disagree (CSV)"
     assert np.array_equal(res_mem.answers, naive), "tessera and pandas disagree (DataFrame)"
 
-    print(f"UCI Adult: {len(df):,} rows; {len(workload):,} random queries over {n_scopes} scopes; "
-          "answers identical")
-    print(f"| input | tessera count (s) | naive pandas loop (s) | speed-up |")
-    print(f"|---|---:|---:|---:|")
+    print(
+        f"UCI Adult: {len(df):,} rows; {len(workload):,} random queries over {n_scopes} scopes; "
+        "answers identical"
+    )
+    print("| input | tessera count (s) | naive pandas loop (s) | speed-up |")
+    print("|---|---:|---:|---:|")
     print(f"| CSV file | {t_csv:.3f} | {t_naive_csv:.3f} | {t_naive_csv / t_csv:.1f}× |")
     print(f"| pandas DataFrame | {t_mem:.3f} | {t_naive_mem:.3f} | {t_naive_mem / t_mem:.1f}× |")
 

@@ -26,9 +26,18 @@ from tessera.builders import all_ranges, identity, marginals, prefixes, random_w
 from tessera.count import NOT_PRIVATE, CountResult, count
 from tessera.data import CsvOptions, encode
 from tessera.domain import Attribute, Binned, Boolean, Categorical, Domain, IntegerRange
+from tessera.engine import (
+    BooleanQuery,
+    GibbsModel,
+    TreeDecomposition,
+    log_partition,
+    maximize,
+    treewidth,
+)
 from tessera.errors import DataError, QueryError, ResourceError, SchemaError, TesseraError
 from tessera.infer import infer_domain
 from tessera.intervals import IntervalSet
+from tessera.overlap import OverlapResult, max_overlap, maximal_overlapping_sets
 from tessera.parse import parse_query
 from tessera.query import Predicate, Query, disjoint, joint_coverage, jointly_overlap, witness
 from tessera.workload import Workload, WorkloadError
@@ -36,6 +45,15 @@ from tessera.workload import Workload, WorkloadError
 __version__ = "0.1.0"
 
 __all__ = [
+    "maximal_overlapping_sets",
+    "max_overlap",
+    "OverlapResult",
+    "treewidth",
+    "maximize",
+    "log_partition",
+    "TreeDecomposition",
+    "GibbsModel",
+    "BooleanQuery",
     "NOT_PRIVATE",
     "Attribute",
     "Binned",

@@ -64,7 +64,10 @@ def marginals(
 
 
 def identity(
-    domain: Domain, attributes: Sequence[str] | None = None, *, max_queries: int = DEFAULT_MAX_QUERIES
+    domain: Domain,
+    attributes: Sequence[str] | None = None,
+    *,
+    max_queries: int = DEFAULT_MAX_QUERIES,
 ) -> Workload:
     """One query per cell of the product of ``attributes`` (the histogram)."""
     attrs = _attrs(domain, attributes)
@@ -87,11 +90,16 @@ def prefixes(domain: Domain, attribute: str, *, max_queries: int = DEFAULT_MAX_Q
     _guard(attr.n_values, "prefix family", max_queries)
     return Workload.of(
         domain,
-        [Query.conjunction(domain, {attribute: IntervalSet.range(0, c + 1)}) for c in range(attr.n_values)],
+        [
+            Query.conjunction(domain, {attribute: IntervalSet.range(0, c + 1)})
+            for c in range(attr.n_values)
+        ],
     )
 
 
-def all_ranges(domain: Domain, attribute: str, *, max_queries: int = DEFAULT_MAX_QUERIES) -> Workload:
+def all_ranges(
+    domain: Domain, attribute: str, *, max_queries: int = DEFAULT_MAX_QUERIES
+) -> Workload:
     """``attr BETWEEN a AND b`` for every a ≤ b: n(n+1)/2 queries."""
     attr = _ordered(domain, attribute)
     n = attr.n_values
@@ -145,14 +153,14 @@ def random_workload(
             n = a.n_values
             size = max(1, min(n, int(round(rng.uniform(*width) * n))))
             use_range = a.ordered and (
-                kind == "range"
-                or n > max_set_values
-                or (kind == "mixed" and rng.random() < 0.5)
+                kind == "range" or n > max_set_values or (kind == "mixed" and rng.random() < 0.5)
             )
             if use_range:
                 start = int(rng.integers(0, n - size + 1))
                 coverages[a.name] = IntervalSet.range(start, start + size)
             else:
-                coverages[a.name] = IntervalSet.points(rng.choice(n, size=size, replace=False).tolist())
+                coverages[a.name] = IntervalSet.points(
+                    rng.choice(n, size=size, replace=False).tolist()
+                )
         queries.append(Query.conjunction(domain, coverages))
     return Workload.of(domain, queries)

@@ -2,16 +2,20 @@
 
 Strategy (never one SQL query per workload query):
 
-1. group the queries by scope (their constrained attributes);
-2. one ``GROUP BY`` per scope gives the sparse marginal of D on that scope (occurring cells only);
-3. each query is evaluated on its scope's marginal with numpy: per attribute, the membership of
-   the occurring codes in the query's predicate, gathered per cell, AND-ed, and dotted with the
-   cell counts. Codes with identical membership across the group's queries are merged first
-   (value classes), which collapses e.g. an integer column with 20,000 distinct values to the
-   handful of classes the group's ranges distinguish.
+1. **Value classes.** On each attribute, every predicate boundary of the workload cuts the codes
+   into classes on which every predicate is constant (an integer column with 20,000 distinct
+   values becomes the few hundred classes the workload distinguishes). The encoded table is
+   coarsened to class indices once, inside DuckDB.
+2. **Marginals by GROUP BY.** Queries are grouped by scope (their constrained attributes);
+   scopes are packed into shared ``GROUP BY`` queries whose result stays under ``max_cells``
+   cells (on small data one GROUP BY serves every scope), so the engine returns marginals, never
+   rows.
+3. **Evaluation in numpy.** Each scope's marginal is projected from its GROUP BY onto the
+   classes its own queries distinguish, and every query of the scope is evaluated on it at once:
+   per attribute the membership of each class, gathered per cell, AND-ed, dotted with the counts.
 
-These are exact counts of the sensitive data: they are for testing, auditing and non-private
-use. Everything printed from here is marked NOT PRIVATE.
+These are exact counts of the sensitive data: for testing, auditing and non-private use.
+Everything printed from here is marked NOT PRIVATE.
 """
 
 from __future__ import annotations
@@ -80,10 +84,12 @@ def count_encoded(
     answers = np.zeros(len(workload), dtype=np.int64)
     groups = workload.scopes()
     global_bp = breakpoints(workload.queries)
-    table.coarsen({
-        name: np.searchsorted(bp, table.present[workload.domain.index(name)], side="right")
-        for name, bp in global_bp.items()
-    })
+    table.coarsen(
+        {
+            name: np.searchsorted(bp, table.present[workload.domain.index(name)], side="right")
+            for name, bp in global_bp.items()
+        }
+    )
     n_classes = {name: len(bp) + 1 for name, bp in global_bp.items()}
     batches = _pack(list(groups), n_classes, table.n_rows, max_cells)
     done = 0
@@ -96,11 +102,13 @@ def count_encoded(
             local = [value_classes(queries, name) for name in scope]
             # Global class j starts at code global_bp[j-1]; no local boundary falls inside it.
             starts = {name: np.concatenate([[-1], global_bp[name]]) for name in scope}
-            local_cells = [
-                np.searchsorted(vc.breakpoints, starts[name], side="right")[column[name]]
+            lookups = [
+                np.searchsorted(vc.breakpoints, starts[name], side="right")
                 for name, vc in zip(scope, local)
             ]
-            sub_cells, sub_counts = _project(local_cells, counts, [vc.n_classes for vc in local])
+            sub_cells, sub_counts = _project(
+                lookups, [column[name] for name in scope], counts, [vc.n_classes for vc in local]
+            )
             answers[idx] = answer_on_marginal(local, sub_cells, sub_counts, len(queries))
             done += 1
             if progress is not None:
@@ -115,6 +123,7 @@ def _pack(
 
     A marginal has at most min(n_rows, ∏ classes) cells; a scope too large alone gets its own.
     """
+
     def cells(attrs: set[str]) -> float:
         return min(float(n_rows), float(np.prod([n_classes[a] for a in attrs], dtype=float)))
 
@@ -132,23 +141,31 @@ def _pack(
 
 
 def _project(
-    cells: list[np.ndarray], counts: np.ndarray, shape: list[int]
+    lookups: list[np.ndarray], columns: list[np.ndarray], counts: np.ndarray, shape: list[int]
 ) -> tuple[list[np.ndarray], np.ndarray]:
-    """Sum the counts of cells that coincide after coarsening (the marginal on the scope)."""
-    if not cells:
+    """The marginal on a scope: cell i has class ``lookups[a][columns[a][i]]`` on attribute a;
+    cells that coincide are summed. Returns the occurring class tuples and their counts."""
+    if not columns:
         return [], np.array([counts.sum()], dtype=np.int64)
     size = float(np.prod(np.asarray(shape, dtype=float)))
+    if size >= 2.0**62:  # too many class tuples for one int64 key
+        cells = np.stack([lk[col] for lk, col in zip(lookups, columns)], axis=1)
+        rows, inverse = np.unique(cells, axis=0, return_inverse=True)
+        summed = np.bincount(inverse.ravel(), weights=counts, minlength=len(rows))
+        return list(rows.T), summed.astype(np.int64)
+    # row-major key with the strides folded into the (small) lookup tables
+    strides = np.cumprod([1, *shape[:0:-1]])[::-1]
+    key = (lookups[0] * strides[0])[columns[0]]
+    for lk, col, st in zip(lookups[1:], columns[1:], strides[1:]):
+        key += (lk * st)[col]
     if size <= max(4 * len(counts), 1 << 16):
-        grid = np.bincount(np.ravel_multi_index(cells, shape), weights=counts, minlength=int(size))
-        nz = np.flatnonzero(grid)
-        return list(np.unravel_index(nz, shape)), grid[nz].astype(np.int64)
-    if size < 2.0**62:
-        keys, inverse = np.unique(np.ravel_multi_index(cells, shape), return_inverse=True)
+        grid = np.bincount(key, weights=counts, minlength=int(size))
+        keys = np.flatnonzero(grid)
+        summed = grid[keys]
+    else:
+        keys, inverse = np.unique(key, return_inverse=True)
         summed = np.bincount(inverse.ravel(), weights=counts, minlength=len(keys))
-        return list(np.unravel_index(keys, shape)), summed.astype(np.int64)
-    rows, inverse = np.unique(np.stack(cells, axis=1), axis=0, return_inverse=True)
-    summed = np.bincount(inverse.ravel(), weights=counts, minlength=len(rows)).astype(np.int64)
-    return list(rows.T), summed
+    return list(np.unravel_index(keys, shape)), summed.astype(np.int64)
 
 
 @dataclass(frozen=True)

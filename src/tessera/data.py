@@ -74,8 +74,12 @@ class EncodedTable:
         selects, joins = [], []
         for name, classes in class_of_code.items():
             i = self.domain.index(name)
-            table = pa.table({"code": pa.array(self.present[i], pa.int32()),
-                              "cls": pa.array(classes, pa.int32())})
+            table = pa.table(
+                {
+                    "code": pa.array(self.present[i], pa.int32()),
+                    "cls": pa.array(classes, pa.int32()),
+                }
+            )
             self.con.register(f"cls{i}", table)
             selects.append(f"cls{i}.cls AS k{i}")
             joins.append(f"JOIN cls{i} ON coded.c{i} = cls{i}.code")
@@ -87,7 +91,9 @@ class EncodedTable:
         )
         return "classed"
 
-    def group_by(self, names: Sequence[str], table: str = "coded") -> tuple[list[np.ndarray], np.ndarray]:
+    def group_by(
+        self, names: Sequence[str], table: str = "coded"
+    ) -> tuple[list[np.ndarray], np.ndarray]:
         """One ``GROUP BY`` over ``names``: the occurring cells (one array per name) and counts.
 
         On ``coded`` the cells are codes; on ``classed`` (see :meth:`coarsen`) class indices.
@@ -99,7 +105,7 @@ class EncodedTable:
         res = self.con.sql(
             f"SELECT {', '.join(cols)}, count(*) AS n FROM {table} GROUP BY ALL"
         ).fetchnumpy()
-        return [np.asarray(res[c], dtype=np.int64) for c in cols], np.asarray(res["n"], dtype=np.int64)
+        return [np.asarray(res[c]) for c in cols], np.asarray(res["n"], dtype=np.int64)
 
     def codes(self) -> np.ndarray:
         """All rows as an (n, m) code matrix (small data and tests)."""
@@ -154,8 +160,10 @@ def relation(
             try:
                 return con.read_csv(str(p), **kwargs)
             except duckdb.Error as e:
-                raise DataError(f"cannot read {p} as CSV: {str(e).splitlines()[0]}",
-                                hint="check --delimiter/--no-header/--skip-rows") from None
+                raise DataError(
+                    f"cannot read {p} as CSV: {str(e).splitlines()[0]}",
+                    hint="check --delimiter/--no-header/--skip-rows",
+                ) from None
         raise DataError(f"unknown data format {suffix!r} for {p}", hint="use CSV or Parquet")
     if isinstance(source, duckdb.DuckDBPyRelation):
         return con.from_arrow(source.arrow())
@@ -239,16 +247,22 @@ def encode(
         bad = codes == INVALID
         if bad.any():
             idx = np.flatnonzero(bad)
-            invalid.append(InvalidValues(
-                attr.name,
-                tuple((column[int(j)].as_py(), int(counts[j])) for j in idx),
-                int(counts[idx].sum()),
-            ))
+            invalid.append(
+                InvalidValues(
+                    attr.name,
+                    tuple((column[int(j)].as_py(), int(counts[j])) for j in idx),
+                    int(counts[idx].sum()),
+                )
+            )
         # a superset of the codes left after dropping: the coarsening join must miss none
         present.append(np.unique(codes[~bad]))
         keep = ~bad & column.is_valid().to_numpy(zero_copy_only=False)
-        mapping = pa.table({"v": dist.column("v").filter(pa.array(keep)),
-                            "code": pa.array(codes[keep], type=pa.int32())})
+        mapping = pa.table(
+            {
+                "v": dist.column("v").filter(pa.array(keep)),
+                "code": pa.array(codes[keep], type=pa.int32()),
+            }
+        )
         con.register(f"map{i}", mapping)
         null_code = "NULL" if attr.missing_code is None else str(attr.missing_code)
         selects.append(f"CASE WHEN src.{col} IS NULL THEN {null_code} ELSE m{i}.code END AS c{i}")

@@ -83,7 +83,15 @@ class Attribute(ABC):
     # -- encoding -------------------------------------------------------------------------------
     def encode(self, values: Sequence[Any] | np.ndarray | pd.Series) -> Codes:
         """Codes of raw values, ``-1`` (:data:`INVALID`) where a value is outside the domain."""
-        arr = np.asarray(values, dtype=object)
+        if isinstance(values, pd.Series):
+            arr = values.to_numpy()
+        elif isinstance(values, np.ndarray):
+            arr = values
+        else:  # a list: keep each element's own type (np.asarray would make all of them text)
+            arr = np.empty(len(values), dtype=object)
+            arr[:] = list(values)
+        if arr.dtype.kind not in "iu":
+            arr = arr.astype(object)
         out = np.full(arr.shape, INVALID, dtype=np.int64)
         nulls = _null_mask(arr)
         if self.missing:
@@ -249,9 +257,21 @@ class IntegerRange(Attribute):
         return int(self.hi - self.lo + 1)
 
     def _encode_present(self, values: np.ndarray) -> Codes:
+        out = np.full(len(values), INVALID, dtype=np.int64)
+        if values.dtype.kind in "iu":
+            ok = (values >= self.lo) & (values <= self.hi)
+            out[ok] = values[ok].astype(np.int64) - self.lo
+            return out
+        if all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in values):
+            # integers stay integers: a float detour loses precision beyond 2**53
+            ints = np.array([int(v) for v in values], dtype=object)
+            ok = np.array([self.lo <= v <= self.hi for v in ints], dtype=bool)
+            out[ok] = (ints[ok] - self.lo).astype(np.int64)
+            return out
         nums = pd.to_numeric(pd.Series(values), errors="coerce").to_numpy(dtype=float)
         ok = np.isfinite(nums) & (nums == np.round(nums)) & (nums >= self.lo) & (nums <= self.hi)
-        out = np.full(nums.shape, INVALID, dtype=np.int64)
+        # exact for |values| < 2**53; beyond that a float cannot name one integer
+        ok &= np.abs(nums) < 2.0**53
         out[ok] = nums[ok].astype(np.int64) - self.lo
         return out
 
@@ -332,7 +352,7 @@ class Binned(Attribute):
         if code == self.missing_code:
             return None
         a, b, ai, bi = self.bounds(code)
-        fmt = lambda x: f"{x:g}"  # noqa: E731
+        fmt = _number_text
         return f"{'[' if ai else '('}{fmt(a)}, {fmt(b)}{']' if bi else ')'}"
 
     def code_of(self, literal: Any) -> IntervalSet:
@@ -354,19 +374,29 @@ class Binned(Attribute):
                 keep.append(code)
             elif not none:
                 raise QueryError(
-                    f"'{self.name} {op} {v:g}' splits bin {self.value(code)} of {self.name!r}",
+                    f"'{self.name} {op} {_number_text(v)}' splits bin {self.value(code)} of {self.name!r}",
                     hint="bounds on a binned attribute must fall on its edges "
-                    f"{[float(f'{e:g}') for e in self.edges]} (mind < versus <=)",
+                    f"[{', '.join(_number_text(e) for e in self.edges)}] (mind < versus <=)",
                 )
         return IntervalSet.points(keep)
 
     def _fields(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"edges": [float(f"{e:g}") for e in self.edges], "closed": self.closed}
+        d: dict[str, Any] = {
+            "edges": [int(e) if e.is_integer() else e for e in self.edges],
+            "closed": self.closed,
+        }
         if self.below:
             d["below"] = True
         if self.above:
             d["above"] = True
         return d
+
+
+def _number_text(x: float) -> str:
+    """Shortest exact text of a number (``40`` rather than ``40.0``; never rounded)."""
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e16 else repr(float(x))
 
 
 def _bin_vs_halfline(
@@ -397,6 +427,10 @@ class Boolean(Attribute):
     @property
     def n_values(self) -> int:
         return 2
+
+    @property
+    def ordered(self) -> bool:
+        return False
 
     def _encode_present(self, values: np.ndarray) -> Codes:
         text = pd.Series(values).map(lambda v: _canonical_text(v).strip().lower())
@@ -452,11 +486,18 @@ def attribute_from_dict(name: str, spec: Mapping[str, Any]) -> Attribute:
         key = sorted(unknown)[0]
         raise SchemaError(
             f"attribute {name!r} ({kind}): unknown key {key!r}",
-            hint=f"allowed keys: {sorted(allowed - {'name'})}; " + (did_you_mean(key, allowed) or ""),
+            hint=f"allowed keys: {sorted(allowed - {'name'})}; "
+            + (did_you_mean(key, allowed) or ""),
         )
     missing = bool(spec.get("missing", False))
     try:
         if kind == "categorical":
+            if not isinstance(spec.get("values"), (list, tuple)):
+                raise SchemaError(
+                    f"attribute {name!r} (categorical): 'values' must be a list, "
+                    f"got {spec.get('values')!r}",
+                    hint="values: [a, b, c]",
+                )
             return Categorical(
                 name=name,
                 values=tuple(spec["values"]),
@@ -582,8 +623,9 @@ class Domain:
             mark = getattr(e, "problem_mark", None)
             line = getattr(e, "lineno", None) or (mark.line + 1 if mark else None)
             where = f"{p}:{line}" if line else str(p)
-            raise SchemaError(f"not valid {'JSON' if p.suffix == '.json' else 'YAML'}: {e}",
-                              where=where) from None
+            raise SchemaError(
+                f"not valid {'JSON' if p.suffix == '.json' else 'YAML'}: {e}", where=where
+            ) from None
         try:
             return Domain.from_dict(data)
         except SchemaError as e:

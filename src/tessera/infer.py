@@ -75,8 +75,13 @@ def infer_domain(
             elif is_int and hi - lo + 1 <= max_integer_range:
                 attrs.append(IntegerRange(name=name, lo=int(lo), hi=int(hi), missing=missing))
             else:
-                attrs.append(Binned(name=name, edges=tuple(_nice_edges(float(lo), float(hi), bins)),
-                                    missing=missing))
+                attrs.append(
+                    Binned(
+                        name=name,
+                        edges=tuple(_nice_edges(float(lo), float(hi), bins)),
+                        missing=missing,
+                    )
+                )
         else:
             values = [
                 r[0]
@@ -91,8 +96,11 @@ def infer_domain(
             elif n_distinct > max_categories:
                 raise_too_many(name, n_distinct, max_categories)
             else:
-                attrs.append(Categorical(name=name, values=tuple(sorted(str(v) for v in values)),
-                                         missing=missing))
+                attrs.append(
+                    Categorical(
+                        name=name, values=tuple(sorted(str(v) for v in values)), missing=missing
+                    )
+                )
     return Domain(tuple(attrs))
 
 
@@ -119,4 +127,3 @@ def summarize(domain: Domain) -> list[tuple[str, str, int, str]]:
             detail = "false, true"
         rows.append((a.name, a.kind + (" +NULL" if a.missing else ""), a.size, detail))
     return rows
-

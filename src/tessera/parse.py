@@ -56,9 +56,7 @@ def quote_hyphenated(text: str, domain: Domain) -> str:
     names = sorted((n for n in domain.names if not n.isidentifier()), key=len, reverse=True)
     if not names:
         return text
-    pattern = re.compile(
-        r'(?<![\w"-])(' + "|".join(re.escape(n) for n in names) + r')(?![\w"-])'
-    )
+    pattern = re.compile(r'(?<![\w"-])(' + "|".join(re.escape(n) for n in names) + r')(?![\w"-])')
     # split on single-quoted literals ('' escapes included) and only touch the parts between
     pieces = re.split(r"('(?:[^']|'')*')", text)
     for i in range(0, len(pieces), 2):
@@ -89,7 +87,9 @@ def parse_query(text: str, domain: Domain) -> Query:
         raise QueryError(f"syntax error: {e}") from None
     where = tree.args.get("where") if isinstance(tree, exp.Select) else None
     if where is None or tree.args.get("limit") or tree.args.get("group") or tree.args.get("order"):
-        raise QueryError("not a single WHERE clause", hint="one condition per line, no SQL keywords after it")
+        raise QueryError(
+            "not a single WHERE clause", hint="one condition per line, no SQL keywords after it"
+        )
     conj = _Parser(domain).conj(where.this)
     if conj is None:
         # FALSE: a contradiction on the first attribute
@@ -126,13 +126,17 @@ class _Parser:
             )
         name = cols.pop()
         if name not in self.domain:
-            raise QueryError(f"unknown attribute {name!r}", hint=did_you_mean(name, self.domain.names))
+            raise QueryError(
+                f"unknown attribute {name!r}", hint=did_you_mean(name, self.domain.names)
+            )
         return self.domain[name]
 
     # -- single attribute, three-valued -------------------------------------------------------
     def tri(self, node: exp.Expression, attr: Attribute) -> _Tri:
         unknown = (
-            IntervalSet.points([attr.missing_code]) if attr.missing_code is not None else IntervalSet()
+            IntervalSet.points([attr.missing_code])
+            if attr.missing_code is not None
+            else IntervalSet()
         )
         if isinstance(node, exp.Paren):
             return self.tri(node.this, attr)
@@ -151,9 +155,15 @@ class _Parser:
             return _Tri(attr.code_of(True), unknown)
         if isinstance(node, exp.Is):
             if not isinstance(node.expression, exp.Null):
-                raise QueryError(f"unsupported IS in {node.sql()!r}", hint="use IS NULL or IS NOT NULL")
+                raise QueryError(
+                    f"unsupported IS in {node.sql()!r}", hint="use IS NULL or IS NOT NULL"
+                )
             self._column(node.this, attr)
-            codes = IntervalSet.points([attr.missing_code]) if attr.missing_code is not None else IntervalSet()
+            codes = (
+                IntervalSet.points([attr.missing_code])
+                if attr.missing_code is not None
+                else IntervalSet()
+            )
             return _Tri(codes, IntervalSet())
         if isinstance(node, exp.In):
             self._column(node.this, attr)

@@ -21,7 +21,6 @@ import numpy as np
 import numpy.typing as npt
 
 from tessera.domain import Attribute, Binned, Domain
-from tessera.errors import QueryError
 from tessera.intervals import IntervalSet
 
 
@@ -85,7 +84,9 @@ class Query:
 
     def is_range(self, domain: Domain) -> bool:
         """Every constrained predicate is one interval of an ordered attribute."""
-        return all(domain[p.attribute].ordered and p.coverage.is_interval() for p in self.predicates)
+        return all(
+            domain[p.attribute].ordered and p.coverage.is_interval() for p in self.predicates
+        )
 
     def coverage_size(self, domain: Domain) -> int:
         """|C_q| as an exact integer."""
@@ -112,7 +113,9 @@ class Query:
         """A WHERE clause that :func:`tessera.parse.parse_query` maps back to this query."""
         if not self.predicates:
             return "TRUE"
-        return " AND ".join(_predicate_sql(domain[p.attribute], p.coverage) for p in self.predicates)
+        return " AND ".join(
+            _predicate_sql(domain[p.attribute], p.coverage) for p in self.predicates
+        )
 
 
 # -- set relations (SPEC §2) ------------------------------------------------------------------
@@ -134,7 +137,9 @@ def joint_coverage(domain: Domain, queries: Iterable[Query]) -> dict[str, Interv
     joint: dict[str, IntervalSet] = {}
     for q in queries:
         for p in q.predicates:
-            joint[p.attribute] = joint[p.attribute] & p.coverage if p.attribute in joint else p.coverage
+            joint[p.attribute] = (
+                joint[p.attribute] & p.coverage if p.attribute in joint else p.coverage
+            )
     return dict(sorted(joint.items(), key=lambda kv: domain.index(kv[0])))
 
 

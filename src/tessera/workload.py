@@ -212,8 +212,11 @@ def _load_text(p: Path, text: str, domain: Domain) -> Workload:
     if errors:
         raise WorkloadError(errors)
     if not queries:
-        raise QueryError("the workload has no queries", where=str(p),
-                         hint="one WHERE clause per line, e.g. age >= 30")
+        raise QueryError(
+            "the workload has no queries",
+            where=str(p),
+            hint="one WHERE clause per line, e.g. age >= 30",
+        )
     return Workload.of(domain, queries, names)
 
 
@@ -238,21 +241,32 @@ def _load_structured(p: Path, text: str, domain: Domain) -> Workload:
         if isinstance(entry, str):
             entry = {"where": entry}
         if not isinstance(entry, dict) or "where" not in entry:
-            errors.append(QueryError("each query needs a 'where' clause", where=where,
-                                     hint="{name: q1, where: 'age >= 30', weight: 1}"))
+            errors.append(
+                QueryError(
+                    "each query needs a 'where' clause",
+                    where=where,
+                    hint="{name: q1, where: 'age >= 30', weight: 1}",
+                )
+            )
             continue
         unknown = set(entry) - {"name", "where", "weight"}
         if unknown:
-            errors.append(QueryError(f"unknown key {sorted(unknown)[0]!r}", where=where,
-                                     hint="keys are name, where, weight"))
+            errors.append(
+                QueryError(
+                    f"unknown key {sorted(unknown)[0]!r}",
+                    where=where,
+                    hint="keys are name, where, weight",
+                )
+            )
             continue
         try:
             weight = float(entry.get("weight", 1.0))
             if not (math.isfinite(weight) and weight >= 0):
                 raise ValueError
         except (TypeError, ValueError):
-            errors.append(QueryError(f"weight {entry.get('weight')!r} is not a number ≥ 0",
-                                     where=where))
+            errors.append(
+                QueryError(f"weight {entry.get('weight')!r} is not a number ≥ 0", where=where)
+            )
             continue
         try:
             queries.append(parse_query(str(entry["where"]), domain))

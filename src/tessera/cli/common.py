@@ -59,20 +59,29 @@ from typing import Annotated  # noqa: E402
 
 SchemaOpt = Annotated[
     Path,
-    typer.Option("--schema", "-s", help="Public schema (YAML/JSON, or a Private-PGM domain JSON).",
-                 exists=True, dir_okay=False),
+    typer.Option(
+        "--schema",
+        "-s",
+        help="Public schema (YAML/JSON, or a Private-PGM domain JSON).",
+        exists=True,
+        dir_okay=False,
+    ),
 ]
 NoHeaderOpt = Annotated[
     bool, typer.Option("--no-header", help="CSV without a header row: columns follow the schema.")
 ]
 DelimiterOpt = Annotated[
-    str | None, typer.Option("--delimiter", "-d", help="CSV field separator, e.g. ', ' (default: sniffed).")
+    str | None,
+    typer.Option("--delimiter", "-d", help="CSV field separator, e.g. ', ' (default: sniffed)."),
 ]
 NaOpt = Annotated[
-    list[str] | None, typer.Option("--na", help="Text that marks a missing value (repeatable), e.g. '?'.")
+    list[str] | None,
+    typer.Option("--na", help="Text that marks a missing value (repeatable), e.g. '?'."),
 ]
 SkipRowsOpt = Annotated[int, typer.Option("--skip-rows", help="Lines to skip at the top of a CSV.")]
-TableOpt = Annotated[str | None, typer.Option("--table", help="Table name inside a DuckDB database file.")]
+TableOpt = Annotated[
+    str | None, typer.Option("--table", help="Table name inside a DuckDB database file.")
+]
 
 
 def csv_options(no_header: bool, delimiter: str | None, na: list[str] | None, skip_rows: int):  # type: ignore[no-untyped-def]

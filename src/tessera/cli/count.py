@@ -32,9 +32,14 @@ def count_command(
     data: Annotated[Path, typer.Argument(help="CSV, Parquet or DuckDB file.", exists=True)],
     workload: Annotated[Path, typer.Argument(help="Workload file.", exists=True)],
     schema: SchemaOpt,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the answers here instead of stdout.")] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", help="Write the answers here instead of stdout."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="JSON instead of CSV.")] = False,
-    on_invalid: Annotated[str, typer.Option(help="Values outside the schema: 'error' (default) or 'drop' (reported).")] = "error",
+    on_invalid: Annotated[
+        str, typer.Option(help="Values outside the schema: 'error' (default) or 'drop' (reported).")
+    ] = "error",
     no_header: NoHeaderOpt = False,
     delimiter: DelimiterOpt = None,
     na: NaOpt = None,
@@ -47,18 +52,30 @@ def count_command(
     domain = Domain.load(schema)
     w = Workload.load(workload, domain)
     with Progress(
-        TextColumn("counting"), BarColumn(), TextColumn("{task.completed}/{task.total} scopes"),
-        TimeElapsedColumn(), console=err, transient=True, disable=not err.is_terminal,
+        TextColumn("counting"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} scopes"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal,
     ) as bar:
         task = bar.add_task("count", total=None)
         result = count(
-            str(data), w, on_invalid=on_invalid,  # type: ignore[arg-type]
-            csv=csv_options(no_header, delimiter, na, skip_rows), table=table,
+            str(data),
+            w,
+            on_invalid=on_invalid,  # type: ignore[arg-type]
+            csv=csv_options(no_header, delimiter, na, skip_rows),
+            table=table,
             progress=lambda done, total: bar.update(task, completed=done, total=total),
         )
-    err.print(f"[bold red]{NOT_PRIVATE}[/] ({result.n_rows:,} rows, {len(w):,} queries)", markup=True)
+    err.print(
+        f"[bold red]{NOT_PRIVATE}[/] ({result.n_rows:,} rows, {len(w):,} queries)", markup=True
+    )
     if result.dropped:
-        err.print(f"dropped {result.dropped:,} rows with values outside the schema (--on-invalid drop):")
+        err.print(
+            f"dropped {result.dropped:,} rows with values outside the schema (--on-invalid drop):"
+        )
         for iv in result.invalid:
             err.print(f"  {iv.describe()}", markup=False)
     frame = result.to_frame()
@@ -67,7 +84,9 @@ def count_command(
             "privacy": NOT_PRIVATE,
             "rows": result.n_rows,
             "dropped_rows": result.dropped,
-            "answers": [{"query": q, "answer": int(a)} for q, a in zip(frame["query"], frame["answer"])],
+            "answers": [
+                {"query": q, "answer": int(a)} for q, a in zip(frame["query"], frame["answer"])
+            ],
         }
         text = json.dumps(payload, indent=1) + "\n"
     else:

@@ -21,7 +21,9 @@ from tessera.cli.common import (
 from tessera.domain import Domain
 from tessera.infer import NOT_PRIVATE_HEADER, infer_domain, summarize
 
-schema_app = typer.Typer(help="Public schemas: draft one from data, check one.", no_args_is_help=True)
+schema_app = typer.Typer(
+    help="Public schemas: draft one from data, check one.", no_args_is_help=True
+)
 
 
 def _print(domain: Domain, title: str) -> None:
@@ -38,7 +40,9 @@ def _print(domain: Domain, title: str) -> None:
 @user_errors
 def infer(
     data: Annotated[Path, typer.Argument(help="CSV or Parquet file.", exists=True)],
-    output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the draft schema (YAML/JSON).")],
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="Where to write the draft schema (YAML/JSON).")
+    ],
     no_header: NoHeaderOpt = False,
     delimiter: DelimiterOpt = None,
     na: NaOpt = None,
@@ -48,8 +52,10 @@ def infer(
 ) -> None:
     """Draft a schema from DATA. NOT PRIVATE: it reads bounds and values off the data."""
     domain = infer_domain(
-        str(data), csv=csv_options(no_header, delimiter, na, skip_rows),
-        max_categories=max_categories, bins=bins,
+        str(data),
+        csv=csv_options(no_header, delimiter, na, skip_rows),
+        max_categories=max_categories,
+        bins=bins,
     )
     domain.save(output, header=NOT_PRIVATE_HEADER)
     err.print(

@@ -19,7 +19,12 @@ workload_app = typer.Typer(help="Workloads of counting queries.", no_args_is_hel
 @workload_app.command("check")
 @user_errors
 def check(
-    workload: Annotated[Path, typer.Argument(help="Workload file (one WHERE clause per line, or YAML/JSON).", exists=True)],
+    workload: Annotated[
+        Path,
+        typer.Argument(
+            help="Workload file (one WHERE clause per line, or YAML/JSON).", exists=True
+        ),
+    ],
     schema: SchemaOpt,
 ) -> None:
     """Validate WORKLOAD against the schema and print its statistics."""
@@ -59,14 +64,25 @@ def _names(w: Workload, idx: tuple[int, ...], limit: int = 10) -> str:
 def build(
     family: Annotated[str, typer.Argument(help="marginals | identity | prefix | ranges | random")],
     schema: SchemaOpt,
-    output: Annotated[Path, typer.Option("--output", "-o", help="Workload file to write (.sql/.txt, .yaml or .json).")],
-    attributes: Annotated[list[str] | None, typer.Option("--attribute", "-a", help="Attribute(s) to use (repeatable).")] = None,
+    output: Annotated[
+        Path,
+        typer.Option("--output", "-o", help="Workload file to write (.sql/.txt, .yaml or .json)."),
+    ],
+    attributes: Annotated[
+        list[str] | None,
+        typer.Option("--attribute", "-a", help="Attribute(s) to use (repeatable)."),
+    ] = None,
     k: Annotated[int, typer.Option("-k", help="Marginal order for 'marginals'.")] = 2,
     n: Annotated[int, typer.Option("-n", help="Number of queries for 'random'.")] = 1000,
     kind: Annotated[str, typer.Option(help="random: range | set | mixed.")] = "mixed",
     min_attributes: Annotated[int, typer.Option(help="random: fewest attributes per query.")] = 1,
     max_attributes: Annotated[int, typer.Option(help="random: most attributes per query.")] = 3,
-    seed: Annotated[int, typer.Option(help="random: seed (the workload is public; the seed only makes it reproducible).")] = 0,
+    seed: Annotated[
+        int,
+        typer.Option(
+            help="random: seed (the workload is public; the seed only makes it reproducible)."
+        ),
+    ] = 0,
 ) -> None:
     """Build a standard workload FAMILY over the schema and write it to a file."""
     domain = Domain.load(schema)
@@ -83,8 +99,12 @@ def build(
         if kind not in ("range", "set", "mixed"):
             fail(f"--kind {kind!r}: use range, set or mixed")
         w = builders.random_workload(
-            domain, n, attributes_per_query=(min_attributes, max_attributes),
-            kind=kind, attributes=attributes, seed=seed,  # type: ignore[arg-type]
+            domain,
+            n,
+            attributes_per_query=(min_attributes, max_attributes),
+            kind=kind,
+            attributes=attributes,
+            seed=seed,  # type: ignore[arg-type]
         )
     else:
         fail(f"unknown family {family!r} (hint: marginals, identity, prefix, ranges, random)")
