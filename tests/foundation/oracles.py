@@ -26,6 +26,8 @@ from tessera.query import Query
 #: Hypothesis settings shared by the suite: no deadline (first calls import sqlglot/duckdb).
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 QUICK = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+#: For examples that each set up DuckDB (about 0.1–0.2 s apiece).
+SLOWEX = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 class Draw(Protocol):
@@ -80,8 +82,9 @@ def gen_attribute(r: Draw, name: str, kinds: Sequence[str] | None = None) -> Att
     if kind == "ordered":
         # lexicographic order = declared order, so SQL engines compare strings the same way
         k = r.int(1, 5)
-        return Categorical(name=name, values=tuple(f"v{i}" for i in range(k)), is_ordered=True,
-                           missing=missing)
+        return Categorical(
+            name=name, values=tuple(f"v{i}" for i in range(k)), is_ordered=True, missing=missing
+        )
     if kind == "boolean":
         return Boolean(name=name, missing=missing)
     below, above = coin(r), coin(r)
@@ -89,12 +92,19 @@ def gen_attribute(r: Draw, name: str, kinds: Sequence[str] | None = None) -> Att
     start = r.int(-2, 2) * 5
     steps = [r.int(1, 3) * 5 for _ in range(n_inner)]
     edges = tuple(float(e) for e in itertools.accumulate([start, *steps]))
-    return Binned(name=name, edges=edges, closed=choice(r, ("left", "right")), below=below,
-                  above=above, missing=missing)
+    return Binned(
+        name=name,
+        edges=edges,
+        closed=choice(r, ("left", "right")),
+        below=below,
+        above=above,
+        missing=missing,
+    )
 
 
-def gen_domain(r: Draw, n_attrs: tuple[int, int] = (2, 4),
-               kinds: Sequence[str] | None = None) -> Domain:
+def gen_domain(
+    r: Draw, n_attrs: tuple[int, int] = (2, 4), kinds: Sequence[str] | None = None
+) -> Domain:
     m = r.int(*n_attrs)
     return Domain(tuple(gen_attribute(r, NAMES[i], kinds) for i in range(m)))
 
@@ -117,9 +127,10 @@ class SetQuery:
         return all(s is None or xi in s for s, xi in zip(self.sets, x))
 
     def to_query(self, domain: Domain) -> Query:
-        return Query.conjunction(domain, {
-            a.name: IntervalSet.points(s) for a, s in zip(domain, self.sets) if s is not None
-        })
+        return Query.conjunction(
+            domain,
+            {a.name: IntervalSet.points(s) for a, s in zip(domain, self.sets) if s is not None},
+        )
 
 
 def gen_set_query(r: Draw, domain: Domain, p_constrain: int = 2) -> SetQuery:
@@ -165,8 +176,9 @@ def bin_samples(attr: Binned) -> list[list[float]]:
             vals += [a + 0.25, a + 1e6]
         if not math.isinf(a) and not math.isinf(b):
             mid = a / 2 + b / 2
-            vals += [v for v in (mid, float(np.nextafter(a, b)), float(np.nextafter(b, a)))
-                     if a < v < b]
+            vals += [
+                v for v in (mid, float(np.nextafter(a, b)), float(np.nextafter(b, a))) if a < v < b
+            ]
         if ai:
             vals.append(a)
         if bi:
@@ -190,8 +202,9 @@ def raw_values(attr: Attribute) -> list[list[Any]]:
 
 def gen_table(r: Draw, domain: Domain, n_rows: int) -> tuple[pd.DataFrame, np.ndarray]:
     """A DataFrame of raw values (NULLs where declared) and its code matrix, built independently."""
-    codes = np.array([[r.int(0, a.size - 1) for a in domain] for _ in range(n_rows)],
-                     dtype=np.int64).reshape(n_rows, len(domain))
+    codes = np.array(
+        [[r.int(0, a.size - 1) for a in domain] for _ in range(n_rows)], dtype=np.int64
+    ).reshape(n_rows, len(domain))
     return frame_of_codes(domain, codes, r), codes
 
 

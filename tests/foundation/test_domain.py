@@ -1,4 +1,4 @@
-"""Attribute kinds, encoding, schema files and schema errors (SPEC §1: a public, declared domain)."""
+"""Attribute kinds, encoding, schema files and schema errors (SPEC §1: a public domain)."""
 
 from __future__ import annotations
 
@@ -57,9 +57,13 @@ def test_encode_of_present_values_ignores_missing_flag(data: st.DataObject) -> N
     r = HypDraw(data)
     attr = gen_attribute(r, "x")
     values = [v for vs in raw_values(attr) for v in vs]
-    other = type(attr)(**{**attr.__dict__, "missing": not attr.missing}) \
-        if not isinstance(attr, Categorical) else Categorical(
-            name="x", values=attr.values, is_ordered=attr.is_ordered, missing=not attr.missing)
+    other = (
+        type(attr)(**{**attr.__dict__, "missing": not attr.missing})
+        if not isinstance(attr, Categorical)
+        else Categorical(
+            name="x", values=attr.values, is_ordered=attr.is_ordered, missing=not attr.missing
+        )
+    )
     assert attr.encode(values).tolist() == other.encode(values).tolist()
 
 
@@ -96,17 +100,27 @@ def test_text_and_number_spellings() -> None:
     ("closed", "below", "above", "value", "code"),
     [
         # edges 0 < 10 < 20; closed='left': [0,10) [10,20)
-        ("left", False, False, 0, 0), ("left", False, False, 9.999, 0),
-        ("left", False, False, 10, 1), ("left", False, False, 19.999, 1),
-        ("left", False, False, 20, INVALID), ("left", False, False, -1e-9, INVALID),
-        ("left", True, False, -1e-9, 0), ("left", True, False, 0, 1),
-        ("left", False, True, 20, 2), ("left", False, True, 1e12, 2),
+        ("left", False, False, 0, 0),
+        ("left", False, False, 9.999, 0),
+        ("left", False, False, 10, 1),
+        ("left", False, False, 19.999, 1),
+        ("left", False, False, 20, INVALID),
+        ("left", False, False, -1e-9, INVALID),
+        ("left", True, False, -1e-9, 0),
+        ("left", True, False, 0, 1),
+        ("left", False, True, 20, 2),
+        ("left", False, True, 1e12, 2),
         # closed='right': (0,10] (10,20]
-        ("right", False, False, 0, INVALID), ("right", False, False, 1e-9, 0),
-        ("right", False, False, 10, 0), ("right", False, False, 10.001, 1),
-        ("right", False, False, 20, 1), ("right", False, False, 20.001, INVALID),
-        ("right", True, False, 0, 0), ("right", True, False, -1e12, 0),
-        ("right", True, True, 20.5, 3), ("right", True, True, 20, 2),
+        ("right", False, False, 0, INVALID),
+        ("right", False, False, 1e-9, 0),
+        ("right", False, False, 10, 0),
+        ("right", False, False, 10.001, 1),
+        ("right", False, False, 20, 1),
+        ("right", False, False, 20.001, INVALID),
+        ("right", True, False, 0, 0),
+        ("right", True, False, -1e12, 0),
+        ("right", True, True, 20.5, 3),
+        ("right", True, True, 20, 2),
     ],
 )
 def test_binned_edges_closed_side(closed, below, above, value, code) -> None:  # type: ignore[no-untyped-def]
@@ -124,8 +138,10 @@ def test_binned_labels_and_bounds() -> None:
 
 
 @FAST
-@given(st.lists(st.floats(-1e9, 1e9, allow_nan=False), min_size=2, max_size=6, unique=True),
-       st.sampled_from(["left", "right"]))
+@given(
+    st.lists(st.floats(-1e9, 1e9, allow_nan=False), min_size=2, max_size=6, unique=True),
+    st.sampled_from(["left", "right"]),
+)
 @example([1_000_000.0, 1_000_001.0, 1_000_002.0], "left")
 @example([0.1234567, 0.1234568], "right")
 def test_binned_labels_are_distinct(edges: list[float], closed: str) -> None:
@@ -158,11 +174,15 @@ def test_big_integers_encode_exactly() -> None:
 
 
 def test_domain_basics() -> None:
-    d = Domain.from_dict({"attributes": {
-        "age": {"type": "integer", "min": 0, "max": 99},
-        "sex": {"type": "categorical", "values": ["F", "M"], "missing": True},
-        "ok": {"type": "bool"},
-    }})
+    d = Domain.from_dict(
+        {
+            "attributes": {
+                "age": {"type": "integer", "min": 0, "max": 99},
+                "sex": {"type": "categorical", "values": ["F", "M"], "missing": True},
+                "ok": {"type": "bool"},
+            }
+        }
+    )
     assert d.names == ("age", "sex", "ok")
     assert d.sizes == (100, 3, 2)
     assert d.size == 600 and isinstance(d.size, int)
@@ -177,15 +197,19 @@ def test_domain_basics() -> None:
 
 def test_domain_size_is_exact_for_astronomical_domains() -> None:
     d = Domain(tuple(IntegerRange(name=f"x{i}", lo=0, hi=10**6 - 1) for i in range(40)))
-    assert d.size == 10 ** 240
+    assert d.size == 10**240
 
 
 def test_list_form_schema_and_aliases() -> None:
-    d = Domain.from_dict({"attributes": [
-        {"name": "a", "type": "int", "min": 1, "max": 3},
-        {"name": "b", "type": "category", "values": ["x"]},
-        {"name": "c", "type": "numeric", "edges": [0, 1]},
-    ]})
+    d = Domain.from_dict(
+        {
+            "attributes": [
+                {"name": "a", "type": "int", "min": 1, "max": 3},
+                {"name": "b", "type": "category", "values": ["x"]},
+                {"name": "c", "type": "numeric", "edges": [0, 1]},
+            ]
+        }
+    )
     assert [a.kind for a in d] == ["integer", "categorical", "binned"]
     assert d.sizes == (3, 1, 1)
 
@@ -256,12 +280,21 @@ def test_schema_error_in_file_names_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("spec", "needles"),
     [
-        ({"type": "integr", "min": 0, "max": 1}, ["unknown type 'integr'", "did you mean 'integer'?"]),
+        (
+            {"type": "integr", "min": 0, "max": 1},
+            ["unknown type 'integr'", "did you mean 'integer'?"],
+        ),
         ({"type": "categorcal", "values": ["a"]}, ["did you mean 'categorical'?"]),
         ({"type": "categorical", "values": ["a", "b", "a"]}, ["'a'", "twice"]),
         ({"type": "integer", "min": 5, "max": 1}, ["min 5 > max 1", "swap"]),
-        ({"type": "integer", "min": 0, "max": 9, "maxx": 3}, ["unknown key 'maxx'", "did you mean 'max'?"]),
-        ({"type": "categorical", "values": ["a"], "orderd": True}, ["'orderd'", "did you mean 'ordered'?"]),
+        (
+            {"type": "integer", "min": 0, "max": 9, "maxx": 3},
+            ["unknown key 'maxx'", "did you mean 'max'?"],
+        ),
+        (
+            {"type": "categorical", "values": ["a"], "orderd": True},
+            ["'orderd'", "did you mean 'ordered'?"],
+        ),
         ({"type": "integer", "min": 0}, ["missing key 'max'"]),
         ({"type": "integer", "min": 0.5, "max": 3}, ["integers"]),
         ({"type": "categorical", "values": []}, ["empty"]),
@@ -282,8 +315,9 @@ def test_schema_errors_have_messages_and_hints(spec, needles) -> None:  # type: 
 
 def test_top_level_schema_errors() -> None:
     with pytest.raises(SchemaError, match="declared twice"):
-        Domain.from_dict({"attributes": [{"name": "a", "type": "boolean"},
-                                         {"name": "a", "type": "boolean"}]})
+        Domain.from_dict(
+            {"attributes": [{"name": "a", "type": "boolean"}, {"name": "a", "type": "boolean"}]}
+        )
     with pytest.raises(SchemaError) as e:
         Domain.from_dict({"atributes": {"a": {"type": "boolean"}}})
     assert "did you mean 'attributes'?" in str(e.value)

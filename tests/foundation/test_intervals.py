@@ -13,8 +13,9 @@ from .oracles import FAST
 
 UNIVERSE = 24
 small_sets = st.frozensets(st.integers(0, UNIVERSE - 1), max_size=UNIVERSE)
-raw_spans = st.lists(st.tuples(st.integers(-3, UNIVERSE + 3), st.integers(-3, UNIVERSE + 3)),
-                     max_size=8)
+raw_spans = st.lists(
+    st.tuples(st.integers(-3, UNIVERSE + 3), st.integers(-3, UNIVERSE + 3)), max_size=8
+)
 
 
 def as_set(s: IntervalSet) -> set[int]:
@@ -120,7 +121,12 @@ def test_huge_attribute_costs_spans_not_values() -> None:
     assert a.complement(n) == IntervalSet.range(n // 2, n // 2 + 10)
     assert (a - IntervalSet.range(5, n - 5)) == IntervalSet.of([(0, 5), (n - 5, n)])
     assert a.contains_array(np.array([0, n // 2, n // 2 + 10, n - 1, n])).tolist() == [
-        True, False, True, True, False]
+        True,
+        False,
+        True,
+        True,
+        False,
+    ]
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -129,8 +135,9 @@ def test_seeded_random_algebra_laws(seed: int) -> None:
     rng = np.random.default_rng(seed)
     n = 30
     for _ in range(200):
-        a, b, c = (IntervalSet.points(np.flatnonzero(rng.random(n) < 0.5).tolist())
-                   for _ in range(3))
+        a, b, c = (
+            IntervalSet.points(np.flatnonzero(rng.random(n) < 0.5).tolist()) for _ in range(3)
+        )
         assert (a | b).complement(n) == a.complement(n) & b.complement(n)
         assert (a & b).complement(n) == a.complement(n) | b.complement(n)
         assert a & (b | c) == (a & b) | (a & c)

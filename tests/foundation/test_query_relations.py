@@ -43,8 +43,8 @@ def _check_query(domain: Domain, sq: SetQuery) -> None:
     assert q.is_contradiction() == any(s is not None and not s for s in sq.sets)
     assert q.is_contradiction() == (sum(want) == 0)
     is_range = all(
-        domain[n].ordered and (lambda c: not c or max(c) - min(c) + 1 == len(c))(
-            set(q.coverage_of(domain[n])))
+        domain[n].ordered
+        and (lambda c: not c or max(c) - min(c) + 1 == len(c))(set(q.coverage_of(domain[n])))
         for n in q.scope
     )
     assert q.is_range(domain) == is_range
@@ -78,8 +78,7 @@ def _check_family(domain: Domain, sqs: list[SetQuery]) -> None:
             jc = joint_coverage(domain, sub)
             # C_Q is the product of the per-attribute joint coverages
             product = {
-                x for x in points(domain)
-                if all(x[domain.index(n)] in c for n, c in jc.items())
+                x for x in points(domain) if all(x[domain.index(n)] in c for n, c in jc.items())
             }
             assert product == joint
     assert jointly_overlap(domain, []) and witness(domain, []) == (0,) * len(domain)
@@ -98,12 +97,13 @@ def test_relations_seeded_loop(seed: int) -> None:
     r = RngDraw(np.random.default_rng(seed))
     for _ in range(60):
         domain = gen_domain(r)
-        _check_family(domain, [gen_set_query(r, domain, p_constrain=r.int(1, 3))
-                               for _ in range(r.int(2, 4))])
+        _check_family(
+            domain, [gen_set_query(r, domain, p_constrain=r.int(1, 3)) for _ in range(r.int(2, 4))]
+        )
 
 
 def test_set_predicates_pairwise_overlap_without_joint_overlap() -> None:
-    """SPEC §2: A={a,b,c}; coverages {a,b}, {b,c}, {a,c}: every pair overlaps, the triple does not."""
+    """SPEC §2: A={a,b,c}; coverages {a,b}, {b,c}, {a,c} overlap pairwise, not jointly."""
     d = Domain((Categorical(name="A", values=("a", "b", "c")),))
     qs = [Query.conjunction(d, {"A": IntervalSet.points(s)}) for s in ([0, 1], [1, 2], [0, 2])]
     for q1, q2 in itertools.combinations(qs, 2):
@@ -160,4 +160,6 @@ def test_contradiction_and_tautology() -> None:
     assert not jointly_overlap(d, [empty, full])
     assert full.coverage_size(d) == 16
     # coverages are clipped to the attribute
-    assert Query.conjunction(d, {"x": IntervalSet.range(2, 10)}).predicate("x") == IntervalSet.range(2, 4)
+    assert Query.conjunction(d, {"x": IntervalSet.range(2, 10)}).predicate(
+        "x"
+    ) == IntervalSet.range(2, 4)

@@ -31,7 +31,25 @@ def register(app: typer.Typer) -> None:
 
 @user_errors
 def tradeoff(
-    queries: Annotated[int, typer.Option("--queries", "-t", help="Number of queries t.")],
+    queries: Annotated[
+        int | None, typer.Option("--queries", "-t", help="Number of queries t (or --workload).")
+    ] = None,
+    workload: Annotated[
+        Path | None,
+        typer.Option(
+            "--workload",
+            "-w",
+            help="Workload file: t and γ are computed from it (γ exact or a proven upper bound).",
+            exists=True,
+            dir_okay=False,
+        ),
+    ] = None,
+    schema: Annotated[
+        Path | None, typer.Option("--schema", "-s", help="Schema of --workload.", exists=True)
+    ] = None,
+    time_limit: Annotated[
+        float | None, typer.Option("--time-limit", help="Seconds for the overlap search.")
+    ] = None,
     mechanism: Annotated[
         MechanismName, typer.Option("--mechanism", "-m", help="Noise mechanism of every query.")
     ] = MechanismName.gaussian,
@@ -75,6 +93,15 @@ def tradeoff(
     from tessera.accounting.plot import plot_tradeoffs
 
     rel = Neighbours.parse(neighbours)
+    changed: int | None = None  # queries one neighbour change touches, from the workload
+    if workload is not None:
+        if schema is None:
+            raise TesseraError("--workload needs --schema")
+        if queries is not None or overlap is not None:
+            raise TesseraError("--workload computes t and γ: drop --queries/--overlap")
+        queries, overlap, changed = _from_workload(workload, schema, rel, time_limit)
+    if queries is None:
+        raise TesseraError("give --queries t (and --overlap γ), or --workload with --schema")
     if queries < 1:
         raise TesseraError("--queries must be ≥ 1")
     gamma = float(queries if overlap is None else overlap)
@@ -82,9 +109,12 @@ def tradeoff(
         raise TesseraError("--overlap γ must be ≥ 1")
     if gamma > queries:
         gamma = float(queries)  # γ ≤ t always
-    # A substitution touches I(x) Δ I(y): at most min(2γ, t) queries (SPEC §1).
-    factor = 2.0 if rel is Neighbours.SUBSTITUTE else 1.0
-    g_eff = math.ceil(min(factor * gamma, queries))
+    if changed is not None:
+        g_eff = changed
+    else:
+        # A substitution touches I(x) Δ I(y): at most min(2γ, t) queries (SPEC §1).
+        factor = 2.0 if rel is Neighbours.SUBSTITUTE else 1.0
+        g_eff = math.ceil(min(factor * gamma, queries))
     t_eff = queries
 
     gaussian_like = mechanism in (MechanismName.gaussian, MechanismName.discrete_gaussian)
@@ -129,6 +159,30 @@ def tradeoff(
             curves.append(("CLT, sequential", clt_approximation([param] * t_eff)))
         path = plot_tradeoffs(curves, output, title=f"{per.describe()}: overlap vs sequential")  # type: ignore[arg-type]
         out.print(f"wrote {path}")
+
+
+def _from_workload(
+    path: Path, schema: Path, rel: object, time_limit: float | None
+) -> tuple[int, float, int]:
+    """(t, γ, queries per neighbour change) of a workload with unit weights.
+
+    Both overlap figures are exact values or proven upper bounds (never lower bounds): they
+    calibrate the guarantee printed below.
+    """
+    from tessera.accounting import Neighbours
+    from tessera.domain import Domain
+    from tessera.overlap import max_overlap
+    from tessera.workload import Workload
+
+    w = Workload.load(path, Domain.load(schema))
+    ones = [1.0] * len(w)
+    gamma = max_overlap(w, ones, time_limit=time_limit).bound
+    if rel is Neighbours.SUBSTITUTE:
+        changed = max_overlap(w, ones, neighbours="substitute", time_limit=time_limit).bound
+    else:
+        changed = gamma
+    # unit weights: the bounds are integers up to rounding margins added on the safe side
+    return len(w), float(gamma), min(len(w), math.ceil(changed - 1e-9))
 
 
 def _parameter(

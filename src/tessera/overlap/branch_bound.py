@@ -27,6 +27,7 @@ is incumbent + 2τ, so rounding can never push it below the true maximum.
 
 from __future__ import annotations
 
+import heapq
 import math
 import time
 from collections.abc import Sequence
@@ -37,9 +38,14 @@ import numpy.typing as npt
 
 from tessera.domain import Domain
 from tessera.overlap.atoms import AttributeAtoms, undominated, workload_atoms
+from tessera.overlap.colouring import greedy_colouring, overlap_graph
 from tessera.query import Query
 
 _EPS = float(np.finfo(np.float64).eps)
+#: Colour the overlap graph (Θ(t²) memory and time) for node bounds up to this many queries.
+COLOURING_QUERIES = 20_000
+#: Recolour a node's alive queries once they are at most this fraction of the last colouring.
+RECOLOUR_SHRINK = 0.7
 
 
 @dataclass(frozen=True)
@@ -65,6 +71,9 @@ class _Component:
     s: npt.NDArray[np.float64]  # (n,) scores, columns sorted by ``last``
     own: list[npt.NDArray[np.float64]]  # own[k]: member[k][:, last == k] as float
     own_start: npt.NDArray[np.int64]  # columns with last == k are own_start[k]:own_start[k+1]
+    colour: npt.NDArray[np.int64] | None = None  # (n,) a proper colouring of G_Q, or None
+    n_colours: int = 0
+    adj: npt.NDArray[np.bool_] | None = None  # (n, n) overlap graph, for recolouring at nodes
 
 
 def _components(
@@ -91,7 +100,9 @@ def _components(
 
 
 def _build_component(
-    atoms: Sequence[AttributeAtoms], columns: npt.NDArray[np.int64], s_all: npt.NDArray[np.float64]
+    atoms: Sequence[AttributeAtoms], columns: npt.NDArray[np.int64], s_all: npt.NDArray[np.float64],
+    colour: npt.NDArray[np.int64] | None = None,
+    adj: npt.NDArray[np.bool_] | None = None,
 ) -> _Component:
     n = len(columns)
     col_of = {int(q): i for i, q in enumerate(columns)}
@@ -124,8 +135,12 @@ def _build_component(
     scope_after[:, :-1] = after[:, 1:]
     own_start = np.searchsorted(last, np.arange(m + 1)).astype(np.int64)
     own = [member[k][:, own_start[k] : own_start[k + 1]].astype(np.float64) for k in range(m)]
+    col = None if colour is None else np.unique(colour[columns][perm], return_inverse=True)[1]
+    sub_adj = None if adj is None else adj[np.ix_(columns[perm], columns[perm])]
     return _Component(
-        reduced, member, scope, scope_after.astype(np.int16), last, s_all[columns][perm], own, own_start
+        reduced, member, scope, scope_after.astype(np.int16), last, s_all[columns][perm], own,
+        own_start, None if col is None else col.astype(np.int64),
+        0 if col is None or len(col) == 0 else int(col.max()) + 1, sub_adj,
     )
 
 
@@ -169,10 +184,32 @@ def _incumbent(comp: _Component, restarts: int, seed: int) -> tuple[float, npt.N
     return best, best_x
 
 
+def _class_bound(
+    colour: npt.NDArray[np.int64], s: npt.NDArray[np.float64], alive: npt.NDArray[np.bool_]
+) -> npt.NDArray[np.float64]:
+    """Per row r of ``alive`` (rows × len(s)): Σ_j max_{q alive in r, colour q = j} s_q."""
+    rows, cols = np.nonzero(alive)
+    per_class = np.zeros((alive.shape[0], int(colour.max(initial=-1)) + 1))
+    np.maximum.at(per_class, (rows, colour[cols]), s[cols])
+    return np.sort(per_class, axis=1).sum(axis=1)
+
+
+def _recolour(
+    comp: _Component, idx: npt.NDArray[np.int64], colour: npt.NDArray[np.int64]
+) -> npt.NDArray[np.int64]:
+    """A fresh greedy colouring of the overlap graph induced by the queries ``idx``."""
+    assert comp.adj is not None
+    sub = greedy_colouring(comp.adj[np.ix_(idx, idx)], comp.s[idx], "greedy")
+    new = colour.copy()
+    new[idx] = sub
+    return new
+
+
 def _child_bounds(
-    comp: _Component, j: int, idx: npt.NDArray[np.int64], const: float
+    comp: _Component, j: int, idx: npt.NDArray[np.int64], const: float,
+    colour: npt.NDArray[np.int64] | None = None,
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], list[npt.NDArray[np.float64]],
-           npt.NDArray[np.bool_]]:
+           npt.NDArray[np.bool_], npt.NDArray[np.float64]]:
     """For each atom c of attribute j: resolved value, bound, per-k atom scores, alive mask."""
     alive = comp.member[j][:, idx]  # (nc, n')
     last = comp.last[idx]
@@ -191,7 +228,12 @@ def _child_bounds(
         bound += scores.max(axis=0)
         per_k.append(scores)
         start = end
-    return resolved, bound, per_k, alive
+    if colour is not None and hi < len(idx):
+        # a row meets each colour class at most once: Σ_j max over the alive unresolved
+        # queries of class j (a proper colouring stays proper on any subset of queries)
+        by_class = _class_bound(colour[idx[hi:]], comp.s[idx[hi:]], alive[:, hi:])
+        return resolved, bound, per_k, alive, np.minimum(bound, resolved + by_class)
+    return resolved, bound, per_k, alive, bound
 
 
 def _solve_component(
@@ -210,19 +252,39 @@ def _solve_component(
         for k in range(m)
         if comp.own_start[k + 1] > comp.own_start[k]
     )
-    stack: list[tuple[float, int, float, npt.NDArray[np.int64], npt.NDArray[np.int64]]] = [
-        (root_bound, 0, 0.0, root_idx, np.zeros(m, dtype=np.int64))
+    if comp.colour is not None and len(comp.s):
+        whole = _class_bound(comp.colour, comp.s, np.ones((1, len(comp.s)), dtype=bool))
+        root_bound = min(root_bound, float(whole[0]))
+    # open nodes, best bound first (ties: deepest first, so equal-bound plateaus are dived
+    # depth-first): the anytime bound max(incumbent, top of the heap) only ever decreases.
+    # payload: (depth, const, idx, partial atom choice, colouring, #coloured)
+    heap: list[tuple[float, int, int, tuple]] = [  # type: ignore[type-arg]
+        (-root_bound, 0, 0, (0, 0.0, root_idx, np.zeros(m, dtype=np.int64), comp.colour,
+                             len(comp.s)))
     ]
+    counter = 1
     nodes = 0
-    while stack:
+    while heap:
         if time.monotonic() > deadline:
-            open_bound = max(b for b, *_ in stack)
-            upper = max(best, open_bound)
+            upper = max(best, -heap[0][0])
             return best, upper + (0.0 if integral else 2 * tol), False, best_x, nodes
-        node_bound, j, const, idx, x = stack.pop()
-        if node_bound <= best + tol:
-            continue
+        neg_bound, _, _, (j, const, idx, x, colour, n_coloured) = heapq.heappop(heap)
+        if -neg_bound <= best + tol:
+            break  # every other open node has a bound at most this one
         nodes += 1
+        if colour is not None and comp.adj is not None and len(idx) > 1 and \
+                len(idx) <= RECOLOUR_SHRINK * n_coloured:
+            # the alive queries are a much smaller graph now: its own colouring is tighter
+            colour, n_coloured = _recolour(comp, idx, colour), len(idx)
+            mine = const + float(_class_bound(colour[idx], comp.s[idx],
+                                              np.ones((1, len(idx)), dtype=bool))[0])
+            if mine <= best + tol:
+                continue
+            if mine < -neg_bound and heap and -heap[0][0] > mine:
+                # no longer the best open node: put it back with its tighter bound
+                heapq.heappush(heap, (-mine, -j, counter, (j, const, idx, x, colour, n_coloured)))
+                counter += 1
+                continue
         # attributes no alive query constrains are free: skip them
         while j < m and len(idx) and not comp.scope[idx, j].any():
             j += 1
@@ -230,17 +292,17 @@ def _solve_component(
             if const > best:
                 best, best_x = const, x.copy()
             continue
-        resolved, bound, per_k, alive = _child_bounds(comp, j, idx, const)
+        resolved, exact_sep, per_k, alive, bound = _child_bounds(comp, j, idx, const, colour)
         # a child is separable when its alive queries have ≤ 1 unfixed attribute: bound is exact
         after = comp.scope_after[idx, j].astype(np.int64)
         separable = ~((alive & (after[None, :] > 1)).any(axis=1))
         order = np.argsort(-bound, kind="stable")
-        children = []
         for c in order:
             b = float(bound[c])
             if b <= best + tol:
                 continue
             if separable[c]:
+                b = float(exact_sep[c])  # the owner bound is the exact value here
                 if b > best:
                     best = b
                     best_x = x.copy()
@@ -252,8 +314,10 @@ def _solve_component(
             keep = alive[c] & (after > 0)
             child_x = x.copy()
             child_x[j] = c
-            children.append((b, j + 1, float(resolved[c]), idx[keep], child_x))
-        stack.extend(reversed(children))
+            heapq.heappush(heap, (-b, -(j + 1), counter,
+                                  (j + 1, float(resolved[c]), idx[keep], child_x, colour,
+                                   n_coloured)))
+            counter += 1
     upper = best + (0.0 if integral else 2 * tol)
     return best, upper, True, best_x, nodes
 
@@ -266,6 +330,7 @@ def max_point(
     time_limit: float | None = None,
     restarts: int = 8,
     seed: int = 0,
+    colouring: bool | None = None,
 ) -> PointSolution:
     """max_x Σ_q s_q q(x) (s ≥ 0): exact unless ``time_limit`` (seconds) runs out first."""
     s_all = np.asarray(scores, dtype=np.float64)
@@ -284,6 +349,12 @@ def max_point(
     act_s = s_all[active]
     pos_of = {a.name: i for i, a in enumerate(atoms)}
     scopes = [[pos_of[n] for n in q.scope] for q in act_queries]
+    colour, adj = None, None
+    if colouring is None:
+        colouring = len(act_queries) <= COLOURING_QUERIES
+    if colouring and act_queries:
+        adj = overlap_graph(domain, act_queries)
+        colour = greedy_colouring(adj, act_s, "greedy")
     lower, upper, exact, nodes = constant, constant, True, 0
     for group in _components(atoms, len(act_queries), scopes):
         sub_atoms = [atoms[a] for a in group]
@@ -296,7 +367,10 @@ def max_point(
                            a.representative, a.n_codes)
             for a in sub_atoms
         ]
-        comp = _build_component(local, np.arange(len(cols), dtype=np.int64), act_s[cols])
+        comp = _build_component(local, np.arange(len(cols), dtype=np.int64), act_s[cols],
+                                None if colour is None else colour[cols],
+                                None if adj is None else adj if len(cols) == len(adj) else
+                                adj[np.ix_(cols, cols)])
         lo, up, ex, xa, nn = _solve_component(comp, deadline, restarts, seed)
         lower += lo
         upper += up

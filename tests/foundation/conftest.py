@@ -1,0 +1,63 @@
+"""Shared fixtures: the UCI Adult files (skipped when the shared data dir is absent)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tessera.data import CsvOptions
+from tessera.domain import Domain
+
+REPO = Path(__file__).resolve().parents[2]
+ADULT_RAW = Path("/work/shared/data/adult-raw")
+ADULT_SCHEMA = REPO / "examples" / "adult" / "schema.yaml"
+#: How the raw Adult files are written: no header, ", " between fields, "?" for missing.
+ADULT_CSV = CsvOptions(header=False, delimiter=", ", na_values=("?",))
+ADULT_TEST_CSV = CsvOptions(header=False, delimiter=", ", na_values=("?",), skip_rows=1)
+
+
+def _need(path: Path) -> Path:
+    if not path.exists():
+        pytest.skip(f"shared data missing: {path} (the Adult tests need the UCI files)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def adult_domain() -> Domain:
+    return Domain.load(_need(ADULT_SCHEMA))
+
+
+@pytest.fixture(scope="session")
+def adult_data_path() -> Path:
+    return _need(ADULT_RAW / "adult.data")
+
+
+@pytest.fixture(scope="session")
+def adult_test_path() -> Path:
+    return _need(ADULT_RAW / "adult.test")
+
+
+def read_adult_pandas(path: Path, domain: Domain, skip_rows: int = 0) -> pd.DataFrame:
+    """The raw file read by pandas alone (the oracle's view of the data)."""
+    return pd.read_csv(
+        path,
+        header=None,
+        names=list(domain.names),
+        sep=",",
+        skipinitialspace=True,
+        na_values=["?"],
+        keep_default_na=False,
+        skiprows=skip_rows,
+    )
+
+
+@pytest.fixture(scope="session")
+def adult_frame(adult_data_path: Path, adult_domain: Domain) -> pd.DataFrame:
+    return read_adult_pandas(adult_data_path, adult_domain)
+
+
+@pytest.fixture(scope="session")
+def adult_test_frame(adult_test_path: Path, adult_domain: Domain) -> pd.DataFrame:
+    return read_adult_pandas(adult_test_path, adult_domain, skip_rows=1)
