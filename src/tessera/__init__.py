@@ -4,7 +4,7 @@ Architecture (each layer uses only the ones above it):
 
 * domain and queries: :mod:`tessera.intervals`, :mod:`tessera.domain`, :mod:`tessera.query`,
   :mod:`tessera.parse`, :mod:`tessera.workload`, :mod:`tessera.builders`;
-* data and exact counts: :mod:`tessera.data` (DuckDB), :mod:`tessera.count`, :mod:`tessera.infer`;
+* data and exact counts: :mod:`tessera.data` (DuckDB), :mod:`tessera.counts`, :mod:`tessera.infer`;
 * engine: :mod:`tessera.engine` (tree decompositions, one dynamic program in two semirings);
 * accounting: :mod:`tessera.accounting` (trade-off functions, f-DP composition under overlap),
   :mod:`tessera.overlap` (maximum (weighted) overlap of a workload);
@@ -23,7 +23,7 @@ from tessera.accounting import (
     tensor,
 )
 from tessera.builders import all_ranges, identity, marginals, prefixes, random_workload
-from tessera.count import NOT_PRIVATE, CountResult, count
+from tessera.counts import NOT_PRIVATE, CountResult, count
 from tessera.data import CsvOptions, encode
 from tessera.domain import Attribute, Binned, Boolean, Categorical, Domain, IntegerRange
 from tessera.engine import (

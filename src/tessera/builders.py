@@ -118,7 +118,7 @@ def random_workload(
     domain: Domain,
     n_queries: int,
     *,
-    attributes_per_query: tuple[int, int] = (1, 3),
+    attributes_per_query: tuple[int, int] | None = None,
     kind: Literal["range", "set", "mixed"] = "mixed",
     width: tuple[float, float] = (0.05, 0.5),
     attributes: Sequence[str] | None = None,
@@ -128,7 +128,8 @@ def random_workload(
 ) -> Workload:
     """Random conjunctions (a public, data-independent workload; the seed makes it reproducible).
 
-    Each query constrains between ``attributes_per_query`` attributes chosen uniformly; each
+    Each query constrains between ``attributes_per_query`` attributes chosen uniformly
+    (default 1 to 3, or fewer on a smaller domain); each
     predicate covers a fraction of the attribute's values drawn uniformly from ``width`` (at least
     one value): a random interval on ordered attributes when ``kind`` is ``range`` (or ``mixed``
     with probability ½), else a random value set. Unordered attributes always get sets; ordered
@@ -137,7 +138,7 @@ def random_workload(
     """
     _guard(n_queries, "random workload", max_queries)
     attrs = _attrs(domain, attributes)
-    lo_k, hi_k = attributes_per_query
+    lo_k, hi_k = attributes_per_query or (1, min(3, len(attrs)))
     if not 1 <= lo_k <= hi_k <= len(attrs):
         raise QueryError(
             f"attributes_per_query {attributes_per_query} must lie within 1..{len(attrs)}"

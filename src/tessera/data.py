@@ -125,6 +125,7 @@ def relation(
     source: Any,
     *,
     names: Sequence[str] | None = None,
+    text_columns: Sequence[str] = (),
     csv: CsvOptions = CsvOptions(),
     table: str | None = None,
 ) -> duckdb.DuckDBPyRelation:
@@ -157,8 +158,19 @@ def relation(
                 kwargs["skiprows"] = csv.skip_rows
             if csv.header is False and names is not None:
                 kwargs["names"] = list(names)
+            if text_columns:
+                # values of categorical/boolean attributes are matched as written: no sniffing
+                # of 'True', '1.10' or '10:30' into booleans, numbers or times
+                kwargs["dtype"] = {name: "VARCHAR" for name in text_columns}
             try:
-                return con.read_csv(str(p), **kwargs)
+                try:
+                    return con.read_csv(str(p), **kwargs)
+                except duckdb.BinderException:
+                    if "dtype" not in kwargs:
+                        raise
+                    # some schema columns are absent: read as sniffed, the caller names them
+                    del kwargs["dtype"]
+                    return con.read_csv(str(p), **kwargs)
             except duckdb.Error as e:
                 raise DataError(
                     f"cannot read {p} as CSV: {str(e).splitlines()[0]}",
@@ -209,7 +221,8 @@ def encode(
     if on_invalid not in ("error", "drop"):
         raise DataError(f"unknown on_invalid policy {on_invalid!r}", hint="'error' or 'drop'")
     con = con or duckdb.connect()
-    rel = relation(con, source, names=domain.names, csv=csv, table=table)
+    text = [a.name for a in domain if a.kind in ("categorical", "boolean")]
+    rel = relation(con, source, names=domain.names, text_columns=text, csv=csv, table=table)
     columns = list(rel.columns)
     if csv.header is False and len(columns) != len(domain):
         raise DataError(
@@ -218,13 +231,18 @@ def encode(
         )
     absent = [name for name in domain.names if name not in columns]
     if absent:
-        headerless = len(absent) == len(domain) and len(columns) == len(domain)
+        headerless = (
+            isinstance(source, (str, Path))
+            and csv.header is not False
+            and len(absent) == len(domain)
+            and len(columns) == len(domain)
+        )
         raise DataError(
             f"column {absent[0]!r} of the schema is not in the data"
             + (f" ({len(absent) - 1} more missing)" if len(absent) > 1 else ""),
             hint="the file seems to have no header row: pass --no-header (CsvOptions(header=False))"
             if headerless
-            else did_you_mean(absent[0], columns) or f"the data have columns {columns}",
+            else did_you_mean(absent[0], columns, 0.5) or f"the data have columns {columns}",
         )
     if _rescanning_is_costly(source):
         # parse once: the validation scans and the encoding join all read the source again
@@ -241,6 +259,8 @@ def encode(
             f"SELECT {col} AS v, count(*) AS n FROM src GROUP BY ALL ORDER BY n DESC"
         ).to_arrow_table()
         column = dist.column("v")
+        if pa.types.is_dictionary(column.type):  # ENUM / pandas category: decode, keep NULLs
+            column = column.cast(column.type.value_type)
         counts = dist.column("n").to_numpy()
         n_total = int(counts.sum())
         codes = attr.encode(column.to_numpy(zero_copy_only=False))
@@ -277,6 +297,12 @@ def encode(
         )
         if any(v is None for v, _ in first.values) and not attr.missing:
             hint = f"declare {first.column!r} with missing: true, or pass --on-invalid drop"
+        padded = [v for v, _ in first.values if isinstance(v, str) and v != v.strip()]
+        if padded and (attr.encode([v.strip() for v in padded]) != INVALID).all():
+            hint = (
+                f"values of {first.column!r} carry surrounding spaces ({padded[0]!r}): "
+                "is the separator ', '? pass --delimiter ', ' (CsvOptions(delimiter=', '))"
+            )
         raise DataError("; ".join(lines), hint=hint)
     where = " AND ".join(f"c{i} IS NOT NULL" for i in range(len(domain))) or "TRUE"
     con.execute(

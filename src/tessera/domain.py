@@ -127,9 +127,13 @@ class Attribute(ABC):
 
     def compare(self, op: Comparison, literal: Any) -> IntervalSet:
         """Coverage of ``attr op literal`` among the non-missing codes."""
+        hint = (
+            "use = or IN, or declare the categorical attribute with ordered: true"
+            if self.kind == "categorical"
+            else f"use = or IN on {self.kind} attribute {self.name!r}"
+        )
         raise QueryError(
-            f"attribute {self.name!r} ({self.kind}) has no order; '{op}' is undefined",
-            hint="use = or IN, or declare the categorical attribute with ordered: true",
+            f"attribute {self.name!r} ({self.kind}) has no order; '{op}' is undefined", hint=hint
         )
 
     # -- serialisation --------------------------------------------------------------------------
@@ -144,12 +148,15 @@ class Attribute(ABC):
     def _fields(self) -> dict[str, Any]: ...
 
 
-def _as_number(attr: Attribute, literal: Any) -> float:
+def _as_number(attr: Attribute, literal: Any) -> int | float:
+    """The literal as an exact int when it is one (no float detour), else a float (may be ±inf)."""
     if isinstance(literal, bool) or not isinstance(literal, (int, float, np.integer, np.floating)):
         raise QueryError(
             f"attribute {attr.name!r} is {attr.kind}; {literal!r} is not a number",
             hint=f"compare {attr.name!r} with a number",
         )
+    if isinstance(literal, (int, np.integer)):
+        return int(literal)
     value = float(literal)
     if math.isnan(value):
         raise QueryError(f"NaN is not a valid literal for {attr.name!r}", hint="use IS NULL")
@@ -223,8 +230,11 @@ def _canonical_text(value: Any) -> str:
     return str(value)
 
 
-def _halfline(op: Comparison, code: float, n: int) -> IntervalSet:
-    """Codes c in [0, n) with ``c op code`` (code may be fractional)."""
+def _halfline(op: Comparison, code: int | float, n: int) -> IntervalSet:
+    """Codes c in [0, n) with ``c op code`` (code may be fractional or ±inf)."""
+    if math.isinf(code):
+        below = code > 0  # every code is below +inf, none below -inf
+        return IntervalSet.range(0, n) if below == (op in ("<", "<=")) else IntervalSet.empty()
     if op == "<":
         return IntervalSet.range(0, min(n, math.ceil(code)))
     if op == "<=":
@@ -262,7 +272,11 @@ class IntegerRange(Attribute):
             ok = (values >= self.lo) & (values <= self.hi)
             out[ok] = values[ok].astype(np.int64) - self.lo
             return out
-        if all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in values):
+        if any(isinstance(v, (bool, np.bool_)) for v in values):  # True is not the integer 1
+            values = np.array(
+                [None if isinstance(v, (bool, np.bool_)) else v for v in values], dtype=object
+            )
+        if all(isinstance(v, (int, np.integer)) for v in values):
             # integers stay integers: a float detour loses precision beyond 2**53
             ints = np.array([int(v) for v in values], dtype=object)
             ok = np.array([self.lo <= v <= self.hi for v in ints], dtype=bool)
@@ -280,8 +294,15 @@ class IntegerRange(Attribute):
 
     def code_of(self, literal: Any) -> IntervalSet:
         v = _as_number(self, literal)
-        if not v.is_integer() or not self.lo <= v <= self.hi:
+        if isinstance(v, float) and not v.is_integer():
             return IntervalSet.empty()  # a valid contradiction: no value of the domain equals it
+        if isinstance(v, float) and abs(v) >= 2.0**53:
+            raise QueryError(
+                f"{v!r} is too large to name one integer exactly",
+                hint="write the integer without a decimal point or exponent",
+            )
+        if not self.lo <= int(v) <= self.hi:
+            return IntervalSet.empty()
         return IntervalSet.points([int(v) - self.lo])
 
     def compare(self, op: Comparison, literal: Any) -> IntervalSet:
@@ -473,7 +494,7 @@ def attribute_from_dict(name: str, spec: Mapping[str, Any]) -> Attribute:
     if kind not in _KINDS:
         raise SchemaError(
             f"attribute {name!r}: unknown type {spec.get('type')!r}",
-            hint=f"one of {sorted(_KINDS)}; " + (did_you_mean(kind, _KINDS) or ""),
+            hint=f"one of {sorted(_KINDS)}; " + (did_you_mean(kind, _KINDS, 0.6) or ""),
         )
     allowed = {
         "categorical": {"values", "ordered"},
@@ -487,7 +508,7 @@ def attribute_from_dict(name: str, spec: Mapping[str, Any]) -> Attribute:
         raise SchemaError(
             f"attribute {name!r} ({kind}): unknown key {key!r}",
             hint=f"allowed keys: {sorted(allowed - {'name'})}; "
-            + (did_you_mean(key, allowed) or ""),
+            + (did_you_mean(key, allowed, 0.6) or ""),
         )
     missing = bool(spec.get("missing", False))
     try:
@@ -556,7 +577,9 @@ class Domain:
 
     def index(self, name: str) -> int:
         if name not in self._index:
-            raise QueryError(f"unknown attribute {name!r}", hint=did_you_mean(name, self._index))
+            raise QueryError(
+                f"unknown attribute {name!r}", hint=did_you_mean(name, self._index, 0.5)
+            )
         return self._index[name]
 
     @property
@@ -586,12 +609,18 @@ class Domain:
             )
         if "attributes" not in data:
             if all(isinstance(v, int) and not isinstance(v, bool) for v in data.values()):
+                for k, v in data.items():
+                    if v < 1:
+                        raise SchemaError(
+                            f"Private-PGM domain: attribute {k!r} has size {v}",
+                            hint="sizes are numbers of codes, ≥ 1",
+                        )
                 return Domain(
                     tuple(IntegerRange(name=str(k), lo=0, hi=int(v) - 1) for k, v in data.items())
                 )
             raise SchemaError(
                 "a schema needs an 'attributes' key (or be a Private-PGM domain {col: size})",
-                hint=did_you_mean(next(iter(data)), ["attributes"]),
+                hint=did_you_mean(str(next(iter(data))), ["attributes"], 0.6),
             )
         attrs = data["attributes"]
         if isinstance(attrs, Mapping):

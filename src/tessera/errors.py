@@ -48,13 +48,21 @@ class ResourceError(TesseraError):
     """A computation that would exceed a resource limit (memory, width), refused up front."""
 
 
-def closest(value: str, choices: Iterable[str]) -> str | None:
-    """The closest valid spelling, for hints such as ``did you mean 'Female'?``."""
+def closest(value: str, choices: Iterable[str], cutoff: float = 0.0) -> str | None:
+    """The closest valid spelling: the same word in another case first, then difflib's best.
+
+    With ``cutoff`` 0 (values of a categorical attribute) there is always an answer: the user
+    must see a valid value. Names of keys and attributes use a higher cutoff, so an unrelated
+    word is not suggested.
+    """
     pool = [str(c) for c in choices]
-    match = difflib.get_close_matches(str(value), pool, n=1, cutoff=0.0)
+    folded = [c for c in pool if c.casefold() == str(value).casefold()]
+    if folded:
+        return folded[0]
+    match = difflib.get_close_matches(str(value), pool, n=1, cutoff=cutoff)
     return match[0] if match else None
 
 
-def did_you_mean(value: str, choices: Iterable[str]) -> str | None:
-    guess = closest(value, choices)
+def did_you_mean(value: str, choices: Iterable[str], cutoff: float = 0.0) -> str | None:
+    guess = closest(value, choices, cutoff)
     return f"did you mean {guess!r}?" if guess is not None else None

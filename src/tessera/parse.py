@@ -78,7 +78,7 @@ def parse_query(text: str, domain: Domain) -> Query:
         info = e.errors[0] if e.errors else {}
         col = max(1, int(info.get("col", 0)) - len(_PREFIX))
         desc = str(info.get("description", e)).split(". Line")[0]
-        desc = re.sub(r"<class 'sqlglot\.[\w.]*\.(\w+)'>", r"\1", desc)
+        desc = _plain_syntax_error(desc)
         raise QueryError(
             f"syntax error near column {col}: {desc}",
             hint="write a SQL WHERE clause, e.g. age BETWEEN 30 AND 39 AND sex = 'Female'",
@@ -96,6 +96,37 @@ def parse_query(text: str, domain: Domain) -> Query:
         first = domain.attributes[0].name
         return Query.conjunction(domain, {first: IntervalSet.empty()})
     return Query.conjunction(domain, {a: t.true for a, t in conj.items()})
+
+
+_OPERATOR_NAMES = {
+    "EQ": "=",
+    "NEQ": "<>",
+    "LT": "<",
+    "LTE": "<=",
+    "GT": ">",
+    "GTE": ">=",
+    "Between": "BETWEEN",
+    "In": "IN",
+    "And": "AND",
+    "Or": "OR",
+    "Not": "NOT",
+    "Is": "IS",
+}
+_ROLE_NAMES = {
+    "expression": "right-hand value",
+    "this": "left-hand side",
+    "high": "upper bound",
+    "low": "lower bound",
+}
+
+
+def _plain_syntax_error(desc: str) -> str:
+    """sqlglot's 'Required keyword: 'expression' missing for <class ...GTE>' in plain words."""
+    m = re.match(r"Required keyword: '(\w+)' missing for <class 'sqlglot\.[\w.]*\.(\w+)'>", desc)
+    if m:
+        role, op = m.groups()
+        return f"'{_OPERATOR_NAMES.get(op, op)}' is missing its {_ROLE_NAMES.get(role, role)}"
+    return re.sub(r"<class 'sqlglot\.[\w.]*\.(\w+)'>", r"\1", desc)
 
 
 class _Parser:
@@ -117,6 +148,13 @@ class _Parser:
         cols = {c.name for c in node.find_all(exp.Column)}
         if not cols:
             raise QueryError(f"condition {node.sql()!r} names no attribute")
+        strangers = sorted(c for c in cols if c not in self.domain)
+        if strangers and len(cols) > 1:
+            # `sex = "Male"` / `sex = Male`: a text literal written as an identifier
+            raise QueryError(
+                f"{strangers[0]!r} in {node.sql()!r} is not an attribute",
+                hint=f"text literals take single quotes: '{strangers[0]}'",
+            )
         if len(cols) > 1:
             kind = "OR" if node.find(exp.Or) else "NOT" if node.find(exp.Not) else "expression"
             raise QueryError(
@@ -127,7 +165,9 @@ class _Parser:
         name = cols.pop()
         if name not in self.domain:
             raise QueryError(
-                f"unknown attribute {name!r}", hint=did_you_mean(name, self.domain.names)
+                f"unknown attribute {name!r}",
+                hint=did_you_mean(name, self.domain.names, 0.5)
+                or f"the schema's attributes are {', '.join(self.domain.names)}",
             )
         return self.domain[name]
 

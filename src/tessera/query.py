@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+from sqlglot.tokens import Tokenizer
 
 from tessera.domain import Attribute, Binned, Domain
 from tessera.intervals import IntervalSet
@@ -158,9 +159,23 @@ def witness(domain: Domain, queries: Iterable[Query]) -> tuple[int, ...] | None:
 
 # -- SQL printing -----------------------------------------------------------------------------
 
+_SQL_KEYWORDS = frozenset(k.upper() for k in Tokenizer.KEYWORDS) | {
+    "TRUE",
+    "FALSE",
+    "NULL",
+    "CURRENT_DATE",
+    "CURRENT_TIME",
+    "CURRENT_TIMESTAMP",
+    "ANY",
+    "ALL",
+}
+
 
 def _quote_name(name: str) -> str:
-    return name if name.isidentifier() else '"' + name.replace('"', '""') + '"'
+    """Bare when it is a plain identifier and no SQL keyword (``from``, ``null``, ``true``)."""
+    if name.isidentifier() and name.isascii() and name.upper() not in _SQL_KEYWORDS:
+        return name
+    return '"' + name.replace('"', '""') + '"'
 
 
 def _literal(attr: Attribute, code: int) -> str:

@@ -3,7 +3,8 @@
 File formats
 ------------
 * **Text** (``.sql``, ``.txt``, anything not YAML/JSON): one WHERE clause per line; ``#`` starts a
-  comment (outside quoted literals); an optional ``name:`` prefix names the query.
+  comment (outside quoted literals); an optional ``name:`` prefix names the query (any other
+  name in double quotes: ``"young adults": age < 30``).
 * **YAML / JSON**: ``{"queries": [{"name": ..., "where": ..., "weight": ...}, ...]}`` (or the list
   alone). Weights are importance weights ≥ 0 (default 1).
 
@@ -30,6 +31,7 @@ from tessera.parse import parse_query
 from tessera.query import Query
 
 _NAME = re.compile(r"^\s*([A-Za-z_][\w.\-]*)\s*:(?!:)\s*(.*)$")
+_QUOTED_NAME = re.compile(r'^\s*"((?:[^"]|"")*)"\s*:(?!:)\s*(.*)$')
 _QUOTED = re.compile(r"('(?:[^']|'')*'|\"(?:[^\"]|\"\")*\")")
 
 
@@ -127,7 +129,17 @@ class Workload:
         lines = []
         for q, n in zip(self.queries, self.names):
             sql = q.to_sql(self.domain)
-            lines.append(f"{n}: {sql}" if _NAME.match(f"{n}: x") and n != sql else sql)
+            if n == sql:
+                lines.append(sql)
+            elif re.fullmatch(r"[A-Za-z_][\w.\-]*", n):
+                lines.append(f"{n}: {sql}")
+            elif "\n" in n or "\r" in n:
+                raise QueryError(
+                    f"query name {n!r} spans several lines: the text format cannot hold it",
+                    hint="save as .yaml or .json",
+                )
+            else:
+                lines.append('"' + n.replace('"', '""') + f'": {sql}')
         p.write_text("\n".join(lines) + "\n")
 
     # -- container ----------------------------------------------------------------------------
@@ -202,8 +214,14 @@ def _load_text(p: Path, text: str, domain: Domain) -> Workload:
         line = _strip_comment(raw).strip()
         if not line:
             continue
+        quoted = _QUOTED_NAME.match(line)
         m = _NAME.match(line)
-        name, clause = (m.group(1), m.group(2)) if m else (line, line)
+        if quoted:
+            name, clause = quoted.group(1).replace('""', '"'), quoted.group(2)
+        elif m:
+            name, clause = m.group(1), m.group(2)
+        else:
+            name, clause = line, line
         try:
             queries.append(parse_query(clause, domain))
             names.append(name)

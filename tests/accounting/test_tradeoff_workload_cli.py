@@ -19,9 +19,7 @@ def _run(*args: str):  # type: ignore[no-untyped-def]
 def test_workload_overlap_replaces_t_and_gamma(tmp_path: Path) -> None:
     w = tmp_path / "w.sql"
     # three disjoint age bands plus one query overlapping all: γ = 2 of t = 4
-    w.write_text(
-        "age < 30\nage BETWEEN 30 AND 49\nage >= 50\nsex = 'Female'\n"
-    )
+    w.write_text("age < 30\nage BETWEEN 30 AND 49\nage >= 50\nsex = 'Female'\n")
     res = _run("-w", str(w), "-s", str(SCHEMA), "--mu", "0.5")
     assert res.exit_code == 0, res.output
     assert "4 queries" in res.output and "γ ≤ 2 " in res.output

@@ -14,7 +14,7 @@ import yaml
 from typer.testing import CliRunner
 
 from tessera.cli.main import app
-from tessera.count import count
+from tessera.counts import count
 from tessera.domain import Domain
 from tessera.workload import Workload
 

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tessera.builders import random_workload
-from tessera.count import count
+from tessera.counts import count
 from tessera.domain import Categorical, Domain, IntegerRange
 from tessera.errors import DataError
 from tessera.query import Query

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tessera.count import count, count_encoded
+from tessera.counts import count, count_encoded
 from tessera.data import encode
 from tessera.domain import Categorical, Domain, IntegerRange
 from tessera.errors import DataError
@@ -102,3 +104,89 @@ def test_big_integer_data_count_exactly() -> None:
     frame = pd.DataFrame({"t": np.array([lo, lo + 1, lo + 1, lo + 5], dtype=np.int64)})
     w = Workload.of(d, [Query.conjunction(d, {"t": IntervalSet.points([c])}) for c in range(6)])
     assert count(frame, w).answers.tolist() == [1, 2, 0, 0, 0, 1]
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_csv_files_count_like_brute_force(tmp_path: Path, seed: int) -> None:
+    """The same random tables written as CSV (header, empty field = NULL) and read back."""
+    r = RngDraw(np.random.default_rng(400 + seed))
+    for i in range(8):
+        domain = gen_domain(r, (1, 4))
+        frame, codes = gen_table(r, domain, r.int(1, 60))
+        path = tmp_path / f"t{i}.csv"
+        frame.to_csv(path, index=False)
+        sqs = [gen_set_query(r, domain) for _ in range(20)]
+        w = Workload.of(domain, [s.to_query(domain) for s in sqs])
+        got = count(path, w).answers.tolist()
+        assert got == [brute_count(s, codes) for s in sqs], (domain, path.read_text()[:300])
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        ("True", "False"),  # DuckDB's sniffer would read these as BOOLEAN
+        ("1.10", "1.2"),  # ... as DOUBLE (1.1)
+        ("10:30", "11:00"),  # ... as TIME (10:30:00)
+        ("007", "042"),  # ... leading zeros
+        ("1", "2", "10"),  # ... as BIGINT (harmless: '1' is canonical)
+    ],
+)
+def test_csv_categorical_values_match_as_written(tmp_path: Path, values: tuple[str, ...]) -> None:
+    """A categorical column is text: the file's spelling must match the schema's spelling."""
+    d = Domain((Categorical(name="c", values=values), IntegerRange(name="n", lo=0, hi=3)))
+    path = tmp_path / "c.csv"
+    path.write_text("c,n\n" + "".join(f"{v},1\n" for v in values) + f"{values[0]},2\n")
+    w = Workload.from_sql(d, [f"c = '{v}'" for v in values])
+    assert count(path, w).answers.tolist() == [2] + [1] * (len(values) - 1)
+
+
+def _category_frames(values: list[str | None]) -> dict[str, object]:
+    import polars as pl
+
+    base = pd.DataFrame({"c": values, "n": [1, 2, 3, 0][: len(values)]})
+    cat = base.assign(c=pd.Categorical(values))
+    return {
+        "pandas-object": base,
+        "pandas-category": cat,
+        "polars-categorical": pl.from_pandas(base).with_columns(pl.col("c").cast(pl.Categorical)),
+        "arrow-dictionary": pa.Table.from_pandas(cat, preserve_index=False),
+    }
+
+
+def test_dictionary_encoded_columns_keep_their_nulls() -> None:
+    """pandas 'category' / Arrow dictionary columns: a NULL is the missing code, never lost."""
+    d = Domain(
+        (
+            Categorical(name="c", values=("a", "b"), missing=True),
+            IntegerRange(name="n", lo=0, hi=3),
+        )
+    )
+    w = Workload.from_sql(d, ["c = 'a'", "c IS NULL", "n >= 1", "c = 'b' OR c IS NULL"])
+    for name, frame in _category_frames(["a", "b", None, "a"]).items():
+        result = count(frame, w)
+        assert result.answers.tolist() == [2, 1, 3, 2], name
+        assert result.n_rows == 4 and result.dropped == 0, name
+
+
+def test_dictionary_encoded_null_without_missing_is_an_error() -> None:
+    """Nothing is dropped silently: an undeclared NULL in a category column is a DataError."""
+    d = Domain((Categorical(name="c", values=("a", "b")), IntegerRange(name="n", lo=0, hi=3)))
+    w = Workload.from_sql(d, ["c = 'a'", "n >= 0"])
+    for name, frame in _category_frames(["a", "b", None, "a"]).items():
+        with pytest.raises(DataError) as e:
+            count(frame, w)
+        assert "'c'" in str(e.value) and "None (1 rows)" in str(e.value), name
+
+
+def test_values_with_stray_spaces_get_a_delimiter_hint(tmp_path: Path) -> None:
+    """'a, b' files read with ',' give ' Male': the hint should point at the spaces/delimiter."""
+    d = Domain(
+        (IntegerRange(name="n", lo=0, hi=9), Categorical(name="sex", values=("Female", "Male")))
+    )
+    path = tmp_path / "s.csv"
+    path.write_text("n,sex\n1, Male\n2, Female\n")
+    with pytest.raises(DataError) as e:
+        count(path, Workload.from_sql(d, ["sex = 'Male'"]))
+    assert "' Male'" in str(e.value)
+    hint = (e.value.hint or "").lower()
+    assert "space" in hint or "delimiter" in hint, str(e.value)

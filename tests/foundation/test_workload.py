@@ -378,3 +378,43 @@ def test_resource_guard() -> None:
         random_workload(big, 11, max_queries=10)
     with pytest.raises(ResourceError):
         identity(big)
+
+
+ODD_NAMES = ["young adults", "x: y", "q#1", "it's", "ok_name", "a-b.c"]
+
+
+def _odd_workload() -> Workload:
+    qs = [
+        parse_query(c, D)
+        for c in (
+            "age > 30",
+            "age < 20",
+            "sex = 'Male'",
+            "hours >= 40",
+            "tag = 'c:d'",
+            "sex IS NULL",
+        )
+    ]
+    return Workload.of(D, qs, ODD_NAMES)
+
+
+def test_text_save_of_any_names_loads_back_the_same_queries(tmp_path: Path) -> None:
+    """Whatever the names, a saved text workload must load (and mean the same queries)."""
+    w = _odd_workload()
+    w.save(tmp_path / "w.sql")
+    assert Workload.load(tmp_path / "w.sql", D).queries == w.queries
+
+
+def test_text_save_keeps_names(tmp_path: Path) -> None:
+    """Names that the `name:` prefix cannot carry should not vanish silently."""
+    w = _odd_workload()
+    w.save(tmp_path / "w.sql")
+    assert Workload.load(tmp_path / "w.sql", D).names == w.names
+
+
+def test_hash_inside_quoted_identifier_is_not_a_comment(tmp_path: Path) -> None:
+    d = Domain((IntegerRange(name="a#b", lo=0, hi=9), IntegerRange(name="age", lo=0, hi=99)))
+    p = write(tmp_path, "w.sql", 'q1: "a#b" > 3  # comment\nq2: age > 3 AND "a#b" = 2\n')
+    w = Workload.load(p, d)
+    assert w.names == ("q1", "q2")
+    assert w[0].predicate("a#b") == IntervalSet.range(4, 10)

@@ -1,36 +1,78 @@
 r"""Budget allocation: per-query noise that meets a target through the overlap (SPEC §3).
 
 Setting. t counting queries, each answered by an additive-noise mechanism with privacy
-parameter p_q (ε_q for Laplace, μ_q for Gaussian; sensitivity 1 under add/remove). By Thm 6
-the joint release costs, with h(p) = p (pure DP, comp = Σ) or h(p) = p² (GDP, comp = √Σ·²),
+parameter p_q (ε_q for Laplace, μ_q for Gaussian, ρ_q for Gaussian under zCDP; sensitivity 1
+under add/remove). By Thm 6 a row x changes only the queries in I(x) = {q : q(x) = 1}, so with
+u_q = h(p_q) (h(ε) = ε, h(μ) = μ², h(ρ) = ρ) the joint release costs g(L(u)) with the **load**
 
-    cost = g( max_x Σ_{q: q(x)=1} h(p_q) )          g = id (ε') or √ (μ),
+    L(u) = max_x Σ_{q∈I(x)} u_q          (g = id for ε and ρ, g = √ for μ),
 
-so the target is met iff   L(p) := max_x Σ_{q∋x} h(p_q) ≤ B,   B = ε (pure) or μ² (GDP).
-L is a weighted maximum overlap: the overlap solvers (``tessera.overlap``) compute it or an
-upper bound. This module takes it as an *oracle* ``overlap(y) ≥ max_x Σ_{q∋x} y_q`` for y ≥ 0:
+and the target is met iff L(u) ≤ B, B = ε, μ² or ρ. L is a weighted maximum overlap: the
+overlap solvers (``tessera.overlap``) compute it or an upper bound. This module takes it as an
+*oracle* ``overlap(y) ≥ max_x Σ_{q∈I(x)} y_q`` (y ≥ 0):
 
 * a number γ ≥ γ(Q) becomes y ↦ γ · max_q y_q (valid: a row meets ≤ γ queries);
 * ``maximal_sets`` (the maximal overlapping sets I_2) give the exact y ↦ max_I Σ_{q∈I} y_q;
-* a callable is used as is (it must return an upper bound; that is what makes the result
-  private — the final check below uses only the oracle, never a heuristic).
+* a callable returning a number is used as is (it must be an upper bound; that is what makes
+  the result private — the final check below uses only the oracle, never a heuristic);
+* a **separation oracle**: a callable returning ``(bound, I)`` with ``bound`` ≥ L(y) and I a
+  realised overlapping set I(x*) (ideally the argmax row's), or an
+  :class:`~tessera.overlap.OverlapResult` for ``comp="pure"``, add/remove.
+  :func:`overlap_from_workload` builds one from a workload with ``tessera.overlap.max_overlap``.
 
 Under the *substitute-one-row* relation a row moving x → y changes the queries in
-I(x) Δ I(y) ⊆ I(x) ∪ I(y), so the load is at most 2 L(p): we use min(2·overlap, Σ_q y_q) (SPEC §1).
+I(x) Δ I(y) ⊆ I(x) ∪ I(y), so the load is at most 2 L(u): we use min(2·overlap, Σ_q y_q) (SPEC §1).
 
-Uniform allocation. p_q = p with h(p) · L(1) = B: ε_q = ε/γ, μ_q = μ/√γ.
+Uniform allocation. p_q = p with h(p) · L(1) = B: ε_q = ε/γ, μ_q = μ/√γ, ρ_q = ρ/γ.
 
-Weighted allocation. With importance weights w_q > 0, minimise the weighted expected squared
-error Σ_q w_q Var_q, Var_q = 2/ε_q² (Laplace) or 1/μ_q² (Gaussian), i.e. Σ_q w_q c u_q^{−k}
-with u_q = h(p_q) and k = 2 (pure) or 1 (GDP), subject to L(u) ≤ B.
+Weighted allocation: the problem. With importance weights w_q > 0 minimise the expected
+weighted squared error Σ_q w_q Var_q, Var = 2/ε² (Laplace), 1/μ² (Gaussian), 1/(2ρ) (zCDP
+Gaussian), i.e. with c = 2, 1, ½ and k = 2, 1, 1:
 
-1. *Shape.* Under the structure-free constraint Σ_q u_q ≤ B, Lagrange gives
-   k w_q u_q^{−k−1} = λ, i.e. u_q ∝ w_q^{1/(k+1)}  (ε_q ∝ w_q^{1/3}, μ_q² ∝ w_q^{1/2}).
-   With ``maximal_sets`` the exact problem min Σ w_q u_q^{−k} s.t. Σ_{q∈I} u_q ≤ B (I ∈ I_2)
-   is convex and is solved numerically (SLSQP) starting from that shape.
-2. *Rescale (safety).* u ← c·u with c = B / overlap(u) (overlap is an upper bound, so the
-   constraint holds), then shrink while the oracle says overlap(h(p)) > B after the conversion
-   to parameters. Whatever step 1 returns, step 2 makes the allocation meet the target.
+    (P)   min_u  E(u) = c Σ_q w_q u_q^{−k}   s.t.   Σ_{q∈I} u_q ≤ B  for every I(x),  0 < u_q ≤ B.
+
+(u_q ≤ B holds anyway for a query that touches some row; it bounds queries that touch none.)
+E is convex, the constraints linear: (P) is convex but has one constraint per row of 𝔻.
+
+Exact solution: cutting planes (constraint generation) with the overlap solver as separation
+oracle. Keep a family 𝓘 of realised sets (start: the singletons, the sets of ``maximal_sets``
+and the oracle's witness at the Lagrange shape) and repeat
+
+1. *master* (P_𝓘): (P) with the constraints of 𝓘 only — a relaxation of (P), so its optimum
+   E_𝓘 ≤ E* (the optimum of (P));
+2. *separate*: call the oracle with y = u_𝓘 (the load is linear in u, so comp = "pure"): it
+   returns L(u_𝓘) (or an upper bound) and the argmax row's set I(x*);
+3. stop if L(u_𝓘) ≤ B(1 + tol), else add I(x*) to 𝓘.
+
+There are finitely many I(x), so with an exact oracle this ends at an optimum of (P) (to tol).
+The master is solved by a primal-dual interior-point method (:func:`solve_master`); its Newton
+system is diag + Aᵀ diag(λ/s) A, solved through the m×m Woodbury form when the m cuts are
+fewer than the t queries (thousands of queries, hundreds of cuts: a few ms per step).
+
+Lower bound (the optimality certificate). The Lagrangian of (P_𝓘) separates over queries:
+for λ_I ≥ 0 and ν_q ≥ 0 (multipliers of the cuts and of u_q ≤ B), with σ_q = Σ_{I∋q} λ_I + ν_q,
+
+    G(λ, ν) = Σ_q min_{u>0} (c w_q u^{−k} + σ_q u) − B(Σ λ + Σ ν)
+            = C_k Σ_q (c w_q)^{1/(k+1)} σ_q^{k/(k+1)} − B(Σ λ + Σ ν),   C_k = (k+1) k^{−k/(k+1)},
+
+and weak duality gives G(λ, ν) ≤ E_𝓘 ≤ E* for *any* λ, ν ≥ 0: the reported lower bound is
+G at the master's final multipliers, a certificate that does not depend on the solver having
+converged. The optimality gap E(u)/G − 1 covers the master's accuracy, the cutting-plane
+tolerance and any looseness of the oracle's bound.
+
+Safety. Whatever the optimiser returns is only a *shape*: u ← u · B / overlap(u) with the
+oracle's proven upper bound, then shrink while the oracle says overlap(h(p)) > B after the
+conversion to parameters. Privacy never depends on the optimiser converging.
+
+Without sets (number-only oracles) no cut can be generated: the allocation is the better of the
+Lagrange shape of the structure-free constraint Σ_q u_q ≤ B, u_q ∝ w_q^{1/(k+1)}
+(ε_q ∝ w_q^{1/3}, μ_q² ∝ w_q^{1/2}), and the uniform allocation, each rescaled by the oracle
+(under y ↦ γ max y the uniform one is optimal; under y ↦ Σ y the shape is).
+
+Substitution: the model is min(2 L(u), Σ u) ≤ B; the cutting plane solves 2 L(u) ≤ B, the
+shape solves Σ u ≤ B exactly, and the better is kept; the lower bound is the smaller of the two
+(the feasible set is their union). It is a bound for this model, not for the exact
+I(x) Δ I(y) constraints.
 
 Utility gain vs sequential composition (SPEC §3): the sequential allocation is the same
 procedure with the oracle y ↦ Σ_q y_q (comp(Q)); the gain is
@@ -41,13 +83,15 @@ homogeneous queries U = 1 − γ/t (Laplace) and 1 − √(γ/t) (Gaussian).
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
-from scipy import optimize
+import scipy.linalg
+import scipy.sparse as sp
 
 from tessera.accounting.composition import normalise_sets
 from tessera.accounting.guarantee import Definition, Guarantee, Neighbours
@@ -58,6 +102,15 @@ from tessera.errors import TesseraError
 FloatArray = npt.NDArray[np.float64]
 #: ``overlap(y)`` ≥ max_x Σ_{q: q(x)=1} y_q for per-query weights y ≥ 0.
 Overlap = Callable[[FloatArray], float]
+#: A realised overlapping set I(x) (sorted query indices).
+Cut = tuple[int, ...]
+#: Separation oracle: y ↦ (bound ≥ max_x Σ_{q∈I(x)} y_q, I(x*) or None).
+CutOracle = Callable[[FloatArray], tuple[float, Sequence[int] | None]]
+
+#: Cutting-plane tolerance: stop when L(u) ≤ B (1 + tol).
+DEFAULT_TOL = 1e-9
+#: Relative duality gap at which the master's interior-point method stops.
+MASTER_GAP = 1e-11
 
 
 # ---------------------------------------------------------------------------------------------
@@ -92,8 +145,129 @@ def sequential_overlap(y: FloatArray) -> float:
     return float(math.fsum(np.asarray(y, dtype=np.float64).tolist()))
 
 
+def overlap_from_workload(
+    workload: Any,
+    *,
+    domain: Any = None,
+    time_limit: float | None = None,
+    method: str = "auto",
+) -> CutOracle:
+    """Separation oracle of a workload: y ↦ (L(y) or a proven upper bound, I(x*)).
+
+    Calls ``tessera.overlap.max_overlap(workload, y, comp="pure", neighbours="add-remove")``
+    (the load is linear in y = h(p), whatever the privacy definition): ``.bound`` is exact or a
+    proven upper bound, ``.witness.queries`` the set of the best row found, re-checked by
+    evaluating every query on it (so it is a genuine constraint of (P)). ``time_limit`` is per
+    call; when it stops the search early the bound stays valid and the cut may be weaker.
+    """
+    from tessera.overlap import max_overlap  # lazy: tessera.overlap may import this module
+
+    def oracle(y: FloatArray) -> tuple[float, Sequence[int] | None]:
+        res = max_overlap(
+            workload,
+            np.asarray(y, dtype=np.float64),
+            domain=domain,
+            comp="pure",
+            neighbours="add-remove",
+            time_limit=time_limit,
+            method=method,  # type: ignore[arg-type]
+        )
+        return res.bound, None if res.witness is None else res.witness.queries
+
+    return oracle
+
+
+def _read_answer(answer: object, t: int) -> tuple[float, Cut | None]:
+    """An oracle's answer as (bound, cut): a number, a pair, or an ``OverlapResult``."""
+    if isinstance(answer, tuple) and len(answer) == 2:
+        bound, found = answer
+    elif hasattr(answer, "score_bound") and hasattr(answer, "witness"):
+        comp = getattr(answer, "comp", "pure")
+        nb = getattr(answer, "neighbours", "add-remove")
+        if comp != "pure" or nb != "add-remove":
+            raise TesseraError(
+                f"the overlap oracle returned a {comp}/{nb} result; allocation needs the linear "
+                "load (comp='pure', neighbours='add-remove')",
+                hint="call max_overlap(..., comp='pure', neighbours='add-remove'); the target's "
+                "definition and neighbour relation are applied here",
+            )
+        bound = answer.score_bound
+        wit = answer.witness
+        found = None if wit is None else wit.queries
+    else:
+        return float(answer), None  # type: ignore[arg-type]
+    cut = None
+    if found is not None:
+        cut = tuple(sorted({int(i) for i in found}))
+        if any(i < 0 or i >= t for i in cut):
+            raise TesseraError(f"the overlap oracle's set {cut} names a query outside 0..{t - 1}")
+        cut = cut or None
+    return float(bound), cut
+
+
+@dataclass(frozen=True)
+class _Oracles:
+    """All the bounds the caller gave, combined: their minimum is an upper bound on L(y);
+    explicit sets and separation oracles also yield violated sets (cuts)."""
+
+    size: int
+    callables: tuple[Callable[[FloatArray], object], ...]
+    sets: tuple[Cut, ...]
+    incidence: sp.csr_matrix | None
+    sequential: bool  # no bound given at all: sequential composition
+
+    def answer(self, y: FloatArray, above: float = math.inf, limit: int = 32) -> tuple[
+        float, list[Cut]
+    ]:
+        """(min of the bounds at y, sets with load > ``above``: most loaded first)."""
+        bounds: list[float] = []
+        cuts: list[Cut] = []
+        if self.incidence is not None:
+            loads = self.incidence @ y
+            bounds.append(float(np.max(loads)))
+            hot = np.flatnonzero(loads > above)
+            for i in hot[np.argsort(-loads[hot], kind="stable")][:limit]:
+                cuts.append(self.sets[int(i)])
+        for f in self.callables:
+            bound, cut = _read_answer(f(y), self.size)
+            bounds.append(bound)
+            if cut is not None:
+                cuts.append(cut)
+        if not bounds:
+            bounds.append(sequential_overlap(y))
+        return min(bounds), cuts
+
+    def bound(self, y: FloatArray) -> float:
+        return self.answer(y)[0]
+
+
+def _oracles(
+    workload_size: int,
+    overlap: float | Overlap | CutOracle | None,
+    maximal_sets: Iterable[Iterable[int]] | None,
+) -> _Oracles:
+    sets: tuple[Cut, ...] = ()
+    incidence = None
+    if maximal_sets is not None:
+        sets = tuple(normalise_sets(workload_size, maximal_sets))
+        incidence = _incidence(workload_size, sets)
+    callables: tuple[Callable[[FloatArray], object], ...] = ()
+    if overlap is not None:
+        callables = (overlap if callable(overlap) else overlap_from_gamma(float(overlap)),)
+    sequential = maximal_sets is None and (overlap is None or overlap is sequential_overlap)
+    return _Oracles(workload_size, callables, sets, incidence, sequential)
+
+
+def _incidence(t: int, sets: Sequence[Cut]) -> sp.csr_matrix:
+    """The m×t 0/1 matrix A with A[I, q] = [q ∈ I]."""
+    lengths = [len(s) for s in sets]
+    rows = np.repeat(np.arange(len(sets)), lengths)
+    cols = np.fromiter((q for s in sets for q in s), dtype=np.int64, count=sum(lengths))
+    return sp.csr_matrix((np.ones(cols.size), (rows, cols)), shape=(len(sets), t))
+
+
 # ---------------------------------------------------------------------------------------------
-# Result
+# Results
 # ---------------------------------------------------------------------------------------------
 
 
@@ -101,10 +275,17 @@ def sequential_overlap(y: FloatArray) -> float:
 class Allocation:
     """Per-query noise meeting ``target``.
 
-    ``parameters``: ε_q (Laplace / discrete Laplace) or μ_q (Gaussian); ``noise_scales``: the
-    Laplace scale b_q = 1/ε_q or Gaussian σ_q = 1/μ_q (sensitivity-1 counting queries).
-    ``load`` is the oracle's bound on the h-cost (≤ ``budget``); ``achieved`` is the guarantee
-    that load certifies (never weaker than ``target``).
+    ``parameters``: ε_q (Laplace / discrete Laplace), μ_q (Gaussian, GDP) or ρ_q (Gaussian,
+    zCDP); ``noise_scales``: the Laplace scale b_q = 1/ε_q or Gaussian σ_q = 1/μ_q = 1/√(2ρ_q)
+    (sensitivity-1 counting queries). ``load`` is the oracle's bound on the h-cost
+    (≤ ``budget``); ``achieved`` is the guarantee that load certifies (never weaker than
+    ``target``).
+
+    Optimisation record (weighted allocations): ``error`` = Σ_q w_q Var_q achieved;
+    ``lower_bound`` ≤ the least Σ_q w_q Var_q of any allocation meeting the target under the
+    accounting model (module docs), or None when no certificate is available; ``cuts`` the
+    overlapping sets the master problem used; ``rounds`` the oracle calls of the cutting plane;
+    ``converged`` whether it stopped because L(u) ≤ B(1 + tol).
     """
 
     target: Guarantee
@@ -115,6 +296,11 @@ class Allocation:
     load: float
     method: str
     achieved: Guarantee
+    error: float | None = None
+    lower_bound: float | None = None
+    cuts: tuple[Cut, ...] = ()
+    rounds: int = 0
+    converged: bool | None = None
 
     def variances(self) -> FloatArray:
         """Per-query noise variance: 2b² (Laplace; ≥ discrete Laplace's), σ² (Gaussian;
@@ -128,6 +314,13 @@ class Allocation:
         w = np.ones_like(v) if importance is None else np.asarray(importance, dtype=np.float64)
         return float(np.sum(w * v))
 
+    @property
+    def optimality_gap(self) -> float | None:
+        """error / lower_bound − 1 ≥ 0: how far from optimal the allocation can be, at most."""
+        if self.error is None or self.lower_bound is None or self.lower_bound <= 0:
+            return None
+        return max(0.0, self.error / self.lower_bound - 1.0)
+
 
 @dataclass(frozen=True)
 class UtilityGain:
@@ -136,6 +329,288 @@ class UtilityGain:
     gain: float
     overlap: Allocation
     sequential: Allocation
+
+
+# ---------------------------------------------------------------------------------------------
+# The master problem (P_𝓘) and its dual bound
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MasterSolution:
+    """Solution of min Σ w_q v_q^{−k} s.t. A v ≤ 1, v ≤ 1 (budget normalised to 1).
+
+    ``v`` is strictly feasible; ``value`` = Σ w v^{−k}; ``lower_bound`` = G(λ, ν) ≤ the optimum
+    (weak duality, valid whatever the solver did); ``multipliers`` = λ (one per cut)."""
+
+    v: FloatArray
+    value: float
+    lower_bound: float
+    multipliers: FloatArray
+    iterations: int
+    converged: bool
+
+    @property
+    def gap(self) -> float:
+        return (self.value - self.lower_bound) / self.value
+
+
+def dual_bound(w: FloatArray, k: int, a: sp.csr_matrix, lam: FloatArray, nu: FloatArray) -> float:
+    """G(λ, ν) = C_k Σ_q w_q^{1/(k+1)} σ_q^{k/(k+1)} − Σλ − Σν, σ = Aᵀλ + ν, for budget 1:
+    a lower bound on min Σ w v^{−k} s.t. A v ≤ 1, v ≤ 1 for any λ, ν ≥ 0 (module docs)."""
+    sigma = np.maximum(a.T @ lam + nu, 0.0)
+    ck = (k + 1) * k ** (-k / (k + 1))
+    terms = ck * w ** (1.0 / (k + 1)) * sigma ** (k / (k + 1))
+    return math.fsum(terms.tolist()) - math.fsum(lam.tolist()) - math.fsum(nu.tolist())
+
+
+def _newton_solve(
+    d: FloatArray, a: sp.csr_matrix, da: FloatArray, rhs: FloatArray
+) -> FloatArray:
+    """Solve (diag(d) + Aᵀ diag(da) A) x = rhs (d, da > 0): Woodbury in the m×m space when the
+    cuts are fewer than the queries, else the t×t normal matrix; Cholesky, with fallbacks."""
+    m, t = a.shape
+    if m == 0:
+        return rhs / d
+
+    def small() -> FloatArray:
+        dinv = 1.0 / d
+        ad = a.multiply(dinv[None, :]).tocsr()
+        mat = (ad @ a.T).toarray()
+        mat[np.diag_indices(m)] += 1.0 / da
+        y = rhs * dinv
+        z = scipy.linalg.cho_solve(scipy.linalg.cho_factor(mat, check_finite=False), a @ y)
+        return np.asarray(y - dinv * (a.T @ z))
+
+    def large() -> FloatArray:
+        mat = (a.T.multiply(da[None, :]) @ a).toarray()
+        mat[np.diag_indices(t)] += d
+        return np.asarray(
+            scipy.linalg.cho_solve(scipy.linalg.cho_factor(mat, check_finite=False), rhs)
+        )
+
+    order = (small, large) if m <= t else (large, small)
+    for solve in order:
+        try:
+            x = solve()
+        except (np.linalg.LinAlgError, ValueError):
+            continue
+        if np.all(np.isfinite(x)):
+            return x
+    mat = (a.T.multiply(da[None, :]) @ a).toarray()
+    mat[np.diag_indices(t)] += d
+    return np.asarray(np.linalg.lstsq(mat, rhs, rcond=None)[0])
+
+
+def solve_master(
+    importance: npt.ArrayLike,
+    k: int,
+    sets: Sequence[Cut],
+    *,
+    gap_tol: float = MASTER_GAP,
+    max_iter: int = 200,
+) -> MasterSolution:
+    """min Σ_q w_q v_q^{−k} s.t. Σ_{q∈I} v_q ≤ 1 (I ∈ ``sets``), 0 < v_q ≤ 1.
+
+    Primal-dual interior-point method (Boyd & Vandenberghe §11.7) on the m + t linear
+    constraints; v > 0 is kept by the line search (the objective is infinite at 0). Near the
+    optimum the slacks 1 − Σ v lose relative precision, so the method stops when the certified
+    gap (value − G)/value ≤ ``gap_tol`` or progress stalls, and the active constraints
+    (λ > slack) are then solved as equalities by Newton's method (quadratic convergence, no
+    slacks), which gives both a boundary point and accurate multipliers for G.
+    """
+    w = np.asarray(importance, dtype=np.float64)
+    t = w.size
+    a = _incidence(t, sets)
+    m = a.shape[0]
+    n_cons = m + t
+
+    def grad(v: FloatArray) -> FloatArray:
+        return -k * w * v ** (-k - 1.0)
+
+    def residual(
+        v: FloatArray, lam: FloatArray, nu: FloatArray, sa: FloatArray, sb: FloatArray, tau: float
+    ) -> float:
+        rd = grad(v) + a.T @ lam + nu
+        rc = np.concatenate([lam * sa, nu * sb]) - 1.0 / tau
+        return float(np.sqrt(np.sum(rd**2) + np.sum(rc**2)))
+
+    shape = w ** (1.0 / (k + 1))
+    v = 0.5 * shape / max(float(np.max(shape)), float(np.max(a @ shape)) if m else 0.0)
+    sa, sb = 1.0 - a @ v, 1.0 - v
+    # Start on the central path of the constraints, the box multipliers dual feasible.
+    value = float(np.sum(w * v ** (-k)))
+    nu = np.maximum(-grad(v), value / n_cons / sb)
+    lam = value / n_cons / sa
+    best_lb, stalls, it = -math.inf, 0, 0
+    for it in range(1, max_iter + 1):
+        value = float(np.sum(w * v ** (-k)))
+        best_lb = max(best_lb, dual_bound(w, k, a, lam, nu))
+        # the polish below finishes from here; more IPM steps would fight rounding in the slacks
+        if value - best_lb <= max(gap_tol, 1e-9) * value or stalls >= 3:
+            break
+        eta = float(sa @ lam + sb @ nu)
+        tau = 10.0 * n_cons / eta
+        hess = k * (k + 1.0) * w * v ** (-k - 2.0)
+        rhs = -grad(v) - a.T @ (1.0 / (tau * sa)) - 1.0 / (tau * sb)
+        dv = _newton_solve(hess + nu / sb, a, lam / sa, rhs)
+        adv = a @ dv
+        dlam = 1.0 / (tau * sa) - lam + lam * adv / sa
+        dnu = 1.0 / (tau * sb) - nu + nu * dv / sb
+        step = 1.0
+        for mult, dm in ((lam, dlam), (nu, dnu)):
+            neg = dm < 0
+            if np.any(neg):
+                step = min(step, float(np.min(-mult[neg] / dm[neg])))
+        step *= 0.99
+        r0 = residual(v, lam, nu, sa, sb, tau)
+        while step > 1e-12:
+            v1 = v + step * dv
+            sa1, sb1 = sa - step * adv, 1.0 - v1
+            if np.all(v1 > 0) and np.all(sb1 > 0) and (m == 0 or np.all(sa1 > 0)):
+                lam1, nu1 = lam + step * dlam, nu + step * dnu
+                if residual(v1, lam1, nu1, sa1, sb1, tau) <= (1.0 - 0.01 * step) * r0:
+                    break
+            step *= 0.5
+        else:
+            break  # no progress possible in floating point
+        stalls = stalls + 1 if step < 1e-3 else 0
+        v, lam, nu = v1, lam1, nu1
+        # recompute the slacks from v, not by updating them: no drift from rounding
+        sa, sb = 1.0 - a @ v, 1.0 - v
+        if (m and np.any(sa <= 0)) or np.any(sb <= 0):
+            break
+    value = float(np.sum(w * v ** (-k)))
+    best_lb = max(best_lb, dual_bound(w, k, a, lam, nu))
+    # Active-set refinement: polish on the face the interior point points at; drop rows with
+    # negative multipliers and add violated rows until the face is optimal (a few rounds).
+    act_cuts, act_box = lam > sa, nu > sb
+    for _ in range(8):
+        polished = _polish(w, k, a, v, act_cuts, act_box)
+        if polished is None:
+            break
+        pv, plam, pnu = polished
+        best_lb = max(best_lb, dual_bound(w, k, a, np.maximum(plam, 0.0), np.maximum(pnu, 0.0)))
+        loads = a @ pv if m else np.zeros(0)
+        add_cuts, add_box = (loads > 1.0 + 1e-12) & ~act_cuts, (pv > 1.0 + 1e-12) & ~act_box
+        scale = max(float(np.max(np.abs(plam), initial=0.0)), float(np.max(np.abs(pnu))))
+        neg_cuts, neg_box = plam < -1e-9 * scale, pnu < -1e-9 * scale
+        if not (add_cuts.any() or add_box.any() or neg_cuts.any() or neg_box.any()):
+            pvalue = float(np.sum(w * pv ** (-k)))
+            if pvalue <= value:
+                v, value, lam = pv, pvalue, np.maximum(plam, 0.0)
+            break
+        act_cuts = (act_cuts & ~neg_cuts) | add_cuts
+        act_box = (act_box & ~neg_box) | add_box
+    # v ≤ 1 gives the trivial certificate Σ w; keep the better
+    best_lb = min(max(best_lb, math.fsum(w.tolist())), value)
+    converged = value - best_lb <= max(gap_tol, 1e-9) * value
+    return MasterSolution(v, value, best_lb, lam, it, converged)
+
+
+def _polish(
+    w: FloatArray, k: int, a: sp.csr_matrix, v: FloatArray, cuts: npt.NDArray[np.bool_],
+    box: npt.NDArray[np.bool_],
+) -> tuple[FloatArray, FloatArray, FloatArray] | None:
+    """Newton's method on min Σ w v^{−k} s.t. the active rows hold with equality (from the
+    interior-point estimate ``v``); returns (v, λ, ν) — multipliers of the active rows, 0
+    elsewhere, negative when a row should not be active — or None if it fails."""
+    t = w.size
+    g_rows = sp.vstack([a[np.flatnonzero(cuts)], sp.eye(t, format="csr")[np.flatnonzero(box)]])
+    g_rows = sp.csr_matrix(g_rows)
+    n_act = g_rows.shape[0]
+    x = v.copy()
+    mult = np.zeros(n_act)
+    for _ in range(30):
+        grad = -k * w * x ** (-k - 1.0)
+        hinv = 1.0 / (k * (k + 1.0) * w * x ** (-k - 2.0))
+        if n_act:
+            mat = (g_rows.multiply(hinv[None, :]) @ g_rows.T).toarray()
+            rhs = -(g_rows @ (hinv * grad)) - (1.0 - g_rows @ x)
+            try:
+                mult = scipy.linalg.cho_solve(
+                    scipy.linalg.cho_factor(mat, check_finite=False), rhs, check_finite=False
+                )
+            except (np.linalg.LinAlgError, ValueError):
+                # dependent active rows (a degenerate vertex): least squares picks multipliers
+                mult = np.linalg.lstsq(mat, rhs, rcond=1e-14)[0]
+            dx = -hinv * (grad + g_rows.T @ mult)
+        else:
+            dx = -hinv * grad
+        neg = dx < 0
+        step = 1.0 if not np.any(neg) else min(1.0, 0.9 * float(np.min(-x[neg] / dx[neg])))
+        x = x + step * dx
+        if not np.all(np.isfinite(x)) or np.any(x <= 0):
+            return None
+        if step == 1.0 and float(np.max(np.abs(dx) / x)) < 1e-15:
+            break
+    n_cuts = int(np.count_nonzero(cuts))
+    lam = np.zeros(a.shape[0])
+    nu = np.zeros(t)
+    lam[np.flatnonzero(cuts)] = mult[:n_cuts]
+    nu[np.flatnonzero(box)] = mult[n_cuts:]
+    return x, lam, nu
+
+
+# ---------------------------------------------------------------------------------------------
+# Cutting planes
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CuttingPlane:
+    """Result of :func:`cutting_plane` (budget normalised to 1): ``v`` the last master point,
+    ``lower_bound`` ≤ min (P) (with budget 1), ``load`` the oracle's bound at ``v``."""
+
+    v: FloatArray
+    lower_bound: float
+    load: float
+    sets: tuple[Cut, ...]
+    rounds: int
+    converged: bool
+
+
+def cutting_plane(
+    importance: npt.ArrayLike,
+    k: int,
+    separate: Callable[[FloatArray], tuple[float, list[Cut]]],
+    initial_sets: Iterable[Cut] = (),
+    *,
+    tol: float = DEFAULT_TOL,
+    max_rounds: int = 200,
+    time_limit: float | None = None,
+) -> CuttingPlane:
+    """min Σ_q w_q v_q^{−k} s.t. Σ_{q∈I(x)} v_q ≤ 1 for every row x, 0 < v ≤ 1, by constraint
+    generation: ``separate(v)`` returns (bound ≥ max_x Σ_{q∈I(x)} v_q, violated sets)."""
+    w = np.asarray(importance, dtype=np.float64)
+    seen: set[Cut] = set()
+    sets: list[Cut] = []
+
+    def add(cut: Cut) -> bool:
+        if len(cut) <= 1 or cut in seen:  # singletons are the box v ≤ 1, always present
+            return False
+        seen.add(cut)
+        sets.append(cut)
+        return True
+
+    for cut in initial_sets:
+        add(tuple(sorted(set(cut))))
+    deadline = None if time_limit is None else time.monotonic() + time_limit
+    master = solve_master(w, k, sets)
+    load, rounds, converged = math.inf, 0, False
+    while True:
+        load, found = separate(master.v)
+        rounds += 1
+        if load <= 1.0 + tol:
+            converged = True
+            break
+        added = [c for c in found if float(np.sum(master.v[list(c)])) > 1.0 + tol and add(c)]
+        if not added or rounds >= max_rounds:
+            break  # a loose bound without a violated witness: no cut to add
+        if deadline is not None and time.monotonic() > deadline:
+            break
+        master = solve_master(w, k, sets)
+    return CuttingPlane(master.v, master.lower_bound, load, tuple(sets), rounds, converged)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -161,24 +636,28 @@ def gdp_mu_for(eps: float, delta: float) -> float:
     return lo
 
 
-def _oracle(
-    workload_size: int,
-    overlap: float | Overlap | None,
-    maximal_sets: Iterable[Iterable[int]] | None,
-) -> tuple[Overlap, list[tuple[int, ...]] | None]:
-    oracles: list[Overlap] = []
-    sets = None
-    if maximal_sets is not None:
-        sets = normalise_sets(workload_size, maximal_sets)
-        oracles.append(overlap_from_sets(workload_size, sets))
-    if overlap is not None:
-        oracles.append(overlap if callable(overlap) else overlap_from_gamma(float(overlap)))
-    if not oracles:
-        oracles.append(sequential_overlap)
-    if len(oracles) == 1:
-        return oracles[0], sets
-    # Both are upper bounds, so is their minimum.
-    return (lambda y: min(o(y) for o in oracles)), sets
+@dataclass(frozen=True)
+class _Regime:
+    """How parameters p map to loads u = h(p) and errors c·u^{−k}."""
+
+    k: int
+    c: float
+    budget: float
+    mechanism: str
+    squared: bool  # u = p² (GDP) rather than u = p (pure ε, zCDP ρ)
+    zcdp: bool
+
+    def to_u(self, p: FloatArray) -> FloatArray:
+        return p**2 if self.squared else p
+
+    def from_u(self, u: FloatArray) -> FloatArray:
+        return np.sqrt(u) if self.squared else u
+
+    def scales(self, p: FloatArray) -> FloatArray:
+        return 1.0 / np.sqrt(2.0 * p) if self.zcdp else 1.0 / p
+
+    def error(self, u: FloatArray, w: FloatArray) -> float:
+        return float(self.c * np.sum(w * u ** (-float(self.k))))
 
 
 def _importance(workload_size: int, importance: npt.ArrayLike | None) -> FloatArray | None:
@@ -192,129 +671,250 @@ def _importance(workload_size: int, importance: npt.ArrayLike | None) -> FloatAr
             "importance weights must be finite and > 0",
             hint="drop a query instead of giving it weight 0 (weight 0 means infinite noise)",
         )
-    return w / w.max()
+    return w
+
+
+def _regime(target: Guarantee, mechanism: str | None) -> _Regime:
+    d = target.definition
+    if d is Definition.PURE:
+        k, c, budget, mech, squared = 2, 2.0, float(target.epsilon or 0.0), "laplace", False
+    elif d is Definition.GDP:
+        k, c, budget, mech, squared = 1, 1.0, float(target.mu or 0.0) ** 2, "gaussian", True
+    elif d is Definition.APPROX:
+        mu = gdp_mu_for(float(target.epsilon or 0.0), float(target.delta or 0.0))
+        k, c, budget, mech, squared = 1, 1.0, mu**2, "gaussian", True
+    elif d is Definition.ZCDP:
+        k, c, budget, mech, squared = 1, 0.5, float(target.rho or 0.0), "gaussian", False
+    else:
+        raise TesseraError(
+            f"cannot allocate for a {d.value} target",
+            hint="use pure ε, μ-GDP, ρ-zCDP or (ε,δ)",
+        )
+    # Discrete Laplace with scale 1/ε is exactly ε-DP (Δ = 1) and the discrete Gaussian with
+    # σ is exactly 1/(2σ²)-zCDP (Canonne–Kamath–Steinke 2020); the discrete Gaussian is *not*
+    # known to be exactly (1/σ)-GDP, so GDP calibration admits the continuous Gaussian only
+    # (use via="pld" to calibrate a discrete Gaussian for an (ε,δ) target).
+    if mech == "laplace":
+        allowed = {"laplace", "discrete_laplace"}
+    elif d is Definition.ZCDP:
+        allowed = {"gaussian", "discrete_gaussian"}
+    else:
+        allowed = {"gaussian"}
+    if mechanism is not None and mechanism not in allowed:
+        raise TesseraError(
+            f"a {d.value} target is calibrated here for {sorted(allowed)}, not {mechanism!r}",
+            hint="for a discrete Gaussian use a ρ-zCDP target, or an (ε,δ) target with via='pld'",
+        )
+    if budget <= 0.0:
+        raise TesseraError("the privacy target must be > 0")
+    return _Regime(k, c, budget, mechanism or mech, squared, d is Definition.ZCDP)
 
 
 def allocate(
     workload_size: int,
     target: Guarantee,
     importance: npt.ArrayLike | None = None,
-    overlap: float | Overlap | None = None,
+    overlap: float | Overlap | CutOracle | None = None,
     maximal_sets: Iterable[Iterable[int]] | None = None,
     via: Literal["gdp", "pld"] = "gdp",
     mechanism: str | None = None,
     discretization: float = DEFAULT_DISCRETIZATION,
     refine: bool = True,
+    *,
+    tol: float = DEFAULT_TOL,
+    max_rounds: int = 200,
+    time_limit: float | None = None,
 ) -> Allocation:
     """Per-query noise parameters meeting ``target`` through the overlap bound.
 
-    ``target``: pure ε (Laplace noise), μ-GDP (Gaussian), or (ε,δ) — ``via="gdp"``: Gaussian
-    noise calibrated to the largest μ with G_μ ⇒ (ε,δ); ``via="pld"``: uniform noise of
-    ``mechanism`` (laplace, discrete_laplace, gaussian, discrete_gaussian) calibrated by PLD
-    composition of ⌈load⌉ copies. ``overlap``: a number γ ≥ γ(Q) or an oracle (see module
-    docs); ``maximal_sets``: I_2. With neither, sequential composition (γ = t) is used.
+    ``target``: pure ε (Laplace noise), μ-GDP (Gaussian), ρ-zCDP (Gaussian or discrete
+    Gaussian), or (ε,δ) — ``via="gdp"``: Gaussian noise calibrated to the largest μ with
+    G_μ ⇒ (ε,δ); ``via="pld"``: uniform noise of ``mechanism`` (laplace, discrete_laplace,
+    gaussian, discrete_gaussian) calibrated by PLD composition of ⌈load⌉ copies.
+    ``overlap``: a number γ ≥ γ(Q), a bound oracle, or a separation oracle (module docs;
+    :func:`overlap_from_workload`); ``maximal_sets``: I_2. With neither, sequential
+    composition (γ = t) is used.
+
+    Without ``importance`` the allocation is uniform. With it, the importance-weighted error is
+    minimised exactly by cutting planes when sets are available (``maximal_sets`` or a
+    separation oracle; ``tol``, ``max_rounds``, ``time_limit`` in seconds for the loop);
+    ``refine=False`` keeps the Lagrange shape u_q ∝ w_q^{1/(k+1)} (no optimisation).
     """
     t = int(workload_size)
     if t < 1:
         raise TesseraError("a workload has at least one query")
-    oracle, sets = _oracle(t, overlap, maximal_sets)
+    oracles = _oracles(t, overlap, maximal_sets)
     factor = 2.0 if target.neighbours is Neighbours.SUBSTITUTE else 1.0
 
     def load(y: FloatArray) -> float:
         # Σ_q y_q bounds the cost under either relation (a change touches at most all queries).
-        return min(factor * oracle(y), sequential_overlap(y))
+        return min(factor * oracles.bound(y), sequential_overlap(y))
 
     w = _importance(t, importance)
-    d = target.definition
-    if d is Definition.APPROX and via == "pld":
+    if target.definition is Definition.APPROX and via == "pld":
         if w is not None:
             raise TesseraError(
                 "PLD calibration supports uniform allocation only",
                 hint="use via='gdp' for importance-weighted (ε,δ) allocation",
             )
         return _allocate_pld(t, target, load, mechanism or "gaussian", discretization)
-    if d is Definition.PURE:
-        k, budget, mech = 2, float(target.epsilon or 0.0), "laplace"
-    elif d is Definition.GDP:
-        k, budget, mech = 1, float(target.mu or 0.0) ** 2, "gaussian"
-    elif d is Definition.APPROX:
-        mu = gdp_mu_for(float(target.epsilon or 0.0), float(target.delta or 0.0))
-        k, budget, mech = 1, mu**2, "gaussian"
-    else:
-        raise TesseraError(
-            f"cannot allocate for a {d.value} target",
-            hint="use pure ε, μ-GDP or (ε,δ)",
-        )
-    # Discrete Laplace with scale 1/ε is exactly ε-DP (Δ = 1); the discrete Gaussian is *not*
-    # known to be exactly (1/σ)-GDP, so GDP calibration admits the continuous Gaussian only
-    # (use via="pld" to calibrate a discrete Gaussian for an (ε,δ) target).
-    allowed = {"laplace", "discrete_laplace"} if mech == "laplace" else {"gaussian"}
-    if mechanism is not None and mechanism not in allowed:
-        raise TesseraError(
-            f"a {d.value} target is calibrated here for {sorted(allowed)}, not {mechanism!r}",
-            hint="for a discrete Gaussian use an (ε,δ) target with via='pld'",
-        )
-    if mechanism is not None:
-        mech = mechanism
-    if budget <= 0.0:
-        raise TesseraError("the privacy target must be > 0")
+    regime = _regime(target, mechanism)
+    budget = regime.budget
 
     if w is None:
-        shape = np.ones(t)
-        method = "uniform"
+        return _finish(target, regime, _rescale(np.ones(t), budget, load), load, np.ones(t),
+                       "uniform")
+    if not refine:
+        shape = w ** (1.0 / (regime.k + 1))
+        return _finish(target, regime, _rescale(shape, budget, load), load, w, "weighted")
+    return _optimise(target, regime, w, oracles, factor, load, tol, max_rounds, time_limit)
+
+
+def _optimise(
+    target: Guarantee,
+    regime: _Regime,
+    w: FloatArray,
+    oracles: _Oracles,
+    factor: float,
+    load: Callable[[FloatArray], float],
+    tol: float,
+    max_rounds: int,
+    time_limit: float | None,
+) -> Allocation:
+    """Cutting planes when the oracles give sets; else the better of shape and uniform."""
+    t, k, budget = w.size, regime.k, regime.budget
+    scale = w.max()
+    shape = w ** (1.0 / (k + 1))
+    # The structure-free problem Σ u ≤ B has the closed-form optimum (Σ a_q)^{k+1} / B^k,
+    # a_q = (c w_q)^{1/(k+1)}: exact for the sequential model (and for substitution's cap).
+    seq_opt = math.fsum(((regime.c * w) ** (1.0 / (k + 1))).tolist()) ** (k + 1) / budget**k
+
+    def capped(y: FloatArray, bound: float) -> float:
+        """load(y) from an oracle bound already computed at y (saves an oracle call)."""
+        return min(factor * bound, sequential_overlap(y))
+
+    # u = v · B/factor: the cut Σ_I u ≤ B/factor is Σ_I v ≤ 1.
+    unit = budget / factor
+    y0 = shape * (unit / np.max(shape))
+    first_bound, first_cuts = oracles.answer(y0, above=unit)
+    # (name, y, load(y)) — load None: ask the oracle
+    candidates: list[tuple[str, FloatArray, float | None]] = [
+        ("Lagrange shape", y0, capped(y0, first_bound)),
+        ("uniform", np.ones(t), None),
+    ]
+    lower: float | None = seq_opt if oracles.sequential else None
+    cp: CuttingPlane | None = None
+    if oracles.sets or first_cuts:
+        # Explicit I_2: small families go to the master at once; large ones by separation.
+        initial = list(oracles.sets) if len(oracles.sets) <= 2000 else []
+        initial += first_cuts
+
+        def separate(v: FloatArray) -> tuple[float, list[Cut]]:
+            bound, cuts = oracles.answer(v * unit, above=unit * (1.0 + tol))
+            return bound / unit, cuts
+
+        # conditioning: the master sees weights ≤ 1
+        cp = cutting_plane(
+            w / scale, k, separate, initial, tol=tol, max_rounds=max_rounds, time_limit=time_limit
+        )
+        cut_lb = scale * regime.c * unit ** (-k) * cp.lower_bound
+        lower = cut_lb if factor == 1.0 else min(cut_lb, seq_opt)
+        y_cp = cp.v * unit
+        candidates.insert(0, ("cutting plane", y_cp, capped(y_cp, cp.load * unit)))
+        if cp.converged and factor == 1.0:
+            candidates = candidates[:1]  # optimal to tol; other shapes cannot do better
+    best: tuple[float, str, FloatArray] | None = None
+    for name, y, lv in candidates:
+        u = _rescale(y, budget, load, lv)
+        err = regime.error(u, w)
+        if best is None or err < best[0]:
+            best = (err, name, u)
+    assert best is not None
+    _, name, u = best
+    if cp is not None:
+        method = (
+            f"weighted (cutting planes: {len(cp.sets)} overlapping sets, {cp.rounds} oracle "
+            f"round(s), {'converged' if cp.converged else 'stopped early'}"
+            + ("" if name == "cutting plane" else f"; {name} was better")
+            + ")"
+        )
     else:
-        shape = w ** (1.0 / (k + 1))
-        method = "weighted"
-        if refine and sets is not None and len(sets) > 1:
-            shape = _refine(shape, w, k, sets)
-            method = "weighted (optimised over I_2)"
-    u = _rescale(shape, budget, load)
-    params = u if k == 2 else np.sqrt(u)
-    params = _shrink_until_valid(params, k, budget, load)
-    final = load(params ** (2 if k == 1 else 1))
-    achieved = _achieved(target, d, k, final)
-    return Allocation(
-        target=target,
-        mechanism=mech,
-        parameters=tuple(float(p) for p in params),
-        noise_scales=tuple(float(1.0 / p) for p in params),
-        budget=budget,
-        load=final,
-        method=method,
-        achieved=achieved,
+        method = f"weighted ({name}; the oracle gives no overlapping sets to optimise over)"
+    return _finish(
+        target,
+        regime,
+        u,
+        load,
+        w,
+        method,
+        lower_bound=lower,
+        cuts=() if cp is None else cp.sets,
+        rounds=0 if cp is None else cp.rounds,
+        converged=None if cp is None else cp.converged,
     )
 
 
-def _h(params: FloatArray, k: int) -> FloatArray:
-    return params if k == 2 else params**2
+def _finish(
+    target: Guarantee,
+    regime: _Regime,
+    u: FloatArray,
+    load: Callable[[FloatArray], float],
+    w: FloatArray,
+    method: str,
+    **record: Any,
+) -> Allocation:
+    """Convert the rescaled loads u to parameters, re-check with the oracle, package."""
+    params, final = _shrink_until_valid(regime.from_u(u), regime, load)
+    return Allocation(
+        target=target,
+        mechanism=regime.mechanism,
+        parameters=tuple(float(p) for p in params),
+        noise_scales=tuple(float(s) for s in regime.scales(params)),
+        budget=regime.budget,
+        load=final,
+        method=method,
+        achieved=_achieved(target, final),
+        error=regime.error(regime.to_u(params), w),
+        **record,
+    )
 
 
-def _rescale(shape: FloatArray, budget: float, load: Callable[[FloatArray], float]) -> FloatArray:
-    lv = load(shape)
+def _rescale(
+    shape: FloatArray,
+    budget: float,
+    load: Callable[[FloatArray], float],
+    known: float | None = None,
+) -> FloatArray:
+    """shape · B / load(shape) (``known``: load(shape) when already computed)."""
+    lv = load(shape) if known is None else known
     if not (lv > 0 and math.isfinite(lv)):
         raise TesseraError(f"the overlap oracle returned {lv!r} for positive weights")
     return shape * (budget / lv)
 
 
 def _shrink_until_valid(
-    params: FloatArray, k: int, budget: float, load: Callable[[FloatArray], float]
-) -> FloatArray:
-    """Enforce load(h(p)) ≤ B with the oracle itself (rounding in √ or a non-homogeneous
-    oracle could overshoot by a few ulps)."""
+    params: FloatArray, regime: _Regime, load: Callable[[FloatArray], float]
+) -> tuple[FloatArray, float]:
+    """Enforce load(h(p)) ≤ B with the oracle itself, at the final parameters (rounding in √
+    or a non-homogeneous oracle could overshoot by a few ulps); returns (p, load(h(p)))."""
+    budget = regime.budget
     for _ in range(100):
-        lv = load(_h(params, k))
+        lv = load(regime.to_u(params))
         if lv <= budget:
-            return params
+            return params, lv
         ratio = budget / lv * (1.0 - 1e-15)
-        params = params * (ratio if k == 2 else math.sqrt(ratio))
+        params = params * (math.sqrt(ratio) if regime.squared else ratio)
     raise TesseraError("could not meet the budget with this overlap oracle (is it monotone?)")
 
 
-def _achieved(target: Guarantee, d: Definition, k: int, final: float) -> Guarantee:
+def _achieved(target: Guarantee, final: float) -> Guarantee:
     n = target.neighbours
+    d = target.definition
     basis = "upper bound (Thm 6 with the overlap oracle)"
     if d is Definition.PURE:
         return Guarantee.pure(final, n, basis=basis)
+    if d is Definition.ZCDP:
+        return Guarantee.zcdp(final, n, basis=basis)
     mu = math.sqrt(final)
     if d is Definition.GDP:
         return Guarantee.gdp(mu, n, basis=basis)
@@ -323,50 +923,6 @@ def _achieved(target: Guarantee, d: Definition, k: int, final: float) -> Guarant
     return Guarantee.approx(
         g.epsilon_at(delta), delta, n, basis=basis, note=f"via μ-GDP, μ = {mu:.6g}"
     )
-
-
-def _refine(
-    shape: FloatArray, w: FloatArray, k: int, sets: Sequence[tuple[int, ...]]
-) -> FloatArray:
-    """min Σ w_q u_q^{−k} s.t. Σ_{q∈I} u_q ≤ 1 (I ∈ I_2), u > 0 — convex; SLSQP in log u.
-
-    Any returned point is only a *shape*: the caller rescales it with the oracle, so a
-    solver failure costs utility, never privacy."""
-    t = shape.size
-    a = np.zeros((len(sets), t))
-    for r, s in enumerate(sets):
-        a[r, list(s)] = 1.0
-    u0 = shape / np.max(a @ shape)
-
-    def obj(z: FloatArray) -> tuple[float, FloatArray]:
-        u = np.exp(z)
-        val = w * u ** (-k)
-        return float(np.sum(val)), -k * val
-
-    cons = {
-        "type": "ineq",
-        "fun": lambda z: 1.0 - a @ np.exp(z),
-        "jac": lambda z: -a * np.exp(z)[None, :],
-    }
-    if t > 400 or len(sets) > 4000:  # keep SLSQP's dense problem small
-        return shape
-    res = optimize.minimize(
-        obj,
-        np.log(u0),
-        jac=True,
-        constraints=[cons],
-        method="SLSQP",
-        options={"maxiter": 500, "ftol": 1e-12},
-    )
-    z = res.x if np.all(np.isfinite(res.x)) else np.log(u0)
-    u = np.exp(z)
-
-    # Keep the better of the solver's point and the starting shape (both rescaled).
-    def cost(v: FloatArray) -> float:
-        v = v / np.max(a @ v)
-        return float(np.sum(w * v ** (-k)))
-
-    return u if cost(u) <= cost(u0) else shape
 
 
 def _allocate_pld(
@@ -430,7 +986,7 @@ def utility_gain(
     workload_size: int,
     target: Guarantee,
     importance: npt.ArrayLike | None = None,
-    overlap: float | Overlap | None = None,
+    overlap: float | Overlap | CutOracle | None = None,
     maximal_sets: Iterable[Iterable[int]] | None = None,
     **kw: object,
 ) -> UtilityGain:

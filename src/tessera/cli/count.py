@@ -22,7 +22,7 @@ from tessera.cli.common import (
     fail,
     user_errors,
 )
-from tessera.count import NOT_PRIVATE, count
+from tessera.counts import NOT_PRIVATE, count
 from tessera.domain import Domain
 from tessera.workload import Workload
 

@@ -9,13 +9,19 @@ one elimination step is a nice decomposition's introduce nodes + join of the chi
 forget v, batched into one numpy operation. :meth:`TreeDecomposition.nice` produces the explicit
 nice form (leaf / introduce / forget / join, empty root) for inspection and tests.
 
-Heuristics: min-fill (fewest fill edges, ties by smallest table) and min-degree, with lazy
-priority updates (only the neighbours of the eliminated vertex, and the common neighbours of
-the fill edges, change key). :func:`exact_treewidth` solves small graphs exactly (≤ 16 vertices).
+Heuristics: min-fill (fewest fill edges, ties by smallest table) and min-degree, with fill
+counts and bag costs maintained incrementally and lazy priority updates (only the neighbours of
+the eliminated vertex, and the common neighbours of the fill edges, change key), simplicial
+vertices first, and a cost cap that stops a candidate order at its first oversized bag, before
+its fill-in is built (:func:`greedy_elimination`). On sparse graphs a step costs O(bag²) plus
+set intersections, so incidence graphs with tens of thousands of query vertices decompose in
+seconds. :func:`exact_treewidth` solves small graphs exactly (≤ 16 vertices).
 
 Guard: before the program allocates a table, :func:`memory_plan` estimates every bucket's size
 from the variable sizes, and :func:`check_memory` raises :class:`~tessera.errors.ResourceError`
-naming the width, the estimate and what sits in the largest bag.
+naming the width, the estimate and what sits in the largest bag. The elimination itself is
+capped too, so an order whose single table would exceed the limit astronomically is abandoned
+before its clique is built (:func:`refuse_bag`).
 """
 
 from __future__ import annotations
@@ -32,9 +38,178 @@ from tessera.errors import ResourceError
 
 Heuristic = Literal["min-fill", "min-degree"]
 HEURISTICS: tuple[str, ...] = ("min-fill", "min-degree")
-#: above this degree the fill-in of a vertex is bounded by d(d−1)/2 instead of counted
-_FILL_CAP = 48
 DEFAULT_MEMORY_LIMIT = 2 << 30  # 2 GiB
+
+
+@dataclass(frozen=True)
+class Elimination:
+    """A greedy elimination order with the cost of each bag.
+
+    ``costs[t]`` = Σ_{u ∈ X_t} log_size(u) for the bag X_t = {π_t} ∪ N⁺(π_t) (log2 of its table
+    size when log_size is log2 of the variable sizes, |X_t| when every vertex costs 1).
+    """
+
+    order: tuple[Hashable, ...]
+    costs: tuple[float, ...]
+
+    @property
+    def max_cost(self) -> float:
+        return max(self.costs, default=0.0)
+
+    @property
+    def total_cost(self) -> float:
+        """log2 Σ_t 2^costs[t] (overflow-free)."""
+        if not self.costs:
+            return 0.0
+        m = self.max_cost
+        return m + math.log2(math.fsum(2.0 ** (c - m) for c in self.costs))
+
+    def score(self) -> tuple[float, float]:
+        return (self.max_cost, self.total_cost)
+
+
+@dataclass(frozen=True)
+class Aborted:
+    """A greedy elimination stopped because bag ``bag`` (vertices) costs ``cost`` > the cap."""
+
+    bag: tuple[Hashable, ...]
+    cost: float
+    step: int
+
+
+def greedy_elimination(
+    graph: nx.Graph,
+    heuristic: str = "min-fill",
+    log_size: Callable[[Hashable], float] | None = None,
+    first: Iterable[Hashable] | None = None,
+    cap: float = math.inf,
+) -> Elimination | Aborted:
+    """Greedy min-fill / min-degree elimination with incremental keys and a cost cap.
+
+    Keys are maintained incrementally, so a step costs O(bag² + Σ set intersections) rather
+    than recomputing fill-in from scratch: for every vertex u we keep
+
+    * fill(u) = number of non-adjacent pairs in N(u), updated when a neighbour disappears
+      (−|N(a) ∖ N[u]| for each a ∈ N(u)) and when a fill edge {a, b} is added (+|N(a) ∖ N(b)|
+      for a, +|N(b) ∖ N(a)| for b, −1 for every common neighbour), and
+    * weight(u) = log_size(u) + Σ_{a ∈ N(u)} log_size(a), the cost of u's bag,
+
+    and re-push (lazy priority queue) only the vertices whose key changed. Reduction rule: a
+    simplicial vertex (fill 0; this includes every vertex of degree ≤ 1) is always eliminated
+    first, in any phase; that never increases the width, since its bag N[u] is already a clique.
+    Degree-2 vertices (two-attribute queries in G(F)) have fill ≤ 1 and cost O(1) per update.
+
+    With ``first``, those vertices are eliminated before all others (each phase greedy). As soon
+    as the cheapest remaining vertex's bag costs more than ``cap`` the elimination stops
+    *before* building that bag's fill-in, returning :class:`Aborted`: a candidate order that is
+    already worse than the best one found (or than the memory limit) costs no more than the
+    steps it took to find out.
+    """
+    return _greedy(_Prepared.of(graph, log_size), heuristic, first, cap)
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """Adjacency, bag weights and fill counts of a graph, shared by several candidate orders."""
+
+    nodes: list[Hashable]
+    index: dict[Hashable, int]
+    adj: list[set[int]]
+    lsz: list[float]
+    weight: list[float]
+    fill: list[int]
+
+    @staticmethod
+    def of(graph: nx.Graph, log_size: Callable[[Hashable], float] | None) -> _Prepared:
+        nodes = list(graph.nodes)
+        index = {n: i for i, n in enumerate(nodes)}
+        adj: list[set[int]] = [set() for _ in nodes]
+        for a, b in graph.edges:
+            if a != b:
+                adj[index[a]].add(index[b])
+                adj[index[b]].add(index[a])
+        lsz = [float(log_size(n)) if log_size else 1.0 for n in nodes]
+        weight = [lsz[u] + math.fsum(lsz[a] for a in adj[u]) for u in range(len(nodes))]
+        # fill(u) = C(d, 2) − (edges inside N(u)); the inner count is Σ_a |N(a) ∩ N(u)| / 2,
+        # one C-level set intersection per edge (iterating over the smaller set)
+        fill = [0] * len(nodes)
+        for u, nb in enumerate(adj):
+            d = len(nb)
+            fill[u] = d * (d - 1) // 2 - sum(len(adj[a] & nb) for a in nb) // 2
+        return _Prepared(nodes, index, adj, lsz, weight, fill)
+
+
+def _greedy(
+    prep: _Prepared, heuristic: str, first: Iterable[Hashable] | None, cap: float
+) -> Elimination | Aborted:
+    if heuristic not in HEURISTICS:
+        raise ValueError(f"unknown heuristic {heuristic!r}; one of {HEURISTICS}")
+    nodes, lsz = prep.nodes, prep.lsz
+    # this candidate's elimination graph: copy-on-write per vertex, so a candidate that stops
+    # early costs nothing like a full copy
+    adj = list(prep.adj)
+    owned = [False] * len(nodes)
+
+    def own(a: int) -> set[int]:
+        if not owned[a]:
+            adj[a] = set(adj[a])
+            owned[a] = True
+        return adj[a]
+
+    weight, fill = list(prep.weight), list(prep.fill)
+    early = {prep.index[n] for n in first} if first is not None else set()
+    phase = [0 if u in early else 1 for u in range(len(nodes))]
+    by_degree = heuristic == "min-degree"
+
+    def key(u: int) -> tuple[int, float, float]:
+        f = fill[u]
+        return (phase[u] if f else -1, len(adj[u]) if by_degree else f, weight[u])
+
+    version = [0] * len(nodes)
+    heap = [(key(u), 0, u) for u in range(len(nodes))]
+    heapq.heapify(heap)
+    done = [False] * len(nodes)
+    order: list[Hashable] = []
+    costs: list[float] = []
+    while heap:
+        _, ver, u = heapq.heappop(heap)
+        if done[u] or ver != version[u]:
+            continue
+        nb = adj[u]
+        if weight[u] > cap + 1e-9:  # (float sums: equal costs must not abort)
+            return Aborted(tuple(nodes[v] for v in (u, *nb)), weight[u], len(order))
+        done[u] = True
+        order.append(nodes[u])
+        costs.append(weight[u])
+        changed = set(nb)
+        for a in nb:  # u leaves N(a): the pairs (u, c), c ∈ N(a) ∖ N[u], were non-adjacent
+            na = own(a)
+            na.discard(u)
+            weight[a] -= lsz[u]
+            fill[a] -= len(na) - len(na & nb)
+        lst = list(nb)
+        for i, a in enumerate(lst):
+            na = adj[a]  # owned already (it lost u above)
+            for b in lst[i + 1 :]:
+                if b in na:
+                    continue
+                nbb = adj[b]
+                common = na & nbb
+                for w in common:  # the pair {a, b} of N(w) becomes adjacent
+                    fill[w] -= 1
+                fill[a] += len(na) - len(common)  # new pairs (b, c), c ∈ N(a) ∖ N(b)
+                fill[b] += len(nbb) - len(common)
+                na.add(b)
+                nbb.add(a)
+                weight[a] += lsz[b]
+                weight[b] += lsz[a]
+                changed |= common
+        adj[u] = set()
+        for a in changed:
+            if not done[a]:
+                version[a] += 1
+                heapq.heappush(heap, (key(a), version[a], a))
+    return Elimination(tuple(order), tuple(costs))
 
 
 def elimination_order(
@@ -46,66 +221,11 @@ def elimination_order(
     """A greedy elimination order of ``graph`` (min-fill or min-degree; ties: smaller table).
 
     With ``first``, those vertices are eliminated before all others (each phase greedy).
+    See :func:`greedy_elimination`.
     """
-    if heuristic not in HEURISTICS:
-        raise ValueError(f"unknown heuristic {heuristic!r}; one of {HEURISTICS}")
-    nodes = list(graph.nodes)
-    index = {n: i for i, n in enumerate(nodes)}
-    adj = [set() for _ in nodes]
-    for a, b in graph.edges:
-        if a != b:
-            adj[index[a]].add(index[b])
-            adj[index[b]].add(index[a])
-    lsz = [float(log_size(n)) if log_size else 1.0 for n in nodes]
-    early = {index[n] for n in first} if first is not None else set()
-    phase = [0 if u in early else 1 for u in range(len(nodes))]
-
-    def key(u: int) -> tuple[int, float, float]:
-        nb = adj[u]
-        weight = lsz[u] + sum(lsz[a] for a in nb)
-        # a simplicial vertex (its neighbours already a clique) is always safe to eliminate
-        # first, whatever the phase
-        if heuristic == "min-degree":
-            return (phase[u] if len(nb) > 1 else -1, len(nb), weight)
-        d = len(nb)
-        if d > _FILL_CAP:
-            return (phase[u], d * (d - 1) / 2, weight)
-        lst = list(nb)
-        fill = 0
-        for i, a in enumerate(lst):
-            na = adj[a]
-            fill += sum(1 for b in lst[i + 1 :] if b not in na)
-        return (phase[u] if fill else -1, fill, weight)
-
-    version = [0] * len(nodes)
-    heap = [(key(u), 0, u) for u in range(len(nodes))]
-    heapq.heapify(heap)
-    done = [False] * len(nodes)
-    order: list[Hashable] = []
-    while heap:
-        _, ver, u = heapq.heappop(heap)
-        if done[u] or ver != version[u]:
-            continue
-        done[u] = True
-        order.append(nodes[u])
-        nb = adj[u]
-        affected = set(nb)
-        for a in nb:
-            adj[a].discard(u)
-        lst = list(nb)
-        for i, a in enumerate(lst):
-            for b in lst[i + 1 :]:
-                if b not in adj[a]:
-                    adj[a].add(b)
-                    adj[b].add(a)
-                    if heuristic == "min-fill":
-                        affected |= adj[a] & adj[b]
-        adj[u] = set()
-        for a in affected:
-            if not done[a]:
-                version[a] += 1
-                heapq.heappush(heap, (key(a), version[a], a))
-    return order
+    result = greedy_elimination(graph, heuristic, log_size, first)
+    assert isinstance(result, Elimination)  # no cap, never aborted
+    return list(result.order)
 
 
 @dataclass(frozen=True)
@@ -253,25 +373,35 @@ def best_elimination_order(
     heuristic: str = "min-fill",
     log_size: Callable[[Hashable], float] | None = None,
     phases: Sequence[Iterable[Hashable]] = (),
-) -> list[Hashable]:
+    cap: float = math.inf,
+) -> Elimination | Aborted:
     """The best of the greedy order and the two-phase orders (each set of ``phases`` first).
 
     Greedy heuristics are myopic: on an incidence graph (variables + functions) min-fill
     prefers the cheap function nodes first and can end one above the optimum (laminar
     disjunctions); eliminating all variables first fixes that case and is terrible for others
-    (tree marginals), so we keep whichever gives the smallest largest table, then total.
+    (tree marginals, or any workload whose attributes each touch hundreds of queries: the
+    first variable's bag would hold all of them). We keep whichever gives the smallest largest
+    bag, then the smallest total, and run every later candidate with the best largest bag so
+    far as its cap, so a hopeless candidate stops at its first oversized bag, before the
+    fill-in is built. If every candidate exceeds ``cap``, the first candidate's
+    :class:`Aborted` is returned (it names the offending bag).
     """
-    lsz = log_size or (lambda _n: 1.0)
-    best: tuple[float, float] | None = None
-    best_order: list[Hashable] = []
+    best: Elimination | None = None
+    first_abort: Aborted | None = None
+    prep = _Prepared.of(graph, log_size)
     for first in [None, *phases]:
-        order = elimination_order(graph, heuristic, log_size, first)
-        bags, _ = eliminate(graph, order)
-        costs = [sum(lsz(v) for v in b) for b in bags]
-        score = (max(costs, default=0.0), math.log2(sum(2.0**c for c in costs) or 1.0))
-        if best is None or score < best:
-            best, best_order = score, order
-    return best_order
+        limit = cap if best is None else min(cap, best.max_cost)
+        result = _greedy(prep, heuristic, first, limit)
+        if isinstance(result, Aborted):
+            first_abort = first_abort or result
+            continue
+        if best is None or result.score() < best.score():
+            best = result
+    if best is None:
+        assert first_abort is not None
+        return first_abort
+    return best
 
 
 def treewidth(graph: nx.Graph, heuristic: str = "min-fill") -> tuple[int, TreeDecomposition]:
@@ -284,8 +414,9 @@ def treewidth(graph: nx.Graph, heuristic: str = "min-fill") -> tuple[int, TreeDe
     for n in graph.nodes:
         if isinstance(n, tuple) and n and n[0] in ("x", "f"):
             kinds.setdefault(n[0], []).append(n)
-    order = best_elimination_order(graph, heuristic, phases=list(kinds.values()))
-    td = TreeDecomposition.from_elimination_order(graph, order)
+    result = best_elimination_order(graph, heuristic, phases=list(kinds.values()))
+    assert isinstance(result, Elimination)  # no cap, never aborted
+    td = TreeDecomposition.from_elimination_order(graph, result.order)
     return td.width, td
 
 
@@ -356,7 +487,15 @@ class MemoryPlan:
 TABLES_PER_ENTRY = 3
 
 
-def memory_plan(sizes: Sequence[int], bags: Sequence[Sequence[int]]) -> MemoryPlan:
+#: the elimination stops (and the guard refuses) as soon as one bag's table would exceed the
+#: memory limit 2^16 times over: such a bag is never even built as an elimination-graph clique
+REFUSE_MARGIN_BITS = 16
+
+
+def memory_plan(
+    sizes: Sequence[int], bags: Sequence[Sequence[int]], factor_bytes: int = 0
+) -> MemoryPlan:
+    """Bucket table sizes of the program; ``factor_bytes`` adds the factor tables' storage."""
     entries = [math.prod(sizes[v] for v in b) for b in bags]
     largest = max(range(len(bags)), key=entries.__getitem__, default=-1)
     total = sum(entries)
@@ -365,7 +504,7 @@ def memory_plan(sizes: Sequence[int], bags: Sequence[Sequence[int]]) -> MemoryPl
         largest_entries=entries[largest] if bags else 0,
         largest_bag=largest,
         total_entries=total,
-        bytes_estimate=8 * TABLES_PER_ENTRY * total,
+        bytes_estimate=8 * TABLES_PER_ENTRY * total + factor_bytes,
     )
 
 
@@ -381,6 +520,28 @@ def check_memory(plan: MemoryPlan, limit: int, culprits: Callable[[], str]) -> N
         hint="these queries interact through shared attributes; drop or coarsen some of them, "
         "try --heuristic min-degree, or raise the memory limit",
     )
+
+
+def refuse_bag(sizes: Sequence[int], limit: int, culprits: Callable[[], str]) -> None:
+    """Raise ResourceError for an elimination stopped at a bag with variable ``sizes``.
+
+    The bag's table alone exceeds ``limit`` by more than 2^REFUSE_MARGIN_BITS, so no plan
+    through this decomposition fits; its exact total is not computed (that would mean building
+    the clique the cap exists to avoid).
+    """
+    entries = math.prod(sizes)
+    raise ResourceError(
+        f"the dynamic program needs more than {format_bytes(8 * entries)} "
+        f"(limit {format_bytes(limit)}): decomposition width at least {len(sizes) - 1}, one "
+        f"table of {_count(entries)} entries; its bag holds {culprits()}",
+        hint="these queries interact through shared attributes; drop or coarsen some of them, "
+        "try --heuristic min-degree, or raise the memory limit",
+    )
+
+
+def _count(n: int) -> str:
+    """12,345 below 10^12, else 1.2e+15 (a bag's table can be astronomically large)."""
+    return f"{n:,}" if n < 10**12 else f"{float(n):.1e}"
 
 
 def summarize(kind: str, names: Sequence[str], shown: int = 8) -> str:

@@ -42,10 +42,12 @@ import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import networkx as nx
 import numpy as np
 import numpy.typing as npt
+import scipy.sparse as sp
 
 from tessera.domain import Domain
 from tessera.engine.bdd import BooleanQuery
@@ -141,11 +143,7 @@ class Atoms:
             starts = np.array(sorted(points), dtype=np.int64)
         elem = starts[:-1]
         if coverages and not split_all:
-            member = np.stack([cov.contains_array(elem) for cov in coverages], axis=1)
-            _, first, inverse = np.unique(member, axis=0, return_index=True, return_inverse=True)
-            rank = np.empty(len(first), dtype=np.int64)
-            rank[np.argsort(first)] = np.arange(len(first))
-            atom_of = rank[inverse.ravel()]
+            atom_of = _membership_classes(starts, size, coverages)
         else:
             atom_of = np.arange(len(elem), dtype=np.int64) if split_all else np.zeros(
                 len(elem), dtype=np.int64
@@ -157,17 +155,22 @@ class Atoms:
     def atom_of_codes(self, codes: npt.NDArray[np.integer]) -> IntArray:
         return self.atom_of[np.searchsorted(self.starts, codes, side="right") - 1]
 
+    @cached_property
+    def _representatives(self) -> IntArray:
+        # elementary intervals are in code order, so an atom's first interval holds its
+        # smallest code (atoms are numbered by first appearance: np.unique's first indices)
+        _, first = np.unique(self.atom_of, return_index=True)
+        rep = self.starts[first].astype(np.int64)
+        rep.setflags(write=False)
+        return rep
+
     def representatives(self) -> IntArray:
         """Smallest code of each atom."""
-        rep = np.full(self.n, -1, dtype=np.int64)
-        for e in range(len(self.atom_of) - 1, -1, -1):
-            rep[self.atom_of[e]] = self.starts[e]
-        return rep
+        return self._representatives.copy()
 
     def member(self, cov) -> npt.NDArray[np.bool_]:  # noqa: ANN001 (IntervalSet)
         """Whether each atom lies in the coverage (atoms never straddle a predicate)."""
-        rep = self.representatives()
-        return cov.contains_array(rep)
+        return cov.contains_array(self._representatives)
 
     def expand(self, atoms: IntArray, rng: np.random.Generator) -> IntArray:
         """Uniform codes within the given atoms (vectorised)."""
@@ -181,6 +184,45 @@ class Atoms:
         key = base[atoms] + offset
         e = np.searchsorted(cum, key, side="right") - 1
         return self.starts[:-1][order][e] + (key - cum[e])
+
+
+#: coverages per batch in :func:`_membership_classes` (a batch's matrix is E × this, in bits)
+_BATCH = 1024
+
+
+def _membership_classes(starts: IntArray, size: int, coverages: Sequence) -> IntArray:
+    """Class of each elementary interval by its membership in every coverage, numbered by
+    first appearance: exact partition refinement, one batch of distinct coverages at a time.
+
+    Identical coverages are merged first (the cells of a marginal repeat each value's predicate
+    once per other attribute's value); a batch's membership matrix comes from span endpoints
+    by a difference array (no per-coverage scan of the domain), is bit-packed, and refines the
+    current labels with one ``np.unique`` over (label, bits) rows. Memory O(E · batch / 8).
+    """
+    n_elem = len(starts) - 1
+    distinct = list(dict.fromkeys(tuple(cov.spans) for cov in coverages))
+    labels = np.zeros(n_elem, dtype=np.int64)
+    for b in range(0, len(distinct), _BATCH):
+        batch = distinct[b : b + _BATCH]
+        cols, lo, hi = [], [], []
+        for k, spans in enumerate(batch):
+            for a, z in spans:
+                cols.append(k)
+                lo.append(min(max(a, 0), size))
+                hi.append(min(max(z, 0), size))
+        diff = np.zeros((n_elem + 1, len(batch)), dtype=np.int32)
+        cols_a = np.asarray(cols, dtype=np.int64)
+        np.add.at(diff, (np.searchsorted(starts, np.asarray(lo, dtype=np.int64)), cols_a), 1)
+        np.add.at(diff, (np.searchsorted(starts, np.asarray(hi, dtype=np.int64)), cols_a), -1)
+        member = np.cumsum(diff, axis=0)[:-1] > 0
+        rows = np.concatenate([labels[:, None].view(np.uint8).reshape(n_elem, 8),
+                               np.packbits(member, axis=1)], axis=1)
+        _, inverse = np.unique(rows, axis=0, return_inverse=True)
+        labels = inverse.ravel().astype(np.int64)
+    _, first, inverse = np.unique(labels, return_index=True, return_inverse=True)
+    rank = np.empty(len(first), dtype=np.int64)
+    rank[np.argsort(first)] = np.arange(len(first))
+    return rank[inverse.ravel()]
 
 
 def attribute_atoms(domain: Domain, functions: Sequence[Function]) -> tuple[Atoms, ...]:
@@ -259,19 +301,27 @@ def _max_width(trans: Sequence[IntArray]) -> int:
 
 # -- the compiled model ---------------------------------------------------------------------
 
+#: a group's indicator matrix (functions × table entries) is stored sparse (CSR) above this
+#: many entries: the 2^k cells of a marginal share one table and each cell is one entry of it,
+#: so a dense matrix would be quadratic in the table (74 × 99 cells: 430 MB instead of 90 kB)
+SPARSE_ABOVE = 1 << 16
+
+Indicators = FloatArray | sp.csr_array
+
 
 @dataclass(frozen=True)
 class FactorGroup:
     """Log-potential table over ``scope`` (compiled variable ids, axes in this order).
 
     log φ(x_scope) = Σ_j θ_{functions[j]} · indicators[j] + hard (0 / −∞) + log multiplicity
-    (sum-product only). ``indicators`` rows are f over the table, flattened in C order.
+    (sum-product only). ``indicators`` rows are f over the table, flattened in C order (a dense
+    array, or CSR when large).
     """
 
     scope: tuple[int, ...]
     shape: tuple[int, ...]
     functions: IntArray
-    indicators: FloatArray  # (len(functions), prod(shape))
+    indicators: Indicators  # (len(functions), prod(shape))
     hard: FloatArray | None = None
     log_multiplicity: FloatArray | None = None
 
@@ -280,12 +330,24 @@ class FactorGroup:
         return math.prod(self.shape)
 
     def log_table(self, theta: FloatArray, counts_multiplicity: bool) -> FloatArray:
-        t = theta[self.functions] @ self.indicators if len(self.functions) else np.zeros(self.size)
+        t = (np.asarray(theta[self.functions] @ self.indicators, dtype=np.float64)
+             if len(self.functions) else np.zeros(self.size))
         if self.hard is not None:
             t = t + self.hard
         if counts_multiplicity and self.log_multiplicity is not None:
             t = t + self.log_multiplicity
         return t.reshape(self.shape)
+
+    def expectations(self, p: FloatArray) -> FloatArray:
+        """Σ_entries f(entry) p(entry) for each function of the group (p flattened)."""
+        return np.asarray(self.indicators @ p, dtype=np.float64)
+
+    def values_at(self, flat: int) -> npt.NDArray[np.bool_]:
+        """f(entry) for each function of the group, at one flattened entry."""
+        column = self.indicators[:, [flat]]
+        if sp.issparse(column):
+            column = column.toarray()
+        return np.asarray(column).ravel() > 0.5
 
 
 @dataclass(frozen=True)
@@ -308,6 +370,68 @@ class CompiledModel:
     first_order: tuple[int, ...]  # π0 over attributes (and chain functions), for the record
 
 
+@dataclass(frozen=True)
+class GroupSpec:
+    """A factor group before tabulation: its scope and how its table will be filled.
+
+    ``kind``: "multiplicity" (log|atom| of one attribute), "dense" (the functions tabulated
+    over their common scope), "transition" (hard [s_{i+1} = δ_i(s_i, x_v)] of layer ``layer``
+    of ``automaton``) or "evaluation" (θ_f · accept(δ_k(s_{k-1}, x_v)), the last layer).
+    """
+
+    scope: tuple[int, ...]
+    kind: str
+    functions: tuple[int, ...] = ()
+    automaton: Automaton | None = None
+    layer: int = 0
+
+
+@dataclass(frozen=True, eq=False)
+class Layout:
+    """Everything about the compiled model except its tables: variables, sizes, group scopes.
+
+    Built first, so that the elimination order and the memory plan are known (and the guard
+    can refuse) before any table is allocated; :func:`tabulate` then fills the tables.
+    """
+
+    domain: Domain
+    functions: tuple[Function, ...]
+    hard: tuple[bool, ...]
+    atoms: tuple[Atoms, ...]
+    sizes: tuple[int, ...]
+    labels: tuple[str, ...]
+    owner: tuple[int, ...]
+    specs: tuple[GroupSpec, ...]
+    eval_group: tuple[int, ...]
+    constant: tuple[int, ...]
+    first_order: tuple[int, ...]
+
+    @property
+    def scopes(self) -> tuple[tuple[int, ...], ...]:
+        return tuple(g.scope for g in self.specs)
+
+    def factor_bytes(self) -> int:
+        """Upper bound on the bytes the factor tables and indicator matrices take."""
+        total = 0
+        for g in self.specs:
+            size = math.prod(self.sizes[v] for v in g.scope)
+            total += 2 * 8 * size  # the log table of a pass and a hard / multiplicity table
+            soft = [j for j in g.functions if not self.hard[j]]
+            if len(soft) * size <= SPARSE_ABOVE:
+                total += 8 * len(soft) * size
+            else:  # CSR: float64 value + int32 index per non-zero, plus row pointers
+                total += 12 * sum(self._nonzero_bound(j, g.scope) for j in soft) + 8 * len(soft)
+        return total
+
+    def _nonzero_bound(self, j: int, scope_: tuple[int, ...]) -> int:
+        f = self.functions[j]
+        if isinstance(f, Query):  # f is a product of per-attribute memberships
+            d = self.domain
+            return math.prod(int(self.atoms[d.index(p.attribute)].member(p.coverage).sum())
+                             for p in f.predicates)
+        return math.prod(self.sizes[v] for v in scope_)
+
+
 def _hybrid_graph(
     n_attr: int, dense_scopes: Sequence[tuple[int, ...]], chain_scopes: dict[int, tuple[int, ...]]
 ) -> nx.Graph:
@@ -321,7 +445,7 @@ def _hybrid_graph(
     return g
 
 
-def compile_model(
+def layout_model(
     domain: Domain,
     functions: Sequence[Function],
     names: Sequence[str],
@@ -329,12 +453,19 @@ def compile_model(
     *,
     dense_limit: int = DENSE_LIMIT,
     heuristic: str = "min-fill",
-) -> CompiledModel:
-    """Atoms, scope groups (dense) and chains (auxiliary states) for F; exact by construction."""
-    from tessera.engine.decomposition import elimination_order
+    cap: float = math.inf,
+) -> Layout:
+    """Atoms, scope groups (dense) and chains (auxiliary states) for F, without any table.
+
+    π0, the order in which chains read their scopes, is a greedy elimination order of the
+    hybrid graph; it only shapes the chains, so when it would build a bag of more than ``cap``
+    vertices it is completed cheaply (remaining vertices by degree) instead of by fill-in.
+    """
+    from tessera.engine.decomposition import Aborted, greedy_elimination
 
     validate(domain, functions)
-    hard = list(hard) if hard is not None else [False] * len(functions)
+    functions = tuple(functions)
+    hard = tuple(hard) if hard is not None else (False,) * len(functions)
     atoms = attribute_atoms(domain, functions)
     n_attr = len(domain)
     scopes = [scope(domain, f) for f in functions]
@@ -342,8 +473,7 @@ def compile_model(
     by_scope: dict[tuple[int, ...], list[int]] = defaultdict(list)
     for j, s in enumerate(scopes):
         if not s:
-            c = f_const(functions[j])
-            constant[j] = int(c)
+            constant[j] = int(f_const(functions[j]))
         else:
             by_scope[s].append(j)
 
@@ -356,91 +486,121 @@ def compile_model(
         else:
             chained.update((j, s) for j in js)
 
-    pi0 = elimination_order(_hybrid_graph(n_attr, list(dense), chained), heuristic=heuristic)
+    hybrid = _hybrid_graph(n_attr, list(dense), chained)
+    result = greedy_elimination(hybrid, heuristic, cap=cap)
+    if isinstance(result, Aborted):  # a wide model: the guard will decide; keep π0 cheap
+        pi0 = sorted(hybrid.nodes, key=lambda v: (hybrid.degree(v), repr(v)))
+    else:
+        pi0 = list(result.order)
     position = {node: i for i, node in enumerate(pi0)}
 
     sizes = [a.n for a in atoms]
     labels = list(domain.names)
     owner = [-1] * n_attr
-    groups: list[FactorGroup] = []
+    specs: list[GroupSpec] = [GroupSpec((v,), "multiplicity") for v in range(n_attr)]
     eval_group = [-1] * len(functions)
-
-    def add_group(scope_: tuple[int, ...], fs: list[int], table: npt.NDArray, hard_mask) -> int:  # noqa: ANN001
-        shape = tuple(sizes[v] for v in scope_)
-        soft = [j for j in fs if not hard[j]]
-        ind = np.asarray(table, dtype=np.float64).reshape(len(fs), -1) if fs else np.zeros((0, 0))
-        hard_rows = [i for i, j in enumerate(fs) if hard[j]]
-        h = hard_mask
-        if hard_rows:
-            ok = ind[hard_rows].min(axis=0)
-            with np.errstate(divide="ignore"):
-                extra = np.log(ok)
-            h = extra if h is None else h + extra
-        keep = [i for i, j in enumerate(fs) if not hard[j]]
-        groups.append(
-            FactorGroup(
-                scope_, shape, np.asarray(soft, dtype=np.int64),
-                ind[keep] if keep else np.zeros((0, math.prod(shape))), h,
-            )
-        )
-        for j in fs:
-            eval_group[j] = len(groups) - 1
-        return len(groups) - 1
-
-    # unary multiplicity factors (log |atom|), one per attribute
-    for v in range(n_attr):
-        shape = (sizes[v],)
-        groups.append(
-            FactorGroup((v,), shape, np.zeros(0, np.int64), np.zeros((0, sizes[v])), None,
-                        np.log(atoms[v].multiplicity.astype(np.float64)))
-        )
-
     for s, js in dense.items():
-        shape = tuple(sizes[v] for v in s)
-        tables = np.stack([automaton(domain, functions[j], s, atoms).tabulate(shape) for j in js])
-        add_group(s, js, tables, None)
-
+        specs.append(GroupSpec(s, "dense", tuple(js)))
+        for j in js:
+            eval_group[j] = len(specs) - 1
     for j, s in chained.items():
-        order = tuple(sorted(s, key=position.__getitem__))
-        aut = automaton(domain, functions[j], order, atoms)
-        prev: int | None = None  # compiled id of s_{i}
+        aut = automaton(domain, functions[j], tuple(sorted(s, key=position.__getitem__)), atoms)
+        prev: int | None = None  # compiled id of s_i
         k = len(aut.order)
-        for i, (v, t) in enumerate(zip(aut.order, aut.transitions, strict=True)):
+        for i, v in enumerate(aut.order):
             if i == k - 1:  # evaluation factor over (s_{k-1}, x_v)
-                ind = aut.accept[t]  # (n_prev, atoms)
                 sc = (v,) if prev is None else (prev, v)
-                add_group(sc, [j], ind[None].reshape(1, -1) if prev is not None else ind[0][None],
-                          None)
+                specs.append(GroupSpec(sc, "evaluation", (j,), aut, i))
+                eval_group[j] = len(specs) - 1
                 break
-            n_next = aut.transitions[i + 1].shape[0]
             state = len(sizes)
-            sizes.append(n_next)
+            sizes.append(aut.transitions[i + 1].shape[0])
             labels.append(f"state {i + 1} of {names[j]}")
             owner.append(j)
-            # hard factor [s_{i+1} = t[s_i, x_v]]
-            onehot = t[..., None] == np.arange(n_next)
-            with np.errstate(divide="ignore"):
-                logh = np.log(onehot.astype(np.float64))
-            if prev is None:
-                sc, arr = (v, state), logh[0]
-            else:
-                sc, arr = (prev, v, state), logh
-            groups.append(FactorGroup(sc, tuple(sizes[u] for u in sc), np.zeros(0, np.int64),
-                                      np.zeros((0, arr.size)), arr.ravel()))
+            sc = (v, state) if prev is None else (prev, v, state)
+            specs.append(GroupSpec(sc, "transition", (), aut, i))
             prev = state
 
-    return CompiledModel(
-        domain=domain,
-        atoms=atoms,
-        sizes=tuple(sizes),
-        labels=tuple(labels),
-        owner=tuple(owner),
-        groups=tuple(groups),
-        eval_group=tuple(eval_group),
-        constant=tuple(constant),
-        n_functions=len(functions),
-        first_order=tuple(v for v in pi0 if isinstance(v, int)),
-    )
+    return Layout(domain, functions, hard, atoms, tuple(sizes), tuple(labels), tuple(owner),
+                  tuple(specs), tuple(eval_group), tuple(constant),
+                  tuple(v for v in pi0 if isinstance(v, int)))
+
+
+def tabulate(layout: Layout) -> CompiledModel:
+    """Fill the tables of every group of ``layout`` (call after the memory guard)."""
+    sizes, hard, atoms = layout.sizes, layout.hard, layout.atoms
+    groups: list[FactorGroup] = []
+    for spec in layout.specs:
+        sc = spec.scope
+        shape = tuple(sizes[v] for v in sc)
+        size = math.prod(shape)
+        if spec.kind == "multiplicity":
+            v = sc[0]
+            groups.append(FactorGroup(sc, shape, np.zeros(0, np.int64), np.zeros((0, size)), None,
+                                      np.log(atoms[v].multiplicity.astype(np.float64))))
+        elif spec.kind == "transition":  # hard factor [s_{i+1} = t[s_i, x_v]]
+            aut = spec.automaton
+            assert aut is not None
+            t = aut.transitions[spec.layer]
+            onehot = t[..., None] == np.arange(sizes[sc[-1]])
+            with np.errstate(divide="ignore"):
+                logh = np.log(onehot.astype(np.float64))
+            arr = logh[0] if len(sc) == 2 else logh
+            groups.append(FactorGroup(sc, shape, np.zeros(0, np.int64), np.zeros((0, size)),
+                                      arr.ravel()))
+        elif spec.kind == "evaluation":
+            aut = spec.automaton
+            assert aut is not None
+            ind = aut.accept[aut.transitions[spec.layer]]  # (n_prev, atoms)
+            row = ind.reshape(1, -1) if len(sc) == 2 else ind[0][None]
+            groups.append(_soft_group(sc, shape, list(spec.functions), [row[0]], hard))
+        else:
+            rows = [automaton(layout.domain, layout.functions[j], sc, atoms).tabulate(shape).ravel()
+                    for j in spec.functions]
+            groups.append(_soft_group(sc, shape, list(spec.functions), rows, hard))
+    c = layout
+    return CompiledModel(c.domain, c.atoms, c.sizes, c.labels, c.owner, tuple(groups),
+                         c.eval_group, c.constant, len(c.functions), c.first_order)
+
+
+def _soft_group(
+    sc: tuple[int, ...], shape: tuple[int, ...], fs: list[int],
+    rows: list[npt.NDArray[np.bool_]], hard: Sequence[bool],
+) -> FactorGroup:
+    """θ-linear group of functions ``fs`` (f over the table in ``rows``); hard ones become −∞."""
+    size = math.prod(shape)
+    h = None
+    hard_rows = [r for j, r in zip(fs, rows, strict=True) if hard[j]]
+    if hard_rows:
+        ok = np.logical_and.reduce(hard_rows)
+        with np.errstate(divide="ignore"):
+            h = np.log(ok.astype(np.float64))
+    soft = [(j, r) for j, r in zip(fs, rows, strict=True) if not hard[j]]
+    ind: Indicators
+    if len(soft) * size <= SPARSE_ABOVE:
+        ind = (np.stack([r for _, r in soft]).astype(np.float64) if soft
+               else np.zeros((0, size)))
+    else:
+        cols = [np.flatnonzero(r) for _, r in soft]
+        indptr = np.concatenate([[0], np.cumsum([len(c) for c in cols])])
+        idx = np.concatenate(cols) if cols else np.zeros(0, np.int64)
+        ind = sp.csr_array((np.ones(len(idx)), idx.astype(np.int32), indptr),
+                           shape=(len(soft), size))
+    return FactorGroup(sc, shape, np.asarray([j for j, _ in soft], dtype=np.int64), ind, h)
+
+
+def compile_model(
+    domain: Domain,
+    functions: Sequence[Function],
+    names: Sequence[str],
+    hard: Sequence[bool] | None = None,
+    *,
+    dense_limit: int = DENSE_LIMIT,
+    heuristic: str = "min-fill",
+) -> CompiledModel:
+    """Atoms, scope groups (dense) and chains (auxiliary states) for F; exact by construction."""
+    return tabulate(layout_model(domain, functions, names, hard, dense_limit=dense_limit,
+                                 heuristic=heuristic))
 
 
 def f_const(f: Function) -> bool:

@@ -31,12 +31,15 @@ import numpy.typing as npt
 from tessera.domain import Domain
 from tessera.engine.decomposition import (
     DEFAULT_MEMORY_LIMIT,
+    REFUSE_MARGIN_BITS,
+    Aborted,
     MemoryPlan,
     TreeDecomposition,
     best_elimination_order,
     check_memory,
     eliminate,
     memory_plan,
+    refuse_bag,
     summarize,
     treewidth,
 )
@@ -44,9 +47,11 @@ from tessera.engine.factors import (
     DENSE_LIMIT,
     CompiledModel,
     Function,
-    compile_model,
+    Layout,
     incidence_graph,
+    layout_model,
     scope,
+    tabulate,
 )
 from tessera.engine.program import Forward, Program, Sampler
 from tessera.engine.semiring import LOG_SUM_PRODUCT, MAX_PLUS
@@ -86,23 +91,32 @@ class Structure:
         functions = tuple(queries) + tuple(constraints)
         all_names = tuple(names) + tuple(f"constraint #{i}" for i in range(len(constraints)))
         hard = [False] * len(queries) + [True] * len(constraints)
-        compiled = compile_model(
-            domain, functions, all_names, hard, dense_limit=dense_limit, heuristic=heuristic
-        )
+        # a bag whose single table exceeds the limit by this factor is never built, not even as
+        # an elimination-graph clique: the candidate order stops there (fast refusal)
+        cap = math.log2(max(memory_limit, 8) / 8) + REFUSE_MARGIN_BITS
+        layout = layout_model(domain, functions, all_names, hard, dense_limit=dense_limit,
+                              heuristic=heuristic, cap=cap)
         graph = nx.Graph()
-        graph.add_nodes_from(range(len(compiled.sizes)))
-        for g in compiled.groups:
-            s = g.scope
-            graph.add_edges_from((a, b) for i, a in enumerate(s) for b in s[i + 1 :])
-        sizes = compiled.sizes
+        graph.add_nodes_from(range(len(layout.sizes)))
+        for sc in layout.scopes:
+            graph.add_edges_from((a, b) for i, a in enumerate(sc) for b in sc[i + 1 :])
+        sizes = layout.sizes
         attributes = range(len(domain))
         states = range(len(domain), len(sizes))
-        order = best_elimination_order(graph, heuristic, lambda v: math.log2(max(sizes[v], 1)),
-                                       phases=[attributes, states] if len(states) else [])
+        result = best_elimination_order(
+            graph, heuristic, lambda v: math.log2(max(sizes[v], 1)),
+            phases=[attributes, states] if len(states) else [], cap=cap,
+        )
+        if isinstance(result, Aborted):
+            refuse_bag([sizes[v] for v in result.bag], memory_limit,
+                       lambda: _culprits(layout, functions, all_names, result.bag))
+            raise AssertionError("refuse_bag always raises")  # pragma: no cover
+        order = list(result.order)
         bags, parents = eliminate(graph, order)
-        plan = memory_plan(sizes, bags)
-        check_memory(plan, memory_limit, lambda: _culprits(compiled, functions, all_names,
+        plan = memory_plan(sizes, bags, factor_bytes=layout.factor_bytes())
+        check_memory(plan, memory_limit, lambda: _culprits(layout, functions, all_names,
                                                            bags[plan.largest_bag]))
+        compiled = tabulate(layout)  # only now are tables allocated
         program = Program.build(sizes, [g.scope for g in compiled.groups], order, bags, parents)
         return Structure(domain, functions, all_names, len(queries), compiled, graph,
                          tuple(order), tuple(tuple(b) for b in bags), tuple(parents), plan,
@@ -110,7 +124,10 @@ class Structure:
 
 
 def _culprits(
-    compiled: CompiledModel, functions: Sequence[Function], names: Sequence[str], bag: Sequence[int]
+    compiled: CompiledModel | Layout,
+    functions: Sequence[Function],
+    names: Sequence[str],
+    bag: Sequence[int],
 ) -> str:
     """Attributes in the bag, and the queries that tie ≥ 2 of them together or own a state."""
     attrs = {v for v in bag if compiled.owner[v] < 0}
@@ -256,7 +273,7 @@ class GibbsModel:
             for g, group in enumerate(s.compiled.groups):
                 if len(group.functions):
                     p = s.program.factor_marginal(beliefs, g).ravel()
-                    out[group.functions] = group.indicators @ p
+                    out[group.functions] = group.expectations(p)
             for j in range(len(out)):
                 if s.compiled.constant[j] >= 0:
                     out[j] = s.compiled.constant[j]
@@ -299,7 +316,7 @@ class GibbsModel:
         for g in c.groups:
             if len(g.functions):
                 flat = np.ravel_multi_index(tuple(int(xc[v]) for v in g.scope), g.shape)
-                values[g.functions] = g.indicators[:, flat] > 0.5
+                values[g.functions] = g.values_at(int(flat))
         for j, k in enumerate(c.constant):
             if k >= 0:
                 values[j] = bool(k)

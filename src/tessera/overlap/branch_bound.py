@@ -15,10 +15,25 @@ attribute in the order, k(q). Since q(x) ≤ [x_{k(q)} ∈ φ_{q,k(q)}],
 
 is a valid upper bound on every completion of the node. It is exact when every alive query has
 one unfixed attribute left (the subproblem is separable); such nodes are solved on the spot.
-Search is depth-first, best bound first, from an incumbent found by coordinate ascent.
+
+Colour classes (SPEC §3): the queries a row meets form a clique of the overlap graph G_Q, so for
+any proper colouring C_1..C_k of G_Q restricted to the alive unresolved queries,
+
+    bound_col(node) = Σ_{resolved alive q} s_q + Σ_j max_{q ∈ C_j alive, unresolved} s_q
+
+is a second valid bound; each node uses the smaller. A colouring of G_Q stays proper on any
+subset of queries, so children inherit their parent's colouring; once the alive queries have
+shrunk to ``RECOLOUR_SHRINK`` of the last coloured set, the induced subgraph is recoloured (first
+fit, :func:`~tessera.overlap.colouring.first_fit`), which tightens the bound where it matters.
+G_Q costs Θ(t²) memory, so this is on up to ``COLOURING_QUERIES`` queries.
+
+Search is best-first (largest bound first; ties deepest first, so a plateau of equal bounds is
+dived depth-first) from an incumbent found by coordinate ascent, and stops as soon as the best
+open bound is no better than the incumbent.
 
 Anytime: when the deadline passes, the open nodes' bounds, with the incumbent, give the valid
-upper bound max(incumbent, max_open bound); ``exact`` says whether the search finished.
+upper bound max(incumbent, max_open bound) — with best-first order that is the top of the heap,
+and it only decreases over time; ``exact`` says whether the search finished.
 
 Numerics: with integral scores all sums are exact in float64 (checked: total < 2^53). Otherwise a
 node is pruned only when its bound is ≤ incumbent + τ (τ = 4(n+1)·eps·Σ s) and the reported upper bound
@@ -38,7 +53,7 @@ import numpy.typing as npt
 
 from tessera.domain import Domain
 from tessera.overlap.atoms import AttributeAtoms, undominated, workload_atoms
-from tessera.overlap.colouring import greedy_colouring, overlap_graph
+from tessera.overlap.colouring import first_fit, greedy_colouring, overlap_graph
 from tessera.query import Query
 
 _EPS = float(np.finfo(np.float64).eps)
@@ -73,7 +88,9 @@ class _Component:
     own_start: npt.NDArray[np.int64]  # columns with last == k are own_start[k]:own_start[k+1]
     colour: npt.NDArray[np.int64] | None = None  # (n,) a proper colouring of G_Q, or None
     n_colours: int = 0
-    adj: npt.NDArray[np.bool_] | None = None  # (n, n) overlap graph, for recolouring at nodes
+    adj: npt.NDArray[np.bool_] | None = None  # overlap graph of all queries (shared, not copied)
+    adj_ids: npt.NDArray[np.int64] | None = None  # (n,) row of ``adj`` for each column
+    degree: npt.NDArray[np.int64] | None = None  # (n,) degrees in ``adj``
 
 
 def _components(
@@ -103,6 +120,7 @@ def _build_component(
     atoms: Sequence[AttributeAtoms], columns: npt.NDArray[np.int64], s_all: npt.NDArray[np.float64],
     colour: npt.NDArray[np.int64] | None = None,
     adj: npt.NDArray[np.bool_] | None = None,
+    adj_ids: npt.NDArray[np.int64] | None = None,
 ) -> _Component:
     n = len(columns)
     col_of = {int(q): i for i, q in enumerate(columns)}
@@ -136,11 +154,14 @@ def _build_component(
     own_start = np.searchsorted(last, np.arange(m + 1)).astype(np.int64)
     own = [member[k][:, own_start[k] : own_start[k + 1]].astype(np.float64) for k in range(m)]
     col = None if colour is None else np.unique(colour[columns][perm], return_inverse=True)[1]
-    sub_adj = None if adj is None else adj[np.ix_(columns[perm], columns[perm])]
+    ids = None
+    if adj is not None:
+        ids = (np.arange(len(adj)) if adj_ids is None else adj_ids)[columns[perm]]
     return _Component(
         reduced, member, scope, scope_after.astype(np.int16), last, s_all[columns][perm], own,
         own_start, None if col is None else col.astype(np.int64),
-        0 if col is None or len(col) == 0 else int(col.max()) + 1, sub_adj,
+        0 if col is None or len(col) == 0 else int(col.max()) + 1, adj, ids,
+        None if adj is None or ids is None else adj.sum(axis=1)[ids].astype(np.int64),
     )
 
 
@@ -198,10 +219,10 @@ def _recolour(
     comp: _Component, idx: npt.NDArray[np.int64], colour: npt.NDArray[np.int64]
 ) -> npt.NDArray[np.int64]:
     """A fresh greedy colouring of the overlap graph induced by the queries ``idx``."""
-    assert comp.adj is not None
-    sub = greedy_colouring(comp.adj[np.ix_(idx, idx)], comp.s[idx], "greedy")
+    assert comp.adj is not None and comp.adj_ids is not None and comp.degree is not None
+    order = idx[np.lexsort((-comp.degree[idx], -comp.s[idx]))]  # heaviest, then busiest first
     new = colour.copy()
-    new[idx] = sub
+    new[order] = first_fit(comp.adj, comp.adj_ids[order])
     return new
 
 
@@ -369,8 +390,7 @@ def max_point(
         ]
         comp = _build_component(local, np.arange(len(cols), dtype=np.int64), act_s[cols],
                                 None if colour is None else colour[cols],
-                                None if adj is None else adj if len(cols) == len(adj) else
-                                adj[np.ix_(cols, cols)])
+                                adj, cols)
         lo, up, ex, xa, nn = _solve_component(comp, deadline, restarts, seed)
         lower += lo
         upper += up
@@ -382,7 +402,8 @@ def max_point(
 
 
 def split_bound(
-    domain: Domain, queries: Sequence[Query], scores: npt.ArrayLike, *, iterations: int = 150
+    domain: Domain, queries: Sequence[Query], scores: npt.ArrayLike, *, iterations: int = 150,
+    time_limit: float | None = None,
 ) -> float:
     """A Lagrangian upper bound on max_x Σ_q s_q q(x), cheap at any size (SPEC §3).
 
@@ -409,7 +430,10 @@ def split_bound(
     r = np.bincount(e_q, minlength=len(s)).astype(np.float64)
     lam = s[e_q] / r[e_q]
     best = math.inf
+    stop = math.inf if time_limit is None else time.monotonic() + float(time_limit)
     for it in range(iterations):
+        if it > 0 and time.monotonic() > stop:
+            break  # every iterate gives a valid bound: keep the least so far
         total = 0.0
         g = np.empty_like(lam)
         for k, m in enumerate(mats):

@@ -45,6 +45,36 @@ def overlap_graph(domain: Domain, queries: Sequence[Query]) -> npt.NDArray[np.bo
     return adj
 
 
+def first_fit(adj: npt.NDArray[np.bool_], order: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Sequential greedy colouring of the vertices ``order`` (in that order; colour per entry).
+
+    Vertex-by-vertex first fit gives v the smallest colour no earlier neighbour has. Built here one
+    colour class at a time, which gives the same colouring: class c takes, in order, every
+    uncoloured vertex not adjacent to a vertex already in c. Each step filters the candidates
+    by one adjacency row, so on dense graphs (few candidates survive) it costs ≈ t·χ element
+    operations and t Python steps instead of t² of both. ``adj`` is indexed by vertex id, so a
+    subgraph is coloured without copying it.
+    """
+    order = np.asarray(order, dtype=np.int64)
+    colour = np.full(len(order), -1, dtype=np.int64)
+    pos = np.empty(int(order.max(initial=-1)) + 1, dtype=np.int64)
+    pos[order] = np.arange(len(order))
+    remaining = order
+    c = 0
+    while len(remaining):
+        cand = remaining
+        members = []
+        while len(cand):
+            v = int(cand[0])
+            members.append(v)
+            rest = cand[1:]
+            cand = rest[~adj[v, rest]]
+        colour[pos[members]] = c
+        remaining = remaining[colour[pos[remaining]] < 0]
+        c += 1
+    return colour
+
+
 def greedy_colouring(
     adj: npt.NDArray[np.bool_], scores: npt.ArrayLike, strategy: Literal["greedy", "dsatur"] = "dsatur"
 ) -> npt.NDArray[np.int64]:
@@ -59,6 +89,9 @@ def greedy_colouring(
     forbidden = np.zeros((t, t + 1), dtype=bool)  # forbidden[v, c]: a neighbour of v has colour c
     saturation = np.zeros(t, dtype=np.int64)
     static = np.lexsort((-degree, -s))
+    if strategy == "greedy":
+        colour[static] = first_fit(adj, static)
+        return colour
     uncoloured = np.ones(t, dtype=bool)
     for step in range(t):
         if strategy == "greedy":

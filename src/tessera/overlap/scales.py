@@ -1,4 +1,4 @@
-"""Per-query noise scales for a total budget, from γ_w (SPEC §3, §7). A thin helper.
+"""Per-query noise scales for a total budget, from γ_w (SPEC §3, §7).
 
 Query q gets the share of the budget proportional to its weight, scaled so that every set of
 queries one row can touch (every I(x), or I(x) Δ I(y) under substitution) composes to at most
@@ -10,6 +10,14 @@ the budget; with B = ``result.bound`` (the calibration value, never the achieved
 
 for unit-sensitivity counting queries. Unit weights give b = γ/ε, σ = √γ/μ, σ² = γ/(2ρ).
 Queries of weight 0 get no budget (infinite scale: do not release them).
+
+One implementation: when the weights are uniform and the definition is pure or GDP under
+add/remove neighbours, this is exactly the *uniform allocation* of
+:func:`tessera.accounting.allocation.allocate` with the overlap oracle y ↦ γ·max_q y_q, and the
+scales come from there. Otherwise the weights here are *privacy shares* (the budget split in
+proportion to w_q), which the allocation module does not offer (its weights are error
+importances, u_q ∝ w_q^{1/(k+1)}), zCDP is not one of its targets, and under substitution the
+exact substitution score B is tighter than its min(2·γ, t) rule — so the closed forms above apply.
 """
 
 from __future__ import annotations
@@ -17,7 +25,24 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from tessera.overlap.result import OverlapResult
+from tessera.overlap.result import OverlapResult, h
+
+
+def _uniform_allocation(
+    result: OverlapResult, n: int, weight: float, budget: float
+) -> npt.NDArray[np.float64]:
+    from tessera.accounting.allocation import allocate
+    from tessera.accounting.guarantee import Guarantee, Neighbours
+
+    target = (Guarantee.pure(budget, Neighbours.ADD_REMOVE) if result.comp == "pure"
+              else Guarantee.gdp(budget, Neighbours.ADD_REMOVE))
+    # uniform weights c: S = γ·h(c), and the oracle wants γ, the number of queries a row meets
+    gamma = float(result.score_bound) / float(h(result.comp, np.array([weight]))[0])
+    if weight != 1.0:
+        gamma *= 1.0 + 1e-12  # the division may round down; γ must not
+
+    alloc = allocate(n, target, overlap=gamma)
+    return np.asarray(alloc.noise_scales, dtype=np.float64)
 
 
 def per_query_scales(
@@ -27,6 +52,15 @@ def per_query_scales(
     if not budget > 0:
         raise ValueError("budget must be > 0")
     w = np.asarray(weights, dtype=np.float64)
+    if (
+        len(w)
+        and result.comp in ("pure", "gdp")
+        and result.neighbours == "add-remove"
+        and w[0] > 0
+        and np.all(w == w[0])
+        and result.score_bound >= float(h(result.comp, w[:1])[0])  # γ ≥ 1
+    ):
+        return _uniform_allocation(result, len(w), float(w[0]), budget)
     bound = result.bound
     with np.errstate(divide="ignore"):
         if result.comp == "pure":

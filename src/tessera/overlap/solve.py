@@ -7,9 +7,11 @@ query on it. Methods (``method=``):
 * ``"sweep"``: ranges over ≤ 2 attributes (Helly; exact);
 * ``"branch-bound"``: exact anytime search over value classes (:mod:`.branch_bound`);
 * ``"enumerate"``: distinct I(x) patterns over value classes (exact; small workloads);
-* ``"engine"``: the max-plus engine ``tessera.engine.maximize`` when installed (exact);
+* ``"engine"``: the max-plus engine over a tree decomposition (exact; :mod:`.engine_route`);
+  the only method for Boolean (BDD) queries;
 * ``"colouring"`` / ``"split"``: upper bounds only (DSatur colour classes; Lagrangian split);
-* ``"auto"``: sweep if it applies, else branch-and-bound; if that is stopped by ``time_limit``
+* ``"auto"``: sweep if it applies; else the engine when the attribute graph has small width
+  (and t ≥ ``ENGINE_MIN_QUERIES``); else branch-and-bound; if that is stopped by ``time_limit``
   the bound is the least of its open-node bound, the split bound and the colouring bound.
 
 Only :attr:`OverlapResult.bound` may calibrate noise; it is exact or a proven upper bound.
@@ -17,7 +19,6 @@ Only :attr:`OverlapResult.bound` may calibrate noise; it is exact or a proven up
 
 from __future__ import annotations
 
-import importlib
 import math
 import time
 from collections.abc import Sequence
@@ -28,8 +29,9 @@ import numpy.typing as npt
 
 from tessera.domain import Domain
 from tessera.errors import QueryError, ResourceError
-from tessera.overlap.branch_bound import max_point, split_bound
+from tessera.overlap.branch_bound import COLOURING_QUERIES, max_point, split_bound
 from tessera.overlap.colouring import MAX_GRAPH_QUERIES, colouring_bound
+from tessera.overlap.engine_route import engine_point, estimate, is_boolean
 from tessera.overlap.ranges import range_max_point
 from tessera.overlap.result import COMPS, NEIGHBOURS, Comp, Neighbours, OverlapResult, Witness, h
 from tessera.overlap.substitution import (
@@ -40,6 +42,8 @@ from tessera.overlap.substitution import (
 from tessera.query import Query
 
 Method = Literal["auto", "sweep", "branch-bound", "enumerate", "engine", "colouring", "split"]
+#: Below this many queries the branch and bound answers in milliseconds: not worth compiling.
+ENGINE_MIN_QUERIES = 500
 METHODS: tuple[str, ...] = ("auto", "sweep", "branch-bound", "enumerate", "engine", "colouring",
                             "split")
 
@@ -82,17 +86,6 @@ def touched(domain: Domain, queries: Sequence[Query], x: Sequence[int]) -> npt.N
                        count=len(queries))
 
 
-def _engine_point(
-    domain: Domain, queries: Sequence[Query], s: npt.NDArray[np.float64]
-) -> tuple[float, tuple[int, ...]]:
-    try:
-        engine = importlib.import_module("tessera.engine")
-    except ImportError:
-        raise ResourceError("the max-plus engine (tessera.engine) is not installed") from None
-    value, x = engine.maximize(domain, list(queries), s)
-    return float(value), tuple(int(c) for c in x)
-
-
 def max_overlap(
     workload_or_queries: Any,
     weights: npt.ArrayLike | None = None,
@@ -114,6 +107,8 @@ def max_overlap(
         raise QueryError(f"unknown method {method!r}", hint=f"one of {', '.join(METHODS)}")
     dom, queries, w = _unpack(workload_or_queries, weights, domain)
     s = h(comp, w)
+    if any(is_boolean(q) for q in queries):
+        return _boolean(dom, queries, s, comp, neighbours, method)
     deadline = None if time_limit is None else time.monotonic() + float(time_limit)
     if neighbours == "substitute":
         return _substitute(dom, queries, s, comp, method, time_limit)
@@ -161,8 +156,18 @@ def _add_remove(
             raise QueryError("the sweep needs range queries over at most two attributes",
                              hint="use --method auto")
     if method == "engine":
-        value, x = _engine_point(dom, queries, s)
-        return _result(dom, queries, s, comp, "add-remove", value, x, value, True, "engine")
+        upper, value, x, note = engine_point(dom, queries, s)
+        return _result(dom, queries, s, comp, "add-remove", upper, x, value, True, "engine",
+                       (note,))
+    if method == "auto" and len(queries) >= ENGINE_MIN_QUERIES:
+        plan = estimate(dom, queries)
+        if plan.feasible:
+            try:
+                upper, value, x, note = engine_point(dom, queries, s)
+                return _result(dom, queries, s, comp, "add-remove", upper, x, value, True,
+                               "engine", (f"attribute graph width {plan.width}", note))
+            except ResourceError:
+                pass  # the engine's own memory plan refused: search instead
     if method == "enumerate":
         sets = realisable_sets(dom, queries, only_maximal=True)
         vals = sets.incidence.astype(np.float64) @ s
@@ -178,13 +183,19 @@ def _add_remove(
             ub, note = split_bound(dom, queries, s), "Lagrangian split bound"
         return _result(dom, queries, s, comp, "add-remove", _safe_upper(ub, s), None, None,
                        False, method, (note,))
-    sol = max_point(dom, queries, s, time_limit=remaining())
+    left = remaining()
+    # keep a tenth of the time for the split bound, computed only if the search stops early
+    sol = max_point(dom, queries, s, time_limit=None if left is None else 0.9 * left)
     if sol.exact:
         return _result(dom, queries, s, comp, "add-remove", sol.upper, sol.x, sol.lower, True,
                        "branch-bound", (f"{sol.nodes} search nodes",))
     # stopped early: every bound below is proven; keep the least
-    bounds = {"branch-bound": sol.upper, "split": split_bound(dom, queries, s)}
-    if len(queries) <= MAX_GRAPH_QUERIES // 4:
+    left = remaining()
+    bounds = {"branch-bound": sol.upper,
+              "split": split_bound(dom, queries, s,
+                                   time_limit=None if left is None else max(left, 2.0))}
+    if COLOURING_QUERIES < len(queries) <= MAX_GRAPH_QUERIES // 4:
+        # (up to COLOURING_QUERIES the search's root bound already includes a colouring bound)
         bounds["colouring"] = colouring_bound(dom, queries, s)[0]
     name = min(bounds, key=lambda k: bounds[k])
     upper = max(_safe_upper(bounds[name], s), sol.lower)
@@ -196,6 +207,30 @@ def _add_remove(
     )
     return _result(dom, queries, s, comp, "add-remove", upper, sol.x, sol.lower, exact,
                    f"branch-bound (anytime, best bound: {name})", notes)
+
+
+def _boolean(
+    dom: Domain, queries: Sequence[Any], s: npt.NDArray[np.float64], comp: Comp,
+    neighbours: Neighbours, method: str,
+) -> OverlapResult:
+    """Workloads with Boolean (BDD) queries: only the max-plus engine evaluates them."""
+    if method not in ("auto", "engine"):
+        raise QueryError(f"method {method!r} needs predicate queries; this workload has Boolean "
+                         "(BDD) queries", hint="use --method auto or engine")
+    upper, value, x, note = engine_point(dom, queries, s)
+    if neighbours == "add-remove":
+        return _result(dom, queries, s, comp, "add-remove", upper, x, value, True, "engine",
+                       (note,))
+    # substitution: S_sub ≤ min(2·S, Σ s); the pair (x, best row over the queries x misses)
+    total = math.fsum(s.tolist())
+    miss = ~touched(dom, queries, x)
+    _, _, y, _ = engine_point(dom, queries, np.where(miss, s, 0.0))
+    ix = touched(dom, queries, x) ^ touched(dom, queries, y)
+    achieved = math.fsum(s[ix].tolist())
+    bound = min(2.0 * upper, total)
+    return _result(dom, queries, s, comp, "substitute", max(bound, achieved), x, None,
+                   bound <= achieved, "engine, bound min(2·S_add/remove, Σ h(w))",
+                   ("S_sub ≤ 2·S: I(x)ΔI(y) ⊆ I(x) ∪ I(y)", note), y=y)
 
 
 def _substitute(
@@ -241,6 +276,9 @@ def maximal_overlapping_sets(
     partial patterns arise. Needed for heterogeneous f-DP (compose each set, take the lce).
     """
     dom, queries, _ = _unpack(workload_or_queries, None, domain)
+    if any(is_boolean(q) for q in queries):
+        raise QueryError("maximal overlapping sets need predicate queries; this workload has "
+                         "Boolean (BDD) queries", hint="use max_overlap for γ_w")
     sets = realisable_sets(dom, queries, max_states=max_sets, only_maximal=True)
     rows = sets.incidence[maximal_rows(sets.incidence)]
     out = [tuple(int(i) for i in np.flatnonzero(r)) for r in rows]

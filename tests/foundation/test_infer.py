@@ -1,0 +1,70 @@
+"""`infer_domain` / `tessera schema infer`: a draft schema from data, loudly not private."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from tessera import Binned, Boolean, Categorical, Domain, IntegerRange, count, infer_domain
+from tessera.builders import marginals
+from tessera.cli.main import app
+from tessera.errors import SchemaError
+
+
+def _frame() -> pd.DataFrame:
+    rng = np.random.default_rng(3)
+    n = 200
+    return pd.DataFrame(
+        {
+            "city": rng.choice(["Oslo", "Lima", "Pune"], n),
+            "age": rng.integers(18, 80, n),
+            "income": rng.uniform(0.0, 1234.5, n),
+            "member": rng.choice([True, False], n),
+            "note": pd.array(rng.choice(["a", "b", None], n), dtype=object),
+        }
+    )
+
+
+def test_kinds_bounds_and_missing() -> None:
+    d = infer_domain(_frame())
+    assert isinstance(d["city"], Categorical) and d["city"].values == ("Lima", "Oslo", "Pune")
+    assert isinstance(d["age"], IntegerRange)
+    assert (d["age"].lo, d["age"].hi) == (int(_frame().age.min()), int(_frame().age.max()))
+    assert isinstance(d["income"], Binned)
+    edges = d["income"].edges
+    assert edges[0] <= _frame().income.min() and edges[-1] > _frame().income.max()
+    assert isinstance(d["member"], Boolean)
+    assert d["note"].missing and not d["city"].missing
+
+
+def test_every_row_fits_the_draft() -> None:
+    """The draft covers the data it was read from: counting all 1-way marginals drops nothing."""
+    df = _frame()
+    d = infer_domain(df)
+    res = count(df, marginals(d, 1))
+    assert res.dropped == 0
+    # each attribute's cells partition the rows
+    per_attr = np.add.reduceat(res.answers, np.cumsum([0, *d.sizes[:-1]]))
+    assert (per_attr == len(df)).all()
+
+
+def test_too_many_categories_is_an_error() -> None:
+    df = pd.DataFrame({"id": [f"person-{i}" for i in range(500)]})
+    with pytest.raises(SchemaError, match="distinct values"):
+        infer_domain(df, max_categories=100)
+
+
+def test_cli_warns_not_private(tmp_path: Path) -> None:
+    csv = tmp_path / "d.csv"
+    _frame().to_csv(csv, index=False)
+    out = tmp_path / "s.yaml"
+    res = CliRunner().invoke(app, ["schema", "infer", str(csv), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "NOT PRIVATE" in res.output
+    text = out.read_text()
+    assert text.startswith("# DRAFT SCHEMA INFERRED FROM DATA - NOT PRIVATE.")
+    assert set(Domain.load(out).names) == set(_frame().columns)
