@@ -121,8 +121,10 @@ def mbi_comparison(sizes: list[int], samples: int, repeat: int) -> None:
     except ImportError:
         print("\nmbi is not installed (pip install mbi): skipping the Private-PGM comparison")
         return
-    print("\n## Against Private-PGM (`mbi` "
-          f"{getattr(mbi, '__version__', '')}, JAX CPU, x64) on the same tree-MRF\n")
+    from importlib.metadata import version
+
+    print(f"\n## Against Private-PGM (`mbi` {version('mbi')}, JAX {jax.__version__} CPU, x64) "
+          "on the same tree-MRF\n")
     print("mbi: cliques = tree edges, potentials = the same log-potential tables; marginals by "
           "`message_passing_hugin` (calibrated, normalised), samples by "
           "`MarkovRandomField.synthetic_data(method='sample')`. First call includes JIT "
@@ -215,7 +217,7 @@ def scale_queries(sizes: list[int], repeat: int, nx_max: int) -> None:
     def nx_baseline(g: nx.Graph) -> tuple[float, int | None]:
         if g.number_of_nodes() > nx_max:
             return math.nan, None
-        t, (w, _) = best(lambda: treewidth_min_degree(g), 1)
+        t, (w, _) = best(lambda: treewidth_min_degree(g), repeat)
         return t, w
 
     print("\n## Thousands of queries over 15 attributes (G(F) = incidence graph)\n")

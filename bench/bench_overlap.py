@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import time
+from pathlib import Path
 
 import networkx as nx
 import numpy as np
@@ -29,7 +30,7 @@ from tessera.overlap import max_overlap, overlap_graph, split_bound
 from tessera.overlap.atoms import undominated, workload_atoms
 from tessera.overlap.colouring import colour_class_bound, greedy_colouring
 
-ADULT = "/work/shared/data/adult-domain.json"
+ADULT = str(Path(__file__).resolve().parents[1].parent / "shared/data/adult-domain.json")
 
 
 def _clique(adj: np.ndarray, queue: mp.Queue) -> None:

@@ -10,8 +10,9 @@ import pytest
 from tessera.data import CsvOptions
 from tessera.domain import Domain
 
-REPO = Path(__file__).resolve().parents[2]
-ADULT_RAW = Path("/work/shared/data/adult-raw")
+from .paths import REPO, SHARED_DATA
+
+ADULT_RAW = SHARED_DATA / "adult-raw"
 ADULT_SCHEMA = REPO / "examples" / "adult" / "schema.yaml"
 #: How the raw Adult files are written: no header, ", " between fields, "?" for missing.
 ADULT_CSV = CsvOptions(header=False, delimiter=", ", na_values=("?",))

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 import yaml
 from typer.testing import CliRunner
+from .paths import SHARED_DATA
 
 from tessera.cli.main import app
 from tessera.counts import count
@@ -147,7 +148,7 @@ def test_schema_check(tmp_path: Path) -> None:
 
 @pytest.fixture
 def adult_data() -> Path:
-    p = Path("/work/shared/data/adult-raw/adult.data")
+    p = SHARED_DATA / "adult-raw" / "adult.data"
     if not p.exists():
         pytest.skip(f"shared data missing: {p}")
     return p

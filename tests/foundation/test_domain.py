@@ -17,9 +17,10 @@ from hypothesis import strategies as st
 from tessera.domain import INVALID, Binned, Boolean, Categorical, Domain, IntegerRange
 from tessera.errors import QueryError, SchemaError
 
+from .paths import SHARED_DATA
 from .oracles import FAST, HypDraw, bin_samples, gen_attribute, gen_domain, raw_values
 
-SHARED = Path("/work/shared/data")
+SHARED = SHARED_DATA
 NULLS = [None, np.nan, pd.NA, float("nan")]
 
 

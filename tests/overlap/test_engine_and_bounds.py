@@ -4,6 +4,7 @@ colouring bounds inside the branch and bound, first-fit colouring, uniform scale
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -64,7 +65,7 @@ def test_auto_routes_low_width_workloads_to_the_engine() -> None:
 def test_dense_workload_is_not_sent_to_the_engine() -> None:
     from tessera.builders import random_workload
 
-    dom = Domain.load("/work/shared/data/adult-domain.json")
+    dom = Domain.load(Path(__file__).resolve().parents[2].parent / "shared/data/adult-domain.json")
     wl = random_workload(dom, 2000, attributes_per_query=(1, 4), seed=1)
     assert not estimate(dom, wl.queries).feasible
 
@@ -126,7 +127,7 @@ def test_branch_and_bound_with_and_without_colouring_agree() -> None:
 def test_anytime_bound_on_adult_is_valid_and_tighter_with_colouring() -> None:
     from tessera.builders import random_workload
 
-    dom = Domain.load("/work/shared/data/adult-domain.json")
+    dom = Domain.load(Path(__file__).resolve().parents[2].parent / "shared/data/adult-domain.json")
     wl = random_workload(dom, 80, attributes_per_query=(1, 4), seed=9)
     exact = max_point(dom, wl.queries, np.ones(80))
     assert exact.exact

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import networkx as nx
 import numpy as np
@@ -94,7 +95,7 @@ def test_maximal_overlapping_sets() -> None:
 def test_anytime_on_a_hard_workload_returns_a_valid_bound() -> None:
     from tessera.builders import random_workload
 
-    dom = Domain.load("/work/shared/data/adult-domain.json")
+    dom = Domain.load(Path(__file__).resolve().parents[2].parent / "shared/data/adult-domain.json")
     wl = random_workload(dom, 60, attributes_per_query=(1, 4), seed=3)
     exact = max_overlap(wl)
     assert exact.exact

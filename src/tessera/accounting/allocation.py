@@ -249,13 +249,31 @@ def _oracles(
     sets: tuple[Cut, ...] = ()
     incidence = None
     if maximal_sets is not None:
-        sets = tuple(normalise_sets(workload_size, maximal_sets))
+        sets = _clean_sets(workload_size, maximal_sets)
         incidence = _incidence(workload_size, sets)
     callables: tuple[Callable[[FloatArray], object], ...] = ()
     if overlap is not None:
         callables = (overlap if callable(overlap) else overlap_from_gamma(float(overlap)),)
     sequential = maximal_sets is None and (overlap is None or overlap is sequential_overlap)
     return _Oracles(workload_size, callables, sets, incidence, sequential)
+
+
+def _clean_sets(t: int, sets: Iterable[Iterable[int]]) -> tuple[Cut, ...]:
+    """Validated, de-duplicated, non-empty sets (subsets are kept: redundant constraints are
+    harmless, and removing them is quadratic). A query in no set is added as a singleton, as
+    :func:`normalise_sets` does: a forgotten query must still count in the load."""
+    out: dict[Cut, None] = {}
+    for s in sets:
+        cut = tuple(sorted({int(i) for i in s}))
+        if any(i < 0 or i >= t for i in cut):
+            raise TesseraError(f"overlapping set {cut} names a query outside 0..{t - 1}")
+        if cut:
+            out[cut] = None
+    seen = {i for cut in out for i in cut}
+    for i in range(t):
+        if i not in seen:
+            out[(i,)] = None
+    return tuple(out)
 
 
 def _incidence(t: int, sets: Sequence[Cut]) -> sp.csr_matrix:
@@ -340,7 +358,8 @@ class UtilityGain:
 class MasterSolution:
     """Solution of min Σ w_q v_q^{−k} s.t. A v ≤ 1, v ≤ 1 (budget normalised to 1).
 
-    ``v`` is strictly feasible; ``value`` = Σ w v^{−k}; ``lower_bound`` = G(λ, ν) ≤ the optimum
+    ``v`` is feasible up to rounding (A v ≤ 1 + 1e-12: it is only a shape, the caller
+    rescales it with the oracle); ``value`` = Σ w v^{−k}; ``lower_bound`` = G(λ, ν) ≤ the optimum
     (weak duality, valid whatever the solver did); ``multipliers`` = λ (one per cut)."""
 
     v: FloatArray
@@ -504,6 +523,7 @@ def solve_master(
         act_box = (act_box & ~neg_box) | add_box
     # v ≤ 1 gives the trivial certificate Σ w; keep the better
     best_lb = min(max(best_lb, math.fsum(w.tolist())), value)
+    v = np.minimum(v, 1.0)
     converged = value - best_lb <= max(gap_tol, 1e-9) * value
     return MasterSolution(v, value, best_lb, lam, it, converged)
 
@@ -847,7 +867,7 @@ def _optimise(
         load,
         w,
         method,
-        lower_bound=lower,
+        lower_bound=None if lower is None else min(lower, best[0]),  # ≤ a feasible error
         cuts=() if cp is None else cp.sets,
         rounds=0 if cp is None else cp.rounds,
         converged=None if cp is None else cp.converged,
@@ -887,8 +907,11 @@ def _rescale(
 ) -> FloatArray:
     """shape · B / load(shape) (``known``: load(shape) when already computed)."""
     lv = load(shape) if known is None else known
-    if not (lv > 0 and math.isfinite(lv)):
+    if not (lv >= 0 and math.isfinite(lv)):
         raise TesseraError(f"the overlap oracle returned {lv!r} for positive weights")
+    if lv == 0:
+        # no row meets any query (all contradictions): any noise is free; cap at u_q ≤ B
+        return shape * (budget / float(np.max(shape)))
     return shape * (budget / lv)
 
 

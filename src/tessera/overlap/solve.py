@@ -190,10 +190,14 @@ def _add_remove(
         return _result(dom, queries, s, comp, "add-remove", sol.upper, sol.x, sol.lower, True,
                        "branch-bound", (f"{sol.nodes} search nodes",))
     # stopped early: every bound below is proven; keep the least
+    # the split bound is time-capped only when colour bounds already tightened the search's bound;
+    # beyond COLOURING_QUERIES it is the best bound there is, so it gets all its iterations
     left = remaining()
+    capped = left is not None and len(queries) <= COLOURING_QUERIES
     bounds = {"branch-bound": sol.upper,
               "split": split_bound(dom, queries, s,
-                                   time_limit=None if left is None else max(left, 2.0))}
+                                   time_limit=max(left, 2.0) if capped and left is not None
+                                   else None)}
     if COLOURING_QUERIES < len(queries) <= MAX_GRAPH_QUERIES // 4:
         # (up to COLOURING_QUERIES the search's root bound already includes a colouring bound)
         bounds["colouring"] = colouring_bound(dom, queries, s)[0]
