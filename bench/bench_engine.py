@@ -71,7 +71,7 @@ def scaling(sizes: list[int], samples: int, repeat: int) -> None:
 def enumeration(sizes: list[int], samples: int, repeat: int) -> None:
     print("\n## Against explicit enumeration of the 2^d histogram (same model, same run)\n")
     print("| d | 2^d | engine log Z (s) | enumeration log Z (s) | ratio | engine "
-          f"{samples:,} samples (s) | enumeration samples (s) | ratio | |Δ log Z| |")
+          f"{samples:,} samples (s) | enumeration samples (s) | ratio | abs Δ log Z |")
     print("|---|---|---|---|---|---|---|---|---|")
     for d in sizes:
         model, edges = tree_model(d)
@@ -131,7 +131,7 @@ def mbi_comparison(sizes: list[int], samples: int, repeat: int) -> None:
           "compilation (cold); warm = best of later calls. Tessera: log Z + all exact "
           "expectations (up-and-down pass), sampling incl. its conditional tables.\n")
     print("| d | Tessera marginals (s) | mbi cold (s) | mbi warm (s) | ratio warm | "
-          f"Tessera {samples:,} samples (s) | mbi samples (s) | ratio | max |Δ marginal| |")
+          f"Tessera {samples:,} samples (s) | mbi samples (s) | ratio | max abs Δ marginal |")
     print("|---|---|---|---|---|---|---|---|---|")
     for d in sizes:
         model, edges = tree_model(d)
@@ -228,7 +228,7 @@ def scale_queries(sizes: list[int], repeat: int, nx_max: int) -> None:
           "variables first, queries first); 'engine build' is atoms, layout, elimination, "
           "guard and tables.\n")
     print("| t | k | G(F) width | G(F) decompose (s) | networkx width | networkx (s) | ratio "
-          "| engine build (s) | engine width | log Z (s) | oracle log Z (s) | |Δ log Z| |")
+          "| engine build (s) | engine width | log Z (s) | oracle log Z (s) | abs Δ log Z |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for k in sizes:
         domain, queries, theta, edges = tree_cells(k)

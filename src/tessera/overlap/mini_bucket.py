@@ -121,6 +121,7 @@ def _broadcast(table: npt.NDArray[np.float64], vs: tuple[int, ...],
 
 def compile_heuristic(
     comp: _Component, order: Sequence[int], ibound: int = 3, max_entries: int = MAX_ENTRIES,
+    moment_matching: bool = True,
 ) -> MiniBucketHeuristic:
     """Mini-bucket elimination along ``order`` (component positions; see the module docstring)."""
     order = tuple(int(a) for a in order)
@@ -139,18 +140,26 @@ def compile_heuristic(
         for vs, tab in funcs:
             for union, members in minis:
                 new = union | set(vs)
-                if len(new) <= max(ibound, len(union)) and \
-                        math.prod(sizes[u] for u in new) <= max(max_entries, tab.size):
+                if len(new) <= ibound and math.prod(sizes[u] for u in new) <= max_entries:
                     union |= new
                     members.append((vs, tab))
                     break
             else:
                 minis.append((set(vs), [(vs, tab)]))
+        sums: list[tuple[tuple[int, ...], npt.NDArray[np.float64]]] = []
         for union_set, members in minis:
             union = tuple(sorted(union_set))
             total = np.zeros([sizes[u] for u in union])
             for vs, tab in members:
                 total = total + _broadcast(tab, vs, union)
+            sums.append((union, total))
+        if moment_matching and len(sums) > 1:
+            # max-marginals μ_j(x_v) of the mini-buckets; shifting F_j by μ̄ − μ_j (Σ_j shifts
+            # = 0, so Σ_j F_j is unchanged) equalises them and tightens Σ_j max F_j
+            mus = [tab.reshape(-1, sizes[v]).max(axis=0) for _, tab in sums]
+            mean = np.mean(mus, axis=0)
+            sums = [(u, tab + (mean - mu)) for (u, tab), mu in zip(sums, mus)]
+        for union, total in sums:
             msg = total.max(axis=-1)  # v is the latest variable of the union: the last axis
             rest = union[:-1]
             dst = rest[-1] if rest else -1
@@ -178,7 +187,7 @@ def _search(
     resolve = [np.flatnonzero(last == p) for p in range(m)]
     resolve_mem = [member[p][:, resolve[p]].astype(np.float64) for p in range(m)]
     into = [[mm for mm in heur.messages if mm.dst == p] for p in range(m)]
-    out_of = [[mm for mm in heur.messages if mm.src == p and mm.dst >= 0] for p in range(m)]
+    out_of = [[mm for mm in heur.messages if mm.src == p] for p in range(m)]
     best, x_comp = _incumbent(comp, restarts, seed)
     best_x = np.asarray([x_comp[a] for a in order], dtype=np.int64)
     heap: list[tuple[float, int, int, float, float, npt.NDArray[np.int64]]] = [
