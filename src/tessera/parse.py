@@ -209,10 +209,12 @@ class _Parser:
             self._column(node.this, attr)
             if node.args.get("query") is not None:
                 raise QueryError("IN (SELECT ...) is not supported", hint="list the values")
-            cov = IntervalSet()
-            for item in node.expressions:
-                cov = cov | attr.code_of(self._value(item, attr))
-            return _Tri(cov, unknown)
+            spans = [
+                span
+                for item in node.expressions
+                for span in attr.code_of(self._value(item, attr)).spans
+            ]
+            return _Tri(IntervalSet.of(spans), unknown)
         if isinstance(node, exp.Between):
             self._column(node.this, attr)
             lo = attr.compare(">=", self._value(node.args["low"], attr))
