@@ -31,7 +31,7 @@ def register(app: typer.Typer) -> None:
                                        help="Neighbouring data sets: add-remove or substitute."),
         time_limit: float | None = typer.Option(
             None, "--time-limit", help="Seconds for exact search; then a proven upper bound."),
-        method: str = typer.Option("auto", "--method", help="auto, sweep, branch-bound, "
+        method: str = typer.Option("auto", "--method", help="auto, sweep, branch-bound, mini-bucket, "
                                    "enumerate, engine, colouring, split."),
         budget: float | None = typer.Option(
             None, "--budget", help="Total ε / μ / ρ: print the per-query noise scales."),

@@ -2,6 +2,7 @@
 
 from tessera.overlap.branch_bound import PointSolution, max_point, split_bound
 from tessera.overlap.colouring import colouring_bound, greedy_colouring, overlap_graph
+from tessera.overlap.mini_bucket import mbe_point
 from tessera.overlap.result import OverlapResult, Witness
 from tessera.overlap.scales import per_query_scales
 from tessera.overlap.solve import max_overlap, maximal_overlapping_sets, touched
@@ -14,6 +15,7 @@ __all__ = [
     "greedy_colouring",
     "max_overlap",
     "max_point",
+    "mbe_point",
     "maximal_overlapping_sets",
     "overlap_graph",
     "per_query_scales",

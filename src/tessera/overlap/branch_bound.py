@@ -47,6 +47,7 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -55,6 +56,9 @@ from tessera.domain import Domain
 from tessera.overlap.atoms import AttributeAtoms, undominated, workload_atoms
 from tessera.overlap.colouring import first_fit, greedy_colouring, overlap_graph
 from tessera.query import Query
+
+if TYPE_CHECKING:
+    from tessera.overlap.mini_bucket import MiniBucketHeuristic
 
 _EPS = float(np.finfo(np.float64).eps)
 #: Colour the overlap graph (Θ(t²) memory and time) for node bounds up to this many queries.
@@ -258,13 +262,16 @@ def _child_bounds(
 
 
 def _solve_component(
-    comp: _Component, deadline: float, restarts: int, seed: int
+    comp: _Component, deadline: float, restarts: int, seed: int,
+    heuristic: MiniBucketHeuristic | None = None,
 ) -> tuple[float, float, bool, npt.NDArray[np.int64], int]:
     m = len(comp.atoms)
     total = float(comp.s.sum())
     integral = bool(np.all(comp.s == np.round(comp.s))) and total < 2.0**52
-    # a float sum of n terms is off by at most ≈ n·eps·Σ: τ covers it with room to spare
-    tol = 0.5 if integral else 4.0 * (len(comp.s) + 1) * _EPS * max(total, 1e-300)
+    # a float sum of n terms is off by at most ≈ n·eps·Σ: τ covers it with room to spare (the
+    # mini-bucket tables add K more sums of values ≤ Σ)
+    n_terms = len(comp.s) + 1 + (0 if heuristic is None else heuristic.n_tables)
+    tol = 0.5 if integral else 4.0 * n_terms * _EPS * max(total, 1e-300)
     best, best_x = _incumbent(comp, restarts, seed)
     # stack entries: (bound, depth, const, idx, partial atom choice)
     root_idx = np.arange(len(comp.s), dtype=np.int64)
@@ -276,12 +283,14 @@ def _solve_component(
     if comp.colour is not None and len(comp.s):
         whole = _class_bound(comp.colour, comp.s, np.ones((1, len(comp.s)), dtype=bool))
         root_bound = min(root_bound, float(whole[0]))
+    if heuristic is not None:
+        root_bound = min(root_bound, heuristic.root)
     # open nodes, best bound first (ties: deepest first, so equal-bound plateaus are dived
     # depth-first): the anytime bound max(incumbent, top of the heap) only ever decreases.
-    # payload: (depth, const, idx, partial atom choice, colouring, #coloured)
+    # payload: (depth, const, idx, partial atom choice, colouring, #coloured, mini-bucket h)
     heap: list[tuple[float, int, int, tuple]] = [  # type: ignore[type-arg]
         (-root_bound, 0, 0, (0, 0.0, root_idx, np.zeros(m, dtype=np.int64), comp.colour,
-                             len(comp.s)))
+                             len(comp.s), 0.0 if heuristic is None else heuristic.root))
     ]
     counter = 1
     nodes = 0
@@ -289,7 +298,7 @@ def _solve_component(
         if time.monotonic() > deadline:
             upper = max(best, -heap[0][0])
             return best, upper + (0.0 if integral else 2 * tol), False, best_x, nodes
-        neg_bound, _, _, (j, const, idx, x, colour, n_coloured) = heapq.heappop(heap)
+        neg_bound, _, _, (j, const, idx, x, colour, n_coloured, h_mb) = heapq.heappop(heap)
         if -neg_bound <= best + tol:
             break  # every other open node has a bound at most this one
         nodes += 1
@@ -303,17 +312,30 @@ def _solve_component(
                 continue
             if mine < -neg_bound and heap and -heap[0][0] > mine:
                 # no longer the best open node: put it back with its tighter bound
-                heapq.heappush(heap, (-mine, -j, counter, (j, const, idx, x, colour, n_coloured)))
+                heapq.heappush(heap, (-mine, -j, counter,
+                                      (j, const, idx, x, colour, n_coloured, h_mb)))
                 counter += 1
                 continue
         # attributes no alive query constrains are free: skip them
         while j < m and len(idx) and not comp.scope[idx, j].any():
+            if heuristic is not None:
+                # the node's value does not depend on a free attribute, so h at any of its
+                # atoms bounds it: take the least
+                h_free = heuristic.step(h_mb, x, j, comp.atoms[j].n_atoms)
+                x = x.copy()
+                x[j] = int(np.argmin(h_free))
+                h_mb = float(h_free[x[j]])
             j += 1
         if len(idx) == 0 or j >= m:
             if const > best:
                 best, best_x = const, x.copy()
             continue
         resolved, exact_sep, per_k, alive, bound = _child_bounds(comp, j, idx, const, colour)
+        h_child = None
+        if heuristic is not None:
+            # g + h: the resolved alive queries plus the mini-bucket heuristic (admissible)
+            h_child = heuristic.step(h_mb, x, j, comp.atoms[j].n_atoms)
+            bound = np.minimum(bound, resolved + h_child)
         # a child is separable when its alive queries have ≤ 1 unfixed attribute: bound is exact
         after = comp.scope_after[idx, j].astype(np.int64)
         separable = ~((alive & (after[None, :] > 1)).any(axis=1))
@@ -337,7 +359,7 @@ def _solve_component(
             child_x[j] = c
             heapq.heappush(heap, (-b, -(j + 1), counter,
                                   (j + 1, float(resolved[c]), idx[keep], child_x, colour,
-                                   n_coloured)))
+                                   n_coloured, 0.0 if h_child is None else float(h_child[c]))))
             counter += 1
     upper = best + (0.0 if integral else 2 * tol)
     return best, upper, True, best_x, nodes
@@ -352,8 +374,14 @@ def max_point(
     restarts: int = 8,
     seed: int = 0,
     colouring: bool | None = None,
+    mini_bucket: int = 0,
+    moment_matching: bool = False,
 ) -> PointSolution:
-    """max_x Σ_q s_q q(x) (s ≥ 0): exact unless ``time_limit`` (seconds) runs out first."""
+    """max_x Σ_q s_q q(x) (s ≥ 0): exact unless ``time_limit`` (seconds) runs out first.
+
+    ``mini_bucket`` > 0 adds a third node bound, g + h with h the mini-bucket heuristic of that
+    i-bound along the branching order (:mod:`tessera.overlap.mini_bucket`).
+    """
     s_all = np.asarray(scores, dtype=np.float64)
     if s_all.shape != (len(queries),) or (s_all < 0).any() or not np.isfinite(s_all).all():
         raise ValueError("scores must be finite, non-negative, one per query")
@@ -391,7 +419,13 @@ def max_point(
         comp = _build_component(local, np.arange(len(cols), dtype=np.int64), act_s[cols],
                                 None if colour is None else colour[cols],
                                 adj, cols)
-        lo, up, ex, xa, nn = _solve_component(comp, deadline, restarts, seed)
+        heur = None
+        if mini_bucket > 0:
+            from tessera.overlap.mini_bucket import compile_heuristic  # (imports this module)
+
+            heur = compile_heuristic(comp, range(len(comp.atoms)), mini_bucket,
+                                     moment_matching=moment_matching)
+        lo, up, ex, xa, nn = _solve_component(comp, deadline, restarts, seed, heur)
         lower += lo
         upper += up
         exact = exact and ex

@@ -29,9 +29,15 @@ scored for all atoms of v_p at once: h_{p+1} = h_p − Σ_{src(λ)=p} λ(x_{<p})
 ascent of :mod:`.branch_bound`; the anytime bound is max(incumbent, top of the heap), which only
 decreases.
 
-Numerics: with integral scores all sums are exact in float64. Otherwise pruning keeps a margin
-τ = 4(n + K + 1)·eps·Σs (n queries, K tables; every table entry is ≤ Σs) and the reported bound
-adds 2τ.
+Optional moment matching (Flerova et al.): within a bucket, each mini-bucket F_j is shifted by
+μ̄ − μ_j, μ_j its max-marginal on the bucket variable; the shifts sum to 0, so Σ_j F_j and every
+bound above are unchanged in validity. Measured looser at i ≥ 3 on random Adult workloads, so off.
+
+Numerics: with integral scores (and no moment matching) all sums are exact in float64, and
+pruning at f ≤ incumbent + ½ is exact since the maximum is an integer (with moment matching the
+tables are fractional but their rounding error, ≤ K·eps·Σs, is far below ½). Otherwise pruning
+keeps a margin τ = 4(n + K + 1)·eps·Σs (n queries, K tables; every table entry is ≤ Σs) and the
+reported bound adds 2τ.
 """
 
 from __future__ import annotations
@@ -80,15 +86,33 @@ class MiniBucketHeuristic:
     root: float
     n_tables: int
 
+    def __post_init__(self) -> None:
+        m = len(self.order)
+        object.__setattr__(self, "_into", tuple(
+            tuple(mm for mm in self.messages if mm.dst == p) for p in range(m)))
+        object.__setattr__(self, "_out_of", tuple(
+            tuple(mm for mm in self.messages if mm.src == p) for p in range(m)))
 
-def _query_tables(
-    member: Sequence[npt.NDArray[np.bool_]], scope: npt.NDArray[np.bool_],
-    s: npt.NDArray[np.float64], ibound: int, max_entries: int,
-) -> dict[tuple[int, ...], npt.NDArray[np.float64]]:
-    """Σ_q s_q ∏_{v∈S'_q} [x_v ∈ φ_{q,v}] per relaxed scope S' (latest ≤ ibound variables)."""
-    sizes = [mm.shape[0] for mm in member]
+    def step(
+        self, h: float, x: npt.NDArray[np.int64], p: int, n_atoms: int
+    ) -> npt.NDArray[np.float64]:
+        """h_{p+1}(x_{<p}, c) for every atom c of v_p, from h = h_p(x_{<p}) (x indexed by order
+        position): h_p − Σ_{src(λ)=p} λ(x_{<p}) + Σ_{dst(λ)=p} λ(x_{<p}, c)."""
+        out = np.full(n_atoms, h)
+        for msg in self._out_of[p]:  # type: ignore[attr-defined]
+            out -= float(msg.table[tuple(x[list(msg.vars)])])
+        for msg in self._into[p]:  # type: ignore[attr-defined]
+            out += msg.table[tuple(x[list(msg.vars[:-1])])]
+        return out
+
+
+def _query_groups(
+    sizes: Sequence[int], scope: npt.NDArray[np.bool_], ibound: int, max_entries: int,
+) -> dict[tuple[int, ...], npt.NDArray[np.int64]]:
+    """Queries by relaxed scope S'_q: their latest ≤ ``ibound`` variables (≤ ``max_entries``
+    cells), always including the last one."""
     groups: dict[tuple[int, ...], list[int]] = {}
-    for q in range(len(s)):
+    for q in range(scope.shape[0]):
         kept: list[int] = []
         cells = 1
         for v in np.flatnonzero(scope[q])[::-1]:  # latest first: the last variable is always kept
@@ -97,19 +121,31 @@ def _query_tables(
             kept.append(int(v))
             cells *= sizes[v]
         groups.setdefault(tuple(sorted(kept)), []).append(q)
-    tables = {}
-    for vs, qs in groups.items():
-        qa = np.asarray(qs, dtype=np.int64)
-        # outer products of the membership rows, accumulated over the group's queries at once
-        cur = member[vs[0]][:, qa].T.astype(np.float64) * s[qa, None]  # (nq, A_0)
-        for v in vs[1:-1]:
-            cur = (cur[:, :, None] * member[v][:, qa].T[:, None, :]).reshape(len(qa), -1)
-        if len(vs) > 1:
-            cur = cur.T @ member[vs[-1]][:, qa].T.astype(np.float64)
-        else:
-            cur = cur.sum(axis=0)
-        tables[vs] = cur.reshape([sizes[v] for v in vs])
-    return tables
+    return {vs: np.asarray(qs, dtype=np.int64) for vs, qs in groups.items()}
+
+
+def _query_table(
+    member: Sequence[npt.NDArray[np.bool_]], s: npt.NDArray[np.float64], vs: tuple[int, ...],
+    qa: npt.NDArray[np.int64],
+) -> npt.NDArray[np.float64]:
+    """Σ_{q∈qa} s_q ∏_{v∈vs} [x_v ∈ φ_{q,v}] as a table over ``vs``."""
+    # row-wise outer products (Khatri–Rao) of the first and second half of the scope,
+    # contracted over the group's queries by one matrix product
+    half = (len(vs) + 1) // 2
+    left = s[qa, None] * _khatri_rao([member[v][:, qa].T for v in vs[:half]])
+    if len(vs) > 1:
+        cur = left.T @ _khatri_rao([member[v][:, qa].T for v in vs[half:]])
+    else:
+        cur = left.sum(axis=0)
+    return cur.reshape([member[v].shape[0] for v in vs])
+
+
+def _khatri_rao(mats: Sequence[npt.NDArray[np.bool_]]) -> npt.NDArray[np.float64]:
+    """Row-wise outer product: (nq, A_1) … (nq, A_k) → (nq, A_1·…·A_k), C order."""
+    out = mats[0].astype(np.float64)
+    for mm in mats[1:]:
+        out = (out[:, :, None] * mm[:, None, :]).reshape(len(out), -1)
+    return out
 
 
 def _broadcast(table: npt.NDArray[np.float64], vs: tuple[int, ...],
@@ -121,21 +157,25 @@ def _broadcast(table: npt.NDArray[np.float64], vs: tuple[int, ...],
 
 def compile_heuristic(
     comp: _Component, order: Sequence[int], ibound: int = 3, max_entries: int = MAX_ENTRIES,
-    moment_matching: bool = True,
+    moment_matching: bool = False,
 ) -> MiniBucketHeuristic:
     """Mini-bucket elimination along ``order`` (component positions; see the module docstring)."""
     order = tuple(int(a) for a in order)
     member = [comp.member[a] for a in order]
     scope = comp.scope[:, list(order)]
     sizes = [mm.shape[0] for mm in member]
-    tables = _query_tables(member, scope, comp.s, max(ibound, 1), max_entries)
+    if ibound < 1:
+        raise ValueError("the i-bound must be at least 1")
+    groups = _query_groups(sizes, scope, ibound, max_entries)
     buckets: list[list[tuple[tuple[int, ...], npt.NDArray[np.float64]]]] = [[] for _ in order]
-    for vs, tab in tables.items():
-        buckets[vs[-1]].append((vs, tab))
     messages: list[Message] = []
-    n_tables = len(tables)
+    n_tables = len(groups)
     for v in range(len(order) - 1, -1, -1):
-        funcs = sorted(buckets[v], key=lambda f: -len(f[0]))
+        # query tables are built bucket by bucket and dropped after it: memory is one bucket's
+        funcs = buckets[v] + [(vs, _query_table(member, comp.s, vs, qa))
+                              for vs, qa in groups.items() if vs[-1] == v]
+        buckets[v] = []
+        funcs.sort(key=lambda f: -len(f[0]))
         minis: list[tuple[set[int], list[tuple[tuple[int, ...], npt.NDArray[np.float64]]]]] = []
         for vs, tab in funcs:
             for union, members in minis:
@@ -149,9 +189,12 @@ def compile_heuristic(
         sums: list[tuple[tuple[int, ...], npt.NDArray[np.float64]]] = []
         for union_set, members in minis:
             union = tuple(sorted(union_set))
-            total = np.zeros([sizes[u] for u in union])
-            for vs, tab in members:
-                total = total + _broadcast(tab, vs, union)
+            if len(members) == 1:
+                total = members[0][1]  # its scope is the union: no copy needed
+            else:
+                total = np.zeros([sizes[u] for u in union])
+                for vs, tab in members:
+                    total += _broadcast(tab, vs, union)
             sums.append((union, total))
         if moment_matching and len(sums) > 1:
             # max-marginals μ_j(x_v) of the mini-buckets; shifting F_j by μ̄ − μ_j (Σ_j shifts
@@ -186,33 +229,29 @@ def _search(
     last = (m - 1 - np.argmax(scope[:, ::-1], axis=1)) if len(s) else np.zeros(0, np.int64)
     resolve = [np.flatnonzero(last == p) for p in range(m)]
     resolve_mem = [member[p][:, resolve[p]].astype(np.float64) for p in range(m)]
-    into = [[mm for mm in heur.messages if mm.dst == p] for p in range(m)]
-    out_of = [[mm for mm in heur.messages if mm.src == p] for p in range(m)]
     best, x_comp = _incumbent(comp, restarts, seed)
     best_x = np.asarray([x_comp[a] for a in order], dtype=np.int64)
-    heap: list[tuple[float, int, int, float, float, npt.NDArray[np.int64]]] = [
-        (-heur.root, 0, 0, 0.0, heur.root, np.zeros(m, dtype=np.int64))
+    # open nodes keep their prefix as bytes: millions of small arrays cost seconds to free
+    heap: list[tuple[float, int, int, float, float, bytes]] = [
+        (-heur.root, 0, 0, 0.0, heur.root, np.zeros(m, dtype=np.int64).tobytes())
     ]
     counter, nodes = 1, 0
     while heap:
         if time.monotonic() > deadline:
             upper = max(best, -heap[0][0])
             return best, upper + (0.0 if integral else 2 * tol), False, best_x, nodes
-        neg_f, neg_p, _, g, h, x = heapq.heappop(heap)
+        neg_f, neg_p, _, g, h, x_bytes = heapq.heappop(heap)
         if -neg_f <= best + tol:
             break  # best-first: no open node can beat the incumbent
         p = -neg_p
         nodes += 1
+        x = np.frombuffer(x_bytes, dtype=np.int64).copy()
         qs = resolve[p]
         ok = s[qs].copy()
         for u in range(p):  # queries ending at v_p that the prefix keeps alive
             ok *= member[u][x[u], qs]
         g_child = g + resolve_mem[p] @ ok
-        h_child = np.full(member[p].shape[0], h)
-        for msg in out_of[p]:
-            h_child -= float(msg.table[tuple(x[list(msg.vars)])])
-        for msg in into[p]:
-            h_child += msg.table[tuple(x[list(msg.vars[:-1])])]
+        h_child = heur.step(h, x, p, member[p].shape[0])
         f = g_child + h_child
         if p + 1 == m:
             c = int(np.argmax(g_child))
@@ -221,11 +260,12 @@ def _search(
                 best_x = x.copy()
                 best_x[p] = c
             continue
-        for c in np.flatnonzero(f > best + tol):
-            child = x.copy()
-            child[p] = c
+        keep = np.flatnonzero(f > best + tol)
+        children = np.repeat(x[None, :], len(keep), axis=0)
+        children[:, p] = keep
+        for c, child in zip(keep.tolist(), children):
             heapq.heappush(heap, (-float(f[c]), -(p + 1), counter, float(g_child[c]),
-                                  float(h_child[c]), child))
+                                  float(h_child[c]), child.tobytes()))
             counter += 1
     upper = best + (0.0 if integral else 2 * tol)
     return best, upper, True, best_x, nodes
@@ -251,7 +291,8 @@ def mbe_point(
     time_limit: float | None = None,
     ibound: int = 3,
     max_entries: int = MAX_ENTRIES,
-    order: str = "atoms",
+    order: str = "score",
+    moment_matching: bool = False,
     restarts: int = 8,
     seed: int = 0,
 ) -> PointSolution:
@@ -262,7 +303,8 @@ def mbe_point(
         raise ValueError("scores must be finite, non-negative, one per query")
     deadline = time.monotonic() + (math.inf if time_limit is None else float(time_limit))
     active = [
-        i for i, q in enumerate(queries) if s_all[i] > 0 and q.predicates and not q.is_contradiction()
+        i for i, q in enumerate(queries)
+        if s_all[i] > 0 and q.predicates and not q.is_contradiction()
     ]
     constant = math.fsum(
         float(s_all[i]) for i, q in enumerate(queries) if s_all[i] > 0 and not q.predicates
@@ -285,7 +327,8 @@ def mbe_point(
             for a in sub_atoms
         ]
         comp = _build_component(local, np.arange(len(cols), dtype=np.int64), act_s[cols])
-        heur = compile_heuristic(comp, variable_order(comp, order), ibound, max_entries)
+        heur = compile_heuristic(comp, variable_order(comp, order), ibound, max_entries,
+                                 moment_matching)
         lo, up, ex, xo, nn = _search(comp, heur, deadline, restarts, seed)
         lower += lo
         upper += up

@@ -32,6 +32,7 @@ from tessera.errors import QueryError, ResourceError
 from tessera.overlap.branch_bound import COLOURING_QUERIES, max_point, split_bound
 from tessera.overlap.colouring import MAX_GRAPH_QUERIES, colouring_bound
 from tessera.overlap.engine_route import engine_point, estimate, is_boolean
+from tessera.overlap.mini_bucket import mbe_point
 from tessera.overlap.ranges import range_max_point
 from tessera.overlap.result import COMPS, NEIGHBOURS, Comp, Neighbours, OverlapResult, Witness, h
 from tessera.overlap.substitution import (
@@ -41,11 +42,20 @@ from tessera.overlap.substitution import (
 )
 from tessera.query import Query
 
-Method = Literal["auto", "sweep", "branch-bound", "enumerate", "engine", "colouring", "split"]
+Method = Literal["auto", "sweep", "branch-bound", "mini-bucket", "enumerate", "engine",
+                 "colouring", "split"]
 #: Below this many queries the branch and bound answers in milliseconds: not worth compiling.
 ENGINE_MIN_QUERIES = 500
-METHODS: tuple[str, ...] = ("auto", "sweep", "branch-bound", "enumerate", "engine", "colouring",
-                            "split")
+METHODS: tuple[str, ...] = ("auto", "sweep", "branch-bound", "mini-bucket", "enumerate", "engine",
+                            "colouring", "split")
+#: ``auto`` uses the mini-bucket search from this many queries on, when predicates are wide ...
+MINI_BUCKET_MIN_QUERIES = 5_000
+#: ... i.e. cover on average at least this fraction of their attribute (measured:
+#: docs/bench-overlap.md; on narrow predicates the colour-class bounds are tighter).
+MINI_BUCKET_MIN_WIDTH = 0.2
+#: i-bound of the mini-bucket heuristic; with ≥ 6 the 2²⁰-cell table limit is what binds
+#: (measured at t = 10,000: root bound 1795 at i = 4, 1727 at 5, 1667 at 7–15).
+MINI_BUCKET_IBOUND = 8
 
 
 def _unpack(
@@ -77,6 +87,12 @@ def _safe_upper(value: float, s: npt.NDArray[np.float64]) -> float:
     if _integral(s):
         return float(math.floor(value + 1e-6))
     return value * (1.0 + 1e-9)
+
+
+def mean_width(dom: Domain, queries: Sequence[Query]) -> float:
+    """Average fraction of its attribute's codes that a predicate covers."""
+    fr = [len(p.coverage) / dom[p.attribute].size for q in queries for p in q.predicates]
+    return float(np.mean(fr)) if fr else 0.0
 
 
 def touched(domain: Domain, queries: Sequence[Query], x: Sequence[int]) -> npt.NDArray[np.bool_]:
@@ -184,17 +200,25 @@ def _add_remove(
         return _result(dom, queries, s, comp, "add-remove", _safe_upper(ub, s), None, None,
                        False, method, (note,))
     left = remaining()
+    # wide predicates, or too many queries for colour-class bounds (measured: bench-overlap.md)
+    use_mb = method == "mini-bucket" or (
+        method == "auto" and len(queries) >= MINI_BUCKET_MIN_QUERIES
+        and (len(queries) > COLOURING_QUERIES
+             or mean_width(dom, queries) >= MINI_BUCKET_MIN_WIDTH))
+    search = "mini-bucket" if use_mb else "branch-bound"
     # keep a tenth of the time for the split bound, computed only if the search stops early
-    sol = max_point(dom, queries, s, time_limit=None if left is None else 0.9 * left)
+    limit = None if left is None else 0.9 * left
+    sol = (mbe_point(dom, queries, s, time_limit=limit, ibound=MINI_BUCKET_IBOUND) if use_mb
+           else max_point(dom, queries, s, time_limit=limit))
     if sol.exact:
         return _result(dom, queries, s, comp, "add-remove", sol.upper, sol.x, sol.lower, True,
-                       "branch-bound", (f"{sol.nodes} search nodes",))
+                       search, (f"{sol.nodes} search nodes",))
     # stopped early: every bound below is proven; keep the least
     # the split bound is time-capped only when colour bounds already tightened the search's bound;
     # beyond COLOURING_QUERIES it is the best bound there is, so it gets all its iterations
     left = remaining()
     capped = left is not None and len(queries) <= COLOURING_QUERIES
-    bounds = {"branch-bound": sol.upper,
+    bounds = {search: sol.upper,
               "split": split_bound(dom, queries, s,
                                    time_limit=max(left, 2.0) if capped and left is not None
                                    else None)}
@@ -210,7 +234,7 @@ def _add_remove(
         "bounds: " + ", ".join(f"{k} {v:.6g}" for k, v in bounds.items()),
     )
     return _result(dom, queries, s, comp, "add-remove", upper, sol.x, sol.lower, exact,
-                   f"branch-bound (anytime, best bound: {name})", notes)
+                   f"{search} (anytime, best bound: {name})", notes)
 
 
 def _boolean(
