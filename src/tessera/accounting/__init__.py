@@ -3,13 +3,22 @@
 
 from tessera.accounting.allocation import (
     Allocation,
+    Cut,
+    CutOracle,
+    CuttingPlane,
+    MasterSolution,
     Overlap,
     UtilityGain,
+    WorkloadOracle,
     allocate,
+    cutting_plane,
+    dual_bound,
     gdp_mu_for,
     overlap_from_gamma,
     overlap_from_sets,
+    overlap_from_workload,
     sequential_overlap,
+    solve_master,
     utility_gain,
 )
 from tessera.accounting.composition import (
@@ -56,6 +65,15 @@ from tessera.accounting.tradeoff import (
 )
 
 __all__ = [
+    "solve_master",
+    "overlap_from_workload",
+    "dual_bound",
+    "cutting_plane",
+    "WorkloadOracle",
+    "MasterSolution",
+    "CuttingPlane",
+    "CutOracle",
+    "Cut",
     "Allocation",
     "AxiomReport",
     "CLTApproximation",

@@ -47,7 +47,11 @@ and the oracle's witness at the Lagrange shape) and repeat
 There are finitely many I(x), so with an exact oracle this ends at an optimum of (P) (to tol).
 The master is solved by a primal-dual interior-point method (:func:`solve_master`); its Newton
 system is diag + Aᵀ diag(λ/s) A, solved through the m×m Woodbury form when the m cuts are
-fewer than the t queries (thousands of queries, hundreds of cuts: a few ms per step).
+fewer than the t queries (thousands of queries, hundreds of cuts: a few ms per step); at a
+certified gap of 1e-9 the active constraints are solved as equalities by Newton's method
+(active-set polish), which reaches gaps ≈ 1e-15. A :class:`WorkloadOracle` answers with a
+short time limit while it finds violated rows and with its full one only when that neither
+certifies nor cuts.
 
 Lower bound (the optimality certificate). The Lagrangian of (P_𝓘) separates over queries:
 for λ_I ≥ 0 and ν_q ≥ 0 (multipliers of the cuts and of u_q ≤ B), with σ_q = Σ_{I∋q} λ_I + ν_q,
@@ -91,6 +95,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 import scipy.linalg
+import scipy.optimize
 import scipy.sparse as sp
 
 from tessera.accounting.composition import normalise_sets
@@ -145,40 +150,65 @@ def sequential_overlap(y: FloatArray) -> float:
     return float(math.fsum(np.asarray(y, dtype=np.float64).tolist()))
 
 
-def overlap_from_workload(
-    workload: Any,
-    *,
-    domain: Any = None,
-    time_limit: float | None = None,
-    method: str = "auto",
-) -> CutOracle:
+@dataclass(frozen=True)
+class WorkloadOracle:
     """Separation oracle of a workload: y ↦ (L(y) or a proven upper bound, I(x*)).
 
     Calls ``tessera.overlap.max_overlap(workload, y, comp="pure", neighbours="add-remove")``
     (the load is linear in y = h(p), whatever the privacy definition): ``.bound`` is exact or a
     proven upper bound, ``.witness.queries`` the set of the best row found, re-checked by
-    evaluating every query on it (so it is a genuine constraint of (P)). ``time_limit`` is per
-    call; when it stops the search early the bound stays valid and the cut may be weaker.
-    """
-    from tessera.overlap import max_overlap  # lazy: tessera.overlap may import this module
+    evaluating every query on it (so it is a genuine constraint of (P)).
 
-    def oracle(y: FloatArray) -> tuple[float, Sequence[int] | None]:
+    ``time_limit`` (seconds per call, None = exact) is used when the bound matters: the final
+    certificate and when cut generation stalls. While cuts are being generated
+    :meth:`quick` uses ``separation_time_limit``: an anytime search finds a violated row long
+    before it proves optimality, and any bound it returns is still valid.
+    """
+
+    workload: Any
+    domain: Any = None
+    time_limit: float | None = None
+    separation_time_limit: float | None = 1.0
+    method: str = "auto"
+
+    def _solve(self, y: FloatArray, limit: float | None) -> tuple[float, Sequence[int] | None]:
+        from tessera.overlap import max_overlap  # lazy: tessera.overlap may import this module
+
         res = max_overlap(
-            workload,
+            self.workload,
             np.asarray(y, dtype=np.float64),
-            domain=domain,
+            domain=self.domain,
             comp="pure",
             neighbours="add-remove",
-            time_limit=time_limit,
-            method=method,  # type: ignore[arg-type]
+            time_limit=limit,
+            method=self.method,  # type: ignore[arg-type]
         )
         return res.bound, None if res.witness is None else res.witness.queries
 
-    return oracle
+    def __call__(self, y: FloatArray) -> tuple[float, Sequence[int] | None]:
+        return self._solve(y, self.time_limit)
+
+    def quick(self, y: FloatArray) -> tuple[float, Sequence[int] | None]:
+        limits = [x for x in (self.time_limit, self.separation_time_limit) if x is not None]
+        return self._solve(y, min(limits) if limits else None)
 
 
-def _read_answer(answer: object, t: int) -> tuple[float, Cut | None]:
-    """An oracle's answer as (bound, cut): a number, a pair, or an ``OverlapResult``."""
+def overlap_from_workload(
+    workload: Any,
+    *,
+    domain: Any = None,
+    time_limit: float | None = None,
+    separation_time_limit: float | None = 1.0,
+    method: str = "auto",
+) -> WorkloadOracle:
+    """The separation oracle of ``workload`` through ``tessera.overlap.max_overlap``
+    (:class:`WorkloadOracle`); pass it as ``allocate(..., overlap=...)``."""
+    return WorkloadOracle(workload, domain, time_limit, separation_time_limit, method)
+
+
+def _read_answer(answer: object, t: int) -> tuple[float, Cut | None, bool]:
+    """An oracle's answer as (bound, cut, separating): a number (not separating), a pair or
+    an ``OverlapResult`` (separating, the set possibly None: e.g. no row meets any query)."""
     if isinstance(answer, tuple) and len(answer) == 2:
         bound, found = answer
     elif hasattr(answer, "score_bound") and hasattr(answer, "witness"):
@@ -195,14 +225,14 @@ def _read_answer(answer: object, t: int) -> tuple[float, Cut | None]:
         wit = answer.witness
         found = None if wit is None else wit.queries
     else:
-        return float(answer), None  # type: ignore[arg-type]
+        return float(answer), None, False  # type: ignore[arg-type]
     cut = None
     if found is not None:
         cut = tuple(sorted({int(i) for i in found}))
         if any(i < 0 or i >= t for i in cut):
             raise TesseraError(f"the overlap oracle's set {cut} names a query outside 0..{t - 1}")
         cut = cut or None
-    return float(bound), cut
+    return float(bound), cut, True
 
 
 @dataclass(frozen=True)
@@ -216,12 +246,15 @@ class _Oracles:
     incidence: sp.csr_matrix | None
     sequential: bool  # no bound given at all: sequential composition
 
-    def answer(self, y: FloatArray, above: float = math.inf, limit: int = 32) -> tuple[
-        float, list[Cut]
-    ]:
-        """(min of the bounds at y, sets with load > ``above``: most loaded first)."""
+    def answer(
+        self, y: FloatArray, above: float = math.inf, limit: int = 32, quick: bool = False
+    ) -> tuple[float, list[Cut], bool]:
+        """(min of the bounds at y, sets with load > ``above`` — most loaded first —, whether
+        some oracle can separate). ``quick``: use an oracle's ``quick`` method if it has one
+        (a cheaper, still valid, answer for cut generation)."""
         bounds: list[float] = []
         cuts: list[Cut] = []
+        separating = self.incidence is not None
         if self.incidence is not None:
             loads = self.incidence @ y
             bounds.append(float(np.max(loads)))
@@ -229,16 +262,22 @@ class _Oracles:
             for i in hot[np.argsort(-loads[hot], kind="stable")][:limit]:
                 cuts.append(self.sets[int(i)])
         for f in self.callables:
-            bound, cut = _read_answer(f(y), self.size)
+            g = getattr(f, "quick", None) if quick else None
+            bound, cut, sep = _read_answer((g if callable(g) else f)(y), self.size)
             bounds.append(bound)
+            separating |= sep
             if cut is not None:
                 cuts.append(cut)
         if not bounds:
             bounds.append(sequential_overlap(y))
-        return min(bounds), cuts
+        return min(bounds), cuts, separating
 
     def bound(self, y: FloatArray) -> float:
         return self.answer(y)[0]
+
+    @property
+    def has_quick(self) -> bool:
+        return any(callable(getattr(f, "quick", None)) for f in self.callables)
 
 
 def _oracles(
@@ -383,9 +422,7 @@ def dual_bound(w: FloatArray, k: int, a: sp.csr_matrix, lam: FloatArray, nu: Flo
     return math.fsum(terms.tolist()) - math.fsum(lam.tolist()) - math.fsum(nu.tolist())
 
 
-def _newton_solve(
-    d: FloatArray, a: sp.csr_matrix, da: FloatArray, rhs: FloatArray
-) -> FloatArray:
+def _newton_solve(d: FloatArray, a: sp.csr_matrix, da: FloatArray, rhs: FloatArray) -> FloatArray:
     """Solve (diag(d) + Aᵀ diag(da) A) x = rhs (d, da > 0): Woodbury in the m×m space when the
     cuts are fewer than the queries, else the t×t normal matrix; Cholesky, with fallbacks."""
     m, t = a.shape
@@ -462,7 +499,8 @@ def solve_master(
     nu = np.maximum(-grad(v), value / n_cons / sb)
     lam = value / n_cons / sa
     best_lb, stalls, it = -math.inf, 0, 0
-    for it in range(1, max_iter + 1):
+    while it < max_iter:
+        it += 1
         value = float(np.sum(w * v ** (-k)))
         best_lb = max(best_lb, dual_bound(w, k, a, lam, nu))
         # the polish below finishes from here; more IPM steps would fight rounding in the slacks
@@ -529,12 +567,22 @@ def solve_master(
 
 
 def _polish(
-    w: FloatArray, k: int, a: sp.csr_matrix, v: FloatArray, cuts: npt.NDArray[np.bool_],
+    w: FloatArray,
+    k: int,
+    a: sp.csr_matrix,
+    v: FloatArray,
+    cuts: npt.NDArray[np.bool_],
     box: npt.NDArray[np.bool_],
 ) -> tuple[FloatArray, FloatArray, FloatArray] | None:
-    """Newton's method on min Σ w v^{−k} s.t. the active rows hold with equality (from the
-    interior-point estimate ``v``); returns (v, λ, ν) — multipliers of the active rows, 0
-    elsewhere, negative when a row should not be active — or None if it fails."""
+    """Newton's method on min Σ w v^{−k} s.t. the active rows G v = 1 hold with equality, from
+    the interior-point estimate ``v``; returns (v, λ, ν) — multipliers of the active rows, 0
+    elsewhere, negative when a row should not be active — or None if it fails.
+
+    Newton step: min ½ dᵀH d + ∇fᵀd s.t. G d = 1 − G v. With at most t active rows it is solved
+    in the multipliers, (G H⁻¹ Gᵀ) μ = −G H⁻¹ ∇f − (1 − G v); with more (a degenerate vertex:
+    G H⁻¹ Gᵀ is singular) in the primal, d = H^{−½}(−h + C⁺(r + C h)), C = G H^{−½},
+    h = H^{−½}∇f, and the multipliers at the end by non-negative least squares on
+    ∇f + Gᵀμ = 0 (then they are ≥ 0 by construction)."""
     t = w.size
     g_rows = sp.vstack([a[np.flatnonzero(cuts)], sp.eye(t, format="csr")[np.flatnonzero(box)]])
     g_rows = sp.csr_matrix(g_rows)
@@ -544,26 +592,34 @@ def _polish(
     for _ in range(30):
         grad = -k * w * x ** (-k - 1.0)
         hinv = 1.0 / (k * (k + 1.0) * w * x ** (-k - 2.0))
-        if n_act:
+        r = 1.0 - g_rows @ x
+        if n_act == 0:
+            dx = -hinv * grad
+        elif n_act <= t:
             mat = (g_rows.multiply(hinv[None, :]) @ g_rows.T).toarray()
-            rhs = -(g_rows @ (hinv * grad)) - (1.0 - g_rows @ x)
+            rhs = -(g_rows @ (hinv * grad)) - r
             try:
                 mult = scipy.linalg.cho_solve(
                     scipy.linalg.cho_factor(mat, check_finite=False), rhs, check_finite=False
                 )
             except (np.linalg.LinAlgError, ValueError):
-                # dependent active rows (a degenerate vertex): least squares picks multipliers
                 mult = np.linalg.lstsq(mat, rhs, rcond=1e-14)[0]
             dx = -hinv * (grad + g_rows.T @ mult)
         else:
-            dx = -hinv * grad
+            hs = np.sqrt(hinv)
+            c_mat = g_rows.multiply(hs[None, :]).toarray()
+            h = hs * grad
+            dx = hs * (-h + np.linalg.lstsq(c_mat, r + c_mat @ h, rcond=1e-14)[0])
         neg = dx < 0
         step = 1.0 if not np.any(neg) else min(1.0, 0.9 * float(np.min(-x[neg] / dx[neg])))
         x = x + step * dx
         if not np.all(np.isfinite(x)) or np.any(x <= 0):
             return None
-        if step == 1.0 and float(np.max(np.abs(dx) / x)) < 1e-15:
+        if step == 1.0 and float(np.max(np.abs(dx) / x)) < 1e-13:
             break
+    if n_act > t:
+        grad = -k * w * x ** (-k - 1.0)
+        mult = scipy.optimize.nnls(g_rows.T.toarray(), -grad)[0]
     n_cuts = int(np.count_nonzero(cuts))
     lam = np.zeros(a.shape[0])
     nu = np.zeros(t)
@@ -782,8 +838,9 @@ def allocate(
     budget = regime.budget
 
     if w is None:
-        return _finish(target, regime, _rescale(np.ones(t), budget, load), load, np.ones(t),
-                       "uniform")
+        return _finish(
+            target, regime, _rescale(np.ones(t), budget, load), load, np.ones(t), "uniform"
+        )
     if not refine:
         shape = w ** (1.0 / (regime.k + 1))
         return _finish(target, regime, _rescale(shape, budget, load), load, w, "weighted")
@@ -816,7 +873,7 @@ def _optimise(
     # u = v · B/factor: the cut Σ_I u ≤ B/factor is Σ_I v ≤ 1.
     unit = budget / factor
     y0 = shape * (unit / np.max(shape))
-    first_bound, first_cuts = oracles.answer(y0, above=unit)
+    first_bound, first_cuts, separating = oracles.answer(y0, above=unit, quick=True)
     # (name, y, load(y)) — load None: ask the oracle
     candidates: list[tuple[str, FloatArray, float | None]] = [
         ("Lagrange shape", y0, capped(y0, first_bound)),
@@ -824,13 +881,18 @@ def _optimise(
     ]
     lower: float | None = seq_opt if oracles.sequential else None
     cp: CuttingPlane | None = None
-    if oracles.sets or first_cuts:
+    if separating:
         # Explicit I_2: small families go to the master at once; large ones by separation.
         initial = list(oracles.sets) if len(oracles.sets) <= 2000 else []
         initial += first_cuts
 
         def separate(v: FloatArray) -> tuple[float, list[Cut]]:
-            bound, cuts = oracles.answer(v * unit, above=unit * (1.0 + tol))
+            bound, cuts, _ = oracles.answer(v * unit, above=unit * (1.0 + tol), quick=True)
+            violated = any(math.fsum(v[list(c)].tolist()) > 1.0 + tol for c in cuts)
+            if bound > unit * (1.0 + tol) and not violated and oracles.has_quick:
+                # the quick answer neither certifies nor cuts: ask the full oracle
+                full, more, _ = oracles.answer(v * unit, above=unit * (1.0 + tol))
+                bound, cuts = min(bound, full), cuts + more
             return bound / unit, cuts
 
         # conditioning: the master sees weights ≤ 1
@@ -858,6 +920,8 @@ def _optimise(
             + ("" if name == "cutting plane" else f"; {name} was better")
             + ")"
         )
+    elif oracles.sequential:
+        method = "weighted (closed form: optimal for sequential composition Σ u ≤ B)"
     else:
         method = f"weighted ({name}; the oracle gives no overlapping sets to optimise over)"
     return _finish(
@@ -867,7 +931,7 @@ def _optimise(
         load,
         w,
         method,
-        lower_bound=None if lower is None else min(lower, best[0]),  # ≤ a feasible error
+        lower_bound=None if lower is None else float(min(lower, best[0])),  # ≤ a feasible error
         cuts=() if cp is None else cp.sets,
         rounds=0 if cp is None else cp.rounds,
         converged=None if cp is None else cp.converged,

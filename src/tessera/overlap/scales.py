@@ -16,8 +16,10 @@ add/remove neighbours, this is exactly the *uniform allocation* of
 :func:`tessera.accounting.allocation.allocate` with the overlap oracle y ↦ γ·max_q y_q, and the
 scales come from there. Otherwise the weights here are *privacy shares* (the budget split in
 proportion to w_q), which the allocation module does not offer (its weights are error
-importances, u_q ∝ w_q^{1/(k+1)}), zCDP is not one of its targets, and under substitution the
-exact substitution score B is tighter than its min(2·γ, t) rule — so the closed forms above apply.
+importances, optimised by cutting planes), and under substitution the exact substitution score B
+is tighter than its min(2·γ, t) rule — so the closed forms above apply. For error-optimal
+importance-weighted parameters use :func:`tessera.accounting.allocation.allocate` with
+:func:`tessera.accounting.allocation.overlap_from_workload`.
 """
 
 from __future__ import annotations
