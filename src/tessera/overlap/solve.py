@@ -51,7 +51,7 @@ METHODS: tuple[str, ...] = ("auto", "sweep", "branch-bound", "mini-bucket", "enu
 #: ``auto`` uses the mini-bucket search from this many queries on, when predicates are wide ...
 MINI_BUCKET_MIN_QUERIES = 5_000
 #: ... i.e. cover on average at least this fraction of their attribute (measured:
-#: docs/bench-overlap.md; on narrow predicates the colour-class bounds are tighter).
+#: docs/benchmarks.md; on narrow predicates the colour-class bounds are tighter).
 MINI_BUCKET_MIN_WIDTH = 0.2
 #: i-bound of the mini-bucket heuristic; with ≥ 6 the 2²⁰-cell table limit is what binds
 #: (measured at t = 10,000: root bound 1795 at i = 4, 1727 at 5, 1667 at 7–15).
@@ -200,7 +200,7 @@ def _add_remove(
         return _result(dom, queries, s, comp, "add-remove", _safe_upper(ub, s), None, None,
                        False, method, (note,))
     left = remaining()
-    # wide predicates, or too many queries for colour-class bounds (measured: bench-overlap.md)
+    # wide predicates, or too many queries for colour-class bounds (measured: docs/benchmarks.md)
     use_mb = method == "mini-bucket" or (
         method == "auto" and len(queries) >= MINI_BUCKET_MIN_QUERIES
         and (len(queries) > COLOURING_QUERIES
