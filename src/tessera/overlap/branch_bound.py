@@ -45,7 +45,7 @@ from __future__ import annotations
 import heapq
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -118,6 +118,24 @@ def _components(
     for a in range(len(atoms)):
         groups.setdefault(find(a), []).append(a)
     return list(groups.values())
+
+
+def independent_parts(
+    atoms: Sequence[AttributeAtoms], n_queries: int, scopes: Sequence[Sequence[int]]
+) -> Iterator[tuple[npt.NDArray[np.int64], list[AttributeAtoms]]]:
+    """Groups of attributes no query links (solved separately; their maxima add up), each with
+    its query indices ``cols`` and its atoms re-indexed to queries 0..len(cols)-1 so the
+    group's arrays stay small."""
+    for group in _components(atoms, n_queries, scopes):
+        sub_atoms = [atoms[a] for a in group]
+        cols = np.unique(np.concatenate([a.queries for a in sub_atoms]))
+        remap = np.full(n_queries, -1, dtype=np.int64)
+        remap[cols] = np.arange(len(cols))
+        yield cols, [
+            AttributeAtoms(a.name, a.position, a.size, remap[a.queries], a.membership,
+                           a.representative, a.n_codes)
+            for a in sub_atoms
+        ]
 
 
 def _build_component(
@@ -405,17 +423,7 @@ def max_point(
         adj = overlap_graph(domain, act_queries)
         colour = greedy_colouring(adj, act_s, "greedy")
     lower, upper, exact, nodes = constant, constant, True, 0
-    for group in _components(atoms, len(act_queries), scopes):
-        sub_atoms = [atoms[a] for a in group]
-        cols = np.unique(np.concatenate([a.queries for a in sub_atoms]))
-        # re-index the group's queries to 0..len(cols)-1 so its arrays are small
-        remap = np.full(len(act_queries), -1, dtype=np.int64)
-        remap[cols] = np.arange(len(cols))
-        local = [
-            AttributeAtoms(a.name, a.position, a.size, remap[a.queries], a.membership,
-                           a.representative, a.n_codes)
-            for a in sub_atoms
-        ]
+    for cols, local in independent_parts(atoms, len(act_queries), scopes):
         comp = _build_component(local, np.arange(len(cols), dtype=np.int64), act_s[cols],
                                 None if colour is None else colour[cols],
                                 adj, cols)

@@ -52,13 +52,13 @@ import numpy as np
 import numpy.typing as npt
 
 from tessera.domain import Domain
-from tessera.overlap.atoms import AttributeAtoms, workload_atoms
+from tessera.overlap.atoms import workload_atoms
 from tessera.overlap.branch_bound import (
     PointSolution,
     _build_component,
     _Component,
-    _components,
     _incumbent,
+    independent_parts,
 )
 from tessera.query import Query
 
@@ -316,16 +316,7 @@ def mbe_point(
     pos_of = {a.name: i for i, a in enumerate(atoms)}
     scopes = [[pos_of[n] for n in q.scope] for q in act_queries]
     lower, upper, exact, nodes = constant, constant, True, 0
-    for group in _components(atoms, len(act_queries), scopes):
-        sub_atoms = [atoms[a] for a in group]
-        cols = np.unique(np.concatenate([a.queries for a in sub_atoms]))
-        remap = np.full(len(act_queries), -1, dtype=np.int64)
-        remap[cols] = np.arange(len(cols))
-        local = [
-            AttributeAtoms(a.name, a.position, a.size, remap[a.queries], a.membership,
-                           a.representative, a.n_codes)
-            for a in sub_atoms
-        ]
+    for cols, local in independent_parts(atoms, len(act_queries), scopes):
         comp = _build_component(local, np.arange(len(cols), dtype=np.int64), act_s[cols])
         heur = compile_heuristic(comp, variable_order(comp, order), ibound, max_entries,
                                  moment_matching)
