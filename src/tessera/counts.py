@@ -28,7 +28,6 @@ import numpy as np
 import pandas as pd
 
 from tessera.data import CsvOptions, EncodedTable, InvalidValues, OnInvalid, encode
-from tessera.query import Query
 from tessera.workload import Workload
 
 #: Largest boolean block (queries × cells) evaluated at once.
@@ -83,33 +82,33 @@ def count_encoded(
     """
     answers = np.zeros(len(workload), dtype=np.int64)
     groups = workload.scopes()
-    global_bp = breakpoints(workload.queries)
+    classes = value_classes(workload)
     table.coarsen(
         {
-            name: np.searchsorted(bp, table.present[workload.domain.index(name)], side="right")
-            for name, bp in global_bp.items()
+            name: np.searchsorted(vc.breakpoints, table.present[workload.domain.index(name)],
+                                  side="right")
+            for name, vc in classes.items()
         }
     )
-    n_classes = {name: len(bp) + 1 for name, bp in global_bp.items()}
+    n_classes = {name: vc.n_classes for name, vc in classes.items()}
     batches = _pack(list(groups), n_classes, table.n_rows, max_cells)
     done = 0
     for union, scopes in batches:
         cells, counts = table.group_by(union, "classed")
-        column = dict(zip(union, cells))
+        # intp once per batch: every gather below would otherwise convert the indices again
+        column = {name: np.asarray(c, dtype=np.intp) for name, c in zip(union, cells)}
         for scope in scopes:
-            idx = groups[scope]
-            queries = [workload.queries[i] for i in idx]
-            local = [value_classes(queries, name) for name in scope]
-            # Global class j starts at code global_bp[j-1]; no local boundary falls inside it.
-            starts = {name: np.concatenate([[-1], global_bp[name]]) for name in scope}
-            lookups = [
-                np.searchsorted(vc.breakpoints, starts[name], side="right")
-                for name, vc in zip(scope, local)
-            ]
+            idx = np.asarray(groups[scope], dtype=np.int64)
+            local = [classes[name].restrict(idx) for name in scope]
             sub_cells, sub_counts = _project(
-                lookups, [column[name] for name in scope], counts, [vc.n_classes for vc in local]
+                [lookup for lookup, _ in local],
+                [column[name] for name in scope],
+                counts,
+                [member.shape[1] for _, member in local],
             )
-            answers[idx] = answer_on_marginal(local, sub_cells, sub_counts, len(queries))
+            answers[idx] = answer_on_marginal(
+                [member for _, member in local], sub_cells, sub_counts, len(idx)
+            )
             done += 1
             if progress is not None:
                 progress(done, len(groups))
@@ -155,9 +154,9 @@ def _project(
         return list(rows.T), summed.astype(np.int64)
     # row-major key with the strides folded into the (small) lookup tables
     strides = np.cumprod([1, *shape[:0:-1]])[::-1]
-    key = (lookups[0] * strides[0])[columns[0]]
+    key = np.take(lookups[0] * strides[0], columns[0])
     for lk, col, st in zip(lookups[1:], columns[1:], strides[1:]):
-        key += (lk * st)[col]
+        key += np.take(lk * st, col)
     if size <= max(4 * len(counts), 1 << 16):
         grid = np.bincount(key, weights=counts, minlength=int(size))
         keys = np.flatnonzero(grid)
@@ -170,72 +169,86 @@ def _project(
 
 @dataclass(frozen=True)
 class ValueClasses:
-    """The codes of one attribute cut at every predicate boundary of a group of queries.
+    """The codes of one attribute cut at every predicate boundary of the workload.
 
     Class j holds the codes in [breakpoints[j-1], breakpoints[j]) (class 0: below the first
-    breakpoint), so every query's predicate is constant on a class: ``member[q, j]`` says
-    whether query q's predicate contains class j.
+    breakpoint), so every predicate is constant on a class. ``member[r, j]`` says whether the
+    predicate of the r-th query constraining the attribute contains class j; ``row[i]`` is that
+    r for workload query i (-1 if it does not constrain the attribute).
     """
 
     breakpoints: np.ndarray
-    member: np.ndarray  # (n_queries, n_classes) bool
+    member: np.ndarray  # (queries constraining the attribute, n_classes) bool
+    row: np.ndarray  # (workload size,) int
 
     @property
     def n_classes(self) -> int:
         return len(self.breakpoints) + 1
 
+    def restrict(self, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Coarser classes for a subset of queries: (global class -> local class, membership).
 
-def value_classes(queries: Sequence[Query], name: str) -> ValueClasses:
-    """Value classes of attribute ``name`` for ``queries`` (all constraining ``name``).
+        Adjacent global classes that no query of the subset tells apart merge, so a scope's
+        marginal has only the cells its own queries distinguish.
+        """
+        sub = self.member[self.row[queries]]
+        change = np.any(sub[:, 1:] != sub[:, :-1], axis=0)
+        lookup = np.concatenate(([0], np.cumsum(change)))
+        firsts = np.flatnonzero(np.concatenate(([True], change)))
+        return lookup, sub[:, firsts]
+
+
+def value_classes(workload: Workload) -> dict[str, ValueClasses]:
+    """Value classes of every constrained attribute, with the membership of every query.
 
     A span [lo, hi) of a predicate covers exactly the classes between its two boundaries, so
-    the membership matrix is built from all spans at once with a difference array.
+    each attribute's membership matrix is built from all its spans at once (difference array).
     """
-    q_of_span, spans = [], []
-    for qi, q in enumerate(queries):
-        cov = q.predicate(name)
-        if cov is None:
-            raise ValueError(f"query {qi} does not constrain {name!r}")
-        spans.extend(cov.spans)
-        q_of_span.extend([qi] * cov.n_spans)
-    span_arr = np.asarray(spans, dtype=np.int64).reshape(-1, 2)
-    bp = np.unique(span_arr)
-    # class j+1 starts at bp[j]: a span covers classes pos(lo)+1 .. pos(hi)
-    first = np.searchsorted(bp, span_arr[:, 0]) + 1
-    last = np.searchsorted(bp, span_arr[:, 1]) + 1
-    width = len(bp) + 2
-    rows = np.asarray(q_of_span, dtype=np.int64) * width
-    size = len(queries) * width
-    diff = np.bincount(rows + first, minlength=size) - np.bincount(rows + last, minlength=size)
-    member = np.cumsum(diff.reshape(len(queries), width), axis=1)[:, : len(bp) + 1] > 0
-    return ValueClasses(bp, member)
-
-
-def breakpoints(queries: Sequence[Query]) -> dict[str, np.ndarray]:
-    """Global value classes: every predicate boundary on each constrained attribute (sorted)."""
-    bounds: dict[str, list[tuple[int, int]]] = {}
-    for q in queries:
+    spans: dict[str, list[tuple[int, int]]] = {}
+    owner: dict[str, list[int]] = {}
+    constrained: dict[str, list[int]] = {}
+    for i, q in enumerate(workload.queries):
         for p in q.predicates:
-            bounds.setdefault(p.attribute, []).extend(p.coverage.spans)
-    return {name: np.unique(np.asarray(b, dtype=np.int64)) for name, b in bounds.items()}
+            rows = constrained.setdefault(p.attribute, [])
+            spans.setdefault(p.attribute, []).extend(p.coverage.spans)
+            owner.setdefault(p.attribute, []).extend([len(rows)] * p.coverage.n_spans)
+            rows.append(i)
+    out = {}
+    for name, qs in constrained.items():
+        span_arr = np.asarray(spans[name], dtype=np.int64).reshape(-1, 2)
+        bp = np.unique(span_arr)
+        # class j+1 starts at bp[j]: a span covers classes pos(lo)+1 .. pos(hi)
+        first = np.searchsorted(bp, span_arr[:, 0]) + 1
+        last = np.searchsorted(bp, span_arr[:, 1]) + 1
+        # A query's spans are disjoint and non-adjacent, so within a row no two of these
+        # positions coincide and the running sum is 0 or 1: int8 suffices.
+        rows = np.asarray(owner[name], dtype=np.int64)
+        diff = np.zeros((len(qs), len(bp) + 2), dtype=np.int8)
+        diff[rows, first] = 1
+        diff[rows, last] = -1
+        member = np.cumsum(diff, axis=1, dtype=np.int8)[:, : len(bp) + 1] > 0
+        row = np.full(len(workload), -1, dtype=np.int64)
+        row[qs] = np.arange(len(qs))
+        out[name] = ValueClasses(bp, member, row)
+    return out
 
 
 def answer_on_marginal(
-    classes: Sequence[ValueClasses],
+    members: Sequence[np.ndarray],
     cells: Sequence[np.ndarray],
     counts: np.ndarray,
     n_queries: int,
 ) -> np.ndarray:
     """Σ_cells count · ∏_a member_a[q, class_a(cell)] for every query of one scope group."""
-    if not classes:
+    if not members:
         return np.full(n_queries, int(counts.sum()), dtype=np.int64)
     out = np.empty(n_queries, dtype=np.int64)
     weights = counts.astype(np.float64)
     step = max(1, _BLOCK // max(1, len(weights)))
     for lo in range(0, n_queries, step):
         hi = min(lo + step, n_queries)
-        mask = classes[0].member[lo:hi, cells[0]]
-        for vc, cell in zip(classes[1:], cells[1:]):
-            mask &= vc.member[lo:hi, cell]
+        mask = members[0][lo:hi, cells[0]]
+        for member, cell in zip(members[1:], cells[1:]):
+            mask &= member[lo:hi, cell]
         out[lo:hi] = np.rint(mask @ weights).astype(np.int64)
     return out

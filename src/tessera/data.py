@@ -12,7 +12,7 @@ Python can never disagree on which code a value gets.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -27,6 +27,8 @@ from tessera.errors import DataError, did_you_mean
 OnInvalid = Literal["error", "drop"]
 _CSV_SUFFIXES = {".csv", ".tsv", ".txt", ".data", ".test", ".gz"}
 _DUCKDB_SUFFIXES = {".duckdb", ".db", ".ddb"}
+#: Column types for a headerless CSV, by attribute kind (text kinds are matched as written).
+_SQL_TYPES = {"integer": "BIGINT", "binned": "DOUBLE"}
 
 
 @dataclass(frozen=True)
@@ -126,6 +128,7 @@ def relation(
     *,
     names: Sequence[str] | None = None,
     text_columns: Sequence[str] = (),
+    column_types: Mapping[str, str] | None = None,
     csv: CsvOptions = CsvOptions(),
     table: str | None = None,
 ) -> duckdb.DuckDBPyRelation:
@@ -162,6 +165,11 @@ def relation(
                 # values of categorical/boolean attributes are matched as written: no sniffing
                 # of 'True', '1.10' or '10:30' into booleans, numbers or times
                 kwargs["dtype"] = {name: "VARCHAR" for name in text_columns}
+            if csv.header is False and column_types is not None:
+                # every column named and typed: DuckDB skips sniffing them
+                kwargs.pop("names", None)
+                kwargs.pop("dtype", None)
+                kwargs["columns"] = dict(column_types)
             try:
                 try:
                     return con.read_csv(str(p), **kwargs)
@@ -222,7 +230,10 @@ def encode(
         raise DataError(f"unknown on_invalid policy {on_invalid!r}", hint="'error' or 'drop'")
     con = con or duckdb.connect()
     text = [a.name for a in domain if a.kind in ("categorical", "boolean")]
-    rel = relation(con, source, names=domain.names, text_columns=text, csv=csv, table=table)
+    typed = {a.name: _SQL_TYPES.get(a.kind, "VARCHAR") for a in domain}
+    rel = relation(
+        con, source, names=domain.names, text_columns=text, column_types=typed, csv=csv, table=table
+    )
     columns = list(rel.columns)
     if csv.header is False and len(columns) != len(domain):
         raise DataError(
@@ -246,7 +257,14 @@ def encode(
         )
     if _rescanning_is_costly(source):
         # parse once: the validation scans and the encoding join all read the source again
-        rel.create("src")
+        try:
+            rel.create("src")
+        except duckdb.Error:
+            # a value does not parse as its attribute's type: read it as written instead, so
+            # the validation below names the offending values
+            rel = relation(con, source, names=domain.names, text_columns=text, csv=csv,
+                           table=table)
+            rel.create("src")
     else:
         con.register("src", rel)
     invalid: list[InvalidValues] = []
