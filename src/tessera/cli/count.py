@@ -22,9 +22,6 @@ from tessera.cli.common import (
     fail,
     user_errors,
 )
-from tessera.counts import NOT_PRIVATE, count
-from tessera.domain import Domain
-from tessera.workload import Workload
 
 
 @user_errors
@@ -47,6 +44,10 @@ def count_command(
     table: TableOpt = None,
 ) -> None:
     """Exact answers of WORKLOAD on DATA as `query,answer` rows. NOT PRIVATE."""
+    from tessera.counts import NOT_PRIVATE, count
+    from tessera.domain import Domain
+    from tessera.workload import Workload
+
     if on_invalid not in ("error", "drop"):
         fail(f"--on-invalid {on_invalid!r}: use 'error' or 'drop'")
     domain = Domain.load(schema)

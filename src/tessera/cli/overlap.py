@@ -5,15 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import typer
 from rich.table import Table
 
 from tessera.cli.common import out, user_errors
-from tessera.domain import Domain
 from tessera.errors import QueryError
-from tessera.overlap import max_overlap, per_query_scales
-from tessera.overlap.result import COMPS, DEFINITION_NAMES, NEIGHBOURS
 
 _PARAM = {"pure": "ε", "gdp": "μ", "zcdp": "ρ"}
 _SCALE = {"pure": "Laplace b", "gdp": "Gaussian σ", "zcdp": "Gaussian σ"}
@@ -38,6 +34,12 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
     ) -> None:
         """Maximum overlap γ(Q) and weighted γ_w(Q), with the witness row and its queries."""
+        import numpy as np
+
+        from tessera.domain import Domain
+        from tessera.overlap import max_overlap, per_query_scales
+        from tessera.overlap.result import COMPS, DEFINITION_NAMES, NEIGHBOURS
+
         if definition not in COMPS:
             raise QueryError(f"unknown definition {definition!r}", hint="pure, gdp or zcdp")
         if neighbours not in NEIGHBOURS:

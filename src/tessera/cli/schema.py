@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -18,8 +18,9 @@ from tessera.cli.common import (
     out,
     user_errors,
 )
-from tessera.domain import Domain
-from tessera.infer import NOT_PRIVATE_HEADER, infer_domain, summarize
+
+if TYPE_CHECKING:
+    from tessera.domain import Domain
 
 schema_app = typer.Typer(
     help="Public schemas: draft one from data, check one.", no_args_is_help=True
@@ -27,6 +28,8 @@ schema_app = typer.Typer(
 
 
 def _print(domain: Domain, title: str) -> None:
+    from tessera.infer import summarize
+
     table = Table(title=title)
     for col in ("attribute", "kind", "codes", "values"):
         table.add_column(col)
@@ -51,6 +54,8 @@ def infer(
     bins: Annotated[int, typer.Option(help="Bins for non-integer numeric columns.")] = 10,
 ) -> None:
     """Draft a schema from DATA. NOT PRIVATE: it reads bounds and values off the data."""
+    from tessera.infer import NOT_PRIVATE_HEADER, infer_domain
+
     domain = infer_domain(
         str(data),
         csv=csv_options(no_header, delimiter, na, skip_rows),
@@ -71,6 +76,8 @@ def infer(
 @user_errors
 def check(schema: Annotated[Path, typer.Argument(help="Schema file.", exists=True)]) -> None:
     """Validate a schema file and print its attributes."""
+    from tessera.domain import Domain
+
     domain = Domain.load(schema)
     _print(domain, f"{schema}: {len(domain)} attributes")
 

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
-from tessera import builders
 from tessera.cli.common import SchemaOpt, fail, out, user_errors
-from tessera.domain import Domain
-from tessera.workload import Workload
+
+if TYPE_CHECKING:
+    from tessera.workload import Workload
 
 workload_app = typer.Typer(help="Workloads of counting queries.", no_args_is_help=True)
 
@@ -28,6 +28,9 @@ def check(
     schema: SchemaOpt,
 ) -> None:
     """Validate WORKLOAD against the schema and print its statistics."""
+    from tessera.domain import Domain
+    from tessera.workload import Workload
+
     domain = Domain.load(schema)
     w = Workload.load(workload, domain)
     s = w.stats()
@@ -85,6 +88,9 @@ def build(
     ] = 0,
 ) -> None:
     """Build a standard workload FAMILY over the schema and write it to a file."""
+    from tessera import builders
+    from tessera.domain import Domain
+
     domain = Domain.load(schema)
     if family == "marginals":
         w = builders.marginals(domain, k, attributes)
