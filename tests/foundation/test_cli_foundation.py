@@ -243,3 +243,22 @@ def test_real_entry_point_no_traceback(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr + proc.stdout
     assert_one_line_errors(proc.stderr, p, sorted(BAD_LINES))
+
+
+def test_count_writes_parquet_marked_not_private(tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    schema = tmp_path / "s.yaml"
+    schema.write_text("attributes:\n  a: {type: integer, min: 0, max: 3}\n")
+    data = tmp_path / "d.csv"
+    data.write_text("a\n0\n1\n1\n3\n")
+    work = tmp_path / "w.sql"
+    work.write_text("low: a <= 1\nthree: a = 3\n")
+    out = tmp_path / "o.parquet"
+    res = CliRunner().invoke(
+        app, ["count", str(data), str(work), "--schema", str(schema), "-o", str(out)]
+    )
+    assert res.exit_code == 0, res.output
+    table = pq.read_table(out)
+    assert table.to_pydict() == {"query": ["low", "three"], "answer": [3, 1]}
+    assert b"NOT PRIVATE" in table.schema.metadata[b"tessera.privacy"]

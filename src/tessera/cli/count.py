@@ -31,7 +31,7 @@ def count_command(
     schema: SchemaOpt,
     output: Annotated[
         Path | None,
-        typer.Option("--output", "-o", help="Write the answers here instead of stdout."),
+        typer.Option("--output", "-o", help="Write the answers here (CSV; Parquet for .parquet)."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="JSON instead of CSV.")] = False,
     on_invalid: Annotated[
@@ -80,6 +80,18 @@ def count_command(
         for iv in result.invalid:
             err.print(f"  {iv.describe()}", markup=False)
     frame = result.to_frame()
+    if output is not None and output.suffix.lower() == ".parquet":
+        if as_json:
+            fail("--json and a .parquet output exclude each other")
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        table = pa.Table.from_pandas(frame, preserve_index=False).replace_schema_metadata(
+            {"tessera.privacy": NOT_PRIVATE}
+        )
+        pq.write_table(table, output)
+        err.print(f"wrote {len(frame):,} answers to {output}")
+        return
     if as_json:
         payload = {
             "privacy": NOT_PRIVATE,
