@@ -54,10 +54,14 @@ class Workload:
     queries: tuple[Query, ...]
     names: tuple[str, ...]
     weights: tuple[float, ...]
+    #: Where each query was written (``file:line``), when it was read from a file.
+    sources: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if not (len(self.queries) == len(self.names) == len(self.weights)):
             raise ValueError("queries, names and weights must have the same length")
+        if self.sources is not None and len(self.sources) != len(self.queries):
+            raise ValueError("sources must name one place per query")
         for name, w in zip(self.names, self.weights):
             if not (math.isfinite(w) and w >= 0):
                 raise QueryError(f"query {name!r}: weight {w!r} must be a finite number ≥ 0")
@@ -69,6 +73,7 @@ class Workload:
         queries: Sequence[Query],
         names: Sequence[str] | None = None,
         weights: Sequence[float] | None = None,
+        sources: Sequence[str] | None = None,
     ) -> Workload:
         """A workload from queries; default names are the queries' SQL, default weights 1."""
         qs = tuple(queries)
@@ -77,7 +82,12 @@ class Workload:
             qs,
             tuple(names) if names is not None else tuple(q.to_sql(domain) for q in qs),
             tuple(float(w) for w in weights) if weights is not None else (1.0,) * len(qs),
+            tuple(sources) if sources is not None else None,
         )
+
+    def describe(self, i: int) -> str:
+        """Query i as a user can find it: its name, and ``file:line`` when known."""
+        return f"{self.names[i]} ({self.sources[i]})" if self.sources else self.names[i]
 
     @staticmethod
     def from_sql(
@@ -209,6 +219,7 @@ def _strip_comment(line: str) -> str:
 def _load_text(p: Path, text: str, domain: Domain) -> Workload:
     queries: list[Query] = []
     names: list[str] = []
+    sources: list[str] = []
     errors: list[TesseraError] = []
     for lineno, raw in enumerate(text.splitlines(), start=1):
         line = _strip_comment(raw).strip()
@@ -225,6 +236,7 @@ def _load_text(p: Path, text: str, domain: Domain) -> Workload:
         try:
             queries.append(parse_query(clause, domain))
             names.append(name)
+            sources.append(f"{p}:{lineno}")
         except QueryError as e:
             errors.append(e.located(f"{p}:{lineno}"))
     if errors:
@@ -235,7 +247,7 @@ def _load_text(p: Path, text: str, domain: Domain) -> Workload:
             where=str(p),
             hint="one WHERE clause per line, e.g. age >= 30",
         )
-    return Workload.of(domain, queries, names)
+    return Workload.of(domain, queries, names, sources=sources)
 
 
 def _load_structured(p: Path, text: str, domain: Domain) -> Workload:
@@ -253,6 +265,7 @@ def _load_structured(p: Path, text: str, domain: Domain) -> Workload:
     queries: list[Query] = []
     names: list[str] = []
     weights: list[float] = []
+    sources: list[str] = []
     errors: list[TesseraError] = []
     for i, entry in enumerate(entries):
         where = f"{p}:queries[{i}]"
@@ -293,6 +306,7 @@ def _load_structured(p: Path, text: str, domain: Domain) -> Workload:
             continue
         names.append(str(entry.get("name", entry["where"])))
         weights.append(weight)
+        sources.append(where)
     if errors:
         raise WorkloadError(errors)
-    return Workload.of(domain, queries, names, weights)
+    return Workload.of(domain, queries, names, weights, sources)

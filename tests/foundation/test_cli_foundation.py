@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -81,7 +82,8 @@ def test_workload_check_prints_stats(tmp_path: Path) -> None:
     res = run("workload", "check", str(p), "--schema", str(ADULT_SCHEMA))
     assert res.exit_code == 0, res.stderr
     assert "6 queries" in res.stdout
-    assert "young = age < 30" in res.stdout  # the duplicate pair
+    # the duplicate pair, each with its line in the file
+    assert re.search(r"young \(line \d+\) = age < 30 \(line \d+\)", res.stdout), res.stdout
     assert "age > 95" in res.stdout  # the contradiction
 
 

@@ -35,6 +35,8 @@ def check(
     w = Workload.load(workload, domain)
     s = w.stats()
     table = Table(title=f"{workload}: {s.n_queries} queries", show_header=False)
+    table.add_column("statistic", no_wrap=True)
+    table.add_column("value", overflow="fold")  # never cut: wrap
     table.add_row("queries", f"{s.n_queries:,}")
     table.add_row("total weight", f"{s.total_weight:g}")
     table.add_row("range queries", f"{s.n_range_queries:,}")
@@ -48,17 +50,25 @@ def check(
     table.add_row("contradictions", _names(w, s.contradictions))
     table.add_row(
         "duplicates",
-        "; ".join(" = ".join(w.names[i] for i in group) for group in s.duplicates[:10])
+        "; ".join(" = ".join(_where(w, i) for i in group) for group in s.duplicates[:10])
         + (f" (+{len(s.duplicates) - 10} more)" if len(s.duplicates) > 10 else "")
         or "none",
     )
     out.print(table)
 
 
+def _where(w: Workload, i: int) -> str:
+    """A query's name and its line in the file the table is about (``line 3``)."""
+    if not w.sources:
+        return w.names[i]
+    place = w.sources[i].rsplit(":", 1)[-1]
+    return f"{w.names[i]} ({'line ' + place if place.isdigit() else place})"
+
+
 def _names(w: Workload, idx: tuple[int, ...], limit: int = 10) -> str:
     if not idx:
         return "none"
-    shown = ", ".join(w.names[i] for i in idx[:limit])
+    shown = ", ".join(_where(w, i) for i in idx[:limit])
     return f"{len(idx)}: {shown}" + (" …" if len(idx) > limit else "")
 
 
