@@ -4,8 +4,9 @@ Strategy (never one SQL query per workload query):
 
 1. **Value classes.** On each attribute, every predicate boundary of the workload cuts the codes
    into classes on which every predicate is constant (an integer column with 20,000 distinct
-   values becomes the few hundred classes the workload distinguishes). The encoded table is
-   coarsened to class indices once, inside DuckDB.
+   values becomes the few hundred classes the workload distinguishes). When a ``GROUP BY`` on
+   the codes already fits ``max_cells`` (small data) its cells are mapped to classes in numpy;
+   otherwise the encoded table is coarsened to class indices once, inside DuckDB.
 2. **Marginals by GROUP BY.** Queries are grouped by scope (their constrained attributes);
    scopes are packed into shared ``GROUP BY`` queries whose result stays under ``max_cells``
    cells (on small data one GROUP BY serves every scope), so the engine returns marginals, never
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -83,18 +85,34 @@ def count_encoded(
     answers = np.zeros(len(workload), dtype=np.int64)
     groups = workload.scopes()
     classes = value_classes(workload)
-    table.coarsen(
-        {
-            name: np.searchsorted(vc.breakpoints, table.present[workload.domain.index(name)],
-                                  side="right")
-            for name, vc in classes.items()
-        }
-    )
     n_classes = {name: vc.n_classes for name, vc in classes.items()}
     batches = _pack(list(groups), n_classes, table.n_rows, max_cells)
+    coarsened = False
     done = 0
     for union, scopes in batches:
-        cells, counts = table.group_by(union, "classed")
+        if _code_cells(table, union) <= max_cells:
+            # The GROUP BY on the codes themselves already fits: map codes to classes in numpy
+            # (class = number of breakpoints ≤ code, as in coarsen) instead of materialising
+            # a coarsened copy of the table; _project sums the class tuples that coincide.
+            codes, counts = table.group_by(union, "coded")
+            cells = [
+                np.searchsorted(classes[name].breakpoints, c, side="right")
+                for name, c in zip(union, codes)
+            ]
+        else:
+            if not coarsened:  # once, shared by every large batch
+                table.coarsen(
+                    {
+                        name: np.searchsorted(
+                            vc.breakpoints,
+                            table.present[workload.domain.index(name)],
+                            side="right",
+                        )
+                        for name, vc in classes.items()
+                    }
+                )
+                coarsened = True
+            cells, counts = table.group_by(union, "classed")
         # intp once per batch: every gather below would otherwise convert the indices again
         column = {name: np.asarray(c, dtype=np.intp) for name, c in zip(union, cells)}
         for scope in scopes:
@@ -113,6 +131,13 @@ def count_encoded(
             if progress is not None:
                 progress(done, len(groups))
     return answers
+
+
+def _code_cells(table: EncodedTable, names: Sequence[str]) -> float:
+    """Upper bound on the cells of a ``GROUP BY`` over the codes of ``names``:
+    min(n_rows, ∏ occurring codes)."""
+    sizes = [len(table.present[table.domain.index(n)]) for n in names]
+    return min(float(table.n_rows), float(np.prod(sizes, dtype=float)))
 
 
 def _pack(
@@ -204,25 +229,35 @@ def value_classes(workload: Workload) -> dict[str, ValueClasses]:
     A span [lo, hi) of a predicate covers exactly the classes between its two boundaries, so
     each attribute's membership matrix is built from all its spans at once (difference array).
     """
-    spans: dict[str, list[tuple[int, int]]] = {}
-    owner: dict[str, list[int]] = {}
+    # One pass over the predicates collecting (query, spans) per attribute; everything after
+    # it is vectorised per attribute (this loop is the only per-predicate Python work).
     constrained: dict[str, list[int]] = {}
+    span_sets: dict[str, list[tuple[tuple[int, int], ...]]] = {}
     for i, q in enumerate(workload.queries):
         for p in q.predicates:
-            rows = constrained.setdefault(p.attribute, [])
-            spans.setdefault(p.attribute, []).extend(p.coverage.spans)
-            owner.setdefault(p.attribute, []).extend([len(rows)] * p.coverage.n_spans)
+            rows = constrained.get(p.attribute)
+            if rows is None:
+                rows = constrained[p.attribute] = []
+                span_sets[p.attribute] = []
             rows.append(i)
+            span_sets[p.attribute].append(p.coverage.spans)
     out = {}
     for name, qs in constrained.items():
-        span_arr = np.asarray(spans[name], dtype=np.int64).reshape(-1, 2)
+        sets = span_sets[name]
+        n_spans = np.fromiter(map(len, sets), dtype=np.int64, count=len(sets))
+        flat = np.fromiter(
+            chain.from_iterable(chain.from_iterable(sets)),
+            dtype=np.int64,
+            count=2 * int(n_spans.sum()),
+        )
+        span_arr = flat.reshape(-1, 2)
         bp = np.unique(span_arr)
         # class j+1 starts at bp[j]: a span covers classes pos(lo)+1 .. pos(hi)
         first = np.searchsorted(bp, span_arr[:, 0]) + 1
         last = np.searchsorted(bp, span_arr[:, 1]) + 1
         # A query's spans are disjoint and non-adjacent, so within a row no two of these
         # positions coincide and the running sum is 0 or 1: int8 suffices.
-        rows = np.asarray(owner[name], dtype=np.int64)
+        rows = np.repeat(np.arange(len(qs), dtype=np.int64), n_spans)
         diff = np.zeros((len(qs), len(bp) + 2), dtype=np.int8)
         diff[rows, first] = 1
         diff[rows, last] = -1

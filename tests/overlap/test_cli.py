@@ -65,7 +65,7 @@ def test_table_output_names_guarantee_witness_and_queries(tmp_path: Path) -> Non
     _, unit, _ = brute(w, s)
     assert unit == 3.0
     out = res.stdout
-    assert "γ(Q) (unit weights)" in out and "exact" in out
+    assert "γ(Q) (queries one row touches)" in out and "exact" in out
     assert "guarantee: pure ε-DP (Laplace, basic composition), add-remove neighbours" in out
     assert "calibrate with γ_w = 3 (exact)" in out
     assert "witness row: age=" in out and "sex=F" in out and "region=N" in out

@@ -151,6 +151,8 @@ class Guarantee:
         basis = "exact" if self.definition in (Definition.GDP, Definition.APPROX) else "upper bound"
         if self.definition is Definition.FDP and self.tradeoff is not None:
             basis = "exact" if self.tradeoff.exactness is Exactness.EXACT else "upper bound"
+        if self.basis != "exact":  # a conversion is never more exact than its input
+            basis = "upper bound"
         return Guarantee.approx(
             self.epsilon_at(delta),
             delta,

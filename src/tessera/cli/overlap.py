@@ -12,7 +12,12 @@ from tessera.cli.common import out, user_errors
 from tessera.errors import QueryError
 
 _PARAM = {"pure": "ε", "gdp": "μ", "zcdp": "ρ"}
-_SCALE = {"pure": "Laplace b", "gdp": "Gaussian σ", "zcdp": "Gaussian σ"}
+# GDP is proven for the continuous Gaussian; for a discrete Gaussian calibrate through zCDP
+_SCALE = {
+    "pure": "Laplace b",
+    "gdp": "continuous Gaussian σ",
+    "zcdp": "Gaussian σ (continuous or discrete)",
+}
 
 
 def register(app: typer.Typer) -> None:
@@ -21,16 +26,26 @@ def register(app: typer.Typer) -> None:
     def overlap(
         workload: Path = typer.Argument(..., help="Workload file (WHERE clauses, YAML or JSON)."),
         schema: Path = typer.Option(..., "--schema", "-s", help="Public schema (YAML/JSON)."),
-        definition: str = typer.Option("pure", "--definition", "-d",
-                                       help="Composition: pure (Σw), gdp (√Σw²), zcdp (Σw²)."),
-        neighbours: str = typer.Option("add-remove", "--neighbours", "-n",
-                                       help="Neighbouring data sets: add-remove or substitute."),
+        definition: str = typer.Option(
+            "pure", "--definition", "-d", help="Composition: pure (Σw), gdp (√Σw²), zcdp (Σw²)."
+        ),
+        neighbours: str = typer.Option(
+            "add-remove",
+            "--neighbours",
+            "-n",
+            help="Neighbouring data sets: add-remove or substitute.",
+        ),
         time_limit: float | None = typer.Option(
-            None, "--time-limit", help="Seconds for exact search; then a proven upper bound."),
-        method: str = typer.Option("auto", "--method", help="auto, sweep, branch-bound, mini-bucket, "
-                                   "enumerate, engine, colouring, split."),
+            None, "--time-limit", help="Seconds for exact search; then a proven upper bound."
+        ),
+        method: str = typer.Option(
+            "auto",
+            "--method",
+            help="auto, sweep, branch-bound, mini-bucket, enumerate, engine, colouring, split.",
+        ),
         budget: float | None = typer.Option(
-            None, "--budget", help="Total ε / μ / ρ: print the per-query noise scales."),
+            None, "--budget", help="Total ε / μ / ρ: print the per-query noise scales."
+        ),
         as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
     ) -> None:
         """Maximum overlap γ(Q) and weighted γ_w(Q), with the witness row and its queries."""
@@ -38,21 +53,31 @@ def register(app: typer.Typer) -> None:
 
         from tessera.domain import Domain
         from tessera.overlap import max_overlap, per_query_scales
-        from tessera.overlap.result import COMPS, DEFINITION_NAMES, NEIGHBOURS
+        from tessera.overlap.result import COMPS, DEFINITION_NAMES
 
         if definition not in COMPS:
             raise QueryError(f"unknown definition {definition!r}", hint="pure, gdp or zcdp")
-        if neighbours not in NEIGHBOURS:
-            raise QueryError(f"unknown neighbour relation {neighbours!r}",
-                             hint="add-remove or substitute")
+        from tessera.accounting.guarantee import Neighbours
         from tessera.workload import Workload
 
+        # same spellings as `tessera tradeoff` (add/remove, add-remove, substitute, ...)
+        neighbours = {Neighbours.ADD_REMOVE: "add-remove", Neighbours.SUBSTITUTE: "substitute"}[
+            Neighbours.parse(neighbours)
+        ]
+        if time_limit is not None and not time_limit >= 0:
+            raise QueryError(f"--time-limit {time_limit} must be ≥ 0 seconds")
+        if budget is not None and not (np.isfinite(budget) and budget > 0):
+            raise QueryError(f"--budget {budget} must be a finite number > 0")
         domain = Domain.load(schema)
         wl = Workload.load(workload, domain)
         common = dict(comp=definition, neighbours=neighbours, time_limit=time_limit, method=method)
-        unit = max_overlap(wl, np.ones(len(wl)), **common)  # type: ignore[arg-type]
         weighted = max_overlap(wl, **common)  # type: ignore[arg-type]
-        guarantee = (f"{DEFINITION_NAMES[weighted.comp]}, {neighbours} neighbours")
+        unit = (
+            weighted  # unit weights already: one solve, not two
+            if all(w == 1.0 for w in wl.weights)
+            else max_overlap(wl, np.ones(len(wl)), **common)  # type: ignore[arg-type]
+        )
+        guarantee = f"{DEFINITION_NAMES[weighted.comp]}, {neighbours} neighbours"
         scales = None if budget is None else per_query_scales(weighted, wl.weights, budget)
         if as_json:
             doc = {
@@ -61,18 +86,17 @@ def register(app: typer.Typer) -> None:
                 "neighbours": neighbours,
                 "unweighted": unit.to_dict(),
                 "weighted": weighted.to_dict(),
-                "witness_codes": None,
             }
             if weighted.witness is not None:
                 doc["witness_values"] = {
                     a.name: a.label(c) for a, c in zip(domain, weighted.witness.x)
                 }
                 doc["witness_queries"] = [wl.names[i] for i in weighted.witness.queries]
-            del doc["witness_codes"]
             if scales is not None:
                 doc["budget"] = budget
-                doc["scales"] = {n: (None if not np.isfinite(v) else float(v))
-                                 for n, v in zip(wl.names, scales)}
+                doc["scales"] = {
+                    n: (None if not np.isfinite(v) else float(v)) for n, v in zip(wl.names, scales)
+                }
             out.print_json(json.dumps(doc))
             return
         table = Table(title=f"maximum overlap of {workload} ({len(wl)} queries)")
@@ -83,7 +107,8 @@ def register(app: typer.Typer) -> None:
         def status(r: object) -> str:
             return "exact" if r.exact else "upper bound"  # type: ignore[attr-defined]
 
-        table.add_row("γ(Q) (unit weights)", f"{unit.bound:.6g}", status(unit))
+        # γ(Q) is a count of queries; under gdp the calibration value is √γ (shown below)
+        table.add_row("γ(Q) (queries one row touches)", f"{unit.score_bound:.6g}", status(unit))
         table.add_row("γ_w(Q) (workload weights)", f"{weighted.bound:.6g}", status(weighted))
         table.add_row("sequential comp(Q)", f"{weighted.sequential:.6g}", "")
         table.add_row("utility gain 1 − γ_w/comp(Q)", f"{weighted.utility_gain:.3f}", "")
@@ -91,23 +116,25 @@ def register(app: typer.Typer) -> None:
             table.add_row("witness attains", f"{weighted.achieved:.6g}", "lower bound")
         table.add_row("method", weighted.method, "")
         out.print(table)
-        out.print(f"guarantee: {guarantee}; calibrate with γ_w = {weighted.bound:.6g} "
-                  f"({status(weighted)})")
+        out.print(
+            f"guarantee: {guarantee}; calibrate with γ_w = {weighted.bound:.6g} "
+            f"({status(weighted)})"
+        )
         for note in weighted.notes:
             out.print(f"note: {note}")
         if weighted.witness is not None:
             row = ", ".join(f"{a.name}={a.label(c)}" for a, c in zip(domain, weighted.witness.x))
             out.print(f"witness row: {row}")
             if weighted.witness.y is not None:
-                row_y = ", ".join(f"{a.name}={a.label(c)}"
-                                  for a, c in zip(domain, weighted.witness.y))
+                row_y = ", ".join(
+                    f"{a.name}={a.label(c)}" for a, c in zip(domain, weighted.witness.y)
+                )
                 out.print(f"substituted by: {row_y}")
             out.print(f"queries it touches ({len(weighted.witness.queries)}):")
             for i in weighted.witness.queries:
                 out.print(f"  {wl.names[i]}")
         if scales is not None:
-            st = Table(title=f"per-query noise for {_PARAM[definition]} = {budget:g} "
-                       f"({guarantee})")
+            st = Table(title=f"per-query noise for {_PARAM[definition]} = {budget:g} ({guarantee})")
             st.add_column("query")
             st.add_column("weight", justify="right")
             st.add_column(_SCALE[definition], justify="right")

@@ -94,12 +94,15 @@ def tradeoff(
 
     rel = Neighbours.parse(neighbours)
     changed: int | None = None  # queries one neighbour change touches, from the workload
+    # the overlap figure is exact only when computed exactly; a γ given by the user, or a
+    # search stopped by its time limit, is an upper bound and the guarantee says so
+    overlap_exact = overlap is None
     if workload is not None:
         if schema is None:
             raise TesseraError("--workload needs --schema")
         if queries is not None or overlap is not None:
             raise TesseraError("--workload computes t and γ: drop --queries/--overlap")
-        queries, overlap, changed = _from_workload(workload, schema, rel, time_limit)
+        queries, overlap, changed, overlap_exact = _from_workload(workload, schema, rel, time_limit)
     if queries is None:
         raise TesseraError("give --queries t (and --overlap γ), or --workload with --schema")
     if queries < 1:
@@ -126,7 +129,8 @@ def tradeoff(
         composed = GaussianDP(param * math.sqrt(g_eff))
         sequential = GaussianDP(param * math.sqrt(t_eff))
         for name, f in (("overlap", composed), ("sequential", sequential)):
-            g = Guarantee.gdp(f.mu, rel)
+            exact = overlap_exact or name == "sequential"
+            g = Guarantee.gdp(f.mu, rel, basis="exact" if exact else "upper bound (Thm 6)")
             lines.append(f"{name:>10}: {g.text()}")
             lines.append(f"{'':>10}  ⇒ {g.at_delta(delta).text()}")
     else:
@@ -163,8 +167,8 @@ def tradeoff(
 
 def _from_workload(
     path: Path, schema: Path, rel: object, time_limit: float | None
-) -> tuple[int, float, int]:
-    """(t, γ, queries per neighbour change) of a workload with unit weights.
+) -> tuple[int, float, int, bool]:
+    """(t, γ, queries per neighbour change, both exact?) of a workload with unit weights.
 
     Both overlap figures are exact values or proven upper bounds (never lower bounds): they
     calibrate the guarantee printed below.
@@ -176,13 +180,15 @@ def _from_workload(
 
     w = Workload.load(path, Domain.load(schema))
     ones = [1.0] * len(w)
-    gamma = max_overlap(w, ones, time_limit=time_limit).bound
-    if rel is Neighbours.SUBSTITUTE:
-        changed = max_overlap(w, ones, neighbours="substitute", time_limit=time_limit).bound
-    else:
-        changed = gamma
+    add_remove = max_overlap(w, ones, time_limit=time_limit)
+    moved = (
+        max_overlap(w, ones, neighbours="substitute", time_limit=time_limit)
+        if rel is Neighbours.SUBSTITUTE
+        else add_remove
+    )
     # unit weights: the bounds are integers up to rounding margins added on the safe side
-    return len(w), float(gamma), min(len(w), math.ceil(changed - 1e-9))
+    changed = min(len(w), math.ceil(moved.bound - 1e-9))
+    return len(w), float(add_remove.bound), changed, add_remove.exact and moved.exact
 
 
 def _parameter(
