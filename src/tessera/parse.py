@@ -141,6 +141,8 @@ class _Parser:
             return _and(self.conj(node.this), self.conj(node.expression))
         if isinstance(node, exp.Boolean):
             return {} if node.this else None
+        if isinstance(node, exp.Not) and isinstance(_unparen(node.this), exp.Boolean):
+            return None if _unparen(node.this).this else {}
         attr = self._single_attribute(node)
         return {attr.name: self.tri(node, attr)}
 
@@ -209,12 +211,14 @@ class _Parser:
             self._column(node.this, attr)
             if node.args.get("query") is not None:
                 raise QueryError("IN (SELECT ...) is not supported", hint="list the values")
-            spans = [
-                span
-                for item in node.expressions
-                for span in attr.code_of(self._value(item, attr)).spans
-            ]
-            return _Tri(IntervalSet.of(spans), unknown)
+            items = [item for item in node.expressions if not isinstance(item, exp.Null)]
+            spans = [span for item in items for span in attr.code_of(self._value(item, attr)).spans]
+            cov = IntervalSet.of(spans)
+            if len(items) < len(node.expressions):
+                # SQL: x IN (a, NULL) is true for a and *unknown* elsewhere, so its NOT is
+                # never true
+                return _Tri(cov, attr.all_codes() - cov)
+            return _Tri(cov, unknown)
         if isinstance(node, exp.Between):
             self._column(node.this, attr)
             lo = attr.compare(">=", self._value(node.args["low"], attr))
@@ -274,6 +278,12 @@ class _Parser:
                 hint=f"use {attr.name} IS NULL",
             )
         raise QueryError(f"expected a literal value, got {node.sql()!r}")
+
+
+def _unparen(node: exp.Expression) -> exp.Expression:
+    while isinstance(node, exp.Paren):
+        node = node.this
+    return node
 
 
 def _and(a: _Conj, b: _Conj) -> _Conj:

@@ -1049,7 +1049,11 @@ def _allocate_pld(
         if hi / lo < 1.0 + 1e-6:
             break
     achieved_eps = eps_of(hi)
-    assert achieved_eps <= eps
+    if not achieved_eps <= eps:  # never `assert`: it must hold under `python -O` too
+        raise TesseraError(
+            f"PLD calibration missed its target: ε(δ) = {achieved_eps} > {eps}",
+            hint="report this: the bisection keeps the upper end, which meets the target",
+        )
     n = target.neighbours
     return Allocation(
         target=target,
