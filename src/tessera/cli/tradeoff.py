@@ -161,7 +161,9 @@ def tradeoff(
         if clt and not gaussian_like:
             curves.append(("CLT, overlap", clt_approximation([param] * g_eff)))
             curves.append(("CLT, sequential", clt_approximation([param] * t_eff)))
-        path = plot_tradeoffs(curves, output, title=f"{per.describe()}: overlap vs sequential")  # type: ignore[arg-type]
+        path = plot_tradeoffs(
+            curves, output, title=f"{per.describe()}: overlap vs sequential ({rel.value})"
+        )  # type: ignore[arg-type]
         out.print(f"wrote {path}")
 
 
