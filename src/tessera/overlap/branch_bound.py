@@ -383,6 +383,39 @@ def _solve_component(
     return best, upper, True, best_x, nodes
 
 
+@dataclass(frozen=True)
+class ActivePart:
+    """The queries a point search must consider: positive score, constrained, satisfiable.
+
+    Tautologies (no predicate) hold at every point, so their scores add a ``constant``;
+    contradictions and zero scores never contribute. ``scopes`` index into ``atoms``.
+    """
+
+    scores: npt.NDArray[np.float64]
+    active: list[int]
+    constant: float
+    atoms: list[AttributeAtoms]
+    scopes: list[list[int]]
+
+
+def active_part(domain: Domain, queries: Sequence[Query], scores: npt.ArrayLike) -> ActivePart:
+    """Split max_x Σ_q s_q q(x) into a constant and the part that depends on x."""
+    s_all = np.asarray(scores, dtype=np.float64)
+    if s_all.shape != (len(queries),) or (s_all < 0).any() or not np.isfinite(s_all).all():
+        raise ValueError("scores must be finite, non-negative, one per query")
+    active = [
+        i for i, q in enumerate(queries) if s_all[i] > 0 and q.predicates and not q.is_contradiction()
+    ]
+    constant = math.fsum(
+        float(s_all[i]) for i, q in enumerate(queries) if s_all[i] > 0 and not q.predicates
+    )
+    act_queries = [queries[i] for i in active]
+    atoms = workload_atoms(domain, act_queries)
+    pos_of = {a.name: i for i, a in enumerate(atoms)}
+    scopes = [[pos_of[n] for n in q.scope] for q in act_queries]
+    return ActivePart(s_all, active, constant, list(atoms), scopes)
+
+
 def max_point(
     domain: Domain,
     queries: Sequence[Query],
@@ -400,22 +433,12 @@ def max_point(
     ``mini_bucket`` > 0 adds a third node bound, g + h with h the mini-bucket heuristic of that
     i-bound along the branching order (:mod:`tessera.overlap.mini_bucket`).
     """
-    s_all = np.asarray(scores, dtype=np.float64)
-    if s_all.shape != (len(queries),) or (s_all < 0).any() or not np.isfinite(s_all).all():
-        raise ValueError("scores must be finite, non-negative, one per query")
+    part = active_part(domain, queries, scores)
     deadline = time.monotonic() + (math.inf if time_limit is None else float(time_limit))
-    active = [
-        i for i, q in enumerate(queries) if s_all[i] > 0 and q.predicates and not q.is_contradiction()
-    ]
-    constant = math.fsum(
-        float(s_all[i]) for i, q in enumerate(queries) if s_all[i] > 0 and not q.predicates
-    )
+    constant, atoms, scopes = part.constant, part.atoms, part.scopes
+    act_queries = [queries[i] for i in part.active]
+    act_s = part.scores[part.active]
     x_codes = [0] * len(domain)
-    act_queries = [queries[i] for i in active]
-    atoms = workload_atoms(domain, act_queries)
-    act_s = s_all[active]
-    pos_of = {a.name: i for i, a in enumerate(atoms)}
-    scopes = [[pos_of[n] for n in q.scope] for q in act_queries]
     colour, adj = None, None
     if colouring is None:
         colouring = len(act_queries) <= COLOURING_QUERIES
@@ -454,18 +477,11 @@ def split_bound(
     every split. Subgradient steps move weight off the attributes whose maximising atom the query
     contains; the smallest bound seen is returned, inflated by a rounding margin.
     """
-    s_all = np.asarray(scores, dtype=np.float64)
-    active = [
-        i for i, q in enumerate(queries) if s_all[i] > 0 and q.predicates and not q.is_contradiction()
-    ]
-    constant = math.fsum(
-        float(s_all[i]) for i, q in enumerate(queries) if s_all[i] > 0 and not q.predicates
-    )
-    if not active:
+    part = active_part(domain, queries, scores)
+    constant, atoms = part.constant, part.atoms
+    if not part.active:
         return constant * (1.0 + 1e-12)
-    qs = [queries[i] for i in active]
-    s = s_all[active]
-    atoms = workload_atoms(domain, qs)
+    s = part.scores[part.active]
     mats = [a.membership.astype(np.float64) for a in atoms]
     starts = np.cumsum([0] + [len(a.queries) for a in atoms])
     e_q = np.concatenate([a.queries for a in atoms])

@@ -52,12 +52,12 @@ import numpy as np
 import numpy.typing as npt
 
 from tessera.domain import Domain
-from tessera.overlap.atoms import workload_atoms
 from tessera.overlap.branch_bound import (
     PointSolution,
     _build_component,
     _Component,
     _incumbent,
+    active_part,
     independent_parts,
 )
 from tessera.query import Query
@@ -298,23 +298,12 @@ def mbe_point(
 ) -> PointSolution:
     """max_x Σ_q s_q q(x) (s ≥ 0) by MBE-guided branch and bound: exact unless ``time_limit``
     runs out, then ``upper`` is the proven anytime bound."""
-    s_all = np.asarray(scores, dtype=np.float64)
-    if s_all.shape != (len(queries),) or (s_all < 0).any() or not np.isfinite(s_all).all():
-        raise ValueError("scores must be finite, non-negative, one per query")
+    part = active_part(domain, queries, scores)
     deadline = time.monotonic() + (math.inf if time_limit is None else float(time_limit))
-    active = [
-        i for i, q in enumerate(queries)
-        if s_all[i] > 0 and q.predicates and not q.is_contradiction()
-    ]
-    constant = math.fsum(
-        float(s_all[i]) for i, q in enumerate(queries) if s_all[i] > 0 and not q.predicates
-    )
+    constant, atoms, scopes = part.constant, part.atoms, part.scopes
+    act_queries = [queries[i] for i in part.active]
+    act_s = part.scores[part.active]
     x_codes = [0] * len(domain)
-    act_queries = [queries[i] for i in active]
-    atoms = workload_atoms(domain, act_queries)
-    act_s = s_all[active]
-    pos_of = {a.name: i for i, a in enumerate(atoms)}
-    scopes = [[pos_of[n] for n in q.scope] for q in act_queries]
     lower, upper, exact, nodes = constant, constant, True, 0
     for cols, local in independent_parts(atoms, len(act_queries), scopes):
         comp = _build_component(local, np.arange(len(cols), dtype=np.int64), act_s[cols])
