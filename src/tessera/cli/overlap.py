@@ -36,7 +36,9 @@ def register(app: typer.Typer) -> None:
             help="Neighbouring data sets: add-remove or substitute.",
         ),
         time_limit: float | None = typer.Option(
-            None, "--time-limit", help="Seconds for exact search; then a proven upper bound."
+            None,
+            "--time-limit",
+            help="Seconds for the exact search (set-up and bounds come on top); then a proven upper bound.",
         ),
         method: str = typer.Option(
             "auto",
