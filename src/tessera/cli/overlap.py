@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from tessera.cli.common import out, user_errors
+from tessera.cli.common import err, out, user_errors
 from tessera.errors import QueryError
 
 _PARAM = {"pure": "ε", "gdp": "μ", "zcdp": "ρ"}
@@ -73,12 +73,14 @@ def register(app: typer.Typer) -> None:
         domain = Domain.load(schema)
         wl = Workload.load(workload, domain)
         common = dict(comp=definition, neighbours=neighbours, time_limit=time_limit, method=method)
-        weighted = max_overlap(wl, **common)  # type: ignore[arg-type]
-        unit = (
-            weighted  # unit weights already: one solve, not two
-            if all(w == 1.0 for w in wl.weights)
-            else max_overlap(wl, np.ones(len(wl)), **common)  # type: ignore[arg-type]
-        )
+        # a spinner on a terminal: the search can take seconds on large workloads
+        with err.status(f"maximum overlap of {len(wl):,} queries…", spinner="dots"):
+            weighted = max_overlap(wl, **common)  # type: ignore[arg-type]
+            unit = (
+                weighted  # unit weights already: one solve, not two
+                if all(w == 1.0 for w in wl.weights)
+                else max_overlap(wl, np.ones(len(wl)), **common)  # type: ignore[arg-type]
+            )
         guarantee = f"{DEFINITION_NAMES[weighted.comp]}, {neighbours} neighbours"
         scales = None if budget is None else per_query_scales(weighted, wl.weights, budget)
         if as_json:
