@@ -475,9 +475,6 @@ class PiecewiseLinear(TradeOff):
     def to_piecewise_linear(self, grid: int = DEFAULT_GRID) -> PiecewiseLinear:
         return self
 
-    def with_exactness(self, exactness: Exactness) -> PiecewiseLinear:
-        return PiecewiseLinear(self.alphas, self.betas, exactness)
-
     def finite_pair(self) -> tuple[FloatArray, FloatArray]:
         """Two finite distributions (P, Q) with T(P, Q) = f exactly.
 

@@ -99,9 +99,6 @@ class BooleanQuery:
         levels = self.manager.var_levels
         return tuple(sorted(self.manager.support(self.node), key=levels.__getitem__))
 
-    def is_constant(self) -> bool:
-        return self.node == self.manager.true or self.node == self.manager.false
-
     def cofactor_layers(
         self, order: Sequence[str], max_states: int = 1 << 14
     ) -> tuple[list[npt.NDArray[np.int64]], npt.NDArray[np.bool_]] | None:

@@ -250,10 +250,6 @@ class Automaton:
     transitions: tuple[IntArray, ...]
     accept: npt.NDArray[np.bool_]
 
-    def layer_sizes(self) -> tuple[int, ...]:
-        """States after reading 1, 2, …, k variables."""
-        return tuple(int(t.max()) + 1 if t.size else 1 for t in self.transitions)
-
     def tabulate(self, shape: Sequence[int]) -> npt.NDArray[np.bool_]:
         """f over the full grid of atoms of ``order`` (axes in ``order``), for dense factors."""
         state = np.zeros((), dtype=np.int64)
