@@ -10,11 +10,16 @@ a million values is as cheap as a boolean one.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+
+
+#: Sorts after every span end: (code, _AFTER_ANY) > (code, hi) for any span starting at ``code``.
+_AFTER_ANY = float("inf")
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +69,9 @@ class IntervalSet:
     def __contains__(self, code: object) -> bool:
         if not isinstance(code, (int, np.integer)):
             return False
-        return any(lo <= code < hi for lo, hi in self.spans)
+        # the last span starting at or before ``code`` is the only one that can hold it
+        i = bisect_right(self.spans, (int(code), _AFTER_ANY))
+        return i > 0 and code < self.spans[i - 1][1]
 
     def __iter__(self):  # type: ignore[no-untyped-def]
         """Iterate over the covered codes (only for small sets: this enumerates)."""

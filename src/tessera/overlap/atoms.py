@@ -64,29 +64,29 @@ def attribute_atoms(
     name: str, position: int, size: int, coverages: Sequence[IntervalSet], queries: Sequence[int]
 ) -> AttributeAtoms:
     """Atoms of an attribute of ``size`` codes for the predicates ``coverages`` (one per query)."""
-    ends = [0, size]
-    for cov in coverages:
-        for lo, hi in cov.spans:
-            ends.append(min(max(lo, 0), size))
-            ends.append(min(max(hi, 0), size))
-    breaks = np.unique(np.asarray(ends, dtype=np.int64))
-    n_seg = len(breaks) - 1
     k = len(coverages)
+    # every span of every predicate, flat: (predicate index, lo, hi), clipped to the attribute
+    n_spans = np.fromiter((len(cov.spans) for cov in coverages), dtype=np.int64, count=k)
+    flat = np.fromiter(
+        (v for cov in coverages for span in cov.spans for v in span), dtype=np.int64,
+        count=2 * int(n_spans.sum()),
+    ).reshape(-1, 2)
+    flat = np.clip(flat, 0, size)
+    owner = np.repeat(np.arange(k, dtype=np.int64), n_spans)
+    breaks = np.unique(np.concatenate([np.array([0, size], dtype=np.int64), flat.ravel()]))
+    n_seg = len(breaks) - 1
     if k * n_seg > MAX_MEMBERSHIP_CELLS:
         raise ResourceError(
             f"attribute {name!r}: {k} predicates × {n_seg} value classes is too large to tabulate",
             hint="coarsen the attribute or split the workload",
         )
     # difference array: +1 at the first segment of a span, −1 after its last
-    diff = np.zeros((k, n_seg + 1), dtype=np.int32)
-    for i, cov in enumerate(coverages):
-        if not cov.spans:
-            continue
-        spans = np.clip(np.asarray(cov.spans, dtype=np.int64), 0, size)
-        first = np.searchsorted(breaks, spans[:, 0])
-        last = np.searchsorted(breaks, spans[:, 1])
-        np.add.at(diff[i], first, 1)
-        np.add.at(diff[i], last, -1)
+    first = owner * (n_seg + 1) + np.searchsorted(breaks, flat[:, 0])
+    last = owner * (n_seg + 1) + np.searchsorted(breaks, flat[:, 1])
+    diff = np.zeros(k * (n_seg + 1), dtype=np.int32)
+    np.add.at(diff, first, 1)
+    np.add.at(diff, last, -1)
+    diff = diff.reshape(k, n_seg + 1)
     seg_member = np.cumsum(diff[:, :n_seg], axis=1) > 0  # (k, n_seg)
     seg_len = np.diff(breaks)
     keep = seg_len > 0

@@ -67,6 +67,13 @@ COLOURING_QUERIES = 20_000
 RECOLOUR_SHRINK = 0.7
 
 
+def graph_seconds(n_queries: int) -> float:
+    """Rough time to build and colour the overlap graph of ``n_queries`` queries (Θ(t²); measured
+    ≈ 1 s at t = 10,000 on the 2-core benchmark machine). Only decides whether colour-class
+    bounds fit in the time limit; no bound depends on it."""
+    return 1.0 * (n_queries / 10_000) ** 2
+
+
 @dataclass(frozen=True)
 class PointSolution:
     """max_x Σ s_q q(x): ``lower`` (attained by ``x``) ≤ max ≤ ``upper``; equal when ``exact``."""
@@ -145,7 +152,8 @@ def _build_component(
     adj_ids: npt.NDArray[np.int64] | None = None,
 ) -> _Component:
     n = len(columns)
-    col_of = {int(q): i for i, q in enumerate(columns)}
+    col_of = np.full(int(columns.max(initial=-1)) + 1, -1, dtype=np.int64)
+    col_of[columns] = np.arange(n)
     # most constrained attribute first: fixing it early kills or resolves the most queries
     order = sorted(range(len(atoms)), key=lambda a: -float(s_all[atoms[a].queries].sum()))
     reduced: list[AttributeAtoms] = []
@@ -158,7 +166,7 @@ def _build_component(
             at.name, at.position, at.size, at.queries, at.membership[keep],
             at.representative[keep], at.n_codes[keep],
         )
-        cols = np.fromiter((col_of[int(q)] for q in at.queries), dtype=np.int64, count=len(at.queries))
+        cols = col_of[at.queries]
         full = np.ones((at.n_atoms, n), dtype=bool)
         full[:, cols] = at.membership
         scope[cols, pos] = True
@@ -184,6 +192,17 @@ def _build_component(
         own_start, None if col is None else col.astype(np.int64),
         0 if col is None or len(col) == 0 else int(col.max()) + 1, adj, ids,
         None if adj is None or ids is None else adj.sum(axis=1)[ids].astype(np.int64),
+    )
+
+
+def owner_bound(comp: _Component) -> float:
+    """Σ_k max_c Σ_{q owned by k, c ∈ φ_{q,k}} s_q: each query relaxed to its last attribute's
+    predicate (q(x) ≤ [x_k ∈ φ_{q,k}]), a valid upper bound that costs one pass over the
+    membership matrices."""
+    return sum(
+        float((comp.own[k] @ comp.s[comp.own_start[k] : comp.own_start[k + 1]]).max())
+        for k in range(len(comp.atoms))
+        if comp.own_start[k + 1] > comp.own_start[k]
     )
 
 
@@ -293,11 +312,7 @@ def _solve_component(
     best, best_x = _incumbent(comp, restarts, seed)
     # stack entries: (bound, depth, const, idx, partial atom choice)
     root_idx = np.arange(len(comp.s), dtype=np.int64)
-    root_bound = sum(
-        float((comp.own[k] @ comp.s[comp.own_start[k] : comp.own_start[k + 1]]).max())
-        for k in range(m)
-        if comp.own_start[k + 1] > comp.own_start[k]
-    )
+    root_bound = owner_bound(comp)
     if comp.colour is not None and len(comp.s):
         whole = _class_bound(comp.colour, comp.s, np.ones((1, len(comp.s)), dtype=bool))
         root_bound = min(root_bound, float(whole[0]))
@@ -427,21 +442,26 @@ def max_point(
     colouring: bool | None = None,
     mini_bucket: int = 0,
     moment_matching: bool = False,
+    part: ActivePart | None = None,
 ) -> PointSolution:
     """max_x Σ_q s_q q(x) (s ≥ 0): exact unless ``time_limit`` (seconds) runs out first.
 
     ``mini_bucket`` > 0 adds a third node bound, g + h with h the mini-bucket heuristic of that
-    i-bound along the branching order (:mod:`tessera.overlap.mini_bucket`).
+    i-bound along the branching order (:mod:`tessera.overlap.mini_bucket`). ``part`` is
+    :func:`active_part` of the same arguments, when the caller already has it. The time limit
+    covers the set-up too: colour-class bounds are skipped when the overlap graph would not be
+    ready in time (:func:`graph_seconds`).
     """
-    part = active_part(domain, queries, scores)
     deadline = time.monotonic() + (math.inf if time_limit is None else float(time_limit))
+    part = active_part(domain, queries, scores) if part is None else part
     constant, atoms, scopes = part.constant, part.atoms, part.scopes
     act_queries = [queries[i] for i in part.active]
     act_s = part.scores[part.active]
     x_codes = [0] * len(domain)
     colour, adj = None, None
     if colouring is None:
-        colouring = len(act_queries) <= COLOURING_QUERIES
+        colouring = len(act_queries) <= COLOURING_QUERIES and (
+            graph_seconds(len(act_queries)) <= 0.5 * (deadline - time.monotonic()))
     if colouring and act_queries:
         adj = overlap_graph(domain, act_queries)
         colour = greedy_colouring(adj, act_s, "greedy")
@@ -455,7 +475,7 @@ def max_point(
             from tessera.overlap.mini_bucket import compile_heuristic  # (imports this module)
 
             heur = compile_heuristic(comp, range(len(comp.atoms)), mini_bucket,
-                                     moment_matching=moment_matching)
+                                     moment_matching=moment_matching, deadline=deadline)
         lo, up, ex, xa, nn = _solve_component(comp, deadline, restarts, seed, heur)
         lower += lo
         upper += up
@@ -468,16 +488,17 @@ def max_point(
 
 def split_bound(
     domain: Domain, queries: Sequence[Query], scores: npt.ArrayLike, *, iterations: int = 150,
-    time_limit: float | None = None,
+    time_limit: float | None = None, part: ActivePart | None = None,
 ) -> float:
     """A Lagrangian upper bound on max_x Σ_q s_q q(x), cheap at any size (SPEC §3).
 
     Split each score over the query's attributes, s_q = Σ_{a∈scope(q)} λ_{q,a} with λ ≥ 0. Since
     q(x) ≤ [x_a ∈ φ_{q,a}] for every a, Σ_q s_q q(x) ≤ Σ_a max_c Σ_q λ_{q,a} [c ∈ φ_{q,a}] for
     every split. Subgradient steps move weight off the attributes whose maximising atom the query
-    contains; the smallest bound seen is returned, inflated by a rounding margin.
+    contains; the smallest bound seen is returned, inflated by a rounding margin. ``part``: as in
+    :func:`max_point`.
     """
-    part = active_part(domain, queries, scores)
+    part = active_part(domain, queries, scores) if part is None else part
     constant, atoms = part.constant, part.atoms
     if not part.active:
         return constant * (1.0 + 1e-12)

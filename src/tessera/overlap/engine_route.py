@@ -78,13 +78,16 @@ def estimate(domain: Domain, queries: Sequence[Any]) -> EngineEstimate:
 
     graph = nx.Graph()
     coverages: dict[str, set[tuple[tuple[int, int], ...]]] = {}
+    scopes = set()  # distinct scopes: far fewer than queries, and all the graph needs
     for q in queries:
-        names = sorted(q.scope, key=domain.index)
-        graph.add_nodes_from(names)
-        graph.add_edges_from((a, b) for i, a in enumerate(names) for b in names[i + 1 :])
+        scopes.add(q.scope)
         if isinstance(q, Query):
             for p in q.predicates:
-                coverages.setdefault(p.attribute, set()).add(tuple(p.coverage.spans))
+                coverages.setdefault(p.attribute, set()).add(p.coverage.spans)
+    for scope in scopes:
+        names = sorted(scope, key=domain.index)
+        graph.add_nodes_from(names)
+        graph.add_edges_from((a, b) for i, a in enumerate(names) for b in names[i + 1 :])
     if graph.number_of_nodes() == 0:
         return EngineEstimate(0, 1, 0)
     width, td = treewidth(graph)

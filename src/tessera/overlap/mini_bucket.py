@@ -53,12 +53,14 @@ import numpy.typing as npt
 
 from tessera.domain import Domain
 from tessera.overlap.branch_bound import (
+    ActivePart,
     PointSolution,
     _build_component,
     _Component,
     _incumbent,
     active_part,
     independent_parts,
+    owner_bound,
 )
 from tessera.query import Query
 
@@ -157,20 +159,26 @@ def _broadcast(table: npt.NDArray[np.float64], vs: tuple[int, ...],
 
 def compile_heuristic(
     comp: _Component, order: Sequence[int], ibound: int = 3, max_entries: int = MAX_ENTRIES,
-    moment_matching: bool = False,
-) -> MiniBucketHeuristic:
-    """Mini-bucket elimination along ``order`` (component positions; see the module docstring)."""
+    moment_matching: bool = False, deadline: float = math.inf,
+) -> MiniBucketHeuristic | None:
+    """Mini-bucket elimination along ``order`` (component positions; see the module docstring);
+    ``None`` if ``time.monotonic()`` passes ``deadline`` first (checked between buckets: a
+    partly compiled heuristic bounds nothing)."""
     order = tuple(int(a) for a in order)
     member = [comp.member[a] for a in order]
     scope = comp.scope[:, list(order)]
     sizes = [mm.shape[0] for mm in member]
     if ibound < 1:
         raise ValueError("the i-bound must be at least 1")
+    if time.monotonic() > deadline:
+        return None
     groups = _query_groups(sizes, scope, ibound, max_entries)
     buckets: list[list[tuple[tuple[int, ...], npt.NDArray[np.float64]]]] = [[] for _ in order]
     messages: list[Message] = []
     n_tables = len(groups)
     for v in range(len(order) - 1, -1, -1):
+        if time.monotonic() > deadline:
+            return None
         # query tables are built bucket by bucket and dropped after it: memory is one bucket's
         funcs = buckets[v] + [(vs, _query_table(member, comp.s, vs, qa))
                               for vs, qa in groups.items() if vs[-1] == v]
@@ -295,11 +303,17 @@ def mbe_point(
     moment_matching: bool = False,
     restarts: int = 8,
     seed: int = 0,
+    part: ActivePart | None = None,
 ) -> PointSolution:
     """max_x Σ_q s_q q(x) (s ≥ 0) by MBE-guided branch and bound: exact unless ``time_limit``
-    runs out, then ``upper`` is the proven anytime bound."""
-    part = active_part(domain, queries, scores)
+    runs out, then ``upper`` is the proven anytime bound.
+
+    The time limit covers compilation: when the heuristic is not compiled in time, the answer is
+    the coordinate-ascent row and the owner bound (:func:`~.branch_bound.owner_bound`). ``part``
+    is :func:`~.branch_bound.active_part` of the same arguments, when the caller has it.
+    """
     deadline = time.monotonic() + (math.inf if time_limit is None else float(time_limit))
+    part = active_part(domain, queries, scores) if part is None else part
     constant, atoms, scopes = part.constant, part.atoms, part.scopes
     act_queries = [queries[i] for i in part.active]
     act_s = part.scores[part.active]
@@ -308,7 +322,15 @@ def mbe_point(
     for cols, local in independent_parts(atoms, len(act_queries), scopes):
         comp = _build_component(local, np.arange(len(cols), dtype=np.int64), act_s[cols])
         heur = compile_heuristic(comp, variable_order(comp, order), ibound, max_entries,
-                                 moment_matching)
+                                 moment_matching, deadline)
+        if heur is None:  # out of time before the heuristic was ready: one ascent, no restarts
+            lo, xc = _incumbent(comp, 0, seed)
+            lower += lo
+            upper += max(lo, owner_bound(comp))
+            exact = False
+            for j, at in enumerate(comp.atoms):
+                x_codes[at.position] = int(at.representative[xc[j]])
+            continue
         lo, up, ex, xo, nn = _search(comp, heur, deadline, restarts, seed)
         lower += lo
         upper += up

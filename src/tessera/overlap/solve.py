@@ -29,7 +29,13 @@ import numpy.typing as npt
 
 from tessera.domain import Domain
 from tessera.errors import QueryError, ResourceError
-from tessera.overlap.branch_bound import COLOURING_QUERIES, max_point, split_bound
+from tessera.overlap.branch_bound import (
+    COLOURING_QUERIES,
+    active_part,
+    graph_seconds,
+    max_point,
+    split_bound,
+)
 from tessera.overlap.colouring import MAX_GRAPH_QUERIES, colouring_bound
 from tessera.overlap.engine_route import engine_point, estimate, is_boolean
 from tessera.overlap.mini_bucket import mbe_point
@@ -97,9 +103,8 @@ def mean_width(dom: Domain, queries: Sequence[Query]) -> float:
 
 def touched(domain: Domain, queries: Sequence[Query], x: Sequence[int]) -> npt.NDArray[np.bool_]:
     """I(x) as a mask, by evaluating every query on x (:meth:`Query.evaluate`)."""
-    row = np.asarray([list(x)], dtype=np.int64)
-    return np.fromiter((bool(q.evaluate(domain, row)[0]) for q in queries), dtype=bool,
-                       count=len(queries))
+    point = tuple(int(c) for c in x)
+    return np.fromiter((q(domain, point) for q in queries), dtype=bool, count=len(queries))
 
 
 def max_overlap(
@@ -199,6 +204,7 @@ def _add_remove(
             ub, note = split_bound(dom, queries, s), "Lagrangian split bound"
         return _result(dom, queries, s, comp, "add-remove", _safe_upper(ub, s), None, None,
                        False, method, (note,))
+    part = active_part(dom, queries, s)  # value classes, shared by the search and the bounds
     left = remaining()
     # wide predicates, or too many queries for colour-class bounds (measured: docs/benchmarks.md)
     use_mb = method == "mini-bucket" or (
@@ -208,21 +214,19 @@ def _add_remove(
     search = "mini-bucket" if use_mb else "branch-bound"
     # keep a tenth of the time for the split bound, computed only if the search stops early
     limit = None if left is None else 0.9 * left
-    sol = (mbe_point(dom, queries, s, time_limit=limit, ibound=MINI_BUCKET_IBOUND) if use_mb
-           else max_point(dom, queries, s, time_limit=limit))
+    sol = (mbe_point(dom, queries, s, time_limit=limit, ibound=MINI_BUCKET_IBOUND, part=part)
+           if use_mb else max_point(dom, queries, s, time_limit=limit, part=part))
     if sol.exact:
         return _result(dom, queries, s, comp, "add-remove", sol.upper, sol.x, sol.lower, True,
                        search, (f"{sol.nodes} search nodes",))
-    # stopped early: every bound below is proven; keep the least
-    # the split bound is time-capped only when colour bounds already tightened the search's bound;
-    # beyond COLOURING_QUERIES it is the best bound there is, so it gets all its iterations
+    # stopped early: every bound below is proven; keep the least. They share what is left of the
+    # time limit (the split bound always makes one pass, ~10 ms per 10,000 queries)
     left = remaining()
-    capped = left is not None and len(queries) <= COLOURING_QUERIES
     bounds = {search: sol.upper,
-              "split": split_bound(dom, queries, s,
-                                   time_limit=max(left, 2.0) if capped and left is not None
-                                   else None)}
-    if COLOURING_QUERIES < len(queries) <= MAX_GRAPH_QUERIES // 4:
+              "split": split_bound(dom, queries, s, time_limit=left, part=part)}
+    left = remaining()
+    if COLOURING_QUERIES < len(queries) <= MAX_GRAPH_QUERIES // 4 and (
+            left is None or graph_seconds(len(queries)) <= left):
         # (up to COLOURING_QUERIES the search's root bound already includes a colouring bound)
         bounds["colouring"] = colouring_bound(dom, queries, s)[0]
     name = min(bounds, key=lambda k: bounds[k])
