@@ -9,7 +9,16 @@ For each workload family and size t, in the same run:
   (``networkx.max_weight_clique``, ω ≥ γ, = γ for ranges; in a subprocess), and, when
   ``ortools`` is installed (bench only, not a dependency), CP-SAT on the one-hot model
   (z[a,c] one class per attribute, y_q ⇒ OR of the classes of φ_{q,a}, max Σ y_q), 2 workers,
-  hinted with our witness: its proven bound and best solution.
+  hinted with our witness: its proven bound and best solution; and, when ``pytoulbar2`` is
+  installed (bench extra), the exact weighted-CSP solver ToulBar2 on the y-encoding (one
+  variable per attribute, a Boolean per query, hard binary constraints): best row and proven
+  bound, set-up included.
+
+With ``--hardness`` it instead follows the wide mixed family as t grows (default sizes
+300 1,000 3,000 10,000; use a long ``--time-limit`` such as 60): ours and ToulBar2 with the same
+limit, and the plateau around the best row — rows within 1% of it reachable by one-attribute
+moves, and distinct local optima of 200 random-start coordinate ascents — i.e. what any exact
+search must refute.
 
 With ``--mini-bucket`` it instead compares, on the two random mixed families, the search alone
 (``max_point``: best-first with owner and colour-class bounds) against the mini-bucket-guided
@@ -17,7 +26,7 @@ search (``mbe_point``) at i-bounds 2, 3, 4, 8, each with the same time limit: pr
 row, wall time (compilation included), nodes.
 
 Usage: python bench/bench_overlap.py [--sizes 1000 10000 100000] [--time-limit 5]
-                                     [--mini-bucket]
+                                     [--mini-bucket | --hardness]
 """
 
 from __future__ import annotations
@@ -34,6 +43,12 @@ from tessera.builders import random_workload
 from tessera.domain import Domain
 from tessera.overlap import max_overlap, max_point, overlap_graph, split_bound
 from tessera.overlap.atoms import undominated, workload_atoms
+from tessera.overlap.branch_bound import (
+    _ascent,
+    _build_component,
+    active_part,
+    independent_parts,
+)
 from tessera.overlap.colouring import colour_class_bound, greedy_colouring
 from tessera.overlap.mini_bucket import mbe_point
 
@@ -97,6 +112,46 @@ def cpsat(domain: Domain, queries, hint_x, limit: float) -> str:  # type: ignore
     return f"{solver.ObjectiveValue():g}, {tag} ({took:.1f}s)"
 
 
+def toulbar2(domain: Domain, queries, limit: float) -> tuple[str, float | None, float | None]:  # type: ignore[no-untyped-def]
+    """ToulBar2 (exact weighted-CSP solver; ``pytoulbar2``, bench extra) on the same problem as
+    a cost minimisation: one variable per attribute (its undominated value classes), a Boolean
+    y_q per query with unary cost 1 − y_q, and hard binary constraints y_q = 1 ⇒ x_a ∈ φ_{q,a}.
+    Returns (cell text, best row score, proven upper bound) with the time limit, set-up
+    included."""
+    try:
+        import pytoulbar2
+    except ImportError:
+        return "not installed", None, None
+    start = time.perf_counter()
+    atoms = [(at, undominated(at)) for at in workload_atoms(domain, queries)]
+    t = len(queries)
+    cfn = pytoulbar2.CFN(t + 1, vac=0)  # ub = t + 1 acts as infinity (hard constraints)
+    cfn.Option.verbose = -1
+    cfn.Option.showSolutions = 0
+    for i, (_, keep) in enumerate(atoms):
+        cfn.AddVariable(f"x{i}", range(len(keep)))
+    for q in range(t):
+        cfn.AddVariable(f"y{q}", [0, 1])
+        cfn.AddFunction([len(atoms) + q], [1, 0])
+    for i, (at, keep) in enumerate(atoms):
+        mem = at.membership[keep]
+        for j, q in enumerate(at.queries):
+            # costs over (x_i, y_q) in lexicographic order: y=1 forbidden outside φ_{q,a}
+            costs = np.zeros((len(keep), 2), dtype=np.int64)
+            costs[~mem[:, j], 1] = t + 1
+            cfn.AddFunction([i, len(atoms) + int(q)], costs.ravel().tolist())
+    left = max(1, int(round(limit - (time.perf_counter() - start))))
+    res = cfn.Solve(timeLimit=left)
+    took = time.perf_counter() - start
+    best = None if res is None else t - float(res[1])
+    dual = float(cfn.GetDDualBound()) if hasattr(cfn, "GetDDualBound") else None
+    upper = None if dual is None else t - dual
+    if best is not None and upper is not None and upper <= best + 0.5:
+        return f"{best:g}, optimal ({took:.1f}s)", best, best
+    bound = "?" if upper is None else f"{upper:g}"
+    return f"{'—' if best is None else f'{best:g}'}, bound {bound} ({took:.1f}s)", best, upper
+
+
 def run(label: str, domain: Domain, wl, limit: float) -> list[str]:  # type: ignore[no-untyped-def]
     t = len(wl)
     ones = np.ones(t)
@@ -123,9 +178,80 @@ def run(label: str, domain: Domain, wl, limit: float) -> list[str]:  # type: ign
             row.append("skipped (t > 2,000)")
         del adj
         row.append(cpsat(domain, wl.queries, res.witness.x if res.witness else None, limit))
+        row.append(toulbar2(domain, wl.queries, limit)[0])
     else:
-        row += ["skipped (t² graph)", "skipped", "skipped (t > 20,000)"]
+        row += ["skipped (t² graph)", "skipped", "skipped (t > 20,000)", "skipped (t > 20,000)"]
     return row
+
+
+def _plateau(domain: Domain, queries, within: float, cap: int = 100_000,  # type: ignore[no-untyped-def]
+             restarts: int = 200) -> tuple[float, int, int, int]:
+    """How flat the landscape is around the best row coordinate ascent finds (unit weights).
+
+    Returns (best score s*, rows scoring ≥ (1 − within)·s* reachable from the best row by
+    changing one attribute at a time through such rows (breadth-first, capped at ``cap``),
+    distinct local optima among ``restarts`` random-start ascents, how many of those score
+    ≥ (1 − within)·s*). Every such row is one a branch and bound must refute with a bound
+    that is tighter than ``within``.
+    """
+    part = active_part(domain, queries, np.ones(len(queries)))
+    (cols, local), = list(independent_parts(part.atoms, len(part.active), part.scopes))
+    comp = _build_component(local, np.arange(len(cols), dtype=np.int64), part.scores[cols])
+    m = len(comp.atoms)
+    rng = np.random.default_rng(0)  # search heuristic only
+    optima: dict[tuple[int, ...], float] = {}
+    for _ in range(restarts):
+        x0 = np.array([rng.integers(a.n_atoms) for a in comp.atoms], dtype=np.int64)
+        v, x = _ascent(comp, x0)
+        optima[tuple(int(c) for c in x)] = v
+    best_x = max(optima, key=optima.__getitem__)
+    best = optima[best_x]
+    floor = (1.0 - within) * best
+    seen = {best_x}
+    frontier = [np.array(best_x, dtype=np.int64)]
+    while frontier and len(seen) < cap:
+        nxt = []
+        for x in frontier:
+            sat = np.stack([comp.member[j][x[j]] for j in range(m)], axis=1)
+            nsat = sat.sum(axis=1)
+            for j in range(m):
+                others = (nsat - sat[:, j]) == m - 1
+                scores = comp.member[j][:, others].astype(np.float64) @ comp.s[others]
+                for c in np.flatnonzero(scores >= floor):
+                    y = x.copy()
+                    y[j] = c
+                    key = tuple(int(v) for v in y)
+                    if key not in seen:
+                        seen.add(key)
+                        nxt.append(y)
+        frontier = nxt
+    near = sum(1 for v in optima.values() if v >= floor)
+    return best, len(seen), len(optima), near
+
+
+def hardness_table(domain: Domain, sizes: list[int], limit: float, seed: int) -> None:
+    """Wide random mixed workloads as t grows: ours and ToulBar2 with the same (long) limit, and
+    the plateau of near-best rows that any exact search has to refute."""
+    header = ["t", "ours: bound / row (s)", "ToulBar2: row, bound (s)", "best of 200 ascents",
+              "rows within 1% (connected)", "distinct local optima (within 1%)"]
+    rows = []
+    for t in sizes:
+        wl = random_workload(domain, t, attributes_per_query=(1, 4), kind="mixed", seed=seed,
+                             max_queries=10**6)
+        start = time.perf_counter()
+        res = max_overlap(wl, np.ones(t), time_limit=limit)
+        took = time.perf_counter() - start
+        ours = f"{'exact ' if res.exact else ''}{res.bound:g} / {res.achieved:g} ({took:.1f}s)"
+        tb = toulbar2(domain, wl.queries, limit)[0]
+        best, n_near, n_opt, n_opt_near = _plateau(domain, wl.queries, 0.01)
+        rows.append([f"{t:,}", ours, tb, f"{best:g}",
+                     f"{n_near:,}{'+' if n_near >= 100_000 else ''}", f"{n_opt} ({n_opt_near})"])
+        print(" | ".join(rows[-1]), flush=True)
+    print()
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for r in rows:
+        print("| " + " | ".join(r) + " |")
 
 
 def mini_bucket_table(domain: Domain, sizes: list[int], limit: float, seed: int) -> None:
@@ -162,10 +288,14 @@ def main() -> None:
     ap.add_argument("--time-limit", type=float, default=5.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--mini-bucket", action="store_true")
+    ap.add_argument("--hardness", action="store_true")
     args = ap.parse_args()
     domain = Domain.load(ADULT)
     if args.mini_bucket:
         mini_bucket_table(domain, args.sizes, args.time_limit, args.seed)
+        return
+    if args.hardness:
+        hardness_table(domain, args.sizes, args.time_limit, args.seed)
         return
     families = [
         ("mixed 1–4 attrs, width 5–50%",
@@ -179,7 +309,7 @@ def main() -> None:
          dict(attributes_per_query=(1, 2), kind="range", attributes=["age", "hours-per-week"])),
     ]
     header = ["workload", "t", "ours s", "γ bound", "witness", "exact", "method", "split bound",
-              "greedy colouring", "networkx ω", "CP-SAT (2 workers)"]
+              "greedy colouring", "networkx ω", "CP-SAT (2 workers)", "ToulBar2"]
     rows = []
     for label, kw in families:
         for t in args.sizes:

@@ -46,14 +46,24 @@ from tessera.overlap.substitution import (
     maximal_rows,
     realisable_sets,
 )
+from tessera.overlap.wcsp import available as wcsp_available
+from tessera.overlap.wcsp import wcsp_point
 from tessera.query import Query
 
-Method = Literal["auto", "sweep", "branch-bound", "mini-bucket", "enumerate", "engine",
-                 "colouring", "split"]
+Method = Literal["auto", "sweep", "branch-bound", "mini-bucket", "toulbar2", "enumerate",
+                 "engine", "colouring", "split"]
 #: Below this many queries the branch and bound answers in milliseconds: not worth compiling.
 ENGINE_MIN_QUERIES = 500
-METHODS: tuple[str, ...] = ("auto", "sweep", "branch-bound", "mini-bucket", "enumerate", "engine",
-                            "colouring", "split")
+METHODS: tuple[str, ...] = ("auto", "sweep", "branch-bound", "mini-bucket", "toulbar2",
+                            "enumerate", "engine", "colouring", "split")
+#: ``auto`` hands searches up to this many queries to ToulBar2 when it is installed (measured:
+#: exact at t = 1,000 random wide queries in ~25 s where our search is 20% off after 60 s; at
+#: t = 3,000 and beyond its proven bound is looser than ours: docs/benchmarks.md).
+TOULBAR2_MAX_QUERIES = 2_000
+#: ... after our own search has had this share of the time, at most TOULBAR2_WARMUP_SECONDS (it
+#: finds the incumbent ToulBar2 starts from, and solves easy workloads outright).
+TOULBAR2_WARMUP_SHARE = 0.25
+TOULBAR2_WARMUP_SECONDS = 1.0
 #: ``auto`` uses the mini-bucket search from this many queries on, when predicates are wide ...
 MINI_BUCKET_MIN_QUERIES = 5_000
 #: ... i.e. cover on average at least this fraction of their attribute (measured:
@@ -196,6 +206,9 @@ def _add_remove(
         x = tuple(int(c) for c in sets.points[i])
         return _result(dom, queries, s, comp, "add-remove", float(vals[i]), x, float(vals[i]),
                        True, "enumerate")
+    if method == "toulbar2" and not wcsp_available():
+        raise QueryError("method 'toulbar2' needs the ToulBar2 solver",
+                         hint='pip install "tessera-dp[exact]"')
     if method in ("colouring", "split"):
         if method == "colouring":
             ub, k = colouring_bound(dom, queries, s)
@@ -212,18 +225,36 @@ def _add_remove(
         and (len(queries) > COLOURING_QUERIES
              or mean_width(dom, queries) >= MINI_BUCKET_MIN_WIDTH))
     search = "mini-bucket" if use_mb else "branch-bound"
-    # keep a tenth of the time for the split bound, computed only if the search stops early
-    limit = None if left is None else 0.9 * left
+    # ToulBar2 after a short search of ours (incumbent), or alone when asked for
+    portfolio = method == "toulbar2" or (
+        method == "auto" and len(part.active) <= TOULBAR2_MAX_QUERIES and wcsp_available())
+    if portfolio:
+        limit = (TOULBAR2_WARMUP_SECONDS if left is None
+                 else min(TOULBAR2_WARMUP_SECONDS, TOULBAR2_WARMUP_SHARE * left))
+    else:
+        # keep a tenth of the time for the split bound, computed only if the search stops early
+        limit = None if left is None else 0.9 * left
     sol = (mbe_point(dom, queries, s, time_limit=limit, ibound=MINI_BUCKET_IBOUND, part=part)
            if use_mb else max_point(dom, queries, s, time_limit=limit, part=part))
     if sol.exact:
         return _result(dom, queries, s, comp, "add-remove", sol.upper, sol.x, sol.lower, True,
                        search, (f"{sol.nodes} search nodes",))
+    bounds = {search: sol.upper}
+    if portfolio:
+        left = remaining()
+        tb = wcsp_point(dom, queries, s, incumbent=(sol.lower, sol.x),
+                        time_limit=None if left is None else 0.95 * left, part=part)
+        if tb is not None:
+            if tb.lower > sol.lower:
+                sol = tb
+            if tb.exact:
+                return _result(dom, queries, s, comp, "add-remove", tb.upper, tb.x, tb.lower,
+                               True, "toulbar2", ("ToulBar2 proved optimality",))
+            bounds["toulbar2"] = tb.upper
     # stopped early: every bound below is proven; keep the least. They share what is left of the
     # time limit (the split bound always makes one pass, ~10 ms per 10,000 queries)
     left = remaining()
-    bounds = {search: sol.upper,
-              "split": split_bound(dom, queries, s, time_limit=left, part=part)}
+    bounds["split"] = split_bound(dom, queries, s, time_limit=left, part=part)
     left = remaining()
     if COLOURING_QUERIES < len(queries) <= MAX_GRAPH_QUERIES // 4 and (
             left is None or graph_seconds(len(queries)) <= left):
