@@ -45,7 +45,8 @@ def register(app: typer.Typer) -> None:
         method: str = typer.Option(
             "auto",
             "--method",
-            help="auto, sweep, branch-bound, mini-bucket, enumerate, engine, colouring, split.",
+            help="auto, sweep, branch-bound, mini-bucket, toulbar2, enumerate, engine, colouring, "
+            "split.",
         ),
         budget: float | None = typer.Option(
             None, "--budget", help="Total ε / μ / ρ: print the per-query noise scales."
