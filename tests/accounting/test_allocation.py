@@ -166,3 +166,24 @@ def test_zcdp_uniform_and_discrete_gaussian() -> None:
     assert a.variances()[0] == pytest.approx(2.0, rel=1e-12)  # σ² = 1/(2ρ_q)
     with pytest.raises(TesseraError):
         allocate(6, Guarantee.zcdp(0.5), overlap=2, mechanism="laplace")
+
+
+
+
+def test_final_check_meets_a_sticky_oracle() -> None:
+    """The last step re-checks the parameters with the oracle itself. A valid, monotone oracle
+    whose slack does not shrink with the parameters (ToulBar2's integer costs round up, so its
+    bound can stay put under a tiny shrink) must still be met: the margin has to grow."""
+    from types import SimpleNamespace
+
+    from tessera.accounting.allocation import _shrink_until_valid
+
+    regime = SimpleNamespace(budget=1.0, squared=False, to_u=lambda p: p)
+
+    def load(u: np.ndarray) -> float:  # ≥ Σu, non-decreasing, stuck above 1 down to 1 − 1e-8
+        total = float(np.sum(u))
+        return max(total, 1.0 + 1e-11) if total > 1.0 - 1e-8 else total
+
+    params, final = _shrink_until_valid(np.array([0.5, 0.5]), regime, load)  # type: ignore[arg-type]
+    assert final <= 1.0 and load(params) <= 1.0
+    assert float(np.sum(params)) >= 1.0 - 1e-6  # the margin overshoots by at most ~2×

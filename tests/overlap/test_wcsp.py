@@ -110,3 +110,28 @@ def test_a_failing_child_is_ignored_not_trusted() -> None:
     assert wcsp.wcsp_point(dom, queries, w, runner=lambda m, s, t: None) is None
     # a lower bound on the cost above what the incumbent (all-zero row) costs is impossible
     assert wcsp.wcsp_point(dom, queries, w, runner=lambda m, s, t: (None, None, m.top + 5)) is None
+
+
+def test_when_toulbar2_does_not_answer_the_search_gets_the_time(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Portfolio fallback: warm-up stopped early, ToulBar2 gives nothing → our search runs again
+    with the rest of the limit and its answer (here exact) is what max_overlap returns."""
+    rng = np.random.default_rng(8)
+    dom, queries, w = _case(rng)
+    while len(queries) < 5:
+        dom, queries, w = _case(rng)
+    real = solve_mod.max_point
+    calls: list[float | None] = []
+
+    def stopped_then_real(*args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(kwargs.get("time_limit"))
+        if len(calls) == 1:  # the warm-up "ran out of time" at once
+            return real(*args, **{**kwargs, "time_limit": 0.0})
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(solve_mod, "max_point", stopped_then_real)
+    monkeypatch.setattr(solve_mod, "wcsp_point", lambda *a, **k: None)
+    ref, _ = points_max_score(dom, queries, w)
+    res = max_overlap(queries, w, domain=dom, time_limit=10)
+    assert len(calls) == 2 and calls[1] is not None and calls[1] > 5
+    assert res.exact and math.isclose(res.achieved, ref, rel_tol=1e-9, abs_tol=1e-9)

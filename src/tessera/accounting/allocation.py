@@ -983,13 +983,16 @@ def _shrink_until_valid(
     params: FloatArray, regime: _Regime, load: Callable[[FloatArray], float]
 ) -> tuple[FloatArray, float]:
     """Enforce load(h(p)) ≤ B with the oracle itself, at the final parameters (rounding in √
-    or a non-homogeneous oracle could overshoot by a few ulps); returns (p, load(h(p)))."""
+    or a non-homogeneous oracle could overshoot: by a few ulps, or by ~1e-9 relative for the
+    ToulBar2 route, whose integer costs round up); returns (p, load(h(p))). The safety margin
+    doubles on every retry (1e-15, 2e-15, …), so any monotone oracle is met within a few dozen
+    calls at a utility cost no larger than its own slack."""
     budget = regime.budget
-    for _ in range(100):
+    for i in range(100):
         lv = load(regime.to_u(params))
         if lv <= budget:
             return params, lv
-        ratio = budget / lv * (1.0 - 1e-15)
+        ratio = budget / lv * (1.0 - min(1e-15 * 2.0**i, 0.5))
         params = params * (math.sqrt(ratio) if regime.squared else ratio)
     raise TesseraError("could not meet the budget with this overlap oracle (is it monotone?)")
 

@@ -46,6 +46,7 @@ from tessera.overlap.substitution import (
     maximal_rows,
     realisable_sets,
 )
+from tessera.overlap.wcsp import MIN_SECONDS as WCSP_MIN_SECONDS
 from tessera.overlap.wcsp import available as wcsp_available
 from tessera.overlap.wcsp import wcsp_point
 from tessera.query import Query
@@ -227,7 +228,8 @@ def _add_remove(
     search = "mini-bucket" if use_mb else "branch-bound"
     # ToulBar2 after a short search of ours (incumbent), or alone when asked for
     portfolio = method == "toulbar2" or (
-        method == "auto" and len(part.active) <= TOULBAR2_MAX_QUERIES and wcsp_available())
+        method == "auto" and len(part.active) <= TOULBAR2_MAX_QUERIES and wcsp_available()
+        and (left is None or (1 - TOULBAR2_WARMUP_SHARE) * left > WCSP_MIN_SECONDS))
     if portfolio:
         limit = (TOULBAR2_WARMUP_SECONDS if left is None
                  else min(TOULBAR2_WARMUP_SECONDS, TOULBAR2_WARMUP_SHARE * left))
@@ -251,6 +253,20 @@ def _add_remove(
                 return _result(dom, queries, s, comp, "add-remove", tb.upper, tb.x, tb.lower,
                                True, "toulbar2", ("ToulBar2 proved optimality",))
             bounds["toulbar2"] = tb.upper
+        else:
+            # ToulBar2 did not run (or failed): give the rest of the time to our own search
+            left = remaining()
+            if left is None or left > 0.1:
+                again = (mbe_point(dom, queries, s, time_limit=None if left is None else 0.9 * left,
+                                   ibound=MINI_BUCKET_IBOUND, part=part) if use_mb else
+                         max_point(dom, queries, s, time_limit=None if left is None else 0.9 * left,
+                                   part=part))
+                if again.exact:
+                    return _result(dom, queries, s, comp, "add-remove", again.upper, again.x,
+                                   again.lower, True, search, (f"{again.nodes} search nodes",))
+                bounds[search] = min(bounds[search], again.upper)
+                if again.lower > sol.lower:
+                    sol = again
     # stopped early: every bound below is proven; keep the least. They share what is left of the
     # time limit (the split bound always makes one pass, ~10 ms per 10,000 queries)
     left = remaining()
