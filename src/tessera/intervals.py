@@ -17,7 +17,6 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-
 #: Sorts after every span end: (code, _AFTER_ANY) > (code, hi) for any span starting at ``code``.
 _AFTER_ANY = float("inf")
 
