@@ -20,13 +20,16 @@ limit, and the plateau around the best row — rows within 1% of it reachable by
 moves, and distinct local optima of 200 random-start coordinate ascents — i.e. what any exact
 search must refute.
 
+With ``--substitution`` it instead measures substitution neighbours (max_{x,y} Σ [q(x) ≠ q(y)])
+with and without the ToulBar2 route on random wide and low-width workloads.
+
 With ``--mini-bucket`` it instead compares, on the two random mixed families, the search alone
 (``max_point``: best-first with owner and colour-class bounds) against the mini-bucket-guided
 search (``mbe_point``) at i-bounds 2, 3, 4, 8, each with the same time limit: proven bound, best
 row, wall time (compilation included), nodes.
 
 Usage: python bench/bench_overlap.py [--sizes 1000 10000 100000] [--time-limit 5]
-                                     [--mini-bucket | --hardness]
+                                     [--mini-bucket | --hardness | --substitution]
 """
 
 from __future__ import annotations
@@ -254,6 +257,39 @@ def hardness_table(domain: Domain, sizes: list[int], limit: float, seed: int) ->
         print("| " + " | ".join(r) + " |")
 
 
+def substitution_table(domain: Domain, limit: float, seed: int) -> None:
+    """Substitution neighbours: max_overlap with ToulBar2 (auto) against the same call without
+    it (session 1: exact enumeration up to 6,000 overlap patterns, else min(2·S, Σ h(w)))."""
+    from tessera.overlap import solve as solve_mod
+
+    header = ["workload", "t", "with ToulBar2: bound / pair (s)", "without: bound / pair (s)"]
+    rows = []
+    cases = [("mixed 1–4 attrs, width 5–50%", t, {}) for t in (30, 100, 1000)] + [
+        ("mixed 1–3 of age/education/occupation", t,
+         {"attributes": ["age", "education", "occupation"], "attributes_per_query": (1, 3)})
+        for t in (300, 1000)]
+    real = solve_mod.wcsp_available
+    for label, t, kw in cases:
+        kw = {"attributes_per_query": (1, 4), **kw}
+        wl = random_workload(domain, t, kind="mixed", seed=seed, **kw)  # type: ignore[arg-type]
+        row = [label, f"{t:,}"]
+        for on in (True, False):
+            solve_mod.wcsp_available = real if on else (lambda: False)  # type: ignore[assignment]
+            start = time.perf_counter()
+            res = max_overlap(wl, neighbours="substitute", time_limit=limit)
+            took = time.perf_counter() - start
+            row.append(f"{'exact ' if res.exact else ''}{res.bound:g} / {res.achieved:g} "
+                       f"({took:.1f}s)")
+        solve_mod.wcsp_available = real
+        rows.append(row)
+        print(" | ".join(row), flush=True)
+    print()
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for r in rows:
+        print("| " + " | ".join(r) + " |")
+
+
 def mini_bucket_table(domain: Domain, sizes: list[int], limit: float, seed: int) -> None:
     header = ["workload", "t", "branch-bound", "MBE i=2", "MBE i=3", "MBE i=4", "MBE i=8"]
     rows = []
@@ -289,6 +325,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--mini-bucket", action="store_true")
     ap.add_argument("--hardness", action="store_true")
+    ap.add_argument("--substitution", action="store_true")
     args = ap.parse_args()
     domain = Domain.load(ADULT)
     if args.mini_bucket:
@@ -296,6 +333,9 @@ def main() -> None:
         return
     if args.hardness:
         hardness_table(domain, args.sizes, args.time_limit, args.seed)
+        return
+    if args.substitution:
+        substitution_table(domain, args.time_limit, args.seed)
         return
     families = [
         ("mixed 1–4 attrs, width 5–50%",

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from tessera.errors import QueryError
 from tessera.overlap import max_overlap, wcsp
 from tessera.overlap import solve as solve_mod
-from tessera.overlap.brute import points_max_score
+from tessera.overlap.brute import points_max_score, points_max_substitution
 from tessera.overlap.result import h
 
 from .cases import random_domain, random_query, random_weights
@@ -135,3 +135,34 @@ def test_when_toulbar2_does_not_answer_the_search_gets_the_time(
     res = max_overlap(queries, w, domain=dom, time_limit=10)
     assert len(calls) == 2 and calls[1] is not None and calls[1] > 5
     assert res.exact and math.isclose(res.achieved, ref, rel_tol=1e-9, abs_tol=1e-9)
+
+
+@pytest.mark.parametrize("chunk", range(2))
+def test_toulbar2_substitution_equals_brute_force(chunk: int) -> None:
+    """max_{x,y} Σ s_q [q(x) ≠ q(y)], incl. tautologies (never separate), contradictions and
+    one-attribute queries (the (x_a, y_a) tables)."""
+    rng = np.random.default_rng(950 + chunk)
+    for case in range(120):
+        dom, queries, w = _case(rng)
+        s = h(("pure", "gdp", "zcdp")[case % 3], w)
+        ref, rx, ry = points_max_substitution(dom, queries, s)
+        for inc in (None, (rx, ry)):
+            sol = wcsp.wcsp_substitution(dom, queries, s, incumbent=inc, runner=_in_process)
+            assert sol is not None and sol.exact
+            assert math.isclose(sol.lower, ref, rel_tol=1e-9, abs_tol=1e-9)
+            assert ref - 1e-12 <= sol.upper <= ref + 1e-6 * max(1.0, float(s.sum()))
+            differ = [i for i, q in enumerate(queries) if q(dom, sol.x) != q(dom, sol.y)]
+            assert math.isclose(math.fsum(s[differ]), sol.lower, rel_tol=1e-9, abs_tol=1e-9)
+
+
+def test_max_overlap_substitution_through_toulbar2() -> None:
+    """End to end (child process): substitution neighbours with method toulbar2 equal brute
+    force, where session 1 could only give min(2·S, Σ h(w)) beyond 6,000 overlap patterns."""
+    rng = np.random.default_rng(11)
+    for _ in range(3):
+        dom, queries, w = _case(rng)
+        ref, _, _ = points_max_substitution(dom, queries, w)
+        res = max_overlap(queries, w, domain=dom, neighbours="substitute", method="toulbar2",
+                          time_limit=20)
+        assert res.exact and math.isclose(res.achieved, ref, rel_tol=1e-9, abs_tol=1e-9)
+        assert ref - 1e-12 <= res.bound <= ref + 1e-6 * max(1.0, float(w.sum()))

@@ -48,7 +48,7 @@ from tessera.overlap.substitution import (
 )
 from tessera.overlap.wcsp import MIN_SECONDS as WCSP_MIN_SECONDS
 from tessera.overlap.wcsp import available as wcsp_available
-from tessera.overlap.wcsp import wcsp_point
+from tessera.overlap.wcsp import wcsp_point, wcsp_substitution
 from tessera.query import Query
 
 Method = Literal["auto", "sweep", "branch-bound", "mini-bucket", "toulbar2", "enumerate",
@@ -61,6 +61,10 @@ METHODS: tuple[str, ...] = ("auto", "sweep", "branch-bound", "mini-bucket", "tou
 #: exact at t = 1,000 random wide queries in ~25 s where our search is 20% off after 60 s; at
 #: t = 3,000 and beyond its proven bound is looser than ours: docs/benchmarks.md).
 TOULBAR2_MAX_QUERIES = 2_000
+#: Substitution: ``auto`` tries ToulBar2 on workloads over at most this many attributes ...
+TOULBAR2_SUBSTITUTION_MAX_ATTRIBUTES = 6
+#: ... or of at most this many queries.
+TOULBAR2_SUBSTITUTION_MAX_QUERIES = 60
 #: ... after our own search has had this share of the time, at most TOULBAR2_WARMUP_SECONDS (it
 #: finds the incumbent ToulBar2 starts from, and solves easy workloads outright).
 TOULBAR2_WARMUP_SHARE = 0.25
@@ -330,20 +334,48 @@ def _substitute(
                 raise
     # S_sub ≤ min(2·S, Σ s): bound from the add/remove score; witness pair from a second solve
     start = time.monotonic()
-    base = _add_remove(dom, queries, s, comp, "auto" if method == "auto" else method,
-                       None if time_limit is None else start + time_limit / 2)
+    # with ToulBar2 to follow, the heuristic pair and the 2·S bound get half the time. auto tries
+    # it where it was measured to finish (docs/benchmarks.md): few attributes (1,000 queries over
+    # 3 attributes: exact in 7 s) or few queries (random ones over 15 attributes: t ≤ ~40)
+    n_attrs = len({p.attribute for q in queries for p in q.predicates})
+    exact_next = method in ("auto", "toulbar2") and wcsp_available() and (
+        method == "toulbar2" or (len(queries) <= TOULBAR2_MAX_QUERIES and (
+            n_attrs <= TOULBAR2_SUBSTITUTION_MAX_ATTRIBUTES
+            or len(queries) <= TOULBAR2_SUBSTITUTION_MAX_QUERIES)))
+    share = 0.5 if exact_next else 1.0
+    base = _add_remove(dom, queries, s, comp, "auto" if method in ("auto", "toulbar2") else method,
+                       None if time_limit is None else start + share * time_limit / 2)
     upper = min(2.0 * base.score_bound, total)
     x = base.witness.x if base.witness else tuple([0] * len(dom))
     miss = ~touched(dom, queries, x)
     # the second solve only improves the witness pair (and may prove exactness): cap its time
-    rest = 10.0 if time_limit is None else max(0.0, time_limit - (time.monotonic() - start))
+    rest = (TOULBAR2_WARMUP_SECONDS if exact_next else 10.0) if time_limit is None else max(
+        0.0, share * time_limit - (time.monotonic() - start))
     second = max_point(dom, queries, np.where(miss, s, 0.0), time_limit=rest)
-    ix = touched(dom, queries, x) ^ touched(dom, queries, second.x)
+    y = second.x
+    ix = touched(dom, queries, x) ^ touched(dom, queries, y)
     achieved = math.fsum(s[ix].tolist())
+    name, notes = "bound min(2·S_add/remove, Σ h(w))", ("S_sub ≤ 2·S: I(x)ΔI(y) ⊆ I(x) ∪ I(y)",)
+    proved = False
+    if exact_next and upper > achieved:
+        left = None if time_limit is None else time_limit - (time.monotonic() - start)
+        pair = wcsp_substitution(dom, queries, s, incumbent=(x, y),
+                                 time_limit=None if left is None else 0.95 * left)
+        if pair is not None:
+            if pair.lower > achieved:
+                x, y, achieved = pair.x, pair.y, pair.lower
+            if pair.exact or pair.upper < upper:
+                upper, proved = pair.upper, pair.exact
+                name = "toulbar2" if pair.exact else "toulbar2 (anytime, dual bound)"
+                notes = ("ToulBar2 proved optimality" if pair.exact else
+                         "time limit reached: ToulBar2's proven dual bound",)
+    if proved:
+        # its bound and the re-checked pair agree up to the rounding of scaled costs
+        return _result(dom, queries, s, comp, "substitute", upper, x, achieved, True,
+                       "toulbar2", notes, y=y)
     exact = upper <= achieved
     return _result(dom, queries, s, comp, "substitute", max(upper, achieved), x, None, exact,
-                   "bound min(2·S_add/remove, Σ h(w))", ("S_sub ≤ 2·S: I(x)ΔI(y) ⊆ I(x) ∪ I(y)",),
-                   y=second.x)
+                   name, notes, y=y)
 
 
 def maximal_overlapping_sets(

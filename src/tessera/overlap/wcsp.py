@@ -17,6 +17,9 @@ Encoding (y-encoding, linear in the workload):
 * a query on ≥ 2 attributes gets a Boolean y_q with unary cost c_q [y_q = 0] and hard binary
   constraints y_q = 1 ⇒ x_a ∈ φ_{q,a}: at the optimum y_q = q(x).
 
+Substitution neighbours (:func:`wcsp_substitution`) use the same machinery on two rows:
+maximise Σ_q s_q [q(x) ≠ q(y)] as the cost Σ_q c_q [q(x) = q(y)], see :func:`_substitution_model`.
+
 Costs are integers: c_q = s_q when the scores are integral (and Σ s < 2⁴⁰), else
 c_q = max(1, ⌈s_q · 2^e⌉) for s_q > 0 with 2^e the power of two that puts Σ s just below 2⁴⁰ —
 exact in floating point —
@@ -67,14 +70,21 @@ def available() -> bool:
 
 @dataclass(frozen=True)
 class _Model:
-    """The WCSP in plain arrays (picklable for the child process)."""
+    """A WCSP in plain arrays (picklable for the child process): variables with domain sizes,
+    unary and binary cost tables; costs ≥ ``top`` are forbidden. The solver reports the values
+    of the first ``report`` variables."""
 
-    sizes: list[int]  # undominated classes per attribute
-    unary: list[npt.NDArray[np.int64]]  # per attribute: cost of each class (one-attribute queries)
-    y_cost: npt.NDArray[np.int64]  # per multi-attribute query
-    # per attribute: (y indices, forbidden mask (classes × those queries): y = 1 and x_a ∉ φ)
-    links: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]]
-    top: int  # forbidden cost: one more than the incumbent's cost
+    domains: list[int]
+    unary: list[tuple[int, npt.NDArray[np.int64]]]
+    binary: list[tuple[int, int, npt.NDArray[np.int64]]]  # (u, v, table |D_u| × |D_v|)
+    top: int
+    report: int
+
+
+#: (values of the reported variables or None, their cost or None, proven lower bound on the cost)
+Answer = tuple[list[int] | None, int | None, int]
+#: runs the model with a solver limit (s) and a wall-clock wait (s); None when it failed
+Runner = Callable[[_Model, int, float | None], Answer | None]
 
 
 def integer_costs(s: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.int64], int]:
@@ -89,61 +99,104 @@ def integer_costs(s: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.int64], in
     return np.where(s > 0, np.maximum(c, 1.0), 0.0).astype(np.int64), e
 
 
-def _build(part: ActivePart, costs: npt.NDArray[np.int64], incumbent_cost: int
-           ) -> tuple[_Model, list[npt.NDArray[np.int64]]]:
-    """The model and, per attribute, the kept (undominated) class indices."""
-    n = len(costs)
+def _arity(part: ActivePart, n: int) -> npt.NDArray[np.int64]:
     arity = np.zeros(n, dtype=np.int64)
     for at in part.atoms:
         arity[at.queries] += 1
+    return arity
+
+
+def _point_model(part: ActivePart, costs: npt.NDArray[np.int64], top: int
+                 ) -> tuple[_Model, list[npt.NDArray[np.int64]]]:
+    """max_x Σ_q s_q q(x): x_a over undominated classes; one-attribute queries as unary costs;
+    y_q ∈ {0, 1} with cost c_q [y_q = 0] and y_q = 1 ⇒ x_a ∈ φ_{q,a}. Also returns, per
+    attribute, the kept class indices."""
+    arity = _arity(part, len(costs))
     multi = np.flatnonzero(arity >= 2)
-    y_of = np.full(n, -1, dtype=np.int64)
-    y_of[multi] = np.arange(len(multi))
-    sizes, unary, links, kept = [], [], [], []
-    for at in part.atoms:
+    m = len(part.atoms)
+    y_var = np.full(len(costs), -1, dtype=np.int64)
+    y_var[multi] = m + np.arange(len(multi))
+    domains: list[int] = []
+    unary: list[tuple[int, npt.NDArray[np.int64]]] = []
+    binary: list[tuple[int, int, npt.NDArray[np.int64]]] = []
+    kept = []
+    for a, at in enumerate(part.atoms):
         keep = undominated(at)
         mem = at.membership[keep]  # (classes, queries on a)
         single = arity[at.queries] == 1
         # one-attribute queries: cost c_q on every class outside φ_{q,a}
-        unary.append((~mem[:, single]).astype(np.int64) @ costs[at.queries[single]])
-        links.append((y_of[at.queries[~single]], ~mem[:, ~single]))
-        sizes.append(len(keep))
+        unary.append((a, (~mem[:, single]).astype(np.int64) @ costs[at.queries[single]]))
+        for j in np.flatnonzero(~single):
+            table = np.zeros((len(keep), 2), dtype=np.int64)
+            table[~mem[:, j], 1] = top  # y = 1 is forbidden outside φ
+            binary.append((a, int(y_var[at.queries[j]]), table))
+        domains.append(len(keep))
         kept.append(keep)
-    return _Model(sizes, unary, costs[multi], links, incumbent_cost + 1), kept
+    domains += [2] * len(multi)
+    unary += [(m + i, np.array([c, 0], dtype=np.int64)) for i, c in enumerate(costs[multi])]
+    return _Model(domains, unary, binary, top, m), kept
 
 
-def _solve(model: _Model, seconds: int) -> tuple[list[int] | None, int | None, int]:
-    """Build the CFN and solve: (classes of the best row or None, its cost, proven dual bound).
-    Runs in the child process only (ToulBar2's options are process-global)."""
+def _substitution_model(part: ActivePart, costs: npt.NDArray[np.int64], top: int) -> _Model:
+    """max_{x,y} Σ_q s_q [q(x) ≠ q(y)] as a cost Σ_q c_q [q(x) = q(y)]: x_a and y_a over all
+    classes (a class dominated for one row may be what the other row needs); one-attribute
+    queries as a table over (x_a, y_a); for a query on k ≥ 2 attributes U_q, V_q ∈ {in, out
+    through its 1st, …, k-th attribute} with U_q = in ⇒ x ∈ q, U_q = out_j ⇒ x_{a_j} ∉ φ_{q,a_j}
+    (V_q, y likewise) and cost c_q when U_q and V_q are both in or both out."""
+    arity = _arity(part, len(costs))
+    m = len(part.atoms)
+    domains = [at.n_atoms for at in part.atoms] * 2
+    unary: list[tuple[int, npt.NDArray[np.int64]]] = []
+    binary: list[tuple[int, int, npt.NDArray[np.int64]]] = []
+    uv: dict[int, int] = {}  # query → its U variable (V is U + 1)
+    slots: dict[int, int] = {}  # query → attributes seen so far
+    for a, at in enumerate(part.atoms):
+        mem = at.membership
+        single = arity[at.queries] == 1
+        ms = mem[:, single]
+        cs = costs[at.queries[single]]
+        if len(cs):
+            # cost when x_a and y_a lie in the same one-attribute predicates' sides
+            same = (ms * cs) @ ms.T.astype(np.int64) + (~ms * cs) @ (~ms).T.astype(np.int64)
+            binary.append((a, m + a, same.astype(np.int64)))
+        for j in np.flatnonzero(~single):
+            q = int(at.queries[j])
+            if q not in uv:
+                uv[q] = len(domains)
+                domains += [int(arity[q]) + 1] * 2
+                slots[q] = 0
+                both = np.zeros((arity[q] + 1, arity[q] + 1), dtype=np.int64)
+                both[0, 0] = costs[q]
+                both[1:, 1:] = costs[q]
+                binary.append((uv[q], uv[q] + 1, both))
+            slots[q] += 1
+            link = np.zeros((int(arity[q]) + 1, at.n_atoms), dtype=np.int64)
+            link[0, ~mem[:, j]] = top  # in ⇒ inside φ
+            link[slots[q], mem[:, j]] = top  # out through a ⇒ outside φ
+            binary.append((uv[q], a, link))
+            binary.append((uv[q] + 1, m + a, link))
+    return _Model(domains, unary, binary, top, 2 * m)
+
+
+def _solve(model: _Model, seconds: int) -> Answer:
+    """Build the CFN and solve. Runs in the child process only (ToulBar2's options are
+    process-global)."""
     import pytoulbar2
 
     cfn = pytoulbar2.CFN(model.top, vac=0, verbose=-1)
     cfn.Option.showSolutions = 0
-    m = len(model.sizes)
-    for a, k in enumerate(model.sizes):
-        cfn.AddVariable(f"x{a}", range(k))
-        if model.unary[a].any():
-            cfn.AddFunction([a], np.minimum(model.unary[a], model.top).tolist())
-    for i, c in enumerate(model.y_cost.tolist()):
-        cfn.AddVariable(f"y{i}", [0, 1])
-        cfn.AddFunction([m + i], [min(c, model.top), 0])
-    for a, (ys, forbidden) in enumerate(model.links):
-        for j, y in enumerate(ys.tolist()):
-            # (x_a, y) in lexicographic order: y = 1 is forbidden outside φ
-            table = np.zeros((model.sizes[a], 2), dtype=np.int64)
-            table[forbidden[:, j], 1] = model.top
-            cfn.AddFunction([a, m + y], table.ravel().tolist())
+    for v, k in enumerate(model.domains):
+        cfn.AddVariable(f"v{v}", range(k))
+    for v, table in model.unary:
+        if table.any():
+            cfn.AddFunction([v], np.minimum(table, model.top).tolist())
+    for u, v, table in model.binary:
+        cfn.AddFunction([u, v], np.minimum(table, model.top).ravel().tolist())
     res = cfn.Solve(timeLimit=seconds)
     dual = int(cfn.GetDDualBound())
     if res is None:
         return None, None, dual
-    return [int(v) for v in res[0][:m]], int(round(res[1])), dual
-
-
-#: (classes of the best row or None, its cost or None, proven lower bound on the cost)
-Answer = tuple[list[int] | None, int | None, int]
-#: runs the model with a solver limit (s) and a wall-clock wait (s); None when it failed
-Runner = Callable[[_Model, int, float | None], Answer | None]
+    return [int(v) for v in res[0][: model.report]], int(round(res[1])), dual
 
 
 def _run_child(model: _Model, seconds: int, wait: float | None) -> Answer | None:
@@ -164,6 +217,25 @@ def _run_child(model: _Model, seconds: int, wait: float | None) -> Answer | None
     return answer
 
 
+def _run(model: _Model, start: float, time_limit: float | None, runner: Runner | None
+         ) -> Answer | None:
+    """Solve within what is left of ``time_limit`` (counted from ``start``), or None."""
+    left = None if time_limit is None else time_limit - (time.monotonic() - start)
+    if left is not None and left < MIN_SECONDS:
+        return None
+    seconds = 0 if left is None else max(1, int(left))
+    return (_run_child if runner is None else runner)(
+        model, seconds, None if left is None else left + GRACE_SECONDS)
+
+
+def _upper(total: int, dual: int, e: int, constant: float) -> float:
+    """S ≤ constant + (Σc − L)/2^e, safe in floating point."""
+    upper = constant + math.ldexp(float(total - dual), -e)
+    if e != 0 or constant != round(constant):
+        upper *= 1.0 + 4.0 * _EPS  # the float sum above may round down by an ulp
+    return upper
+
+
 def wcsp_point(
     domain: Domain,
     queries: Sequence[Query],
@@ -175,8 +247,8 @@ def wcsp_point(
     runner: Runner | None = None,
 ) -> PointSolution | None:
     """max_x Σ_q s_q q(x) by ToulBar2: exact unless ``time_limit`` stops it (then ``upper`` is
-    its proven bound), or ``None`` when ToulBar2 could not run (not installed, under a second
-    left, or the child failed) — the caller then relies on its own bounds.
+    its proven bound), or ``None`` when ToulBar2 could not run (not installed, under
+    ``MIN_SECONDS`` left, or the child failed) — the caller then relies on its own bounds.
 
     ``incumbent`` = (score, codes) of a known row: the solver only looks for better ones and
     returns it when none exists. ``part``: :func:`~.branch_bound.active_part` of the arguments.
@@ -194,13 +266,8 @@ def wcsp_point(
     x0 = tuple([0] * len(domain) if incumbent is None else incumbent[1])
     hit0 = _hits(domain, queries, part, x0)
     incumbent_cost = int(costs[~hit0].sum())  # the queries it misses
-    model, kept = _build(part, costs, incumbent_cost)
-    left = None if time_limit is None else time_limit - (time.monotonic() - start)
-    if left is not None and left < MIN_SECONDS:
-        return None
-    seconds = 0 if left is None else max(1, int(left))
-    answer = (_run_child if runner is None else runner)(
-        model, seconds, None if left is None else left + GRACE_SECONDS)
+    model, kept = _point_model(part, costs, incumbent_cost + 1)
+    answer = _run(model, start, time_limit, runner)
     if answer is None:
         return None
     sol, cost, dual = answer
@@ -208,10 +275,6 @@ def wcsp_point(
         # no row may cost more than the verified incumbent's optimum: a solver fault; its bound
         # cannot be trusted
         return None
-    upper_int = total - dual  # max Σ_{q∈I(x)} c_q ≤ Σ c − L
-    upper = part.constant + math.ldexp(float(upper_int), -e)
-    if e != 0 or part.constant != round(part.constant):
-        upper *= 1.0 + 4.0 * _EPS  # the float sum above may round down by an ulp
     x, hit, lower_cost = x0, hit0, incumbent_cost
     if sol is not None and cost is not None and cost < incumbent_cost:
         codes = list(x0)
@@ -220,12 +283,73 @@ def wcsp_point(
         x = tuple(codes)
         hit = _hits(domain, queries, part, x)
         lower_cost = int(costs[~hit].sum())
-    lower = part.constant + math.fsum(s[hit].tolist())
-    if upper_int < total - lower_cost:
+    if dual > lower_cost:
         return None  # a bound below a row it returned: a solver fault, trust neither
+    lower = part.constant + math.fsum(s[hit].tolist())
+    upper = _upper(total, dual, e, part.constant)
     # integer optimality proven; ``upper`` ≥ the true maximum in any case (scaled costs round up)
-    exact = dual >= lower_cost
-    return PointSolution(lower, max(upper, lower), exact, x, 0)
+    return PointSolution(lower, max(upper, lower), dual >= lower_cost, x, 0)
+
+
+@dataclass(frozen=True)
+class PairSolution:
+    """max_{x,y} Σ_q s_q [q(x) ≠ q(y)]: ``lower`` (attained by the pair) ≤ max ≤ ``upper``."""
+
+    lower: float
+    upper: float
+    exact: bool
+    x: tuple[int, ...]
+    y: tuple[int, ...]
+
+
+def wcsp_substitution(
+    domain: Domain,
+    queries: Sequence[Query],
+    scores: npt.ArrayLike,
+    *,
+    incumbent: tuple[tuple[int, ...], tuple[int, ...]] | None = None,
+    time_limit: float | None = None,
+    runner: Runner | None = None,
+) -> PairSolution | None:
+    """S_sub = max_{x,y} Σ_q s_q [q(x) ≠ q(y)] (substitution neighbours, SPEC §3) by ToulBar2:
+    exact unless ``time_limit`` stops it (then ``upper`` is its proven bound), or ``None`` as in
+    :func:`wcsp_point`. ``incumbent``: a known pair of rows (codes)."""
+    if not available():
+        return None
+    start = time.monotonic()
+    part = active_part(domain, queries, scores)
+    s = part.scores[part.active]
+    if len(s) == 0:  # tautologies and contradictions never separate two rows
+        zero = (0,) * len(domain)
+        return PairSolution(0.0, 0.0, True, zero, zero)
+    costs, e = integer_costs(s)
+    total = int(costs.sum())
+    zero = tuple([0] * len(domain))
+    x0, y0 = (zero, zero) if incumbent is None else incumbent
+    differ0 = _hits(domain, queries, part, x0) ^ _hits(domain, queries, part, y0)
+    incumbent_cost = int(costs[~differ0].sum())  # the queries the pair does not separate
+    model = _substitution_model(part, costs, incumbent_cost + 1)
+    answer = _run(model, start, time_limit, runner)
+    if answer is None:
+        return None
+    sol, cost, dual = answer
+    if dual > incumbent_cost:
+        return None  # contradicts the verified incumbent: a solver fault
+    x, y, differ, lower_cost = x0, y0, differ0, incumbent_cost
+    if sol is not None and cost is not None and cost < incumbent_cost:
+        m = len(part.atoms)
+        xs, ys = list(x0), list(y0)
+        for a, at in enumerate(part.atoms):
+            xs[at.position] = int(at.representative[sol[a]])
+            ys[at.position] = int(at.representative[sol[m + a]])
+        x, y = tuple(xs), tuple(ys)
+        differ = _hits(domain, queries, part, x) ^ _hits(domain, queries, part, y)
+        lower_cost = int(costs[~differ].sum())
+    if dual > lower_cost:
+        return None  # a bound below the pair it returned: a solver fault, trust neither
+    lower = math.fsum(s[differ].tolist())
+    upper = _upper(total, dual, e, 0.0)
+    return PairSolution(lower, max(upper, lower), dual >= lower_cost, x, y)
 
 
 def _hits(domain: Domain, queries: Sequence[Query], part: ActivePart, x: tuple[int, ...]
@@ -233,4 +357,3 @@ def _hits(domain: Domain, queries: Sequence[Query], part: ActivePart, x: tuple[i
     """q(x) for the active queries, by evaluating their predicates on the row."""
     return np.fromiter((queries[i](domain, x) for i in part.active), dtype=bool,
                        count=len(part.active))
-
