@@ -288,6 +288,9 @@ def _add_remove(
         "time limit reached but the bounds meet: exact",
         "bounds: " + ", ".join(f"{k} {v:.6g}" for k, v in bounds.items()),
     )
+    if not exact and method == "auto" and len(part.active) <= TOULBAR2_MAX_QUERIES \
+            and not wcsp_available():
+        notes += ('the exact solver ToulBar2 may prove this one: pip install "tessera-dp[exact]"',)
     return _result(dom, queries, s, comp, "add-remove", upper, sol.x, sol.lower, exact,
                    f"{search} (anytime, best bound: {name})", notes)
 

@@ -2,12 +2,12 @@
 
 The max-weight point problem S = max_x Σ_q s_q q(x) (s ≥ 0, predicate queries) is a weighted
 constraint satisfaction problem once written as a cost to minimise: the weight of the queries a
-row misses, Σ_q s_q (1 − q(x)) = Σ s − S(x). ToulBar2 (Allouche et al., "Tractability-preserving
-transformations of global cost functions", AIJ 2016; Hurley et al., "Multi-language evaluation of
-exact solvers in graphical model discrete optimization", Constraints 2016) solves it by depth-first
-/ hybrid best-first branch and bound with soft arc consistency (EDAC) lower bounds and dead-end
-elimination; it proves optimality where our own search does not (docs/benchmarks.md:
-t = 1,000 random wide queries over Adult, exact in ~30 s; t = 300 in 0.2 s).
+row misses, Σ_q s_q (1 − q(x)) = Σ s − S(x). ToulBar2 solves it by hybrid best-first branch and
+bound (Allouche, de Givry, Katsirelos, Schiex & Zytnicki, "Anytime hybrid best-first search with
+tree decomposition for weighted CSP", CP 2015) with soft arc consistency lower bounds (de Givry,
+Heras, Zytnicki & Larrosa, "Existential arc consistency", IJCAI 2005) and dead-end elimination;
+it proves optimality where our own search does not (docs/benchmarks.md: t = 1,000 random wide
+queries over Adult, exact in ~25 s; t = 300 in 0.1 s).
 
 Encoding (y-encoding, linear in the workload):
 
@@ -21,16 +21,17 @@ Substitution neighbours (:func:`wcsp_substitution`) use the same machinery on tw
 maximise Σ_q s_q [q(x) ≠ q(y)] as the cost Σ_q c_q [q(x) = q(y)], see :func:`_substitution_model`.
 
 Costs are integers: c_q = s_q when the scores are integral (and Σ s < 2⁴⁰), else
-c_q = max(1, ⌈s_q · 2^e⌉) for s_q > 0 with 2^e the power of two that puts Σ s just below 2⁴⁰ —
-exact in floating point —
-so Σ_{q∈I} s_q ≤ Σ_{q∈I} c_q / 2^e for every set I, and ToulBar2's proven lower bound L on the
-cost gives the proven upper bound S ≤ (Σ c − L) / 2^e (also exact: a power-of-two division).
+c_q = max(1, ⌈s_q · 2^e⌉) for s_q > 0 with 2^e the power of two that puts Σ s just below 2⁴⁰
+(exact in floating point), so Σ_{q∈I} s_q ≤ Σ_{q∈I} c_q / 2^e for every set I, and ToulBar2's
+proven lower bound L on the cost gives the proven upper bound S ≤ (Σ c − L) / 2^e (a power-of-two
+division, also exact). A bound below a row the solver itself returned is treated as a fault and
+discarded.
 
 ToulBar2 keeps global state and its time limit is CPU seconds, so it runs in a child process
 (``python -m tessera.overlap._wcsp_child``, the model pickled on stdin) that is killed if it
-overruns; the parent only reads back numbers. The row it returns
-is re-checked by :func:`~tessera.overlap.solve.max_overlap` like every other witness. The solver is
-optional: ``pip install "tessera-dp[exact]"``.
+overruns; the parent only reads back numbers. The row it returns is re-checked by
+:func:`~tessera.overlap.solve.max_overlap` like every other witness. The solver is optional:
+``pip install "tessera-dp[exact]"``.
 """
 
 from __future__ import annotations
