@@ -184,7 +184,9 @@ def _solve(model: _Model, seconds: int) -> Answer:
     process-global)."""
     import pytoulbar2
 
-    cfn = pytoulbar2.CFN(model.top, vac=0, verbose=-1)
+    # VAC (virtual arc consistency) in preprocessing and at the root: measured 1.7× faster to
+    # prove t = 1,000 random wide queries, and a tighter bound at t = 3,000 (552 vs 577)
+    cfn = pytoulbar2.CFN(model.top, vac=1, verbose=-1)
     cfn.Option.showSolutions = 0
     for v, k in enumerate(model.domains):
         cfn.AddVariable(f"v{v}", range(k))
