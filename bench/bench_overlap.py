@@ -128,7 +128,7 @@ def toulbar2(domain: Domain, queries, limit: float) -> tuple[str, float | None, 
     start = time.perf_counter()
     atoms = [(at, undominated(at)) for at in workload_atoms(domain, queries)]
     t = len(queries)
-    cfn = pytoulbar2.CFN(t + 1, vac=0)  # ub = t + 1 acts as infinity (hard constraints)
+    cfn = pytoulbar2.CFN(t + 1, vac=1)  # ub = t + 1 acts as infinity (hard constraints)
     cfn.Option.verbose = -1
     cfn.Option.showSolutions = 0
     for i, (_, keep) in enumerate(atoms):

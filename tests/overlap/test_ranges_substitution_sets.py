@@ -129,3 +129,19 @@ def test_per_query_scales_closed_forms_and_composition() -> None:
 def test_result_refuses_bound_below_witness() -> None:
     with pytest.raises(ValueError):
         OverlapResult("pure", "add-remove", 1.0, 2.0, False, "x", None, 3, 3.0)
+
+
+def test_substitution_ignores_heavy_tautologies() -> None:
+    """A tautology never separates two rows; a heavy one used to make the pair enumeration
+    cancel (own(x) + own(y) − 2·common) into a crash or a loose 'exact' bound (found by review)."""
+    from tessera.domain import Domain
+    from tessera.intervals import IntervalSet
+    from tessera.overlap import max_overlap
+    from tessera.query import Query
+
+    dom = Domain.from_dict({"a0": 3})
+    qs = [Query.tautology(), Query.conjunction(dom, {"a0": IntervalSet.points([0])})]
+    for big in (1e6, 1e8, 1e12):
+        res = max_overlap(qs, [big, 0.3], domain=dom, neighbours="substitute")
+        assert res.exact and 0.3 <= res.bound <= 0.3 * (1 + 1e-9)
+        assert res.achieved == 0.3

@@ -323,14 +323,23 @@ def _substitute(
     dom: Domain, queries: Sequence[Query], s: npt.NDArray[np.float64], comp: Comp, method: str,
     time_limit: float | None,
 ) -> OverlapResult:
+    # a tautology or a contradiction takes the same value at every row: it never separates two
+    # rows (its count does not change when a row is replaced), so it weighs nothing here — and
+    # leaving its score in would only invite cancellation in own(x) + own(y) − 2·common
+    s = np.where([bool(q.predicates) and not q.is_contradiction() for q in queries], s, 0.0)
     total = math.fsum(s.tolist())
     if method in ("auto", "enumerate"):
         try:
             value, x, y = exact_substitution(dom, queries, s)
-            # the pair's value is a float matmul: add its rounding error (≈ t·eps·Σ) on top
+            # the pair's value is a float matmul: the maximum is within its rounding error
+            # (≤ 4(t+1)·eps·Σ) of it; the pair itself is re-scored exactly
+            ix = touched(dom, queries, x) ^ touched(dom, queries, y)
+            achieved = math.fsum(s[ix].tolist())
             eps = float(np.finfo(np.float64).eps)
-            upper = value if _integral(s) else value + 4.0 * (len(s) + 1) * eps * total
-            return _result(dom, queries, s, comp, "substitute", upper, x, value, True,
+            upper = (value if _integral(s) else
+                     max(value, achieved) + 4.0 * (len(s) + 1) * eps * total)
+            tight = upper - achieved <= 1e-9 * max(upper, 1e-300)
+            return _result(dom, queries, s, comp, "substitute", upper, x, achieved, tight,
                            "enumerate (pairs of overlap patterns)", y=y)
         except ResourceError:
             if method == "enumerate":
@@ -369,6 +378,7 @@ def _substitute(
                 x, y, achieved = pair.x, pair.y, pair.lower
             if pair.exact or pair.upper < upper:
                 upper, proved = pair.upper, pair.exact
+                proved = proved and upper - achieved <= 1e-9 * max(upper, 1e-300)
                 name = "toulbar2" if pair.exact else "toulbar2 (anytime, dual bound)"
                 notes = ("ToulBar2 proved optimality" if pair.exact else
                          "time limit reached: ToulBar2's proven dual bound",)

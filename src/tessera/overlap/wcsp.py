@@ -289,9 +289,10 @@ def wcsp_point(
     if dual > lower_cost:
         return None  # a bound below a row it returned: a solver fault, trust neither
     lower = part.constant + math.fsum(s[hit].tolist())
-    upper = _upper(total, dual, e, part.constant)
-    # integer optimality proven; ``upper`` ≥ the true maximum in any case (scaled costs round up)
-    return PointSolution(lower, max(upper, lower), dual >= lower_cost, x, 0)
+    upper = max(_upper(total, dual, e, part.constant), lower)
+    # ``upper`` ≥ the true maximum in any case (scaled costs round up); exact when the integer
+    # optimum is proven and the rounding leaves the bound within 1e-9 of the row
+    return PointSolution(lower, upper, dual >= lower_cost and _tight(upper, lower), x, 0)
 
 
 @dataclass(frozen=True)
@@ -351,8 +352,14 @@ def wcsp_substitution(
     if dual > lower_cost:
         return None  # a bound below the pair it returned: a solver fault, trust neither
     lower = math.fsum(s[differ].tolist())
-    upper = _upper(total, dual, e, 0.0)
-    return PairSolution(lower, max(upper, lower), dual >= lower_cost, x, y)
+    upper = max(_upper(total, dual, e, 0.0), lower)
+    return PairSolution(lower, upper, dual >= lower_cost and _tight(upper, lower), x, y)
+
+
+def _tight(upper: float, lower: float) -> bool:
+    """upper and lower agree to 1e-9 (relative): what 'exact' means with scaled costs, where the
+    bound may sit up to (#queries)·2^-e above the maximum."""
+    return upper - lower <= 1e-9 * max(abs(upper), 1e-300)
 
 
 def _hits(domain: Domain, queries: Sequence[Query], part: ActivePart, x: tuple[int, ...]
