@@ -166,3 +166,26 @@ def test_max_overlap_substitution_through_toulbar2() -> None:
                           time_limit=20)
         assert res.exact and math.isclose(res.achieved, ref, rel_tol=1e-9, abs_tol=1e-9)
         assert ref - 1e-12 <= res.bound <= ref + 1e-6 * max(1.0, float(w.sum()))
+
+
+def test_review_edge_cases() -> None:
+    """Found by the fuzz review: overflowing h(w) is a clear error; subnormal scores are not
+    called exact when the rounding margin dwarfs them; substitution declines ToulBar2 on
+    attributes with more value classes than MAX_PAIR_CLASSES (|classes|² tables)."""
+    from tessera.domain import Domain
+    from tessera.intervals import IntervalSet
+    from tessera.query import Query
+
+    dom = Domain.from_dict({"a0": 3, "a1": 3})
+    qs = [Query.conjunction(dom, {"a0": IntervalSet.points([0, 2]), "a1": IntervalSet.points([1])}),
+          Query.conjunction(dom, {"a1": IntervalSet.points([0])})]
+    with pytest.raises(QueryError, match="overflows under gdp"):
+        max_overlap(qs, [1e200, 1.0], domain=dom, comp="gdp")
+    tiny = max_overlap(qs, [1e-323, 5e-324], domain=dom)
+    assert tiny.bound >= 1e-323 and (tiny.exact == (tiny.bound - tiny.achieved
+                                                    <= 1e-9 * tiny.bound))
+    big = Domain.from_dict({"a0": 10**6, "a1": 4})
+    many = [Query.conjunction(big, {"a0": IntervalSet.range(10 * i, 10 * i + 5)})
+            for i in range(wcsp.MAX_PAIR_CLASSES)]
+    many.append(Query.conjunction(big, {"a1": IntervalSet.points([2])}))
+    assert wcsp.wcsp_substitution(big, many, np.ones(len(many)), runner=_in_process) is None

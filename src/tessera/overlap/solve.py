@@ -142,7 +142,12 @@ def max_overlap(
     if method not in METHODS:
         raise QueryError(f"unknown method {method!r}", hint=f"one of {', '.join(METHODS)}")
     dom, queries, w = _unpack(workload_or_queries, weights, domain)
-    s = h(comp, w)
+    with np.errstate(over="ignore"):
+        s = h(comp, w)
+    if not np.isfinite(s).all():
+        i = int(np.flatnonzero(~np.isfinite(s))[0])
+        raise QueryError(f"weight {w[i]:g} (query {i}) overflows under {comp}: h(w) = w² is not "
+                         "a finite float", hint="rescale the weights (only their ratios matter)")
     if any(is_boolean(q) for q in queries):
         return _boolean(dom, queries, s, comp, neighbours, method)
     deadline = None if time_limit is None else time.monotonic() + float(time_limit)
@@ -169,6 +174,9 @@ def _result(
     if exact:
         # the claimed maximum and the re-checked witness agree up to rounding; report the larger
         upper = max(upper, achieved)
+        # 'exact' promises agreement to 1e-9 (relative); a rounding margin can exceed that for
+        # extreme scores (subnormals): then it is an upper bound like any other
+        exact = upper - achieved <= 1e-9 * abs(upper)
     if upper < achieved:
         raise RuntimeError(f"{method}: upper bound {upper} below the witness's {achieved}")
     return OverlapResult(comp, neighbours, float(upper), achieved, exact, method, witness,

@@ -59,6 +59,9 @@ from tessera.query import Query
 GRACE_SECONDS = 2.0
 #: Below this many seconds left, ToulBar2 is not started (its own limit is whole CPU seconds).
 MIN_SECONDS = 0.5
+#: Substitution pairs an attribute's classes with themselves (|classes|² tables): beyond this
+#: many classes on one attribute ToulBar2 is not tried.
+MAX_PAIR_CLASSES = 1_000
 _EPS = float(np.finfo(np.float64).eps)
 #: Integer costs are kept below this (ToulBar2 costs are 64-bit; headroom for its sums).
 COST_SCALE = 2.0**40
@@ -317,7 +320,8 @@ def wcsp_substitution(
 ) -> PairSolution | None:
     """S_sub = max_{x,y} Σ_q s_q [q(x) ≠ q(y)] (substitution neighbours, SPEC §3) by ToulBar2:
     exact unless ``time_limit`` stops it (then ``upper`` is its proven bound), or ``None`` as in
-    :func:`wcsp_point`. ``incumbent``: a known pair of rows (codes)."""
+    :func:`wcsp_point` — also when an attribute has more than ``MAX_PAIR_CLASSES`` value classes.
+    ``incumbent``: a known pair of rows (codes)."""
     if not available():
         return None
     start = time.monotonic()
@@ -326,6 +330,8 @@ def wcsp_substitution(
     if len(s) == 0:  # tautologies and contradictions never separate two rows
         zero = (0,) * len(domain)
         return PairSolution(0.0, 0.0, True, zero, zero)
+    if max(at.n_atoms for at in part.atoms) > MAX_PAIR_CLASSES:
+        return None
     costs, e = integer_costs(s)
     total = int(costs.sum())
     zero = tuple([0] * len(domain))
@@ -359,7 +365,7 @@ def wcsp_substitution(
 def _tight(upper: float, lower: float) -> bool:
     """upper and lower agree to 1e-9 (relative): what 'exact' means with scaled costs, where the
     bound may sit up to (#queries)·2^-e above the maximum."""
-    return upper - lower <= 1e-9 * max(abs(upper), 1e-300)
+    return upper - lower <= 1e-9 * abs(upper)
 
 
 def _hits(domain: Domain, queries: Sequence[Query], part: ActivePart, x: tuple[int, ...]
