@@ -177,7 +177,7 @@ def _result(
         # 'exact' promises agreement to 1e-9 (relative); a rounding margin can exceed that for
         # extreme scores (subnormals): then it is an upper bound like any other
         exact = upper - achieved <= 1e-9 * abs(upper)
-    if upper < achieved:
+    if not (upper >= achieved and math.isfinite(upper)):  # fail closed, NaN included
         raise RuntimeError(f"{method}: upper bound {upper} below the witness's {achieved}")
     return OverlapResult(comp, neighbours, float(upper), achieved, exact, method, witness,
                          len(queries), math.fsum(s.tolist()), notes)
@@ -331,6 +331,10 @@ def _substitute(
     dom: Domain, queries: Sequence[Query], s: npt.NDArray[np.float64], comp: Comp, method: str,
     time_limit: float | None,
 ) -> OverlapResult:
+    start = time.monotonic()
+    if method == "toulbar2" and not wcsp_available():
+        raise QueryError("method 'toulbar2' needs the ToulBar2 solver",
+                         hint='pip install "tessera-dp[exact]"')
     # a tautology or a contradiction takes the same value at every row: it never separates two
     # rows (its count does not change when a row is replaced), so it weighs nothing here — and
     # leaving its score in would only invite cancellation in own(x) + own(y) − 2·common
@@ -353,7 +357,6 @@ def _substitute(
             if method == "enumerate":
                 raise
     # S_sub ≤ min(2·S, Σ s): bound from the add/remove score; witness pair from a second solve
-    start = time.monotonic()
     # with ToulBar2 to follow, the heuristic pair and the 2·S bound get half the time. auto tries
     # it where it was measured to finish (docs/benchmarks.md): few attributes (1,000 queries over
     # 3 attributes: exact in 7 s) or few queries (random ones over 15 attributes: t ≤ ~40)

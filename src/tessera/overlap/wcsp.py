@@ -157,12 +157,13 @@ def _substitution_model(part: ActivePart, costs: npt.NDArray[np.int64], top: int
     for a, at in enumerate(part.atoms):
         mem = at.membership
         single = arity[at.queries] == 1
-        ms = mem[:, single]
-        cs = costs[at.queries[single]]
+        ms = mem[:, single].astype(np.float64)
+        cs = costs[at.queries[single]].astype(np.float64)
         if len(cs):
-            # cost when x_a and y_a lie in the same one-attribute predicates' sides
-            same = (ms * cs) @ ms.T.astype(np.int64) + (~ms * cs) @ (~ms).T.astype(np.int64)
-            binary.append((a, m + a, same.astype(np.int64)))
+            # cost when x_a and y_a lie on the same side of the one-attribute predicates; in
+            # float64 for BLAS, exact: every partial sum is an integer ≤ Σc < 2^53
+            same = (ms * cs) @ ms.T + ((1.0 - ms) * cs) @ (1.0 - ms).T
+            binary.append((a, m + a, np.rint(same).astype(np.int64)))
         for j in np.flatnonzero(~single):
             q = int(at.queries[j])
             if q not in uv:
