@@ -350,7 +350,7 @@ def _substitute(
             eps = float(np.finfo(np.float64).eps)
             upper = (value if _integral(s) else
                      max(value, achieved) + 4.0 * (len(s) + 1) * eps * total)
-            tight = upper - achieved <= 1e-9 * max(upper, 1e-300)
+            tight = upper - achieved <= 1e-9 * abs(upper)
             return _result(dom, queries, s, comp, "substitute", upper, x, achieved, tight,
                            "enumerate (pairs of overlap patterns)", y=y)
         except ResourceError:
