@@ -58,7 +58,7 @@ ENGINE_MIN_QUERIES = 500
 METHODS: tuple[str, ...] = ("auto", "sweep", "branch-bound", "mini-bucket", "toulbar2",
                             "enumerate", "engine", "colouring", "split")
 #: ``auto`` hands searches up to this many queries to ToulBar2 when it is installed (measured:
-#: exact at t = 1,000 random wide queries in ~25 s where our search is 20% off after 60 s; at
+#: exact at t = 1,000 random wide queries in ~21 s where our search is 20% off after 60 s; at
 #: t = 3,000 and beyond its proven bound is looser than ours: docs/benchmarks.md).
 TOULBAR2_MAX_QUERIES = 2_000
 #: Substitution: ``auto`` tries ToulBar2 on workloads over at most this many attributes ...

@@ -7,7 +7,7 @@ bound (Allouche, de Givry, Katsirelos, Schiex & Zytnicki, "Anytime hybrid best-f
 tree decomposition for weighted CSP", CP 2015) with soft arc consistency lower bounds (de Givry,
 Heras, Zytnicki & Larrosa, "Existential arc consistency", IJCAI 2005) and dead-end elimination;
 it proves optimality where our own search does not (docs/benchmarks.md: t = 1,000 random wide
-queries over Adult, exact in ~25 s; t = 300 in 0.1 s).
+queries over Adult, exact in ~20 s; t = 300 in 0.2 s).
 
 Encoding (y-encoding, linear in the workload):
 
