@@ -64,6 +64,15 @@ def _clique(adj: np.ndarray, queue: mp.Queue) -> None:
     queue.put(weight)
 
 
+def markdown_table(header: list[str], rows: list[list[str]]) -> None:
+    """Print the rows as the Markdown table that goes into docs/benchmarks.md."""
+    print()
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for r in rows:
+        print("| " + " | ".join(r) + " |")
+
+
 def networkx_clique(adj: np.ndarray, limit: float) -> tuple[float | None, float]:
     queue: mp.Queue = mp.Queue()
     start = time.perf_counter()
@@ -250,11 +259,7 @@ def hardness_table(domain: Domain, sizes: list[int], limit: float, seed: int) ->
         rows.append([f"{t:,}", ours, tb, f"{best:g}",
                      f"{n_near:,}{'+' if n_near >= 100_000 else ''}", f"{n_opt} ({n_opt_near})"])
         print(" | ".join(rows[-1]), flush=True)
-    print()
-    print("| " + " | ".join(header) + " |")
-    print("|" + "---|" * len(header))
-    for r in rows:
-        print("| " + " | ".join(r) + " |")
+    markdown_table(header, rows)
 
 
 def substitution_table(domain: Domain, limit: float, seed: int) -> None:
@@ -283,11 +288,7 @@ def substitution_table(domain: Domain, limit: float, seed: int) -> None:
         solve_mod.wcsp_available = real
         rows.append(row)
         print(" | ".join(row), flush=True)
-    print()
-    print("| " + " | ".join(header) + " |")
-    print("|" + "---|" * len(header))
-    for r in rows:
-        print("| " + " | ".join(r) + " |")
+    markdown_table(header, rows)
 
 
 def mini_bucket_table(domain: Domain, sizes: list[int], limit: float, seed: int) -> None:
@@ -311,11 +312,7 @@ def mini_bucket_table(domain: Domain, sizes: list[int], limit: float, seed: int)
                            f"({took:.1f}s, {sol.nodes} nodes)")
             rows.append(row)
             print(" | ".join(row), flush=True)
-    print()
-    print("| " + " | ".join(header) + " |")
-    print("|" + "---|" * len(header))
-    for r in rows:
-        print("| " + " | ".join(r) + " |")
+    markdown_table(header, rows)
 
 
 def main() -> None:
@@ -356,11 +353,7 @@ def main() -> None:
             wl = random_workload(domain, t, seed=args.seed, max_queries=10**6, **kw)  # type: ignore[arg-type]
             rows.append(run(label, domain, wl, args.time_limit))
             print(" | ".join(rows[-1]), flush=True)
-    print()
-    print("| " + " | ".join(header) + " |")
-    print("|" + "---|" * len(header))
-    for r in rows:
-        print("| " + " | ".join(r) + " |")
+    markdown_table(header, rows)
 
 
 if __name__ == "__main__":
