@@ -6,9 +6,11 @@ from tessera.overlap.mini_bucket import mbe_point
 from tessera.overlap.result import OverlapResult, Witness
 from tessera.overlap.scales import per_query_scales
 from tessera.overlap.solve import max_overlap, maximal_overlapping_sets, touched
+from tessera.overlap.wcsp import PairSolution, wcsp_point, wcsp_substitution
 
 __all__ = [
     "OverlapResult",
+    "PairSolution",
     "PointSolution",
     "Witness",
     "colouring_bound",
@@ -21,4 +23,6 @@ __all__ = [
     "per_query_scales",
     "split_bound",
     "touched",
+    "wcsp_point",
+    "wcsp_substitution",
 ]

@@ -6,13 +6,18 @@ query on it. Methods (``method=``):
 
 * ``"sweep"``: ranges over ≤ 2 attributes (Helly; exact);
 * ``"branch-bound"``: exact anytime search over value classes (:mod:`.branch_bound`);
+* ``"mini-bucket"``: the same, guided by a mini-bucket heuristic (:mod:`.mini_bucket`);
+* ``"toulbar2"``: the exact weighted-CSP solver ToulBar2 after 1 s of branch and bound
+  (:mod:`.wcsp`; optional ``tessera-dp[exact]``), also for substitution neighbours;
 * ``"enumerate"``: distinct I(x) patterns over value classes (exact; small workloads);
 * ``"engine"``: the max-plus engine over a tree decomposition (exact; :mod:`.engine_route`);
   the only method for Boolean (BDD) queries;
 * ``"colouring"`` / ``"split"``: upper bounds only (DSatur colour classes; Lagrangian split);
 * ``"auto"``: sweep if it applies; else the engine when the attribute graph has small width
-  (and t ≥ ``ENGINE_MIN_QUERIES``); else branch-and-bound; if that is stopped by ``time_limit``
-  the bound is the least of its open-node bound, the split bound and the colouring bound.
+  (and t ≥ ``ENGINE_MIN_QUERIES``); else branch-and-bound or mini-bucket search, handed to
+  ToulBar2 up to ``TOULBAR2_MAX_QUERIES`` when installed; if ``time_limit`` stops them the bound
+  is the least of their proven bounds, the split bound and the colouring bound. The time limit
+  covers set-up and bounds too (docs/overlap.md, "Time limit").
 
 Only :attr:`OverlapResult.bound` may calibrate noise; it is exact or a proven upper bound.
 """
