@@ -182,8 +182,9 @@ def test_review_edge_cases() -> None:
     with pytest.raises(QueryError, match="overflows under gdp"):
         max_overlap(qs, [1e200, 1.0], domain=dom, comp="gdp")
     tiny = max_overlap(qs, [1e-323, 5e-324], domain=dom)
-    assert tiny.bound >= 1e-323 and (tiny.exact == (tiny.bound - tiny.achieved
-                                                    <= 1e-9 * tiny.bound))
+    assert tiny.bound >= 1e-323
+    # 'exact' must mean tight (session 1 said exact with a bound of 5e-315 here)
+    assert not tiny.exact or tiny.bound <= tiny.achieved * (1 + 1e-9)
     big = Domain.from_dict({"a0": 10**6, "a1": 4})
     many = [Query.conjunction(big, {"a0": IntervalSet.range(10 * i, 10 * i + 5)})
             for i in range(wcsp.MAX_PAIR_CLASSES)]

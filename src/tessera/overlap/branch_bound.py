@@ -68,9 +68,9 @@ RECOLOUR_SHRINK = 0.7
 
 
 def graph_seconds(n_queries: int) -> float:
-    """Rough time to build and colour the overlap graph of ``n_queries`` queries (Θ(t²); measured
-    ≈ 1 s at t = 10,000 on the 2-core benchmark machine). Only decides whether colour-class
-    bounds fit in the time limit; no bound depends on it."""
+    """Rough time to build and colour the overlap graph of ``n_queries`` queries (Θ(t²)): 1 s at
+    t = 10,000, a conservative figure (bench_overlap.py's greedy-colouring column: 0.4–1 s there).
+    Only decides whether colour-class bounds fit in the time limit; no bound depends on it."""
     return 1.0 * (n_queries / 10_000) ** 2
 
 

@@ -36,6 +36,7 @@ from tessera.domain import Domain
 from tessera.errors import QueryError, ResourceError
 from tessera.overlap.branch_bound import (
     COLOURING_QUERIES,
+    PointSolution,
     active_part,
     graph_seconds,
     max_point,
@@ -146,6 +147,9 @@ def max_overlap(
                          hint=f"one of {', '.join(NEIGHBOURS)}")
     if method not in METHODS:
         raise QueryError(f"unknown method {method!r}", hint=f"one of {', '.join(METHODS)}")
+    if method == "toulbar2" and not wcsp_available():
+        raise QueryError("method 'toulbar2' needs the ToulBar2 solver",
+                         hint='pip install "tessera-dp[exact]"')
     dom, queries, w = _unpack(workload_or_queries, weights, domain)
     with np.errstate(over="ignore"):
         s = h(comp, w)
@@ -224,9 +228,6 @@ def _add_remove(
         x = tuple(int(c) for c in sets.points[i])
         return _result(dom, queries, s, comp, "add-remove", float(vals[i]), x, float(vals[i]),
                        True, "enumerate")
-    if method == "toulbar2" and not wcsp_available():
-        raise QueryError("method 'toulbar2' needs the ToulBar2 solver",
-                         hint='pip install "tessera-dp[exact]"')
     if method in ("colouring", "split"):
         if method == "colouring":
             ub, k = colouring_bound(dom, queries, s)
@@ -253,8 +254,13 @@ def _add_remove(
     else:
         # keep a tenth of the time for the split bound, computed only if the search stops early
         limit = None if left is None else 0.9 * left
-    sol = (mbe_point(dom, queries, s, time_limit=limit, ibound=MINI_BUCKET_IBOUND, part=part)
-           if use_mb else max_point(dom, queries, s, time_limit=limit, part=part))
+
+    def run_search(seconds: float | None) -> PointSolution:
+        return (mbe_point(dom, queries, s, time_limit=seconds, ibound=MINI_BUCKET_IBOUND,
+                          part=part) if use_mb
+                else max_point(dom, queries, s, time_limit=seconds, part=part))
+
+    sol = run_search(limit)
     if sol.exact:
         return _result(dom, queries, s, comp, "add-remove", sol.upper, sol.x, sol.lower, True,
                        search, (f"{sol.nodes} search nodes",))
@@ -274,10 +280,7 @@ def _add_remove(
             # ToulBar2 did not run (or failed): give the rest of the time to our own search
             left = remaining()
             if left is None or left > 0.1:
-                again = (mbe_point(dom, queries, s, time_limit=None if left is None else 0.9 * left,
-                                   ibound=MINI_BUCKET_IBOUND, part=part) if use_mb else
-                         max_point(dom, queries, s, time_limit=None if left is None else 0.9 * left,
-                                   part=part))
+                again = run_search(None if left is None else 0.9 * left)
                 if again.exact:
                     return _result(dom, queries, s, comp, "add-remove", again.upper, again.x,
                                    again.lower, True, search, (f"{again.nodes} search nodes",))
@@ -337,9 +340,6 @@ def _substitute(
     time_limit: float | None,
 ) -> OverlapResult:
     start = time.monotonic()
-    if method == "toulbar2" and not wcsp_available():
-        raise QueryError("method 'toulbar2' needs the ToulBar2 solver",
-                         hint='pip install "tessera-dp[exact]"')
     # a tautology or a contradiction takes the same value at every row: it never separates two
     # rows (its count does not change when a row is replaced), so it weighs nothing here — and
     # leaving its score in would only invite cancellation in own(x) + own(y) − 2·common

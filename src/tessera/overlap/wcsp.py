@@ -55,7 +55,7 @@ from tessera.overlap.branch_bound import ActivePart, PointSolution, active_part
 from tessera.query import Query
 
 #: Seconds allowed for the child process to start, build the model and report back beyond the
-#: solver's own limit before it is killed (measured: ≈ 0.4 s at t = 100, ≈ 1 s at t = 2,000).
+#: solver's own limit before it is killed (process start, imports and model: ≈ 0.4 s at t = 100).
 GRACE_SECONDS = 2.0
 #: Below this many seconds left, ToulBar2 is not started (its own limit is whole CPU seconds).
 MIN_SECONDS = 0.5
@@ -188,8 +188,9 @@ def _solve(model: _Model, seconds: int) -> Answer:
     process-global)."""
     import pytoulbar2
 
-    # VAC (virtual arc consistency) in preprocessing and at the root: measured 1.7× faster to
-    # prove t = 1,000 random wide queries, and a tighter bound at t = 3,000 (552 vs 577)
+    # VAC (virtual arc consistency) in preprocessing and at the root: in bench_overlap.py
+    # --hardness, t = 1,000 random wide queries proved in 18 s (26 s without), and at t = 3,000
+    # a bound of 557 after 60 s (577 without)
     cfn = pytoulbar2.CFN(model.top, vac=1, verbose=-1)
     cfn.Option.showSolutions = 0
     for v, k in enumerate(model.domains):
