@@ -25,9 +25,9 @@ from pathlib import Path
 import numpy as np
 from scipy import optimize
 
-from tessera.accounting import Guarantee, allocate
-from tessera.accounting.allocation import overlap_from_workload, solve_master
+from tessera.accounting import Guarantee
 from tessera.builders import random_workload
+from tessera.calibration import allocate, overlap_from_workload, solve_master
 from tessera.domain import Domain
 
 SHARED_DATA = Path(

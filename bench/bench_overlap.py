@@ -47,9 +47,9 @@ from tessera.domain import Domain
 from tessera.overlap import max_overlap, max_point, overlap_graph, split_bound
 from tessera.overlap.atoms import undominated, workload_atoms
 from tessera.overlap.branch_bound import (
-    _ascent,
-    _build_component,
     active_part,
+    ascent,
+    build_component,
     independent_parts,
 )
 from tessera.overlap.colouring import colour_class_bound, greedy_colouring
@@ -208,13 +208,13 @@ def _plateau(domain: Domain, queries, within: float, cap: int = 100_000,  # type
     """
     part = active_part(domain, queries, np.ones(len(queries)))
     (cols, local), = list(independent_parts(part.atoms, len(part.active), part.scopes))
-    comp = _build_component(local, np.arange(len(cols), dtype=np.int64), part.scores[cols])
+    comp = build_component(local, np.arange(len(cols), dtype=np.int64), part.scores[cols])
     m = len(comp.atoms)
     rng = np.random.default_rng(0)  # search heuristic only
     optima: dict[tuple[int, ...], float] = {}
     for _ in range(restarts):
         x0 = np.array([rng.integers(a.n_atoms) for a in comp.atoms], dtype=np.int64)
-        v, x = _ascent(comp, x0)
+        v, x = ascent(comp, x0)
         optima[tuple(int(c) for c in x)] = v
     best_x = max(optima, key=optima.__getitem__)
     best = optima[best_x]

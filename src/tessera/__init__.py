@@ -1,16 +1,26 @@
 """Tessera: differential privacy for query workloads.
 
-Architecture (each layer uses only the ones above it):
+Architecture, lowest layer first; each layer uses only the layers below it (enforced by
+import-linter: ``lint-imports``, contract in ``pyproject.toml``):
 
-* domain and queries: :mod:`tessera.intervals`, :mod:`tessera.domain`, :mod:`tessera.query`,
-  :mod:`tessera.parse`, :mod:`tessera.workload`, :mod:`tessera.builders`;
-* data and exact counts: :mod:`tessera.data` (DuckDB), :mod:`tessera.counts`, :mod:`tessera.infer`;
-* engine: :mod:`tessera.engine` (tree decompositions, one dynamic program in two semirings);
-* accounting: :mod:`tessera.accounting` (trade-off functions, f-DP composition under overlap),
-  :mod:`tessera.overlap` (maximum (weighted) overlap of a workload);
-* CLI: :mod:`tessera.cli`.
+1. vocabulary: :mod:`tessera.errors`, :mod:`tessera.privacy` (neighbour relations, definitions);
+2. schema and workloads: :mod:`tessera.intervals`, :mod:`tessera.domain`, :mod:`tessera.query`,
+   :mod:`tessera.value_classes`, :mod:`tessera.parse`, :mod:`tessera.workload`,
+   :mod:`tessera.builders`;
+3. data access and exact counts: :mod:`tessera.data` (DuckDB), :mod:`tessera.counts`,
+   :mod:`tessera.infer`;
+4. engine: :mod:`tessera.engine` (tree decompositions, one dynamic program in two semirings);
+5. :mod:`tessera.overlap` (maximum (weighted) overlap) and :mod:`tessera.accounting`
+   (trade-off functions, f-DP composition, guarantees), independent of each other;
+6. calibration: :mod:`tessera.calibration` (per-query scales, allocation, workload cost);
+7. :mod:`tessera.mechanisms` (noise and selection over OpenDP);
+8. :mod:`tessera.release` (answering, ledger, certificate, report) and :mod:`tessera.synth`;
+9. the command line: :mod:`tessera.cli`.
 
-The math follows ``SPEC.md`` (the two papers, restated and corrected).
+The math is in ``docs/theory.md`` (the two papers, restated with the corrections an
+implementation needs): Smith et al., "Making the Most of Parallel Composition in Differential
+Privacy", PoPETs 2022 (arXiv:2109.09078), and Ghazi et al., "Fixed-Parameter Tractability of
+Private Synthetic Data Generation" (arXiv:2606.11283).
 """
 
 from __future__ import annotations
@@ -24,6 +34,12 @@ __version__ = "0.1.0"
 #: the ``tessera`` command start fast; the heavy dependencies load only when needed.
 _EXPORTS: dict[str, str] = {
     "Attribute": "tessera.domain",
+    "Budget": "tessera.release",
+    "BudgetExceeded": "tessera.release",
+    "Ledger": "tessera.release",
+    "Release": "tessera.release",
+    "answer": "tessera.release",
+    "verify_certificate": "tessera.release",
     "Binned": "tessera.domain",
     "Boolean": "tessera.domain",
     "BooleanQuery": "tessera.engine",
@@ -31,12 +47,14 @@ _EXPORTS: dict[str, str] = {
     "CountResult": "tessera.counts",
     "CsvOptions": "tessera.data",
     "DataError": "tessera.errors",
+    "Definition": "tessera.privacy",
     "Domain": "tessera.domain",
     "GibbsModel": "tessera.engine",
     "Guarantee": "tessera.accounting",
     "IntegerRange": "tessera.domain",
     "IntervalSet": "tessera.intervals",
     "NOT_PRIVATE": "tessera.counts",
+    "Neighbours": "tessera.privacy",
     "OverlapResult": "tessera.overlap",
     "Predicate": "tessera.query",
     "Query": "tessera.query",
@@ -49,6 +67,7 @@ _EXPORTS: dict[str, str] = {
     "Workload": "tessera.workload",
     "WorkloadError": "tessera.workload",
     "all_ranges": "tessera.builders",
+    "allocate": "tessera.calibration",
     "count": "tessera.counts",
     "disjoint": "tessera.query",
     "encode": "tessera.data",
@@ -63,7 +82,8 @@ _EXPORTS: dict[str, str] = {
     "max_overlap": "tessera.overlap",
     "maximal_overlapping_sets": "tessera.overlap",
     "maximize": "tessera.engine",
-    "maximum_overlap": "tessera.accounting",
+    "overlap_composition": "tessera.accounting",
+    "per_query_scales": "tessera.calibration",
     "parallel_composition": "tessera.accounting",
     "parse_query": "tessera.parse",
     "prefixes": "tessera.builders",
@@ -71,6 +91,7 @@ _EXPORTS: dict[str, str] = {
     "tensor": "tessera.accounting",
     "treewidth": "tessera.engine",
     "witness": "tessera.query",
+    "workload_cost": "tessera.calibration",
 }
 
 
@@ -93,11 +114,12 @@ if TYPE_CHECKING:  # static type checkers and IDEs see the eager imports
         TradeOff,
         gaussian_dp,
         lower_convex_envelope,
-        maximum_overlap,
+        overlap_composition,
         parallel_composition,
         tensor,
     )
     from tessera.builders import all_ranges, identity, marginals, prefixes, random_workload
+    from tessera.calibration import allocate, per_query_scales, workload_cost
     from tessera.counts import NOT_PRIVATE, CountResult, count
     from tessera.data import CsvOptions, encode
     from tessera.domain import Attribute, Binned, Boolean, Categorical, Domain, IntegerRange
@@ -114,41 +136,54 @@ if TYPE_CHECKING:  # static type checkers and IDEs see the eager imports
     from tessera.intervals import IntervalSet
     from tessera.overlap import OverlapResult, max_overlap, maximal_overlapping_sets
     from tessera.parse import parse_query
+    from tessera.privacy import Definition, Neighbours
     from tessera.query import Predicate, Query, disjoint, joint_coverage, jointly_overlap, witness
+    from tessera.release import (
+        Budget,
+        BudgetExceeded,
+        Ledger,
+        Release,
+        answer,
+        verify_certificate,
+    )
     from tessera.workload import Workload, WorkloadError
 
 __all__ = [
-    "maximal_overlapping_sets",
-    "max_overlap",
-    "OverlapResult",
-    "treewidth",
-    "maximize",
-    "log_partition",
-    "TreeDecomposition",
-    "GibbsModel",
-    "BooleanQuery",
-    "NOT_PRIVATE",
     "Attribute",
     "Binned",
     "Boolean",
+    "BooleanQuery",
+    "Budget",
+    "BudgetExceeded",
     "Categorical",
     "CountResult",
     "CsvOptions",
     "DataError",
+    "Definition",
     "Domain",
+    "GibbsModel",
     "Guarantee",
     "IntegerRange",
     "IntervalSet",
+    "Ledger",
+    "NOT_PRIVATE",
+    "Neighbours",
+    "OverlapResult",
     "Predicate",
     "Query",
     "QueryError",
+    "Release",
     "ResourceError",
     "SchemaError",
     "TesseraError",
     "TradeOff",
+    "TreeDecomposition",
     "Workload",
     "WorkloadError",
+    "__version__",
     "all_ranges",
+    "allocate",
+    "answer",
     "count",
     "disjoint",
     "encode",
@@ -157,13 +192,21 @@ __all__ = [
     "infer_domain",
     "joint_coverage",
     "jointly_overlap",
+    "log_partition",
     "lower_convex_envelope",
     "marginals",
-    "maximum_overlap",
+    "max_overlap",
+    "maximal_overlapping_sets",
+    "maximize",
+    "overlap_composition",
     "parallel_composition",
     "parse_query",
+    "per_query_scales",
     "prefixes",
     "random_workload",
     "tensor",
+    "treewidth",
+    "verify_certificate",
     "witness",
+    "workload_cost",
 ]

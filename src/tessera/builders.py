@@ -4,6 +4,7 @@
 * :func:`identity`: one query per cell of the chosen attributes' full product.
 * :func:`prefixes` / :func:`all_ranges`: prefix and all-range families on an ordered attribute.
 * :func:`random_workload`: random range / set / mixed conjunctions with a seed.
+* :func:`build`: any of them by family name (``tessera workload build``).
 
 The builders refuse (with :class:`~tessera.errors.ResourceError`) to create more than
 ``max_queries`` queries, so a typo cannot fill memory.
@@ -165,3 +166,48 @@ def random_workload(
                 )
         queries.append(Query.conjunction(domain, coverages))
     return Workload.of(domain, queries)
+
+
+#: The families :func:`build` makes, by the names ``tessera workload build`` takes.
+FAMILIES: tuple[str, ...] = ("marginals", "identity", "prefix", "ranges", "random")
+
+
+def build(
+    family: str,
+    domain: Domain,
+    *,
+    attributes: Sequence[str] | None = None,
+    k: int = 2,
+    n_queries: int = 1000,
+    kind: str = "mixed",
+    attributes_per_query: tuple[int, int] | None = None,
+    seed: int = 0,
+) -> Workload:
+    """The standard family named ``family`` (one of :data:`FAMILIES`) over ``domain``.
+
+    ``marginals`` (order ``k``) and ``identity`` use ``attributes`` (default: all); ``prefix``
+    and ``ranges`` need exactly one, ordered, attribute; ``random`` makes ``n_queries``
+    queries of ``kind`` range, set or mixed (see :func:`random_workload`). Raises
+    :class:`~tessera.errors.QueryError` for an unknown family or arguments it cannot use.
+    """
+    if family == "marginals":
+        return marginals(domain, k, attributes)
+    if family == "identity":
+        return identity(domain, attributes)
+    if family in ("prefix", "ranges"):
+        if not attributes or len(attributes) != 1:
+            raise QueryError(f"'{family}' needs exactly one --attribute (an ordered attribute)")
+        make = prefixes if family == "prefix" else all_ranges
+        return make(domain, attributes[0])
+    if family == "random":
+        if kind not in ("range", "set", "mixed"):
+            raise QueryError(f"--kind {kind!r}: use range, set or mixed")
+        return random_workload(
+            domain,
+            n_queries,
+            attributes_per_query=attributes_per_query,
+            kind=kind,  # type: ignore[arg-type]
+            attributes=attributes,
+            seed=seed,
+        )
+    raise QueryError(f"unknown family {family!r}", hint=", ".join(FAMILIES))

@@ -23,13 +23,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from itertools import chain
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from tessera.data import CsvOptions, EncodedTable, InvalidValues, OnInvalid, encode
+from tessera.value_classes import ValueClasses, workload_value_classes
 from tessera.workload import Workload
 
 #: Largest boolean block (queries × cells) evaluated at once.
@@ -50,6 +51,27 @@ class CountResult:
 
     def to_frame(self) -> pd.DataFrame:
         return pd.DataFrame({"query": list(self.workload.names), "answer": self.answers})
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: the :data:`NOT_PRIVATE` marker, rows read and dropped, and the answers as
+        ``{"query", "answer"}`` records in workload order (``tessera count --json``)."""
+        return {
+            "privacy": NOT_PRIVATE,
+            "rows": self.n_rows,
+            "dropped_rows": self.dropped,
+            "answers": [
+                {"query": q, "answer": int(a)} for q, a in zip(self.workload.names, self.answers)
+            ],
+        }
+
+    def write_parquet(self, path: str | Path) -> None:
+        """Write :meth:`to_frame` as Parquet, marked NOT PRIVATE in the file's metadata
+        (key ``tessera.privacy``) so the mark travels with the answers."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        table = pa.Table.from_pandas(self.to_frame(), preserve_index=False)
+        pq.write_table(table.replace_schema_metadata({"tessera.privacy": NOT_PRIVATE}), path)
 
 
 def count(
@@ -84,7 +106,7 @@ def count_encoded(
     """
     answers = np.zeros(len(workload), dtype=np.int64)
     groups = workload.scopes()
-    classes = value_classes(workload)
+    classes = segment_classes(workload)
     n_classes = {name: vc.n_classes for name, vc in classes.items()}
     batches = _pack(list(groups), n_classes, table.n_rows, max_cells)
     coarsened = False
@@ -92,7 +114,7 @@ def count_encoded(
     for union, scopes in batches:
         if _code_cells(table, union) <= max_cells:
             # The GROUP BY on the codes themselves already fits: map codes to classes in numpy
-            # (ValueClasses.class_of, as in coarsen) instead of materialising
+            # (SegmentClasses.class_of, as in coarsen) instead of materialising
             # a coarsened copy of the table; _project sums the class tuples that coincide.
             codes, counts = table.group_by(union, "coded")
             cells = [classes[name].class_of(c) for name, c in zip(union, codes)]
@@ -186,26 +208,29 @@ def _project(
 
 
 @dataclass(frozen=True)
-class ValueClasses:
+class SegmentClasses:
     """The codes of one attribute cut at every predicate boundary of the workload.
 
-    Class j holds the codes in [breakpoints[j-1], breakpoints[j]) (class 0: below the first
-    breakpoint), so every predicate is constant on a class. ``member[r, j]`` says whether the
-    predicate of the r-th query constraining the attribute contains class j; ``row[i]`` is that
-    r for workload query i (-1 if it does not constrain the attribute).
+    ``classes`` are the elementary segments between the breakpoints
+    (:func:`~tessera.value_classes.value_classes` with ``merge=False``), so every predicate is
+    constant on a class. They are deliberately not merged into the coarsest value classes:
+    segments are adjacent in code order, so a scope's own queries coarsen them by merging
+    neighbours (:meth:`restrict`, one comparison of adjacent columns), where merged classes
+    would need a ``np.unique`` over the columns of every scope. ``row[i]`` is the row of
+    ``classes.distinct_membership`` holding workload query i's predicate (-1 if it does not
+    constrain the attribute).
     """
 
-    breakpoints: np.ndarray
-    member: np.ndarray  # (queries constraining the attribute, n_classes) bool
+    classes: ValueClasses
     row: np.ndarray  # (workload size,) int
 
     @property
     def n_classes(self) -> int:
-        return len(self.breakpoints) + 1
+        return self.classes.n_classes
 
     def class_of(self, codes: np.ndarray) -> np.ndarray:
-        """The class of each code: the number of breakpoints ≤ code."""
-        return np.searchsorted(self.breakpoints, codes, side="right")
+        """The class (segment) of each code."""
+        return self.classes.class_of(codes)
 
     def restrict(self, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Coarser classes for a subset of queries: (global class -> local class, membership).
@@ -213,55 +238,22 @@ class ValueClasses:
         Adjacent global classes that no query of the subset tells apart merge, so a scope's
         marginal has only the cells its own queries distinguish.
         """
-        sub = self.member[self.row[queries]]
+        sub = self.classes.distinct_membership[self.row[queries]]
         change = np.any(sub[:, 1:] != sub[:, :-1], axis=0)
         lookup = np.concatenate(([0], np.cumsum(change)))
         firsts = np.flatnonzero(np.concatenate(([True], change)))
         return lookup, sub[:, firsts]
 
 
-def value_classes(workload: Workload) -> dict[str, ValueClasses]:
-    """Value classes of every constrained attribute, with the membership of every query.
-
-    A span [lo, hi) of a predicate covers exactly the classes between its two boundaries, so
-    each attribute's membership matrix is built from all its spans at once (difference array).
-    """
-    # One pass over the predicates collecting (query, spans) per attribute; everything after
-    # it is vectorised per attribute (this loop is the only per-predicate Python work).
-    constrained: dict[str, list[int]] = {}
-    span_sets: dict[str, list[tuple[tuple[int, int], ...]]] = {}
-    for i, q in enumerate(workload.queries):
-        for p in q.predicates:
-            rows = constrained.get(p.attribute)
-            if rows is None:
-                rows = constrained[p.attribute] = []
-                span_sets[p.attribute] = []
-            rows.append(i)
-            span_sets[p.attribute].append(p.coverage.spans)
+def segment_classes(workload: Workload) -> dict[str, SegmentClasses]:
+    """The segment classes of every constrained attribute (domain order), with the membership
+    of every query's predicate (built by :mod:`tessera.value_classes`, one difference array over
+    the span ends of the attribute's distinct predicates)."""
     out = {}
-    for name, qs in constrained.items():
-        sets = span_sets[name]
-        n_spans = np.fromiter(map(len, sets), dtype=np.int64, count=len(sets))
-        flat = np.fromiter(
-            chain.from_iterable(chain.from_iterable(sets)),
-            dtype=np.int64,
-            count=2 * int(n_spans.sum()),
-        )
-        span_arr = flat.reshape(-1, 2)
-        bp = np.unique(span_arr)
-        # class j+1 starts at bp[j]: a span covers classes pos(lo)+1 .. pos(hi)
-        first = np.searchsorted(bp, span_arr[:, 0]) + 1
-        last = np.searchsorted(bp, span_arr[:, 1]) + 1
-        # A query's spans are disjoint and non-adjacent, so within a row no two of these
-        # positions coincide and the running sum is 0 or 1: int8 suffices.
-        rows = np.repeat(np.arange(len(qs), dtype=np.int64), n_spans)
-        diff = np.zeros((len(qs), len(bp) + 2), dtype=np.int8)
-        diff[rows, first] = 1
-        diff[rows, last] = -1
-        member = np.cumsum(diff, axis=1, dtype=np.int8)[:, : len(bp) + 1] > 0
+    for a in workload_value_classes(workload.domain, workload.queries, merge=False):
         row = np.full(len(workload), -1, dtype=np.int64)
-        row[qs] = np.arange(len(qs))
-        out[name] = ValueClasses(bp, member, row)
+        row[a.queries] = a.classes.predicate_row
+        out[a.name] = SegmentClasses(a.classes, row)
     return out
 
 

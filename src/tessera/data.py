@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tessera.domain import INVALID, Domain
+from tessera.domain import INVALID, Attribute, Domain
 from tessera.errors import DataError, did_you_mean
 
 OnInvalid = Literal["error", "drop"]
@@ -140,59 +140,118 @@ def relation(
     polars DataFrame, a pyarrow Table, or a DuckDB relation.
     """
     if isinstance(source, (str, Path)):
-        p = Path(source)
-        if not p.exists():
-            raise DataError(f"no such file: {p}", hint="check the path")
-        suffix = p.suffix.lower()
-        if suffix == ".parquet" or p.is_dir():
-            return con.read_parquet(str(p / "*.parquet") if p.is_dir() else str(p))
-        if suffix in _DUCKDB_SUFFIXES:
-            if not table:
-                raise DataError(f"{p} is a DuckDB database", hint="name the table (--table NAME)")
-            con.execute(f"ATTACH {_sql_string(str(p))} AS src (READ_ONLY)")
-            return con.table(f"src.{_quote(table)}")
-        if suffix in _CSV_SUFFIXES or suffix == "":
-            kwargs: dict[str, Any] = {}
-            if csv.header is not None:
-                kwargs["header"] = csv.header
-            if csv.delimiter is not None:
-                kwargs["sep"] = csv.delimiter
-            if csv.na_values:
-                kwargs["na_values"] = list(csv.na_values)
-            if csv.skip_rows:
-                kwargs["skiprows"] = csv.skip_rows
-            if csv.header is False and names is not None:
-                kwargs["names"] = list(names)
-            if text_columns:
-                # values of categorical/boolean attributes are matched as written: no sniffing
-                # of 'True', '1.10' or '10:30' into booleans, numbers or times
-                kwargs["dtype"] = {name: "VARCHAR" for name in text_columns}
-            if csv.header is False and column_types is not None:
-                # every column named and typed: DuckDB skips sniffing them
-                kwargs.pop("names", None)
-                kwargs.pop("dtype", None)
-                kwargs["columns"] = dict(column_types)
-                if csv.delimiter is not None:
-                    # Names, types, header and delimiter all given: the sniffer has nothing
-                    # left to decide but still samples the file (it cost half the parse of
-                    # UCI Adult). Quotes take DuckDB's default '"'; a stray line is then a
-                    # parse error or an invalid value, both reported, never dropped silently.
-                    kwargs["auto_detect"] = False
-            try:
-                try:
-                    return con.read_csv(str(p), **kwargs)
-                except duckdb.BinderException:
-                    if "dtype" not in kwargs:
-                        raise
-                    # some schema columns are absent: read as sniffed, the caller names them
-                    del kwargs["dtype"]
-                    return con.read_csv(str(p), **kwargs)
-            except duckdb.Error as e:
-                raise DataError(
-                    f"cannot read {p} as CSV: {str(e).splitlines()[0]}",
-                    hint="check --delimiter/--no-header/--skip-rows",
-                ) from None
-        raise DataError(f"unknown data format {suffix!r} for {p}", hint="use CSV or Parquet")
+        return _file_relation(
+            con,
+            Path(source),
+            names=names,
+            text_columns=text_columns,
+            column_types=column_types,
+            csv=csv,
+            table=table,
+        )
+    return _memory_relation(con, source)
+
+
+def _file_relation(
+    con: duckdb.DuckDBPyConnection,
+    p: Path,
+    *,
+    names: Sequence[str] | None,
+    text_columns: Sequence[str],
+    column_types: Mapping[str, str] | None,
+    csv: CsvOptions,
+    table: str | None,
+) -> duckdb.DuckDBPyRelation:
+    """Step 1 of :func:`relation` for a path: pick the reader by suffix.
+
+    A directory is a Parquet data set; ``.duckdb``/``.db``/``.ddb`` a database attached read-only
+    (it needs ``table``); CSV-like suffixes, or none, go to :func:`_read_csv`. Anything else is
+    refused rather than guessed.
+    """
+    if not p.exists():
+        raise DataError(f"no such file: {p}", hint="check the path")
+    suffix = p.suffix.lower()
+    if suffix == ".parquet" or p.is_dir():
+        return con.read_parquet(str(p / "*.parquet") if p.is_dir() else str(p))
+    if suffix in _DUCKDB_SUFFIXES:
+        if not table:
+            raise DataError(f"{p} is a DuckDB database", hint="name the table (--table NAME)")
+        con.execute(f"ATTACH {_sql_string(str(p))} AS src (READ_ONLY)")
+        return con.table(f"src.{_quote(table)}")
+    if suffix in _CSV_SUFFIXES or suffix == "":
+        return _read_csv(con, p, _csv_arguments(csv, names, text_columns, column_types))
+    raise DataError(f"unknown data format {suffix!r} for {p}", hint="use CSV or Parquet")
+
+
+def _csv_arguments(
+    csv: CsvOptions,
+    names: Sequence[str] | None,
+    text_columns: Sequence[str],
+    column_types: Mapping[str, str] | None,
+) -> dict[str, Any]:
+    """Step 2 of :func:`relation` for a CSV: the keyword arguments of DuckDB's ``read_csv``.
+
+    Only what the caller decided is passed (the sniffer decides the rest). Text columns are read
+    as written; a headerless file with known column types is fully described, so DuckDB need
+    not sniff it at all.
+    """
+    kwargs: dict[str, Any] = {}
+    if csv.header is not None:
+        kwargs["header"] = csv.header
+    if csv.delimiter is not None:
+        kwargs["sep"] = csv.delimiter
+    if csv.na_values:
+        kwargs["na_values"] = list(csv.na_values)
+    if csv.skip_rows:
+        kwargs["skiprows"] = csv.skip_rows
+    if csv.header is False and names is not None:
+        kwargs["names"] = list(names)
+    if text_columns:
+        # values of categorical/boolean attributes are matched as written: no sniffing
+        # of 'True', '1.10' or '10:30' into booleans, numbers or times
+        kwargs["dtype"] = {name: "VARCHAR" for name in text_columns}
+    if csv.header is False and column_types is not None:
+        # every column named and typed: DuckDB skips sniffing them
+        kwargs.pop("names", None)
+        kwargs.pop("dtype", None)
+        kwargs["columns"] = dict(column_types)
+        if csv.delimiter is not None:
+            # Names, types, header and delimiter all given: the sniffer has nothing
+            # left to decide but still samples the file (it cost half the parse of
+            # UCI Adult). Quotes take DuckDB's default '"'; a stray line is then a
+            # parse error or an invalid value, both reported, never dropped silently.
+            kwargs["auto_detect"] = False
+    return kwargs
+
+
+def _read_csv(
+    con: duckdb.DuckDBPyConnection, p: Path, kwargs: dict[str, Any]
+) -> duckdb.DuckDBPyRelation:
+    """Step 3 of :func:`relation` for a CSV: read it, or say why it cannot be read.
+
+    When some schema columns are absent from the file, forcing their type fails to bind: the
+    file is then read as sniffed, and the caller names the missing columns. Any other DuckDB
+    error becomes a :class:`DataError` pointing at the CSV options.
+    """
+    try:
+        try:
+            return con.read_csv(str(p), **kwargs)
+        except duckdb.BinderException:
+            if "dtype" not in kwargs:
+                raise
+            # some schema columns are absent: read as sniffed, the caller names them
+            del kwargs["dtype"]
+            return con.read_csv(str(p), **kwargs)
+    except duckdb.Error as e:
+        raise DataError(
+            f"cannot read {p} as CSV: {str(e).splitlines()[0]}",
+            hint="check --delimiter/--no-header/--skip-rows",
+        ) from None
+
+
+def _memory_relation(con: duckdb.DuckDBPyConnection, source: Any) -> duckdb.DuckDBPyRelation:
+    """Step 1 of :func:`relation` for data in memory: a relation, an Arrow table, or a pandas or
+    polars frame (recognised by module, so neither library is imported here)."""
     if isinstance(source, duckdb.DuckDBPyRelation):
         return con.from_arrow(source.arrow())
     if isinstance(source, pa.Table):
@@ -234,16 +293,72 @@ def encode(
 
     Raises :class:`DataError` for missing columns, and for values outside the domain unless
     ``on_invalid='drop'`` (then :attr:`EncodedTable.dropped` and ``.invalid`` report them).
+
+    The steps: :func:`_open_source` (``src``: the data, columns checked), :func:`_encode_column`
+    per attribute (distinct values and their codes), :func:`_invalid_values_error` if the
+    policy is ``error``, then :func:`_code_rows` (or :func:`_code_rows_by_join`) for ``coded``.
     """
     if on_invalid not in ("error", "drop"):
         raise DataError(f"unknown on_invalid policy {on_invalid!r}", hint="'error' or 'drop'")
     con = con or duckdb.connect()
+    _open_source(con, source, domain, csv=csv, table=table)
+    columns = [_encode_column(con, attr) for attr in domain]
+    invalid = [c.invalid for c in columns if c.invalid is not None]
+    if invalid and on_invalid == "error":
+        raise _invalid_values_error(invalid, domain)
+    value_sets = [c.values for c in columns]
+    code_of_value = [c.code for c in columns]
+    try:
+        n_rows = _code_rows(con, domain, value_sets, code_of_value)
+    except _Unmatched:
+        n_rows = _code_rows_by_join(con, domain, value_sets, code_of_value)
+    n_total = columns[-1].rows if columns else 0
+    present = [c.present for c in columns]
+    return EncodedTable(con, domain, n_rows, n_total - n_rows, invalid, present)
+
+
+def _open_source(
+    con: duckdb.DuckDBPyConnection,
+    source: Any,
+    domain: Domain,
+    *,
+    csv: CsvOptions,
+    table: str | None,
+) -> None:
+    """Step 1 of :func:`encode`: make ``src`` in ``con`` hold the data, its columns checked.
+
+    Categorical and boolean columns are read as text, the others typed by attribute kind. A
+    text file or an in-memory frame is parsed once into a temporary table (the validation scans
+    and the row coding read it 2m + 1 times); should a value not parse as its attribute's type,
+    the source is read again as written, so that :func:`_encode_column` names the offending
+    values. Parquet and DuckDB sources stay views.
+    """
     text = [a.name for a in domain if a.kind in ("categorical", "boolean")]
     typed = {a.name: _SQL_TYPES.get(a.kind, "VARCHAR") for a in domain}
     rel = relation(
         con, source, names=domain.names, text_columns=text, column_types=typed, csv=csv, table=table
     )
-    columns = list(rel.columns)
+    _check_columns(list(rel.columns), domain, source, csv)
+    if _rescanning_is_costly(source):
+        # parse once: the validation scans and the encoding join all read the source again
+        try:
+            rel.create("src")
+        except duckdb.Error:
+            # a value does not parse as its attribute's type: read it as written instead, so
+            # the validation below names the offending values
+            rel = relation(con, source, names=domain.names, text_columns=text, csv=csv, table=table)
+            rel.create("src")
+    else:
+        con.register("src", rel)
+
+
+def _check_columns(columns: list[str], domain: Domain, source: Any, csv: CsvOptions) -> None:
+    """Step 2 of :func:`encode`: every schema attribute must be a column of the data.
+
+    Without a header the columns are matched to the attributes by position, so their numbers
+    must agree. A missing column is named with its closest spelling in the data, or, when no
+    attribute matches but the counts agree, with the hint that the file has no header row.
+    """
     if csv.header is False and len(columns) != len(domain):
         raise DataError(
             f"the data have {len(columns)} columns but the schema declares {len(domain)}",
@@ -264,74 +379,79 @@ def encode(
             if headerless
             else did_you_mean(absent[0], columns, 0.5) or f"the data have columns {columns}",
         )
-    if _rescanning_is_costly(source):
-        # parse once: the validation scans and the encoding join all read the source again
-        try:
-            rel.create("src")
-        except duckdb.Error:
-            # a value does not parse as its attribute's type: read it as written instead, so
-            # the validation below names the offending values
-            rel = relation(con, source, names=domain.names, text_columns=text, csv=csv, table=table)
-            rel.create("src")
-    else:
-        con.register("src", rel)
-    invalid: list[InvalidValues] = []
-    present: list[np.ndarray] = []
-    value_sets: list[pa.Array] = []
-    code_of_value: list[np.ndarray] = []
-    n_total = 0
-    for attr in domain:
-        col = _quote(attr.name)
-        dist = con.sql(
-            f"SELECT {col} AS v, count(*) AS n FROM src GROUP BY ALL ORDER BY n DESC"
-        ).to_arrow_table()
-        column = dist.column("v")
-        if pa.types.is_dictionary(column.type):  # ENUM / pandas category: decode, keep NULLs
-            column = column.cast(column.type.value_type)
-        counts = dist.column("n").to_numpy()
-        n_total = int(counts.sum())
-        codes = attr.encode(column.to_numpy(zero_copy_only=False))
-        bad = codes == INVALID
-        if bad.any():
-            idx = np.flatnonzero(bad)
-            invalid.append(
-                InvalidValues(
-                    attr.name,
-                    tuple((column[int(j)].as_py(), int(counts[j])) for j in idx),
-                    int(counts[idx].sum()),
-                )
-            )
-        # a superset of the codes left after dropping: the coarsening join must miss none
-        present.append(np.unique(codes[~bad]))
-        # the code each distinct value gets in ``coded``: NULL is the missing code (if
-        # declared); -1 marks the rows to drop (invalid values, undeclared NULLs)
-        code = np.where(bad, -1, codes).astype(np.int32)
-        null = ~column.is_valid().to_numpy(zero_copy_only=False)
-        code[null] = -1 if attr.missing_code is None else attr.missing_code
-        value_sets.append(column.combine_chunks())
-        code_of_value.append(code)
-    if invalid and on_invalid == "error":
-        lines = [iv.describe() for iv in invalid]
-        first = invalid[0]
-        attr = domain[first.column]
-        hint = (
-            "extend the schema to cover these values, declare missing: true for NULLs, "
-            "or pass --on-invalid drop to drop those rows (reported)"
+
+
+@dataclass(frozen=True)
+class _ColumnCodes:
+    """One attribute's distinct values in ``src`` and the code each gets in ``coded``."""
+
+    values: pa.Array  # the distinct values, as DuckDB grouped them (NULL included)
+    code: np.ndarray  # int32 code per distinct value; -1 marks the rows to drop
+    present: np.ndarray  # sorted valid codes that occur: a superset of those left after drops
+    invalid: InvalidValues | None  # the values outside the attribute, if any
+    rows: int  # rows of ``src``
+
+
+def _encode_column(con: duckdb.DuckDBPyConnection, attr: Attribute) -> _ColumnCodes:
+    """Step 3 of :func:`encode`, per attribute: one ``GROUP BY`` for its distinct values, each
+    encoded once by :meth:`Attribute.encode` (the single rule for every value).
+
+    Values outside the attribute are collected (most frequent first) for the error or the
+    drop report; NULL gets the attribute's missing code if it declares one, else is dropped
+    like an invalid value.
+    """
+    dist = con.sql(
+        f"SELECT {_quote(attr.name)} AS v, count(*) AS n FROM src GROUP BY ALL ORDER BY n DESC"
+    ).to_arrow_table()
+    column = dist.column("v")
+    if pa.types.is_dictionary(column.type):  # ENUM / pandas category: decode, keep NULLs
+        column = column.cast(column.type.value_type)
+    counts = dist.column("n").to_numpy()
+    codes = attr.encode(column.to_numpy(zero_copy_only=False))
+    bad = codes == INVALID
+    invalid = None
+    if bad.any():
+        idx = np.flatnonzero(bad)
+        invalid = InvalidValues(
+            attr.name,
+            tuple((column[int(j)].as_py(), int(counts[j])) for j in idx),
+            int(counts[idx].sum()),
         )
-        if any(v is None for v, _ in first.values) and not attr.missing:
-            hint = f"declare {first.column!r} with missing: true, or pass --on-invalid drop"
-        padded = [v for v, _ in first.values if isinstance(v, str) and v != v.strip()]
-        if padded and (attr.encode([v.strip() for v in padded]) != INVALID).all():
-            hint = (
-                f"values of {first.column!r} carry surrounding spaces ({padded[0]!r}): "
-                "is the separator ', '? pass --delimiter ', ' (CsvOptions(delimiter=', '))"
-            )
-        raise DataError("; ".join(lines), hint=hint)
-    try:
-        n_rows = _code_rows(con, domain, value_sets, code_of_value)
-    except _Unmatched:
-        n_rows = _code_rows_by_join(con, domain, value_sets, code_of_value)
-    return EncodedTable(con, domain, n_rows, n_total - n_rows, invalid, present)
+    # the code each distinct value gets in ``coded``: NULL is the missing code (if
+    # declared); -1 marks the rows to drop (invalid values, undeclared NULLs)
+    code = np.where(bad, -1, codes).astype(np.int32)
+    null = ~column.is_valid().to_numpy(zero_copy_only=False)
+    code[null] = -1 if attr.missing_code is None else attr.missing_code
+    return _ColumnCodes(
+        values=column.combine_chunks(),
+        code=code,
+        # a superset of the codes left after dropping: the coarsening join must miss none
+        present=np.unique(codes[~bad]),
+        invalid=invalid,
+        rows=int(counts.sum()),
+    )
+
+
+def _invalid_values_error(invalid: list[InvalidValues], domain: Domain) -> DataError:
+    """Step 4 of :func:`encode` under ``on_invalid='error'``: one error naming every column with
+    values outside its attribute, with a hint for the most likely cause of the first one
+    (undeclared NULLs, or a ``', '`` separator that left spaces around the values)."""
+    lines = [iv.describe() for iv in invalid]
+    first = invalid[0]
+    attr = domain[first.column]
+    hint = (
+        "extend the schema to cover these values, declare missing: true for NULLs, "
+        "or pass --on-invalid drop to drop those rows (reported)"
+    )
+    if any(v is None for v, _ in first.values) and not attr.missing:
+        hint = f"declare {first.column!r} with missing: true, or pass --on-invalid drop"
+    padded = [v for v, _ in first.values if isinstance(v, str) and v != v.strip()]
+    if padded and (attr.encode([v.strip() for v in padded]) != INVALID).all():
+        hint = (
+            f"values of {first.column!r} carry surrounding spaces ({padded[0]!r}): "
+            "is the separator ', '? pass --delimiter ', ' (CsvOptions(delimiter=', '))"
+        )
+    return DataError("; ".join(lines), hint=hint)
 
 
 class _Unmatched(Exception):

@@ -1,4 +1,5 @@
-"""Workloads: named, weighted lists of predicate queries over one domain (SPEC §2).
+"""Workloads: named, weighted predicate queries and structured families over one domain
+(docs/theory.md §2).
 
 File formats
 ------------
@@ -6,7 +7,21 @@ File formats
   comment (outside quoted literals); an optional ``name:`` prefix names the query (any other
   name in double quotes: ``"young adults": age < 30``).
 * **YAML / JSON**: ``{"queries": [{"name": ..., "where": ..., "weight": ...}, ...]}`` (or the list
-  alone). Weights are importance weights ≥ 0 (default 1).
+  alone). Weights are importance weights ≥ 0 (default 1). Structured families
+  (:mod:`tessera.families`) sit beside the queries and are never expanded to text::
+
+      marginals:                    # a listed set of attribute sets, or all k-way ones
+        - {attributes: [age, sex], weight: 2}
+        - {all: 3}                  # every 3-way marginal (of ``over:`` attributes, default all)
+      cubes:
+        - {attributes: [age, sex, race]}        # every subset's marginal, the total included
+      hierarchies:
+        - {attributes: [age, hours], branching: 2, depth: 4}
+      partitions: [...]             # explicit families, as ``Workload.save`` writes them
+
+  Cells are queries too: ``len(workload)`` counts the predicate queries,
+  :attr:`Workload.n_queries` every query, and :meth:`Workload.expanded` materialises the
+  cells as predicate queries (lazily, on request, with a size guard).
 
 Every error names ``file:line`` (or ``file:queries[i]``) and comes with a hint; all errors of a file
 are reported together.
@@ -17,18 +32,22 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
 from tessera.domain import Domain
-from tessera.errors import QueryError, TesseraError
+from tessera.errors import QueryError, ResourceError, TesseraError
+from tessera.families import Partition, cube, hierarchy, k_way_marginals
+from tessera.fastparse import FastParser
+from tessera.intervals import IntervalSet
 from tessera.parse import parse_query
-from tessera.query import Query
+from tessera.query import Predicate, Query
 
 _NAME = re.compile(r"^\s*([A-Za-z_][\w.\-]*)\s*:(?!:)\s*(.*)$")
 _QUOTED_NAME = re.compile(r'^\s*"((?:[^"]|"")*)"\s*:(?!:)\s*(.*)$')
@@ -48,7 +67,9 @@ class WorkloadError(TesseraError):
 
 @dataclass(frozen=True)
 class Workload:
-    """Queries q_1..q_t over ``domain`` with names and importance weights w_q ≥ 0."""
+    """Predicate queries q_1..q_t over ``domain`` with names and importance weights w_q ≥ 0,
+    and structured families (:class:`~tessera.families.Partition`) whose cells are queries too.
+    """
 
     domain: Domain
     queries: tuple[Query, ...]
@@ -56,6 +77,8 @@ class Workload:
     weights: tuple[float, ...]
     #: Where each query was written (``file:line``), when it was read from a file.
     sources: tuple[str, ...] | None = None
+    #: Marginals, cube cells, hierarchy levels: disjoint cell queries, never expanded to text.
+    partitions: tuple[Partition, ...] = ()
 
     def __post_init__(self) -> None:
         if not (len(self.queries) == len(self.names) == len(self.weights)):
@@ -65,6 +88,9 @@ class Workload:
         for name, w in zip(self.names, self.weights):
             if not (math.isfinite(w) and w >= 0):
                 raise QueryError(f"query {name!r}: weight {w!r} must be a finite number ≥ 0")
+        for p in self.partitions:
+            for a in p.attributes:
+                self.domain.index(a)
 
     # -- construction -------------------------------------------------------------------------
     @staticmethod
@@ -74,6 +100,7 @@ class Workload:
         names: Sequence[str] | None = None,
         weights: Sequence[float] | None = None,
         sources: Sequence[str] | None = None,
+        partitions: Sequence[Partition] = (),
     ) -> Workload:
         """A workload from queries; default names are the queries' SQL, default weights 1."""
         qs = tuple(queries)
@@ -83,7 +110,55 @@ class Workload:
             tuple(names) if names is not None else tuple(q.to_sql(domain) for q in qs),
             tuple(float(w) for w in weights) if weights is not None else (1.0,) * len(qs),
             tuple(sources) if sources is not None else None,
+            tuple(partitions),
         )
+
+    @staticmethod
+    def of_families(domain: Domain, partitions: Sequence[Partition]) -> Workload:
+        """A workload of structured families only (e.g. all 3-way marginals)."""
+        return Workload(domain, (), (), (), None, tuple(partitions))
+
+    # -- structure ------------------------------------------------------------------------------
+    @property
+    def n_cells(self) -> int:
+        """Number of cell queries in the structured families."""
+        return sum(p.n_cells_in(self.domain) for p in self.partitions)
+
+    @property
+    def n_queries(self) -> int:
+        """Every query: the predicate queries and every cell of every family."""
+        return len(self.queries) + self.n_cells
+
+    @property
+    def is_structured(self) -> bool:
+        return bool(self.partitions)
+
+    def all_weights(self) -> tuple[float, ...]:
+        """One weight per query in :meth:`expanded` order (predicate queries, then cells)."""
+        out = list(self.weights)
+        for p in self.partitions:
+            out.extend([p.weight] * p.n_cells_in(self.domain))
+        return tuple(out)
+
+    def expanded(self, max_queries: int = 5_000_000) -> Workload:
+        """The same queries with every cell materialised as a predicate query (names
+        ``family[attr=value, …]``), in order: predicate queries, then each family's cells in
+        row-major order. Refuses beyond ``max_queries`` (a :class:`ResourceError`)."""
+        if not self.partitions:
+            return self
+        n = self.n_queries
+        if n > max_queries:
+            raise ResourceError(
+                f"expanding the workload gives {n:,} queries, above {max_queries:,}",
+                hint="use the structured form (commands and APIs take it as it is)",
+            )
+        queries, names, weights = list(self.queries), list(self.names), list(self.weights)
+        for p in self.partitions:
+            for q, label in zip(p.cell_queries(self.domain), p.cell_labels(self.domain)):
+                queries.append(q)
+                names.append(f"{p.name}[{label}]")
+                weights.append(p.weight)
+        return Workload(self.domain, tuple(queries), tuple(names), tuple(weights))
 
     def describe(self, i: int) -> str:
         """Query i as a user can find it: its name, and ``file:line`` when known."""
@@ -91,8 +166,8 @@ class Workload:
 
     @staticmethod
     def from_sql(
-        domain: Domain,
         clauses: Sequence[str],
+        domain: Domain,
         names: Sequence[str] | None = None,
         weights: Sequence[float] | None = None,
     ) -> Workload:
@@ -124,12 +199,17 @@ class Workload:
     def save(self, path: str | Path) -> None:
         """Write as text (``name: WHERE``) or, for .yaml/.json, structured with weights."""
         p = Path(path)
+        if self.partitions and p.suffix not in (".yaml", ".yml", ".json"):
+            raise QueryError("structured families are written compactly in YAML or JSON only",
+                             where=str(p), hint="save as .yaml or .json")
         if p.suffix in (".yaml", ".yml", ".json"):
             entries = [
                 {"name": n, "where": q.to_sql(self.domain), "weight": w}
                 for q, n, w in zip(self.queries, self.names, self.weights)
             ]
-            doc = {"queries": entries}
+            doc: dict[str, Any] = {"queries": entries} if entries else {}
+            if self.partitions:
+                doc["partitions"] = [f.to_dict() for f in self.partitions]
             p.write_text(
                 json.dumps(doc, indent=1)
                 if p.suffix == ".json"
@@ -188,24 +268,71 @@ class WorkloadStats:
 
     @staticmethod
     def of(w: Workload) -> WorkloadStats:
-        used: Counter[str] = Counter()
-        sizes: Counter[int] = Counter()
-        seen: dict[Query, list[int]] = {}
-        for i, q in enumerate(w.queries):
-            used.update(q.scope)
-            sizes[len(q.scope)] += 1
-            if not q.is_contradiction():
-                seen.setdefault(q, []).append(i)
+        """Linear in the number of predicates and light: each distinct predicate is looked at
+        once (numbered by value), then every statistic is an array operation on the numbers;
+        duplicates are equal rows of numbers (a sort), not a dict of hashed queries."""
+        domain, queries = w.domain, w.queries
+        n = len(queries)
+        lengths = np.fromiter(map(len, (q.predicates for q in queries)), np.int64, count=n)
+        flat = list(chain.from_iterable(q.predicates for q in queries))
+        # w keeps every predicate alive while this runs, so id() names the objects
+        ids = np.fromiter(map(id, flat), np.uint64, count=len(flat))
+        _, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+        number: dict[Predicate, int] = {}
+        canon = np.array([number.setdefault(flat[i], len(number)) for i in first.tolist()],
+                         dtype=np.int64)
+        del flat, ids
+        codes = canon[inverse.reshape(-1)]  # the predicate number at every position
+        reps = list(number)  # one predicate per number
+        attr_of = np.array([domain.index(p.attribute) for p in reps], dtype=np.int64)
+        empty = np.array([p.is_contradiction() for p in reps], dtype=bool)
+        ranged = np.array(
+            [domain[p.attribute].ordered and p.coverage.is_interval() for p in reps], dtype=bool
+        )
+        owner = np.repeat(np.arange(n), lengths)  # the query of every position
+        contra = np.zeros(n, dtype=bool)
+        contra[owner[empty[codes]]] = True
+        not_range = np.zeros(n, dtype=bool)
+        not_range[owner[~ranged[codes]]] = True
+        used = np.bincount(attr_of[codes], minlength=len(domain))
+        sizes = np.bincount(lengths)
+        starts = np.cumsum(lengths) - lengths
+        groups: list[list[int]] = []
+        for size in np.flatnonzero(sizes).tolist():
+            rows_of = np.flatnonzero((lengths == size) & ~contra)
+            if len(rows_of) > 1:
+                rows = codes[starts[rows_of][:, None] + np.arange(size)]
+                groups.extend(_equal_rows(rows, rows_of, len(reps)))
+        groups.sort(key=lambda g: g[0])
         return WorkloadStats(
             n_queries=len(w),
-            attributes_used=dict(sorted(used.items(), key=lambda kv: w.domain.index(kv[0]))),
-            scope_sizes=dict(sorted(sizes.items())),
-            contradictions=tuple(i for i, q in enumerate(w.queries) if q.is_contradiction()),
-            tautologies=tuple(i for i, q in enumerate(w.queries) if not q.predicates),
-            duplicates=tuple(tuple(ix) for ix in seen.values() if len(ix) > 1),
-            n_range_queries=sum(q.is_range(w.domain) for q in w.queries),
+            attributes_used={a.name: int(used[i]) for i, a in enumerate(domain) if used[i]},
+            scope_sizes={k: int(c) for k, c in enumerate(sizes.tolist()) if c},
+            contradictions=tuple(np.flatnonzero(contra).tolist()),
+            tautologies=tuple(np.flatnonzero(lengths == 0).tolist()),
+            duplicates=tuple(tuple(g) for g in groups),
+            n_range_queries=int(n - not_range.sum()),
             total_weight=float(sum(w.weights)),
         )
+
+
+def _equal_rows(rows: np.ndarray, index: np.ndarray, base: int) -> list[list[int]]:
+    """Groups (≥ 2, ascending) of ``index`` whose rows are equal; rows hold numbers < base."""
+    width = rows.shape[1]
+    if width == 0:
+        return [index.tolist()]
+    if base ** width < 2**62:  # one integer per row
+        key = rows @ (base ** np.arange(width, dtype=np.int64))
+        order = np.argsort(key, kind="stable")
+        same = key[order][1:] == key[order][:-1]
+    else:
+        order = np.lexsort(rows.T[::-1])
+        ordered = rows[order]
+        same = np.all(ordered[1:] == ordered[:-1], axis=1)
+    starts = np.flatnonzero(np.concatenate(([True], ~same)))
+    ends = np.append(starts[1:], len(order))
+    members = index[order]
+    return [members[a:b].tolist() for a, b in zip(starts, ends) if b - a > 1]
 
 
 def _strip_comment(line: str) -> str:
@@ -217,16 +344,19 @@ def _strip_comment(line: str) -> str:
 
 
 def _load_text(p: Path, text: str, domain: Domain) -> Workload:
+    """One query per line; simple conjunctions take :mod:`tessera.fastparse` (same queries,
+    identical predicates shared), everything else -- and every error -- ``parse_query``."""
     queries: list[Query] = []
     names: list[str] = []
     sources: list[str] = []
     errors: list[TesseraError] = []
+    parse = FastParser(domain).parse
     for lineno, raw in enumerate(text.splitlines(), start=1):
-        line = _strip_comment(raw).strip()
+        line = (_strip_comment(raw) if "#" in raw else raw).strip()
         if not line:
             continue
-        quoted = _QUOTED_NAME.match(line)
-        m = _NAME.match(line)
+        quoted = _QUOTED_NAME.match(line) if ":" in line else None
+        m = _NAME.match(line) if ":" in line else None
         if quoted:
             name, clause = quoted.group(1).replace('""', '"'), quoted.group(2)
         elif m:
@@ -234,7 +364,7 @@ def _load_text(p: Path, text: str, domain: Domain) -> Workload:
         else:
             name, clause = line, line
         try:
-            queries.append(parse_query(clause, domain))
+            queries.append(parse(clause))
             names.append(name)
             sources.append(f"{p}:{lineno}")
         except QueryError as e:
@@ -255,18 +385,26 @@ def _load_structured(p: Path, text: str, domain: Domain) -> Workload:
         doc: Any = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as e:
         raise QueryError(f"not valid {p.suffix[1:].upper()}: {e}", where=str(p)) from None
-    entries = doc.get("queries") if isinstance(doc, dict) else doc
-    if not isinstance(entries, list) or not entries:
+    errors: list[TesseraError] = []
+    families: list[Partition] = []
+    if isinstance(doc, dict):
+        unknown = set(doc) - {"queries", *FAMILY_KEYS}
+        if unknown:
+            raise QueryError(f"unknown key {sorted(unknown)[0]!r}", where=str(p),
+                             hint="top-level keys are queries, " + ", ".join(FAMILY_KEYS))
+        families = _load_families(p, doc, domain, errors)
+    entries = doc.get("queries", []) if isinstance(doc, dict) else doc
+    if not isinstance(entries, list) or not (entries or families or errors):
         raise QueryError(
-            "expected a non-empty list of queries",
+            "expected a non-empty list of queries (or structured families)",
             where=str(p),
-            hint='{"queries": [{"name": "q1", "where": "age >= 30", "weight": 1}]}',
+            hint='{"queries": [{"name": "q1", "where": "age >= 30", "weight": 1}]} or '
+            '{"marginals": [{"all": 2}]}',
         )
     queries: list[Query] = []
     names: list[str] = []
     weights: list[float] = []
     sources: list[str] = []
-    errors: list[TesseraError] = []
     for i, entry in enumerate(entries):
         where = f"{p}:queries[{i}]"
         if isinstance(entry, str):
@@ -309,4 +447,75 @@ def _load_structured(p: Path, text: str, domain: Domain) -> Workload:
         sources.append(where)
     if errors:
         raise WorkloadError(errors)
-    return Workload.of(domain, queries, names, weights, sources)
+    return Workload.of(domain, queries, names, weights, sources, families)
+
+
+#: The structured blocks of a YAML/JSON workload (module docstring).
+FAMILY_KEYS = ("marginals", "cubes", "hierarchies", "partitions")
+_FAMILY_FIELDS = {
+    "marginals": {"attributes", "all", "over", "weight", "name"},
+    "cubes": {"attributes", "min_order", "weight"},
+    "hierarchies": {"attributes", "branching", "depth", "weight", "name"},
+    "partitions": {"name", "kind", "attributes", "groups", "weight"},
+}
+
+
+def _load_families(p: Path, doc: dict[str, Any], domain: Domain,
+                   errors: list[TesseraError]) -> list[Partition]:
+    """The structured blocks, each entry checked; errors collected with their place."""
+    out: list[Partition] = []
+    for key in FAMILY_KEYS:
+        block = doc.get(key)
+        if block is None:
+            continue
+        if not isinstance(block, list):
+            errors.append(QueryError(f"'{key}' must be a list", where=f"{p}:{key}"))
+            continue
+        for i, entry in enumerate(block):
+            where = f"{p}:{key}[{i}]"
+            try:
+                out.extend(_family(key, entry, domain))
+            except TesseraError as e:
+                errors.append(e.located(where))
+            except (TypeError, ValueError) as e:
+                errors.append(QueryError(f"malformed entry: {e}", where=where,
+                                         hint=f"keys: {', '.join(sorted(_FAMILY_FIELDS[key]))}"))
+    return out
+
+
+def _family(key: str, entry: Any, domain: Domain) -> tuple[Partition, ...]:
+    if not isinstance(entry, dict):
+        raise QueryError(f"each entry of '{key}' is a mapping",
+                         hint=f"keys: {', '.join(sorted(_FAMILY_FIELDS[key]))}")
+    unknown = set(entry) - _FAMILY_FIELDS[key]
+    if unknown:
+        raise QueryError(f"unknown key {sorted(unknown)[0]!r}",
+                         hint=f"keys: {', '.join(sorted(_FAMILY_FIELDS[key]))}")
+    weight = float(entry.get("weight", 1.0))
+    if not (math.isfinite(weight) and weight >= 0):
+        raise QueryError(f"weight {entry.get('weight')!r} is not a number ≥ 0")
+    attrs = entry.get("attributes")
+    if attrs is not None and not (isinstance(attrs, list) and all(isinstance(a, str)
+                                                                  for a in attrs)):
+        raise QueryError("'attributes' must be a list of attribute names")
+    if key == "marginals":
+        if ("all" in entry) == (attrs is not None):
+            raise QueryError("a marginal gives either 'attributes' or 'all: k'",
+                             hint="{attributes: [age, sex]} or {all: 2}")
+        if attrs is not None:
+            return (Partition.marginal(domain, attrs, weight, entry.get("name")),)
+        return k_way_marginals(domain, int(entry["all"]), entry.get("over"), weight)
+    if attrs is None:
+        raise QueryError(f"an entry of '{key}' needs 'attributes'")
+    if key == "cubes":
+        return cube(domain, attrs, weight, int(entry.get("min_order", 0)))
+    if key == "hierarchies":
+        depth = entry.get("depth")
+        return hierarchy(domain, attrs, int(entry.get("branching", 2)),
+                         None if depth is None else int(depth), weight, entry.get("name"))
+    groups_doc = entry.get("groups") or {}
+    groups = {a: None if groups_doc.get(a) is None else
+              [IntervalSet.of([tuple(span) for span in g]) for g in groups_doc[a]]
+              for a in attrs}
+    return (Partition.grid(domain, groups, weight, entry.get("name"),
+                           str(entry.get("kind", "grid"))),)

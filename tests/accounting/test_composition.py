@@ -21,26 +21,25 @@ from tessera.accounting import (
     TradeOff,
     check_axioms,
     clt_approximation,
-    clt_maximum_overlap,
     clt_mu,
+    clt_overlap_composition,
     eps_delta,
     gaussian_dp,
     gdp_gamma,
-    gdp_maximum_overlap,
+    gdp_overlap_composition,
     homogeneous_overlap,
     laplace,
     lower_convex_envelope,
-    maximum_overlap,
+    overlap_composition,
     parallel_composition,
     pure_dp,
-    pure_dp_maximum_overlap,
+    pure_dp_overlap_composition,
     tensor,
     tradeoff_of_pair,
 )
 from tessera.accounting.composition import normalise_sets
 from tessera.errors import TesseraError
-
-from .helpers import hull_min, random_pair, tradeoff_brute
+from tests.oracles.accounting import hull_min, random_pair, tradeoff_brute
 
 ALPHA = np.linspace(0.0, 1.0, 2001)
 
@@ -201,7 +200,7 @@ def test_thm6_small_examples_brute_force() -> None:
             rng.choice([pure_dp(float(rng.uniform(0.2, 1.5))), eps_delta(0.5, 0.05)])
             for _ in range(k)
         ]
-        out = maximum_overlap(fs, _maximal_sets(parts, domain))
+        out = overlap_composition(fs, _maximal_sets(parts, domain))
         assert np.allclose(out(ALPHA[::20]), _brute_thm6(fs, parts, domain), atol=1e-11)
 
 
@@ -211,11 +210,11 @@ def test_thm6_gdp_exact_gamma_and_pure_dp_bound() -> None:
     assert gdp_gamma(mus, sets) == pytest.approx(
         max(math.sqrt(0.09 + 0.16 + 1.44), math.sqrt(1.44 + 0.25), 2.0)
     )
-    assert maximum_overlap([gaussian_dp(m) for m in mus], sets) == gdp_maximum_overlap(mus, sets)
+    assert overlap_composition([gaussian_dp(m) for m in mus], sets) == gdp_overlap_composition(mus, sets)
     eps = [0.1, 0.2, 0.3, 0.4, 0.5]
-    assert pure_dp_maximum_overlap(eps, sets) == pytest.approx(0.7)
+    assert pure_dp_overlap_composition(eps, sets) == pytest.approx(0.7)
     # The f-DP Thm 6 for pure DP is at least as tight as ε' (its ε at δ = 0 equals ε').
-    f = maximum_overlap([pure_dp(e) for e in eps], sets)
+    f = overlap_composition([pure_dp(e) for e in eps], sets)
     assert f.epsilon(0.0) == pytest.approx(0.7, rel=1e-9)
     assert np.all(f(ALPHA) >= pure_dp(0.7)(ALPHA) - 1e-12)
 
@@ -223,7 +222,7 @@ def test_thm6_gdp_exact_gamma_and_pure_dp_bound() -> None:
 def test_thm6_homogeneous_laplace_equals_gamma_fold() -> None:
     lap = laplace(2.0)
     sets = [(0, 1, 2), (1, 2, 3), (3, 4)]
-    a = maximum_overlap([lap] * 5, sets)
+    a = overlap_composition([lap] * 5, sets)
     b = homogeneous_overlap(lap, 3)
     assert a.epsilon(1e-6) == pytest.approx(b.epsilon(1e-6), rel=1e-12)
     assert homogeneous_overlap(lap, 2.2).epsilon(1e-6) == pytest.approx(b.epsilon(1e-6))
@@ -233,8 +232,8 @@ def test_superset_family_is_safe_and_missing_index_is_added() -> None:
     assert (3,) in normalise_sets(4, [(0, 1), (1, 2)])
     assert normalise_sets(3, [(0, 1), (0,), (1, 0)]) == [(0, 1), (2,)]
     fs = [pure_dp(0.5)] * 4
-    tight = maximum_overlap(fs, [(0, 1), (2, 3)])
-    loose = maximum_overlap(fs, [(0, 1, 2), (3,)])
+    tight = overlap_composition(fs, [(0, 1), (2, 3)])
+    loose = overlap_composition(fs, [(0, 1, 2), (3,)])
     assert np.all(loose(ALPHA) <= tight(ALPHA) + 1e-14)
     with pytest.raises(TesseraError):
         normalise_sets(2, [(0, 5)])
@@ -253,7 +252,7 @@ def test_clt_is_labelled_approximation_not_a_guarantee() -> None:
     # The approximation is close to the exact composition here (sanity, not a guarantee).
     exact = homogeneous_overlap(pure_dp(0.1), 100)
     assert np.max(np.abs(exact(ALPHA) - c(ALPHA))) < 0.02
-    cm = clt_maximum_overlap([0.1, 0.2, 0.3], [(0, 1), (2,)])
+    cm = clt_overlap_composition([0.1, 0.2, 0.3], [(0, 1), (2,)])
     assert cm.mu == pytest.approx(max(clt_mu([0.1, 0.2]), clt_mu([0.3])))
 
 
@@ -269,5 +268,5 @@ def test_all_pairs_structure_from_sets() -> None:
     """Itertools-built I_2 on a 3-attribute example: triangle without joint overlap (SPEC §2):
     pairwise overlapping set predicates whose triple does not overlap give I_2 = the 3 pairs."""
     sets = list(itertools.combinations(range(3), 2))
-    f = maximum_overlap([pure_dp(1.0)] * 3, sets)
+    f = overlap_composition([pure_dp(1.0)] * 3, sets)
     assert f.epsilon(0.0) == pytest.approx(2.0, rel=1e-9)

@@ -22,8 +22,7 @@ from tessera.accounting import (
     to_pld,
     tradeoff_of_pair,
 )
-
-from .helpers import discrete_gaussian_pmf
+from tests.oracles.accounting import discrete_gaussian_pmf
 
 ALPHA = np.linspace(0.0, 1.0, 20001)
 

@@ -23,8 +23,7 @@ from tessera.accounting import (
 )
 from tessera.accounting.tradeoff import FLOAT_SLACK
 from tessera.errors import TesseraError
-
-from .helpers import random_pair, tradeoff_brute
+from tests.oracles.accounting import random_pair, tradeoff_brute
 
 ALPHA = np.linspace(0.0, 1.0, 4001)
 

@@ -6,7 +6,6 @@ import math
 
 import numpy as np
 import pytest
-from oracle import brute_force
 
 from tessera.domain import Domain
 from tessera.engine import (
@@ -22,6 +21,7 @@ from tessera.engine import (
 from tessera.engine.bdd import BooleanQuery
 from tessera.intervals import IntervalSet
 from tessera.query import Query
+from tests.oracles.engine import brute_force
 
 
 def random_expr(mgr, names, rng, depth=3):  # noqa: ANN001

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from oracle import all_points
-from test_bruteforce import random_predicate_queries
 
 from tessera.domain import Domain
 from tessera.engine import BinaryEncoding, GibbsModel
+from tests.oracles.engine import all_points
+
+from .test_bruteforce import random_predicate_queries
 
 
 @pytest.mark.parametrize("seed", range(6))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_bruteforce import check
 
 from tessera.engine import GibbsModel, exact_treewidth, incidence_graph, treewidth
 from tessera.engine.families import (
@@ -13,6 +12,8 @@ from tessera.engine.families import (
     partitioned_marginals,
     tree_marginals,
 )
+
+from .test_bruteforce import check
 
 
 @pytest.mark.parametrize(

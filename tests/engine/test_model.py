@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from oracle import brute_force
-from test_bruteforce import random_predicate_queries
 
 from tessera.domain import Domain
 from tessera.engine import GibbsModel, bdd_manager, disjunction, log_partition
 from tessera.errors import QueryError
+from tests.oracles.engine import brute_force
+
+from .test_bruteforce import random_predicate_queries
 
 
 def test_with_theta_shares_structure_and_matches_a_fresh_build() -> None:

@@ -6,12 +6,13 @@ import dataclasses
 
 import numpy as np
 import pytest
-from oracle import brute_force
 from scipy.stats import chi2
-from test_bruteforce import random_boolean_queries, random_predicate_queries
 
 from tessera.domain import Domain
 from tessera.engine import GibbsModel, bdd_manager
+from tests.oracles.engine import brute_force
+
+from .test_bruteforce import random_boolean_queries, random_predicate_queries
 
 
 def chi2_pvalue(samples: np.ndarray, domain: Domain, prob: np.ndarray) -> float:
@@ -59,8 +60,8 @@ def test_chi_square_rejects_a_wrong_conditional() -> None:
     cdfs[t] = np.full_like(cdfs[t], 0.5)
     bad = dataclasses.replace(good, cdfs=tuple(cdfs))
     xc = bad.sample(60_000, np.random.default_rng(100))
-    samples = np.stack([model.structure.compiled.atoms[i].expand(xc[i].astype(np.int64),
-                                                                  np.random.default_rng(1))
+    samples = np.stack([model.structure.compiled.classes[i].expand(xc[i].astype(np.int64),
+                                                                    np.random.default_rng(1))
                         for i in range(len(domain))], axis=1)
     assert chi2_pvalue(samples, domain, bf.prob) < 1e-6
 

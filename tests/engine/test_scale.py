@@ -16,22 +16,23 @@ import pytest
 import scipy.sparse as sp
 import yaml
 from scipy.special import logsumexp
-from test_bruteforce import check
 
 from tessera import builders
+from tessera import value_classes as value_classes_module
 from tessera.domain import Domain
 from tessera.engine import GibbsModel, TreeDecomposition, incidence_graph, treewidth
-from tessera.engine import factors as factors_module
 from tessera.engine.decomposition import (
     Aborted,
     Elimination,
     best_elimination_order,
     greedy_elimination,
 )
-from tessera.engine.factors import Atoms
 from tessera.errors import ResourceError
 from tessera.intervals import IntervalSet
 from tessera.query import Query
+from tessera.value_classes import value_classes
+
+from .test_bruteforce import check
 
 ADULT = Path(__file__).parents[2] / "examples" / "adult" / "schema.yaml"
 
@@ -83,8 +84,9 @@ def test_capped_candidate_stops_at_its_first_oversized_bag() -> None:
 
 
 def test_membership_classes_match_the_membership_matrix(monkeypatch) -> None:  # noqa: ANN001
-    """Atoms by batched partition refinement = unique rows of the full membership matrix."""
-    monkeypatch.setattr(factors_module, "_BATCH", 3)  # several batches per attribute
+    """Value classes by batched partition refinement = unique rows of the full membership
+    matrix."""
+    monkeypatch.setattr(value_classes_module, "BATCH_CELLS", 64)  # several batches per attribute
     rng = np.random.default_rng(9)
     for _ in range(200):
         size = int(rng.integers(1, 40))
@@ -98,14 +100,14 @@ def test_membership_classes_match_the_membership_matrix(monkeypatch) -> None:  #
                     rng.random(size) < 0.4)))
             if rng.random() < 0.3:
                 covs.append(covs[int(rng.integers(0, len(covs)))])  # duplicates
-        atoms = Atoms.of(size, covs)
+        classes = value_classes(size, covs)
         codes = np.arange(size)
         member = np.stack([c.contains_array(codes) for c in covs], axis=1)
         _, first, inverse = np.unique(member, axis=0, return_index=True, return_inverse=True)
         rank = np.empty(len(first), dtype=np.int64)
         rank[np.argsort(first)] = np.arange(len(first))
-        np.testing.assert_array_equal(atoms.atom_of_codes(codes), rank[inverse.ravel()])
-        np.testing.assert_array_equal(atoms.multiplicity, np.bincount(rank[inverse.ravel()]))
+        np.testing.assert_array_equal(classes.class_of(codes), rank[inverse.ravel()])
+        np.testing.assert_array_equal(classes.n_codes, np.bincount(rank[inverse.ravel()]))
 
 
 def test_large_marginal_groups_use_sparse_indicators_and_stay_exact() -> None:

@@ -1,4 +1,4 @@
-"""Shared fixtures: the UCI Adult files (skipped when the shared data dir is absent)."""
+"""Shared fixtures: the UCI Adult files (through ``shared_data``: skipped when it is absent)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,7 @@ import pytest
 from tessera.data import CsvOptions
 from tessera.domain import Domain
 
-from .paths import REPO, SHARED_DATA
-
-ADULT_RAW = SHARED_DATA / "adult-raw"
+REPO = Path(__file__).resolve().parents[2]
 ADULT_SCHEMA = REPO / "examples" / "adult" / "schema.yaml"
 #: How the raw Adult files are written: no header, ", " between fields, "?" for missing.
 ADULT_CSV = CsvOptions(header=False, delimiter=", ", na_values=("?",))
@@ -31,13 +29,19 @@ def adult_domain() -> Domain:
 
 
 @pytest.fixture(scope="session")
-def adult_data_path() -> Path:
-    return _need(ADULT_RAW / "adult.data")
+def adult_raw(shared_data: Path) -> Path:
+    """The raw UCI Adult files' directory in the shared data."""
+    return shared_data / "adult-raw"
 
 
 @pytest.fixture(scope="session")
-def adult_test_path() -> Path:
-    return _need(ADULT_RAW / "adult.test")
+def adult_data_path(adult_raw: Path) -> Path:
+    return _need(adult_raw / "adult.data")
+
+
+@pytest.fixture(scope="session")
+def adult_test_path(adult_raw: Path) -> Path:
+    return _need(adult_raw / "adult.test")
 
 
 def read_adult_pandas(path: Path, domain: Domain, skip_rows: int = 0) -> pd.DataFrame:

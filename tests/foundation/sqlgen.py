@@ -9,8 +9,7 @@ design; see :func:`aligned_bounds`).
 from __future__ import annotations
 
 from tessera.domain import Attribute, Binned, Boolean, Categorical, Domain, IntegerRange
-
-from .oracles import Draw, choice, coin, quote
+from tests.oracles.foundation import Draw, choice, coin, quote
 
 CMP = ("=", "<>", "!=", "<", "<=", ">", ">=")
 FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "=", "<>": "<>", "!=": "!="}

@@ -13,7 +13,6 @@ import pandas as pd
 import pytest
 import yaml
 from typer.testing import CliRunner
-from .paths import SHARED_DATA
 
 from tessera.cli.main import app
 from tessera.counts import count
@@ -149,11 +148,8 @@ def test_schema_check(tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def adult_data() -> Path:
-    p = SHARED_DATA / "adult-raw" / "adult.data"
-    if not p.exists():
-        pytest.skip(f"shared data missing: {p}")
-    return p
+def adult_data(adult_data_path: Path) -> Path:
+    return adult_data_path  # skips without the shared data
 
 
 def test_count_csv_and_json(tmp_path: Path, adult_data: Path) -> None:

@@ -89,7 +89,7 @@ def test_adult_missing_values_and_sql_workload(adult_domain, adult_data_path, ad
         "native-country NOT IN ('United-States', 'Mexico')",
         "TRUE",
     ]
-    w = Workload.from_sql(adult_domain, clauses)
+    w = Workload.from_sql(clauses, adult_domain)
     got = count(adult_data_path, w, csv=ADULT_CSV).answers.tolist()
     f = adult_frame
     want = [

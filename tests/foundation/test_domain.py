@@ -16,11 +16,15 @@ from hypothesis import strategies as st
 
 from tessera.domain import INVALID, Binned, Boolean, Categorical, Domain, IntegerRange
 from tessera.errors import QueryError, SchemaError
+from tests.oracles.foundation import (
+    FAST,
+    HypDraw,
+    bin_samples,
+    gen_attribute,
+    gen_domain,
+    raw_values,
+)
 
-from .paths import SHARED_DATA
-from .oracles import FAST, HypDraw, bin_samples, gen_attribute, gen_domain, raw_values
-
-SHARED = SHARED_DATA
 NULLS = [None, np.nan, pd.NA, float("nan")]
 
 
@@ -236,13 +240,11 @@ def test_save_load_keeps_binned_edges_exactly(tmp_path: Path, suffix: str) -> No
     assert Domain.load(tmp_path / f"s{suffix}") == d
 
 
-def test_private_pgm_domain_dict_and_file() -> None:
+def test_private_pgm_domain_dict_and_file(request: pytest.FixtureRequest) -> None:
     d = Domain.from_dict({"a": 4, "b-c": 2})
     assert d.names == ("a", "b-c") and d.sizes == (4, 2)
     assert all(isinstance(a, IntegerRange) and a.lo == 0 for a in d)
-    path = SHARED / "adult-domain.json"
-    if not path.exists():
-        pytest.skip(f"shared data dir missing: {path}")
+    path: Path = request.getfixturevalue("adult_domain_json")  # skips without the shared data
     spec = json.loads(path.read_text())
     d = Domain.load(path)
     assert d.names == tuple(spec) and d.sizes == tuple(spec.values())

@@ -8,8 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tessera.intervals import IntervalSet
-
-from .oracles import FAST
+from tests.oracles.foundation import FAST
 
 UNIVERSE = 24
 small_sets = st.frozensets(st.integers(0, UNIVERSE - 1), max_size=UNIVERSE)

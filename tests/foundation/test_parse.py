@@ -16,8 +16,7 @@ from tessera.intervals import IntervalSet
 from tessera.parse import parse_query
 from tessera.query import Query
 from tessera.workload import Workload
-
-from .oracles import (
+from tests.oracles.foundation import (
     FAST,
     SLOWEX,
     Draw,
@@ -28,6 +27,7 @@ from .oracles import (
     gen_table,
     point_table,
 )
+
 from .sqlgen import where_clause
 
 NON_BINNED = ("integer", "categorical", "ordered", "boolean")
@@ -138,7 +138,7 @@ def test_count_equals_duckdb_count(seed: int) -> None:
         domain = gen_domain(r, (2, 4))
         frame, _ = gen_table(r, domain, r.int(0, 60))
         clauses = [where_clause(r, domain) for _ in range(25)]
-        result = count(frame, Workload.from_sql(domain, clauses))
+        result = count(frame, Workload.from_sql(clauses, domain))
         con = duckdb.connect()
         con.register("t", frame)
         want = [duck_count(con, c) for c in clauses]
@@ -429,7 +429,7 @@ def test_null_in_lists_and_negated_literals_follow_sql() -> None:
         "NOT (TRUE)",
         "c IN ('a', 'b') OR c IS NULL",
     ]
-    ours = count(df, Workload.from_sql(d, clauses)).answers.tolist()
+    ours = count(df, Workload.from_sql(clauses, d)).answers.tolist()
     con = duckdb.connect()
     con.register("df", df)
     theirs = [con.sql(f"SELECT count(*) FROM df WHERE {c}").fetchall()[0][0] for c in clauses]

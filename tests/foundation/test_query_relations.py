@@ -12,8 +12,7 @@ from hypothesis import strategies as st
 from tessera.domain import Categorical, Domain, IntegerRange
 from tessera.intervals import IntervalSet
 from tessera.query import Query, disjoint, joint_coverage, jointly_overlap, witness
-
-from .oracles import (
+from tests.oracles.foundation import (
     FAST,
     HypDraw,
     RngDraw,

@@ -20,8 +20,7 @@ from tessera.intervals import IntervalSet
 from tessera.parse import parse_query
 from tessera.query import Query
 from tessera.workload import Workload, WorkloadError
-
-from .oracles import QUICK, HypDraw, gen_domain, points
+from tests.oracles.foundation import QUICK, HypDraw, gen_domain, points
 
 D = Domain(
     (
@@ -210,7 +209,7 @@ def test_save_load_round_trip(data: st.DataObject, suffix: str) -> None:
 
 def test_from_sql_errors_name_the_clause() -> None:
     with pytest.raises(WorkloadError) as e:
-        Workload.from_sql(D, ["age > 3", "sex = 'x'", "foo = 1"])
+        Workload.from_sql(["age > 3", "sex = 'x'", "foo = 1"], D)
     lines = str(e.value).splitlines()
     assert len(lines) == 2
     assert lines[0].startswith("query 2 (\"sex = 'x'\")")
@@ -232,7 +231,6 @@ def test_workload_validation() -> None:
 
 def test_stats() -> None:
     w = Workload.from_sql(
-        D,
         [
             "age > 30",  # 0
             "30 < age",  # 1 duplicate of 0
@@ -245,6 +243,7 @@ def test_stats() -> None:
             "FALSE",  # 8 contradiction
             "age > 30 AND age < 20",  # 9 contradiction, not a duplicate of 2
         ],
+        D,
     )
     s = w.stats()
     assert s.n_queries == 10

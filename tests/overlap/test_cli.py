@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 
 from tessera.cli.main import app
 from tessera.domain import Domain
-from tessera.overlap.brute import points_max_score, points_max_substitution
 from tessera.workload import Workload
+from tests.oracles.overlap import points_max_score, points_max_substitution
 
 SCHEMA = """attributes:
   age: {type: integer, min: 0, max: 9}

@@ -9,15 +9,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tessera.calibration import per_query_scales
 from tessera.domain import Domain
 from tessera.engine import at_least, bdd_manager, conjunction, disjunction, parity
 from tessera.errors import QueryError
-from tessera.overlap import max_overlap, max_point, per_query_scales
-from tessera.overlap.brute import points_max_score, points_max_substitution
-from tessera.overlap.colouring import first_fit, is_proper
+from tessera.overlap import max_overlap, max_point
+from tessera.overlap.colouring import first_fit
 from tessera.overlap.engine_route import ENGINE_MAX_ENTRIES, estimate
 from tessera.overlap.result import g, h
 from tessera.overlap.solve import ENGINE_MIN_QUERIES
+from tests.oracles.overlap import is_proper, points_max_score, points_max_substitution
 
 from .cases import random_case, random_query
 
@@ -62,10 +63,10 @@ def test_auto_routes_low_width_workloads_to_the_engine() -> None:
     assert _close(bb.bound, ref)
 
 
-def test_dense_workload_is_not_sent_to_the_engine() -> None:
+def test_dense_workload_is_not_sent_to_the_engine(adult_domain_json: Path) -> None:
     from tessera.builders import random_workload
 
-    dom = Domain.load(Path(__file__).resolve().parents[2].parent / "shared/data/adult-domain.json")
+    dom = Domain.load(adult_domain_json)
     wl = random_workload(dom, 2000, attributes_per_query=(1, 4), seed=1)
     assert not estimate(dom, wl.queries).feasible
 
@@ -124,10 +125,12 @@ def test_branch_and_bound_with_and_without_colouring_agree() -> None:
             assert stopped.upper >= ref * (1 - 1e-12) and stopped.lower <= ref * (1 + 1e-12)
 
 
-def test_anytime_bound_on_adult_is_valid_and_tighter_with_colouring() -> None:
+def test_anytime_bound_on_adult_is_valid_and_tighter_with_colouring(
+    adult_domain_json: Path,
+) -> None:
     from tessera.builders import random_workload
 
-    dom = Domain.load(Path(__file__).resolve().parents[2].parent / "shared/data/adult-domain.json")
+    dom = Domain.load(adult_domain_json)
     wl = random_workload(dom, 80, attributes_per_query=(1, 4), seed=9)
     exact = max_point(dom, wl.queries, np.ones(80))
     assert exact.exact
@@ -161,8 +164,8 @@ def test_first_fit_equals_vertex_by_vertex_greedy() -> None:
 
 @pytest.mark.parametrize("comp", ["pure", "gdp"])
 def test_uniform_scales_come_from_the_allocation_module(comp: str) -> None:
-    from tessera.accounting.allocation import allocate
     from tessera.accounting.guarantee import Guarantee
+    from tessera.calibration import allocate
 
     rng = np.random.default_rng(505)
     dom = Domain.from_dict({"a": 6, "b": 4})

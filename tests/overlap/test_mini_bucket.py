@@ -9,10 +9,10 @@ import pytest
 
 from tessera.overlap import max_overlap, max_point, mbe_point
 from tessera.overlap.atoms import workload_atoms
-from tessera.overlap.branch_bound import _build_component
-from tessera.overlap.brute import points_max_score
+from tessera.overlap.branch_bound import build_component
 from tessera.overlap.mini_bucket import compile_heuristic, variable_order
 from tessera.overlap.result import h
+from tests.oracles.overlap import points_max_score
 
 from .cases import random_case, random_domain, random_query, random_weights
 
@@ -65,7 +65,7 @@ def test_heuristic_is_admissible_and_monotone_along_every_prefix() -> None:
             continue
         qs = [queries[i] for i in active]
         atoms = workload_atoms(dom, qs)
-        comp = _build_component(atoms, np.arange(len(qs)), s[active])
+        comp = build_component(atoms, np.arange(len(qs)), s[active])
         # values per full atom assignment (component positions), by enumeration
         sizes = [a.n_atoms for a in comp.atoms]
         grid = np.stack(np.meshgrid(*[np.arange(k) for k in sizes], indexing="ij"), -1)

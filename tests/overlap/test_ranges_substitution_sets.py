@@ -9,19 +9,19 @@ import networkx as nx
 import numpy as np
 import pytest
 
+from tessera.calibration import per_query_scales
 from tessera.domain import Domain
 from tessera.overlap import (
     max_overlap,
     maximal_overlapping_sets,
     overlap_graph,
-    per_query_scales,
 )
-from tessera.overlap.brute import (
+from tessera.overlap.result import OverlapResult, h
+from tests.oracles.overlap import (
     points_max_score,
     points_max_substitution,
     points_overlapping_sets,
 )
-from tessera.overlap.result import OverlapResult, h
 
 from .cases import random_case, random_query
 
@@ -92,10 +92,10 @@ def test_maximal_overlapping_sets() -> None:
         assert got == points_overlapping_sets(dom, queries)
 
 
-def test_anytime_on_a_hard_workload_returns_a_valid_bound() -> None:
+def test_anytime_on_a_hard_workload_returns_a_valid_bound(adult_domain_json: Path) -> None:
     from tessera.builders import random_workload
 
-    dom = Domain.load(Path(__file__).resolve().parents[2].parent / "shared/data/adult-domain.json")
+    dom = Domain.load(adult_domain_json)
     wl = random_workload(dom, 60, attributes_per_query=(1, 4), seed=3)
     exact = max_overlap(wl)
     assert exact.exact

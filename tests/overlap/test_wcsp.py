@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from tessera.errors import QueryError
 from tessera.overlap import max_overlap, wcsp
 from tessera.overlap import solve as solve_mod
-from tessera.overlap.brute import points_max_score, points_max_substitution
 from tessera.overlap.result import h
+from tests.oracles.overlap import points_max_score, points_max_substitution
 
 from .cases import random_domain, random_query, random_weights
 
@@ -23,7 +23,7 @@ pytest.importorskip("pytoulbar2")
 
 def _in_process(model, seconds, wait):  # type: ignore[no-untyped-def]
     """The solver without the child process: fast enough for hundreds of cases."""
-    return wcsp._solve(model, seconds)
+    return wcsp.solve_model(model, seconds)
 
 
 def _case(rng: np.random.Generator):  # type: ignore[no-untyped-def]

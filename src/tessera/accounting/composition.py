@@ -121,7 +121,7 @@ def _key(f: TradeOff) -> Hashable:
     return ("obj", id(f))
 
 
-def maximum_overlap(
+def overlap_composition(
     fs: Sequence[TradeOff],
     maximal_sets: Iterable[Iterable[int]],
     discretization: float = DEFAULT_DISCRETIZATION,
@@ -136,7 +136,7 @@ def maximum_overlap(
     fs = list(fs)
     sets = normalise_sets(len(fs), maximal_sets)
     if all(isinstance(f, GaussianDP) for f in fs):
-        return gdp_maximum_overlap([f.mu for f in fs], sets)  # type: ignore[attr-defined]
+        return gdp_overlap_composition([f.mu for f in fs], sets)  # type: ignore[attr-defined]
     keys = [_key(f) for f in fs]
     signatures: dict[tuple[Hashable, ...], tuple[int, ...]] = {}
     for t in sets:
@@ -176,12 +176,14 @@ def gdp_gamma(mus: Sequence[float], maximal_sets: Iterable[Iterable[int]]) -> fl
     return max(math.sqrt(float(np.sum(mu[list(t)] ** 2))) for t in sets)
 
 
-def gdp_maximum_overlap(mus: Sequence[float], maximal_sets: Iterable[Iterable[int]]) -> GaussianDP:
+def gdp_overlap_composition(
+    mus: Sequence[float], maximal_sets: Iterable[Iterable[int]]
+) -> GaussianDP:
     """μ_i-GDP mechanisms under Thm 6 ⇒ G_γ with γ from :func:`gdp_gamma`."""
     return GaussianDP(gdp_gamma(mus, maximal_sets))
 
 
-def pure_dp_maximum_overlap(
+def pure_dp_overlap_composition(
     epsilons: Sequence[float], maximal_sets: Iterable[Iterable[int]]
 ) -> float:
     """ε_i-DP mechanisms under Thm 6 ⇒ ε'-DP with ε' = max_{I∈I_2} Σ_{i∈I} ε_i (valid)."""
@@ -265,7 +267,7 @@ def clt_approximation(epsilons: Sequence[float]) -> CLTApproximation:
     return CLTApproximation(clt_mu(epsilons), tuple(float(x) for x in epsilons))
 
 
-def clt_maximum_overlap(
+def clt_overlap_composition(
     epsilons: Sequence[float], maximal_sets: Iterable[Iterable[int]]
 ) -> CLTApproximation:
     """CLT approximation of Thm 6 for ε_i-DP mechanisms: G_{max_I μ_I} (lce of a totally

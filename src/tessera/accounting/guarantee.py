@@ -1,14 +1,14 @@
-"""A privacy guarantee as a value: its definition, parameters and neighbour relation (SPEC §1, §3).
+"""A privacy guarantee as a value: its definition, parameters and neighbour relation
+(docs/theory.md §1, §3).
 
 Every guarantee Tessera prints names both *which definition* (pure ε-DP, (ε,δ)-DP, μ-GDP,
 ρ-zCDP, f-DP) and *which neighbour relation* (add/remove one row, or substitute one row): the
-same mechanism has different costs under the two relations (SPEC §1), so a number without its
-relation is not a guarantee.
+same mechanism has different costs under the two relations (docs/theory.md §1), so a number
+without its relation is not a guarantee.
 """
 
 from __future__ import annotations
 
-import enum
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -24,30 +24,7 @@ from tessera.accounting.tradeoff import (
     round_up,
 )
 from tessera.errors import TesseraError
-
-
-class Definition(enum.Enum):
-    PURE = "pure ε-DP"
-    APPROX = "(ε,δ)-DP"
-    GDP = "μ-GDP"
-    ZCDP = "ρ-zCDP"
-    FDP = "f-DP"
-
-
-class Neighbours(enum.Enum):
-    ADD_REMOVE = "add/remove one row"
-    SUBSTITUTE = "substitute one row"
-
-    @staticmethod
-    def parse(text: str) -> Neighbours:
-        t = text.strip().lower().replace("_", "-").replace(" ", "-")
-        if t in {"add/remove", "add-remove", "addremove", "add-or-remove", "unbounded"}:
-            return Neighbours.ADD_REMOVE
-        if t in {"substitute", "substitution", "replace", "bounded"}:
-            return Neighbours.SUBSTITUTE
-        raise TesseraError(
-            f"unknown neighbour relation {text!r}", hint="use 'add/remove' or 'substitute'"
-        )
+from tessera.privacy import Definition, Neighbours
 
 
 def _finite_nonneg(name: str, v: float) -> float:
@@ -180,8 +157,8 @@ class Guarantee:
         """E.g. ``μ-GDP with μ = 0.5 (add/remove one row; exact)``."""
         extra = f"; {self.note}" if self.note else ""
         return (
-            f"{self.definition.value} with {self.parameter_text()} "
-            f"({self.neighbours.value}; {self.basis}{extra})"
+            f"{self.definition.label} with {self.parameter_text()} "
+            f"({self.neighbours.label}; {self.basis}{extra})"
         )
 
     def __str__(self) -> str:
@@ -190,8 +167,11 @@ class Guarantee:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready record for a privacy certificate."""
         out: dict[str, Any] = {
-            "definition": self.definition.value,
-            "neighbours": self.neighbours.value,
+            # words for people, tokens (tessera.privacy) for programs
+            "definition": self.definition.label,
+            "definition_token": self.definition.value,
+            "neighbours": self.neighbours.label,
+            "neighbours_token": self.neighbours.value,
             "basis": self.basis,
         }
         for name in ("epsilon", "delta", "mu", "rho"):

@@ -41,7 +41,7 @@ from tessera.accounting.tradeoff import (
     Identity,
     PiecewiseLinear,
     TradeOff,
-    _check_delta,
+    check_delta,
     round_up,
 )
 from tessera.errors import TesseraError
@@ -82,7 +82,7 @@ class PLDTradeOff(TradeOff):
 
     def epsilon(self, delta: float) -> float:
         """dp-accounting's ε(δ) for the pessimistic PLD, nudged up by a relative 1e-12."""
-        _check_delta(delta)
+        check_delta(delta)
         return round_up(float(self.pld.get_epsilon_for_delta(delta)))
 
     @cached_property

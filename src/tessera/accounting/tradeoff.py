@@ -100,7 +100,7 @@ class TradeOff(ABC):
 
     def epsilon(self, delta: float) -> float:
         """Smallest ε ≥ 0 with δ_f(ε) ≤ δ (math.inf if none), rounded up."""
-        _check_delta(delta)
+        check_delta(delta)
         return _epsilon_by_bisection(self.delta, delta)
 
     @abstractmethod
@@ -127,7 +127,8 @@ class TradeOff(ABC):
         return self.tensor(other)
 
 
-def _check_delta(delta: float) -> None:
+def check_delta(delta: float) -> None:
+    """A clear error unless 0 ≤ δ < 1 (every ε(δ) and δ-level conversion takes this)."""
     if not (0.0 <= delta < 1.0) or not math.isfinite(delta):
         raise TesseraError(f"δ must be in [0, 1), got {delta!r}")
 
@@ -177,7 +178,7 @@ class Identity(TradeOff):
         return np.zeros_like(np.asarray(epsilon, dtype=np.float64))
 
     def epsilon(self, delta: float) -> float:
-        _check_delta(delta)
+        check_delta(delta)
         return 0.0
 
     def describe(self) -> str:
@@ -215,7 +216,7 @@ class GaussianDP(TradeOff):
         return np.maximum(out, 0.0)
 
     def epsilon(self, delta: float) -> float:
-        _check_delta(delta)
+        check_delta(delta)
         if self.mu == 0.0 or float(self.delta(0.0)) <= delta:
             return 0.0
         if delta == 0.0:
@@ -268,7 +269,7 @@ class EpsDelta(TradeOff):
 
     def epsilon(self, delta: float) -> float:
         """Closed form: δ(ε') ≤ δ' ⇔ e^{ε'} ≥ e^ε − (δ' − δ)(1 + e^ε)/(1 − δ); ∞ if δ' < δ."""
-        _check_delta(delta)
+        check_delta(delta)
         if delta < self.delta_:
             return math.inf
         if self.delta_ >= 1.0:
@@ -459,7 +460,7 @@ class PiecewiseLinear(TradeOff):
     def epsilon(self, delta: float) -> float:
         """Closed form: δ_f(ε) ≤ δ ⇔ e^ε α_i ≥ 1 − β_i − δ for all i, so
         ε = max(0, max_i ln((1 − β_i − δ)/α_i)); ∞ if some α_i = 0 needs it. Rounded up."""
-        _check_delta(delta)
+        check_delta(delta)
         need = 1.0 - self.betas - delta
         pos = need > 0.0
         if not np.any(pos):

@@ -1,16 +1,31 @@
-"""Shared CLI plumbing: one-line errors without tracebacks, consoles, exit codes."""
+"""Shared CLI plumbing: one-line errors without tracebacks, consoles, exit codes, the command
+classes every command is drawn with, and the options several commands share.
+
+Every command is a module-level function with ``Annotated`` options, registered by its module's
+``register(app)`` with ``cls=Command``; it parses its options, calls one library function and
+prints. Imports of the library stay inside the command functions, so ``tessera --help`` starts
+without loading numpy, DuckDB or the solvers.
+"""
 
 from __future__ import annotations
 
 import functools
+import re
 import sys
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
+from typer.core import TyperCommand, TyperGroup
 
 from tessera.errors import TesseraError
+
+if TYPE_CHECKING:
+    import click
+
+    from tessera.data import CsvOptions
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -52,10 +67,50 @@ def _escape(text: str) -> str:
     return escape(text)
 
 
-# -- options shared by the commands that read data --------------------------------------------
+# -- how commands are drawn in --help ----------------------------------------------------------
 
-from pathlib import Path  # noqa: E402
-from typing import Annotated  # noqa: E402
+#: A required argument as typer ≥ 0.29 writes it in the usage line: ``{DATA}`` (optional ones
+#: stay ``[DATA]``).
+_BRACED = re.compile(r"^\{(.+)\}")
+
+
+def _plain_flags(params: Iterable[click.Parameter]) -> None:
+    """Flags take no value: no ``<bool>`` after ``--json`` or ``--help`` (typer ≥ 0.29 draws
+    one; an empty metavar is what its help panel prints instead)."""
+    for param in params:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+
+
+class Command(TyperCommand):
+    """A typer command whose help reads ``Usage: tessera count [OPTIONS] DATA WORKLOAD`` and
+    shows no value type after flags."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _plain_flags(self.params)
+
+    def collect_usage_pieces(self, ctx: click.Context) -> list[str]:
+        return [_BRACED.sub(r"\1", piece) for piece in super().collect_usage_pieces(ctx)]
+
+    def get_help_option(self, ctx: click.Context) -> Any:
+        option = super().get_help_option(ctx)
+        if option is not None:
+            _plain_flags([option])
+        return option
+
+
+class Group(TyperGroup):
+    """A typer group (``tessera``, ``tessera schema``, …) whose ``--help`` shows no ``<bool>``."""
+
+    def get_help_option(self, ctx: click.Context) -> Any:
+        option = super().get_help_option(ctx)
+        if option is not None:
+            _plain_flags([option])
+        return option
+
+
+# -- options shared by several commands ----------------------------------------------------------
 
 SchemaOpt = Annotated[
     Path,
@@ -67,6 +122,33 @@ SchemaOpt = Annotated[
         dir_okay=False,
     ),
 ]
+WorkloadArg = Annotated[
+    Path,
+    typer.Argument(
+        help="Workload file (one WHERE clause per line, or YAML/JSON).",
+        metavar="WORKLOAD",
+        exists=True,
+        dir_okay=False,
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output (JSON).")]
+TimeLimitOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--time-limit",
+        help="Seconds for the overlap search and its bounds (value classes and the witness "
+        "check, linear in the workload, come on top); past it, a proven upper bound.",
+    ),
+]
+NeighboursOpt = Annotated[
+    str,
+    typer.Option(
+        "--neighbours", "-n", help="Neighbouring data sets: add-remove or substitute."
+    ),
+]
+
+# -- options of the commands that read data ------------------------------------------------------
+
 NoHeaderOpt = Annotated[
     bool, typer.Option("--no-header", help="CSV without a header row: columns follow the schema.")
 ]
@@ -76,7 +158,9 @@ DelimiterOpt = Annotated[
 ]
 NaOpt = Annotated[
     list[str] | None,
-    typer.Option("--na", help="Text that marks a missing value (repeatable), e.g. '?'."),
+    typer.Option(
+        "--na", help="Text that marks a missing value (repeatable), e.g. '?'.", metavar="<str>"
+    ),
 ]
 SkipRowsOpt = Annotated[int, typer.Option("--skip-rows", help="Lines to skip at the top of a CSV.")]
 TableOpt = Annotated[
@@ -84,7 +168,10 @@ TableOpt = Annotated[
 ]
 
 
-def csv_options(no_header: bool, delimiter: str | None, na: list[str] | None, skip_rows: int):  # type: ignore[no-untyped-def]
+def csv_options(
+    no_header: bool, delimiter: str | None, na: list[str] | None, skip_rows: int
+) -> CsvOptions:
+    """The library's :class:`~tessera.data.CsvOptions` from the CSV flags above."""
     from tessera.data import CsvOptions
 
     return CsvOptions(

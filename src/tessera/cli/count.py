@@ -5,35 +5,47 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from tessera.cli.common import (
+    Command,
     DelimiterOpt,
+    JsonOpt,
     NaOpt,
     NoHeaderOpt,
     SchemaOpt,
     SkipRowsOpt,
     TableOpt,
+    WorkloadArg,
     csv_options,
     err,
     fail,
     user_errors,
 )
 
+if TYPE_CHECKING:
+    from tessera.counts import CountResult
+
+
+def register(app: typer.Typer) -> None:
+    app.command("count", cls=Command)(count)
+
 
 @user_errors
-def count_command(
-    data: Annotated[Path, typer.Argument(help="CSV, Parquet or DuckDB file.", exists=True)],
-    workload: Annotated[Path, typer.Argument(help="Workload file.", exists=True)],
+def count(
+    data: Annotated[
+        Path, typer.Argument(help="CSV, Parquet or DuckDB file.", metavar="DATA", exists=True)
+    ],
+    workload: WorkloadArg,
     schema: SchemaOpt,
     output: Annotated[
         Path | None,
         typer.Option("--output", "-o", help="Write the answers here (CSV; Parquet for .parquet)."),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="JSON instead of CSV.")] = False,
+    as_json: JsonOpt = False,
     on_invalid: Annotated[
         str, typer.Option(help="Values outside the schema: 'error' (default) or 'drop' (reported).")
     ] = "error",
@@ -44,14 +56,13 @@ def count_command(
     table: TableOpt = None,
 ) -> None:
     """Exact answers of WORKLOAD on DATA as `query,answer` rows. NOT PRIVATE."""
-    from tessera.counts import NOT_PRIVATE, count
+    from tessera.counts import count as exact_counts
     from tessera.domain import Domain
     from tessera.workload import Workload
 
     if on_invalid not in ("error", "drop"):
         fail(f"--on-invalid {on_invalid!r}: use 'error' or 'drop'")
-    domain = Domain.load(schema)
-    w = Workload.load(workload, domain)
+    w = Workload.load(workload, Domain.load(schema))
     with Progress(
         TextColumn("counting"),
         BarColumn(),
@@ -62,7 +73,7 @@ def count_command(
         disable=not err.is_terminal,
     ) as bar:
         task = bar.add_task("count", total=None)
-        result = count(
+        result = exact_counts(
             str(data),
             w,
             on_invalid=on_invalid,  # type: ignore[arg-type]
@@ -70,8 +81,17 @@ def count_command(
             table=table,
             progress=lambda done, total: bar.update(task, completed=done, total=total),
         )
+    _report(result)
+    _write(result, output, as_json)
+
+
+def _report(result: CountResult) -> None:
+    """On stderr: the NOT PRIVATE mark with the rows and queries, and any dropped rows."""
+    from tessera.counts import NOT_PRIVATE
+
     err.print(
-        f"[bold red]{NOT_PRIVATE}[/] ({result.n_rows:,} rows, {len(w):,} queries)", markup=True
+        f"[bold red]{NOT_PRIVATE}[/] ({result.n_rows:,} rows, {len(result.workload):,} queries)",
+        markup=True,
     )
     if result.dropped:
         err.print(
@@ -79,37 +99,23 @@ def count_command(
         )
         for iv in result.invalid:
             err.print(f"  {iv.describe()}", markup=False)
-    frame = result.to_frame()
+
+
+def _write(result: CountResult, output: Path | None, as_json: bool) -> None:
+    """The answers as CSV or JSON on stdout or to ``output``, or as Parquet for ``.parquet``."""
+    n = len(result.workload)
     if output is not None and output.suffix.lower() == ".parquet":
         if as_json:
             fail("--json and a .parquet output exclude each other")
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        table = pa.Table.from_pandas(frame, preserve_index=False).replace_schema_metadata(
-            {"tessera.privacy": NOT_PRIVATE}
-        )
-        pq.write_table(table, output)
-        err.print(f"wrote {len(frame):,} answers to {output}")
+        result.write_parquet(output)
+        err.print(f"wrote {n:,} answers to {output}")
         return
     if as_json:
-        payload = {
-            "privacy": NOT_PRIVATE,
-            "rows": result.n_rows,
-            "dropped_rows": result.dropped,
-            "answers": [
-                {"query": q, "answer": int(a)} for q, a in zip(frame["query"], frame["answer"])
-            ],
-        }
-        text = json.dumps(payload, indent=1) + "\n"
+        text = json.dumps(result.to_dict(), indent=1) + "\n"
     else:
-        text = frame.to_csv(index=False)
+        text = result.to_frame().to_csv(index=False)
     if output is None:
         sys.stdout.write(text)
     else:
         output.write_text(text)
-        err.print(f"wrote {len(frame):,} answers to {output}")
-
-
-def register(app: typer.Typer) -> None:
-    app.command("count")(count_command)
+        err.print(f"wrote {n:,} answers to {output}")

@@ -1,7 +1,8 @@
 """Entry point of the ``tessera`` command.
 
 Each command group is a module of this package with ``register(app: typer.Typer) -> None``;
-they are listed here explicitly so the command surface is visible in one place.
+they are listed here explicitly so the command surface is visible in one place. Commands are
+module-level functions with ``Annotated`` options (see :mod:`tessera.cli.common`).
 """
 
 from __future__ import annotations
@@ -10,7 +11,10 @@ import importlib
 
 import typer
 
+from tessera.cli.common import Group
+
 app = typer.Typer(
+    cls=Group,
     name="tessera",
     help="Differential privacy for query workloads: overlap-aware accounting, exact counts, "
     "treewidth-bounded synthetic data.",
@@ -27,6 +31,9 @@ COMMAND_MODULES: tuple[str, ...] = (
     "tradeoff",
     "treewidth",
     "overlap",
+    "answer",
+    "ledger",
+    "demo",
 )
 
 

@@ -9,7 +9,9 @@ import typer
 from rich.table import Table
 
 from tessera.cli.common import (
+    Command,
     DelimiterOpt,
+    Group,
     NaOpt,
     NoHeaderOpt,
     SkipRowsOpt,
@@ -22,27 +24,21 @@ from tessera.cli.common import (
 if TYPE_CHECKING:
     from tessera.domain import Domain
 
-schema_app = typer.Typer(
-    help="Public schemas: draft one from data, check one.", no_args_is_help=True
-)
+
+def register(app: typer.Typer) -> None:
+    schema_app = typer.Typer(
+        cls=Group, help="Public schemas: draft one from data, check one.", no_args_is_help=True
+    )
+    schema_app.command("infer", cls=Command)(infer)
+    schema_app.command("check", cls=Command)(check)
+    app.add_typer(schema_app, name="schema")
 
 
-def _print(domain: Domain, title: str) -> None:
-    from tessera.infer import summarize
-
-    table = Table(title=title)
-    for col in ("attribute", "kind", "codes", "values"):
-        table.add_column(col)
-    for name, kind, size, detail in summarize(domain):
-        table.add_row(name, kind, str(size), detail)
-    out.print(table)
-    out.print(f"|𝔻| = {domain.size:,} points")
-
-
-@schema_app.command("infer")
 @user_errors
 def infer(
-    data: Annotated[Path, typer.Argument(help="CSV or Parquet file.", exists=True)],
+    data: Annotated[
+        Path, typer.Argument(help="CSV or Parquet file.", metavar="DATA", exists=True)
+    ],
     output: Annotated[
         Path, typer.Option("--output", "-o", help="Where to write the draft schema (YAML/JSON).")
     ],
@@ -72,9 +68,12 @@ def infer(
     _print(domain, f"Draft schema written to {output}")
 
 
-@schema_app.command("check")
 @user_errors
-def check(schema: Annotated[Path, typer.Argument(help="Schema file.", exists=True)]) -> None:
+def check(
+    schema: Annotated[
+        Path, typer.Argument(help="Schema file.", metavar="SCHEMA", exists=True)
+    ],
+) -> None:
     """Validate a schema file and print its attributes."""
     from tessera.domain import Domain
 
@@ -82,5 +81,14 @@ def check(schema: Annotated[Path, typer.Argument(help="Schema file.", exists=Tru
     _print(domain, f"{schema}: {len(domain)} attributes")
 
 
-def register(app: typer.Typer) -> None:
-    app.add_typer(schema_app, name="schema")
+def _print(domain: Domain, title: str) -> None:
+    """The schema as a table: one row per attribute (see :func:`tessera.infer.summarize`)."""
+    from tessera.infer import summarize
+
+    table = Table(title=title)
+    for col in ("attribute", "kind", "codes", "values"):
+        table.add_column(col)
+    for name, kind, size, detail in summarize(domain):
+        table.add_row(name, kind, str(size), detail)
+    out.print(table)
+    out.print(f"|𝔻| = {domain.size:,} points")

@@ -8,31 +8,28 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from tessera.cli.common import SchemaOpt, fail, out, user_errors
+from tessera.cli.common import Command, Group, SchemaOpt, WorkloadArg, out, user_errors
 
 if TYPE_CHECKING:
     from tessera.workload import Workload
 
-workload_app = typer.Typer(help="Workloads of counting queries.", no_args_is_help=True)
+
+def register(app: typer.Typer) -> None:
+    workload_app = typer.Typer(
+        cls=Group, help="Workloads of counting queries.", no_args_is_help=True
+    )
+    workload_app.command("check", cls=Command)(check)
+    workload_app.command("build", cls=Command)(build)
+    app.add_typer(workload_app, name="workload")
 
 
-@workload_app.command("check")
 @user_errors
-def check(
-    workload: Annotated[
-        Path,
-        typer.Argument(
-            help="Workload file (one WHERE clause per line, or YAML/JSON).", exists=True
-        ),
-    ],
-    schema: SchemaOpt,
-) -> None:
+def check(workload: WorkloadArg, schema: SchemaOpt) -> None:
     """Validate WORKLOAD against the schema and print its statistics."""
     from tessera.domain import Domain
     from tessera.workload import Workload
 
-    domain = Domain.load(schema)
-    w = Workload.load(workload, domain)
+    w = Workload.load(workload, Domain.load(schema))
     s = w.stats()
     table = Table(title=f"{workload}: {s.n_queries} queries", show_header=False)
     table.add_column("statistic", no_wrap=True)
@@ -66,16 +63,21 @@ def _where(w: Workload, i: int) -> str:
 
 
 def _names(w: Workload, idx: tuple[int, ...], limit: int = 10) -> str:
+    """``3: a (line 2), b (line 5), …``: how many, and the first ``limit`` of them."""
     if not idx:
         return "none"
     shown = ", ".join(_where(w, i) for i in idx[:limit])
     return f"{len(idx)}: {shown}" + (" …" if len(idx) > limit else "")
 
 
-@workload_app.command("build")
 @user_errors
 def build(
-    family: Annotated[str, typer.Argument(help="marginals | identity | prefix | ranges | random")],
+    family: Annotated[
+        str,
+        typer.Argument(
+            help="marginals | identity | prefix | ranges | random", metavar="FAMILY"
+        ),
+    ],
     schema: SchemaOpt,
     output: Annotated[
         Path,
@@ -83,7 +85,9 @@ def build(
     ],
     attributes: Annotated[
         list[str] | None,
-        typer.Option("--attribute", "-a", help="Attribute(s) to use (repeatable)."),
+        typer.Option(
+            "--attribute", "-a", help="Attribute(s) to use (repeatable).", metavar="<str>"
+        ),
     ] = None,
     k: Annotated[int, typer.Option("-k", help="Marginal order for 'marginals'.")] = 2,
     n: Annotated[int, typer.Option("-n", help="Number of queries for 'random'.")] = 1000,
@@ -98,36 +102,18 @@ def build(
     ] = 0,
 ) -> None:
     """Build a standard workload FAMILY over the schema and write it to a file."""
-    from tessera import builders
+    from tessera.builders import build as build_family
     from tessera.domain import Domain
 
-    domain = Domain.load(schema)
-    if family == "marginals":
-        w = builders.marginals(domain, k, attributes)
-    elif family == "identity":
-        w = builders.identity(domain, attributes)
-    elif family in ("prefix", "ranges"):
-        if not attributes or len(attributes) != 1:
-            fail(f"'{family}' needs exactly one --attribute (an ordered attribute)")
-        fn = builders.prefixes if family == "prefix" else builders.all_ranges
-        w = fn(domain, attributes[0])  # type: ignore[index]
-    elif family == "random":
-        if kind not in ("range", "set", "mixed"):
-            fail(f"--kind {kind!r}: use range, set or mixed")
-        w = builders.random_workload(
-            domain,
-            n,
-            attributes_per_query=(min_attributes, max_attributes),
-            kind=kind,
-            attributes=attributes,
-            seed=seed,  # type: ignore[arg-type]
-        )
-    else:
-        fail(f"unknown family {family!r} (hint: marginals, identity, prefix, ranges, random)")
-        return
+    w = build_family(
+        family,
+        Domain.load(schema),
+        attributes=attributes,
+        k=k,
+        n_queries=n,
+        kind=kind,
+        attributes_per_query=(min_attributes, max_attributes),
+        seed=seed,
+    )
     w.save(output)
     out.print(f"wrote {len(w):,} queries to {output}")
-
-
-def register(app: typer.Typer) -> None:
-    app.add_typer(workload_app, name="workload")

@@ -1,4 +1,4 @@
-"""Queries as factors: atoms, layered automata, dense and chain factors (SPEC §2, §4).
+"""Queries as factors: value classes, layered automata, dense and chain factors (SPEC §2, §4).
 
 A workload F is a list of functions f: 𝔻 → {0,1}, each a predicate conjunction
 (:class:`~tessera.query.Query`) or a Boolean query (:class:`~tessera.engine.bdd.BooleanQuery`);
@@ -30,10 +30,12 @@ functions the chain follows the elimination and the width grows by O(1).
 functions sharing a scope (the 2^k cells of a marginal) share one table. That is what a junction
 tree does and is optimal for small scopes; the choice is per scope group (:func:`compile_model`).
 
-**Atoms.** A predicate query only sees whether x_a ∈ φ_a; codes of attribute a with the same
-membership in every predicate on a form an *atom*. Each attribute becomes a variable over its
-atoms with multiplicity |atom| (a unary factor log|atom| in sum-product, nothing in max-plus).
-Samples and argmaxes are expanded back to codes (uniform within the atom; its smallest code).
+**Value classes (atoms).** A predicate query only sees whether x_a ∈ φ_a; codes of attribute a
+with the same membership in every predicate on a form a value class
+(:mod:`tessera.value_classes`, which also gives the exactness argument). Each attribute becomes a
+variable over its classes with multiplicity n_codes (a unary factor log n_codes in sum-product,
+nothing in max-plus); the variables of Boolean queries are split into single codes. Samples and
+argmaxes are expanded back to codes (uniform within the class; its smallest code).
 """
 
 from __future__ import annotations
@@ -42,7 +44,6 @@ import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cached_property
 
 import networkx as nx
 import numpy as np
@@ -53,6 +54,7 @@ from tessera.domain import Domain
 from tessera.engine.bdd import BooleanQuery
 from tessera.errors import QueryError
 from tessera.query import Query
+from tessera.value_classes import ValueClasses, value_classes, workload_value_classes
 
 Function = Query | BooleanQuery
 IntArray = npt.NDArray[np.int64]
@@ -111,131 +113,20 @@ def validate(domain: Domain, functions: Sequence[Function]) -> None:
             raise QueryError(f"query #{j} is a {type(f).__name__}, not a Query or BooleanQuery")
 
 
-# -- atoms ----------------------------------------------------------------------------------
+# -- value classes --------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Atoms:
-    """The atoms of one attribute: codes with identical membership in every predicate.
-
-    Elementary intervals ``[starts[e], starts[e+1])`` partition ``0..size-1``; ``atom_of[e]``
-    is the atom of interval e; atoms are numbered by first appearance (so atom of code 0 is 0).
-    """
-
-    size: int
-    starts: IntArray  # (E + 1,), starts[-1] == size
-    atom_of: IntArray  # (E,)
-    multiplicity: IntArray  # (n_atoms,) number of codes
-
-    @property
-    def n(self) -> int:
-        return len(self.multiplicity)
-
-    @staticmethod
-    def of(size: int, coverages: Sequence, split_all: bool = False) -> Atoms:
-        if split_all:
-            starts = np.arange(size + 1, dtype=np.int64)
-        else:
-            points = {0, size}
-            for cov in coverages:
-                for lo, hi in cov.spans:
-                    points.update((min(max(lo, 0), size), min(max(hi, 0), size)))
-            starts = np.array(sorted(points), dtype=np.int64)
-        elem = starts[:-1]
-        if coverages and not split_all:
-            atom_of = _membership_classes(starts, size, coverages)
-        else:
-            atom_of = np.arange(len(elem), dtype=np.int64) if split_all else np.zeros(
-                len(elem), dtype=np.int64
-            )
-        lengths = np.diff(starts)
-        mult = np.bincount(atom_of, weights=lengths, minlength=int(atom_of.max()) + 1)
-        return Atoms(size, starts, atom_of, mult.astype(np.int64))
-
-    def atom_of_codes(self, codes: npt.NDArray[np.integer]) -> IntArray:
-        return self.atom_of[np.searchsorted(self.starts, codes, side="right") - 1]
-
-    @cached_property
-    def _representatives(self) -> IntArray:
-        # elementary intervals are in code order, so an atom's first interval holds its
-        # smallest code (atoms are numbered by first appearance: np.unique's first indices)
-        _, first = np.unique(self.atom_of, return_index=True)
-        rep = self.starts[first].astype(np.int64)
-        rep.setflags(write=False)
-        return rep
-
-    def representatives(self) -> IntArray:
-        """Smallest code of each atom."""
-        return self._representatives.copy()
-
-    def member(self, cov) -> npt.NDArray[np.bool_]:  # noqa: ANN001 (IntervalSet)
-        """Whether each atom lies in the coverage (atoms never straddle a predicate)."""
-        return cov.contains_array(self._representatives)
-
-    def expand(self, atoms: IntArray, rng: np.random.Generator) -> IntArray:
-        """Uniform codes within the given atoms (vectorised)."""
-        if self.n == len(self.atom_of) and np.all(np.diff(self.starts) == 1):
-            return self.representatives()[atoms]  # one code per atom
-        order = np.lexsort((self.starts[:-1], self.atom_of))  # elementary intervals by atom
-        lengths = np.diff(self.starts)[order]
-        cum = np.concatenate([[0], np.cumsum(lengths)])
-        base = np.concatenate([[0], np.cumsum(self.multiplicity)])[:-1]
-        offset = rng.integers(0, self.multiplicity[atoms])
-        key = base[atoms] + offset
-        e = np.searchsorted(cum, key, side="right") - 1
-        return self.starts[:-1][order][e] + (key - cum[e])
-
-
-#: coverages per batch in :func:`_membership_classes` (a batch's matrix is E × this, in bits)
-_BATCH = 1024
-
-
-def _membership_classes(starts: IntArray, size: int, coverages: Sequence) -> IntArray:
-    """Class of each elementary interval by its membership in every coverage, numbered by
-    first appearance: exact partition refinement, one batch of distinct coverages at a time.
-
-    Identical coverages are merged first (the cells of a marginal repeat each value's predicate
-    once per other attribute's value); a batch's membership matrix comes from span endpoints
-    by a difference array (no per-coverage scan of the domain), is bit-packed, and refines the
-    current labels with one ``np.unique`` over (label, bits) rows. Memory O(E · batch / 8).
-    """
-    n_elem = len(starts) - 1
-    distinct = list(dict.fromkeys(tuple(cov.spans) for cov in coverages))
-    labels = np.zeros(n_elem, dtype=np.int64)
-    for b in range(0, len(distinct), _BATCH):
-        batch = distinct[b : b + _BATCH]
-        cols, lo, hi = [], [], []
-        for k, spans in enumerate(batch):
-            for a, z in spans:
-                cols.append(k)
-                lo.append(min(max(a, 0), size))
-                hi.append(min(max(z, 0), size))
-        diff = np.zeros((n_elem + 1, len(batch)), dtype=np.int32)
-        cols_a = np.asarray(cols, dtype=np.int64)
-        np.add.at(diff, (np.searchsorted(starts, np.asarray(lo, dtype=np.int64)), cols_a), 1)
-        np.add.at(diff, (np.searchsorted(starts, np.asarray(hi, dtype=np.int64)), cols_a), -1)
-        member = np.cumsum(diff, axis=0)[:-1] > 0
-        rows = np.concatenate([labels[:, None].view(np.uint8).reshape(n_elem, 8),
-                               np.packbits(member, axis=1)], axis=1)
-        _, inverse = np.unique(rows, axis=0, return_inverse=True)
-        labels = inverse.ravel().astype(np.int64)
-    _, first, inverse = np.unique(labels, return_index=True, return_inverse=True)
-    rank = np.empty(len(first), dtype=np.int64)
-    rank[np.argsort(first)] = np.arange(len(first))
-    return rank[inverse.ravel()]
-
-
-def attribute_atoms(domain: Domain, functions: Sequence[Function]) -> tuple[Atoms, ...]:
-    coverages: dict[int, list] = defaultdict(list)
-    split: set[int] = set()
-    for f in functions:
-        if isinstance(f, Query):
-            for p in f.predicates:
-                coverages[domain.index(p.attribute)].append(p.coverage)
-        else:
-            split.update(domain.index(a) for a in f.scope)
+def attribute_classes(domain: Domain, functions: Sequence[Function]) -> tuple[ValueClasses, ...]:
+    """The alphabet of each attribute variable, in domain order: its value classes for the
+    predicate queries; one class per code for the variables of Boolean queries (their automata
+    read codes); a single class for attributes no function mentions."""
+    split = {name for f in functions if not isinstance(f, Query) for name in f.scope}
+    constrained = {a.name: a.classes for a in workload_value_classes(domain, functions)}
     return tuple(
-        Atoms.of(a.size, coverages.get(i, []), split_all=i in split) for i, a in enumerate(domain)
+        value_classes(a.size, (), split_all=True) if a.name in split
+        else constrained[a.name] if a.name in constrained
+        else value_classes(a.size, ())
+        for a in domain
     )
 
 
@@ -251,7 +142,7 @@ class Automaton:
     accept: npt.NDArray[np.bool_]
 
     def tabulate(self, shape: Sequence[int]) -> npt.NDArray[np.bool_]:
-        """f over the full grid of atoms of ``order`` (axes in ``order``), for dense factors."""
+        """f over the full grid of classes of ``order`` (axes in ``order``), for dense factors."""
         state = np.zeros((), dtype=np.int64)
         for i, (t, n) in enumerate(zip(self.transitions, shape, strict=True)):
             state = t[state[..., None], np.arange(n).reshape((1,) * i + (n,))]
@@ -259,12 +150,12 @@ class Automaton:
 
 
 def automaton(
-    domain: Domain, f: Function, order: Sequence[int], atoms: Sequence[Atoms]
+    domain: Domain, f: Function, order: Sequence[int], classes: Sequence[ValueClasses]
 ) -> Automaton:
     """The layered automaton of f reading its scope in ``order`` (attribute indices)."""
     order = tuple(order)
     if isinstance(f, Query):
-        member = {domain.index(p.attribute): atoms[domain.index(p.attribute)].member(p.coverage)
+        member = {domain.index(p.attribute): classes[domain.index(p.attribute)].contains(p.coverage)
                   for p in f.predicates}
         trans = []
         for i, v in enumerate(order):
@@ -287,7 +178,7 @@ def automaton(
         order = natural
     assert layers is not None
     trans, accept = layers
-    # atoms of a BDD variable are its codes 0, 1 (split_all), so the alphabet is already atoms
+    # the classes of a BDD variable are its codes 0, 1 (split_all): the alphabet is the classes
     return Automaton(order, tuple(trans), accept)
 
 
@@ -348,14 +239,14 @@ class FactorGroup:
 
 @dataclass(frozen=True)
 class CompiledModel:
-    """Variables (attributes as atoms, then chain states) and factor groups.
+    """Variables (attributes over their value classes, then chain states) and factor groups.
 
     ``constant[j]`` is f_j's value when its scope is empty (else −1). Constraint functions
     (``hard`` in :func:`compile_model`) appear only as −∞ entries, never with a θ.
     """
 
     domain: Domain
-    atoms: tuple[Atoms, ...]
+    classes: tuple[ValueClasses, ...]  # per attribute: its values as a compiled variable
     sizes: tuple[int, ...]
     labels: tuple[str, ...]  # a human name per compiled variable (for resource errors)
     owner: tuple[int, ...]  # function owning a chain state, −1 for attributes
@@ -370,9 +261,10 @@ class CompiledModel:
 class GroupSpec:
     """A factor group before tabulation: its scope and how its table will be filled.
 
-    ``kind``: "multiplicity" (log|atom| of one attribute), "dense" (the functions tabulated
-    over their common scope), "transition" (hard [s_{i+1} = δ_i(s_i, x_v)] of layer ``layer``
-    of ``automaton``) or "evaluation" (θ_f · accept(δ_k(s_{k-1}, x_v)), the last layer).
+    ``kind``: "multiplicity" (log n_codes of one attribute's classes), "dense" (the functions
+    tabulated over their common scope), "transition" (hard [s_{i+1} = δ_i(s_i, x_v)] of layer
+    ``layer`` of ``automaton``) or "evaluation" (θ_f · accept(δ_k(s_{k-1}, x_v)), the last
+    layer).
     """
 
     scope: tuple[int, ...]
@@ -383,7 +275,7 @@ class GroupSpec:
 
 
 @dataclass(frozen=True, eq=False)
-class Layout:
+class ModelLayout:
     """Everything about the compiled model except its tables: variables, sizes, group scopes.
 
     Built first, so that the elimination order and the memory plan are known (and the guard
@@ -393,7 +285,7 @@ class Layout:
     domain: Domain
     functions: tuple[Function, ...]
     hard: tuple[bool, ...]
-    atoms: tuple[Atoms, ...]
+    classes: tuple[ValueClasses, ...]
     sizes: tuple[int, ...]
     labels: tuple[str, ...]
     owner: tuple[int, ...]
@@ -423,7 +315,7 @@ class Layout:
         f = self.functions[j]
         if isinstance(f, Query):  # f is a product of per-attribute memberships
             d = self.domain
-            return math.prod(int(self.atoms[d.index(p.attribute)].member(p.coverage).sum())
+            return math.prod(int(self.classes[d.index(p.attribute)].contains(p.coverage).sum())
                              for p in f.predicates)
         return math.prod(self.sizes[v] for v in scope_)
 
@@ -450,8 +342,8 @@ def layout_model(
     dense_limit: int = DENSE_LIMIT,
     heuristic: str = "min-fill",
     cap: float = math.inf,
-) -> Layout:
-    """Atoms, scope groups (dense) and chains (auxiliary states) for F, without any table.
+) -> ModelLayout:
+    """Value classes, scope groups (dense) and chains (auxiliary states) for F, without any table.
 
     π0, the order in which chains read their scopes, is a greedy elimination order of the
     hybrid graph; it only shapes the chains, so when it would build a bag of more than ``cap``
@@ -462,7 +354,7 @@ def layout_model(
     validate(domain, functions)
     functions = tuple(functions)
     hard = tuple(hard) if hard is not None else (False,) * len(functions)
-    atoms = attribute_atoms(domain, functions)
+    classes = attribute_classes(domain, functions)
     n_attr = len(domain)
     scopes = [scope(domain, f) for f in functions]
     constant = [-1] * len(functions)
@@ -476,7 +368,7 @@ def layout_model(
     dense: dict[tuple[int, ...], list[int]] = {}
     chained: dict[int, tuple[int, ...]] = {}
     for s, js in by_scope.items():
-        size = math.prod(atoms[v].n for v in s)
+        size = math.prod(classes[v].n_classes for v in s)
         if len(s) == 1 or size <= min(DENSE_MAX, max(dense_limit, 2 ** min(len(js), 30))):
             dense[s] = js
         else:
@@ -490,7 +382,7 @@ def layout_model(
         pi0 = list(result.order)
     position = {node: i for i, node in enumerate(pi0)}
 
-    sizes = [a.n for a in atoms]
+    sizes = [c.n_classes for c in classes]
     labels = list(domain.names)
     owner = [-1] * n_attr
     specs: list[GroupSpec] = [GroupSpec((v,), "multiplicity") for v in range(n_attr)]
@@ -500,7 +392,7 @@ def layout_model(
         for j in js:
             eval_group[j] = len(specs) - 1
     for j, s in chained.items():
-        aut = automaton(domain, functions[j], tuple(sorted(s, key=position.__getitem__)), atoms)
+        aut = automaton(domain, functions[j], tuple(sorted(s, key=position.__getitem__)), classes)
         prev: int | None = None  # compiled id of s_i
         k = len(aut.order)
         for i, v in enumerate(aut.order):
@@ -517,14 +409,14 @@ def layout_model(
             specs.append(GroupSpec(sc, "transition", (), aut, i))
             prev = state
 
-    return Layout(domain, functions, hard, atoms, tuple(sizes), tuple(labels), tuple(owner),
-                  tuple(specs), tuple(eval_group), tuple(constant),
-                  tuple(v for v in pi0 if isinstance(v, int)))
+    return ModelLayout(domain, functions, hard, classes, tuple(sizes), tuple(labels),
+                       tuple(owner), tuple(specs), tuple(eval_group), tuple(constant),
+                       tuple(v for v in pi0 if isinstance(v, int)))
 
 
-def tabulate(layout: Layout) -> CompiledModel:
+def tabulate(layout: ModelLayout) -> CompiledModel:
     """Fill the tables of every group of ``layout`` (call after the memory guard)."""
-    sizes, hard, atoms = layout.sizes, layout.hard, layout.atoms
+    sizes, hard, classes = layout.sizes, layout.hard, layout.classes
     groups: list[FactorGroup] = []
     for spec in layout.specs:
         sc = spec.scope
@@ -533,7 +425,7 @@ def tabulate(layout: Layout) -> CompiledModel:
         if spec.kind == "multiplicity":
             v = sc[0]
             groups.append(FactorGroup(sc, shape, np.zeros(0, np.int64), np.zeros((0, size)), None,
-                                      np.log(atoms[v].multiplicity.astype(np.float64))))
+                                      np.log(classes[v].n_codes.astype(np.float64))))
         elif spec.kind == "transition":  # hard factor [s_{i+1} = t[s_i, x_v]]
             aut = spec.automaton
             assert aut is not None
@@ -547,15 +439,15 @@ def tabulate(layout: Layout) -> CompiledModel:
         elif spec.kind == "evaluation":
             aut = spec.automaton
             assert aut is not None
-            ind = aut.accept[aut.transitions[spec.layer]]  # (n_prev, atoms)
+            ind = aut.accept[aut.transitions[spec.layer]]  # (n_prev, classes)
             row = ind.reshape(1, -1) if len(sc) == 2 else ind[0][None]
             groups.append(_soft_group(sc, shape, list(spec.functions), [row[0]], hard))
         else:
-            rows = [automaton(layout.domain, layout.functions[j], sc, atoms).tabulate(shape).ravel()
-                    for j in spec.functions]
+            rows = [automaton(layout.domain, layout.functions[j], sc, classes)
+                    .tabulate(shape).ravel() for j in spec.functions]
             groups.append(_soft_group(sc, shape, list(spec.functions), rows, hard))
     c = layout
-    return CompiledModel(c.domain, c.atoms, c.sizes, c.labels, c.owner, tuple(groups),
+    return CompiledModel(c.domain, c.classes, c.sizes, c.labels, c.owner, tuple(groups),
                          c.eval_group, c.constant, len(c.functions), c.first_order)
 
 
@@ -594,7 +486,8 @@ def compile_model(
     dense_limit: int = DENSE_LIMIT,
     heuristic: str = "min-fill",
 ) -> CompiledModel:
-    """Atoms, scope groups (dense) and chains (auxiliary states) for F; exact by construction."""
+    """Value classes, scope groups (dense) and chains (auxiliary states) for F; exact by
+    construction."""
     return tabulate(layout_model(domain, functions, names, hard, dense_limit=dense_limit,
                                  heuristic=heuristic))
 

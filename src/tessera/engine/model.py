@@ -10,11 +10,13 @@ must be 1, e.g. the validity of a binary encoding). It answers
 * :meth:`~GibbsModel.expectations`: E_P[f] for every query, exactly (one up-and-down pass);
 * :meth:`~GibbsModel.sample`: m i.i.d. rows from P (codes), vectorised, injectable generator;
 
-in time and memory exponential only in the width of the decomposition. The structure (atoms,
-chains, elimination order, bags: everything but θ) is built once; :meth:`~GibbsModel.with_theta`
-returns a model with new weights that shares it (a weight update never rebuilds the
-decomposition). :func:`maximize` is the function-level max-plus entry point used for LP pricing
-and the weighted maximum overlap γ_w = max_x Σ_q w_q q(x).
+in time and memory exponential only in the width of the decomposition. The structure (value
+classes, chains, elimination order, bags: everything but θ) is built once;
+:meth:`~GibbsModel.with_theta` returns a model with new weights that shares it (a weight update
+never rebuilds the decomposition). :func:`maximize` is the function-level max-plus entry point
+used for LP pricing and the weighted maximum overlap γ_w = max_x Σ_q w_q q(x).
+:func:`treewidth_report` describes the decomposition a workload's model would run on, without
+running it (``tessera treewidth``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import networkx as nx
 import numpy as np
@@ -31,6 +34,7 @@ import numpy.typing as npt
 from tessera.domain import Domain
 from tessera.engine.decomposition import (
     DEFAULT_MEMORY_LIMIT,
+    HEURISTICS,
     REFUSE_MARGIN_BITS,
     Aborted,
     MemoryPlan,
@@ -39,6 +43,7 @@ from tessera.engine.decomposition import (
     check_memory,
     eliminate,
     memory_plan,
+    parse_bytes,
     refuse_bag,
     summarize,
     treewidth,
@@ -47,7 +52,7 @@ from tessera.engine.factors import (
     DENSE_LIMIT,
     CompiledModel,
     Function,
-    Layout,
+    ModelLayout,
     incidence_graph,
     layout_model,
     scope,
@@ -55,7 +60,10 @@ from tessera.engine.factors import (
 )
 from tessera.engine.program import Forward, Program, Sampler
 from tessera.engine.semiring import LOG_SUM_PRODUCT, MAX_PLUS
-from tessera.errors import QueryError
+from tessera.errors import QueryError, TesseraError
+
+if TYPE_CHECKING:
+    from tessera.workload import Workload
 
 IntArray = npt.NDArray[np.int64]
 
@@ -124,7 +132,7 @@ class Structure:
 
 
 def _culprits(
-    compiled: CompiledModel | Layout,
+    compiled: CompiledModel | ModelLayout,
     functions: Sequence[Function],
     names: Sequence[str],
     bag: Sequence[int],
@@ -136,6 +144,99 @@ def _culprits(
                 if j in owners or len(set(scope(compiled.domain, f)) & attrs) >= 2]
     return (summarize("attributes", [compiled.labels[v] for v in sorted(attrs)])
             + "; queries tying them: " + summarize("", culprits).strip())
+
+
+@dataclass(frozen=True)
+class IncidenceWidth:
+    """The incidence graph G(F) of a workload (attributes and queries as vertices) and the width
+    of the decomposition an elimination heuristic finds for it: an upper bound on tw(F)."""
+
+    vertices: int
+    edges: int
+    width: int
+    bags: int
+
+
+@dataclass(frozen=True)
+class PlanSummary:
+    """The decomposition the engine would run on (:class:`Structure`), before any table is
+    allocated: its width over the compiled variables, its bags and its memory estimate."""
+
+    width: int
+    variables: int  # compiled variables: the attributes (as value classes), then chain states
+    attributes: int
+    chain_states: int
+    dense_tables: int  # dense factor tables over two or more attributes
+    bags: int
+    largest_entries: int
+    largest_bag: tuple[tuple[str, int], ...]  # (label, number of values) per variable
+    bytes_estimate: int
+    memory_limit: int
+
+
+@dataclass(frozen=True, eq=False)
+class TreewidthReport:
+    """What ``tessera treewidth`` prints: :attr:`incidence` at once, :attr:`plan` on first
+    access (it may raise :class:`~tessera.errors.ResourceError`, naming the queries that make
+    the plan too large, so a caller can show the incidence width first)."""
+
+    domain: Domain
+    functions: tuple[Function, ...]
+    names: tuple[str, ...]
+    heuristic: str
+    memory_limit: int
+    incidence: IncidenceWidth
+
+    @cached_property
+    def plan(self) -> PlanSummary:
+        """Lay out and decompose the model as :class:`GibbsModel` would; nothing is run."""
+        s = Structure.build(self.domain, self.functions, self.names, (),
+                            heuristic=self.heuristic, memory_limit=self.memory_limit,
+                            dense_limit=DENSE_LIMIT)
+        c = s.compiled
+        dense = sum(1 for g in c.groups if len(g.functions) and
+                    all(c.owner[v] < 0 for v in g.scope) and len(g.scope) > 1)
+        return PlanSummary(
+            width=s.plan.width,
+            variables=len(c.sizes),
+            attributes=len(self.domain),
+            chain_states=len(c.sizes) - len(self.domain),
+            dense_tables=dense,
+            bags=len(s.bags),
+            largest_entries=s.plan.largest_entries,
+            largest_bag=tuple((c.labels[v], c.sizes[v]) for v in s.bags[s.plan.largest_bag]),
+            bytes_estimate=s.plan.bytes_estimate,
+            memory_limit=self.memory_limit,
+        )
+
+
+def treewidth_report(
+    workload: Workload,
+    *,
+    heuristic: str = "min-fill",
+    memory_limit: int | str = DEFAULT_MEMORY_LIMIT,
+) -> TreewidthReport:
+    """The width of ``workload``'s incidence graph and the engine's plan for it (SPEC §4).
+
+    ``memory_limit``: bytes, or text such as ``'2GiB'``, ``'512MiB'``, ``'1e9'``. Raises
+    :class:`~tessera.errors.TesseraError` for an unknown heuristic or an unreadable limit, before
+    any work; the plan is refused (on access) when it exceeds the limit.
+    """
+    if heuristic not in HEURISTICS:
+        raise TesseraError(f"unknown heuristic {heuristic!r}", hint=f"one of {list(HEURISTICS)}")
+    if isinstance(memory_limit, str):
+        try:
+            memory_limit = parse_bytes(memory_limit)
+        except ValueError:
+            raise TesseraError(f"cannot read memory limit {memory_limit!r}",
+                               hint="e.g. 2GiB, 512MiB, 1e9") from None
+    domain = workload.domain
+    graph = incidence_graph(domain, workload.queries)
+    width, td = treewidth(graph, heuristic)
+    incidence = IncidenceWidth(graph.number_of_nodes(), graph.number_of_edges(), width,
+                               len(td.bags))
+    return TreewidthReport(domain, tuple(workload.queries), tuple(workload.names), heuristic,
+                           memory_limit, incidence)
 
 
 class GibbsModel:
@@ -255,8 +356,8 @@ class GibbsModel:
         if not math.isfinite(fwd.total):
             raise QueryError("the constraints exclude every point of the domain")
         xc = self.structure.program.argmax(fwd)
-        codes = np.array([a.representatives()[xc[i]] for i, a in
-                          enumerate(self.structure.compiled.atoms)], dtype=np.int64)
+        codes = np.array([c.representative[xc[i]] for i, c in
+                          enumerate(self.structure.compiled.classes)], dtype=np.int64)
         values = self._function_values_compiled(xc)
         value = math.fsum(self.theta[j] for j in range(len(self.theta)) if values[j])
         return value, codes
@@ -304,8 +405,8 @@ class GibbsModel:
                     dtype = dt
                     break
         out = np.empty((len(sizes), int(m)), dtype=dtype)
-        for i, atoms in enumerate(s.compiled.atoms):
-            out[i] = atoms.expand(xc[i].astype(np.int64), rng)
+        for i, classes in enumerate(s.compiled.classes):
+            out[i] = classes.expand(xc[i].astype(np.int64), rng)
         return out.T
 
     # -- pointwise ---------------------------------------------------------------------------

@@ -38,7 +38,7 @@ IntArray = npt.NDArray[np.int64]
 
 
 @dataclass(frozen=True)
-class Layout:
+class FactorPlacement:
     """Where a factor table (axes in its own scope order) goes in a bag."""
 
     perm: tuple[int, ...]  # transpose into bag (position) order
@@ -56,7 +56,7 @@ class Program:
     parent: tuple[int, ...]
     children: tuple[tuple[int, ...], ...]
     factor_step: tuple[int, ...]
-    factor_layout: tuple[Layout, ...]
+    factor_placement: tuple[FactorPlacement, ...]
     message_shape: tuple[tuple[int, ...], ...]  # shape of m_t inside the parent's bag
 
     @staticmethod
@@ -72,7 +72,7 @@ class Program:
         for t, p in enumerate(parents):
             if p >= 0:
                 children[p].append(t)
-        steps, layouts = [], []
+        steps, placements = [], []
         for sc in scopes:
             t = min(position[v] for v in sc)
             bag = bags[t]
@@ -81,7 +81,7 @@ class Program:
             shape = tuple(sizes[u] if u in inside else 1 for u in bag)
             absent = tuple(i for i, u in enumerate(bag) if u not in inside)
             steps.append(t)
-            layouts.append(Layout(perm, shape, absent))
+            placements.append(FactorPlacement(perm, shape, absent))
         message_shape = []
         for t, p in enumerate(parents):
             sep = set(bags[t][1:])
@@ -90,7 +90,8 @@ class Program:
             )
         return Program(
             tuple(sizes), tuple(order), tuple(tuple(b) for b in bags), tuple(parents),
-            tuple(tuple(c) for c in children), tuple(steps), tuple(layouts), tuple(message_shape),
+            tuple(tuple(c) for c in children), tuple(steps), tuple(placements),
+            tuple(message_shape),
         )
 
     def bag_shape(self, t: int) -> tuple[int, ...]:
@@ -107,7 +108,7 @@ class Program:
         for t in range(len(self.order)):
             acc = np.zeros(self.bag_shape(t))
             for g in at_step[t]:
-                lay = self.factor_layout[g]
+                lay = self.factor_placement[g]
                 acc += np.transpose(tables[g], lay.perm).reshape(lay.shape)
             for c in self.children[t]:
                 acc += messages[c].reshape(self.message_shape[c])
@@ -179,7 +180,7 @@ class Program:
     def factor_marginal(self, beliefs: Sequence[FloatArray], g: int) -> FloatArray:
         """P over factor g's scope, axes in the factor's own order (flattened C order)."""
         t = self.factor_step[g]
-        lay = self.factor_layout[g]
+        lay = self.factor_placement[g]
         marg = logsumexp(beliefs[t], lay.axes_absent) if lay.axes_absent else beliefs[t]
         inverse = np.argsort(lay.perm)
         return np.exp(np.transpose(marg, inverse))

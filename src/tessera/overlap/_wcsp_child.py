@@ -10,14 +10,14 @@ import os
 import pickle
 import sys
 
-from tessera.overlap.wcsp import _solve
+from tessera.overlap.wcsp import solve_model
 
 
 def main() -> None:
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     model = pickle.load(sys.stdin.buffer)
-    pickle.dump(_solve(model, int(os.environ["TESSERA_WCSP_SECONDS"])), out)
+    pickle.dump(solve_model(model, int(os.environ["TESSERA_WCSP_SECONDS"])), out)
     out.close()
 
 

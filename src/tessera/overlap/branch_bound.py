@@ -36,8 +36,8 @@ upper bound max(incumbent, max_open bound) — with best-first order that is the
 and it only decreases over time; ``exact`` says whether the search finished.
 
 Numerics: with integral scores all sums are exact in float64 (checked: total < 2^53). Otherwise a
-node is pruned only when its bound is ≤ incumbent + τ (τ = 4(n+1)·eps·Σ s) and the reported upper bound
-is incumbent + 2τ, so rounding can never push it below the true maximum.
+node is pruned only when its bound is ≤ incumbent + τ (τ = 4(n+1)·eps·Σ s) and the reported upper
+bound is incumbent + 2τ, so rounding can never push it below the true maximum.
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ class PointSolution:
 
 
 @dataclass(eq=False)
-class _Component:
+class Component:
     """One independent block: attributes (in branching order) and the queries over them."""
 
     atoms: list[AttributeAtoms]  # reduced to undominated atoms, branching order
@@ -138,19 +138,20 @@ def independent_parts(
         cols = np.unique(np.concatenate([a.queries for a in sub_atoms]))
         remap = np.full(n_queries, -1, dtype=np.int64)
         remap[cols] = np.arange(len(cols))
-        yield cols, [
-            AttributeAtoms(a.name, a.position, a.size, remap[a.queries], a.membership,
-                           a.representative, a.n_codes)
-            for a in sub_atoms
-        ]
+        yield cols, [a.with_queries(remap[a.queries]) for a in sub_atoms]
 
 
-def _build_component(
+def build_component(
     atoms: Sequence[AttributeAtoms], columns: npt.NDArray[np.int64], s_all: npt.NDArray[np.float64],
     colour: npt.NDArray[np.int64] | None = None,
     adj: npt.NDArray[np.bool_] | None = None,
     adj_ids: npt.NDArray[np.int64] | None = None,
-) -> _Component:
+) -> Component:
+    """The :class:`Component` of the queries ``columns`` (indices into ``s_all``) over the
+    attributes ``atoms``: atoms reduced to the undominated ones, attributes in branching order
+    (heaviest first), queries sorted by their last attribute. ``colour`` (a proper colouring of
+    all queries), ``adj`` and ``adj_ids`` (the overlap graph and each column's row in it) feed
+    the colour-class bounds; all optional."""
     n = len(columns)
     col_of = np.full(int(columns.max(initial=-1)) + 1, -1, dtype=np.int64)
     col_of[columns] = np.arange(n)
@@ -161,11 +162,7 @@ def _build_component(
     scope = np.zeros((n, len(order)), dtype=bool)
     for pos, a in enumerate(order):
         at = atoms[a]
-        keep = undominated(at)
-        at = AttributeAtoms(
-            at.name, at.position, at.size, at.queries, at.membership[keep],
-            at.representative[keep], at.n_codes[keep],
-        )
+        at = at.subset(undominated(at))
         cols = col_of[at.queries]
         full = np.ones((at.n_atoms, n), dtype=bool)
         full[:, cols] = at.membership
@@ -187,7 +184,7 @@ def _build_component(
     ids = None
     if adj is not None:
         ids = (np.arange(len(adj)) if adj_ids is None else adj_ids)[columns[perm]]
-    return _Component(
+    return Component(
         reduced, member, scope, scope_after.astype(np.int16), last, s_all[columns][perm], own,
         own_start, None if col is None else col.astype(np.int64),
         0 if col is None or len(col) == 0 else int(col.max()) + 1, adj, ids,
@@ -195,7 +192,7 @@ def _build_component(
     )
 
 
-def owner_bound(comp: _Component) -> float:
+def owner_bound(comp: Component) -> float:
     """Σ_k max_c Σ_{q owned by k, c ∈ φ_{q,k}} s_q: each query relaxed to its last attribute's
     predicate (q(x) ≤ [x_k ∈ φ_{q,k}]), a valid upper bound that costs one pass over the
     membership matrices."""
@@ -206,8 +203,9 @@ def owner_bound(comp: _Component) -> float:
     )
 
 
-def _ascent(comp: _Component, x: npt.NDArray[np.int64]) -> tuple[float, npt.NDArray[np.int64]]:
-    """Coordinate ascent from atom choice ``x``: re-pick each attribute's best atom given the rest."""
+def ascent(comp: Component, x: npt.NDArray[np.int64]) -> tuple[float, npt.NDArray[np.int64]]:
+    """Coordinate ascent from atom choice ``x``: re-pick each attribute's best atom given the
+    rest."""
     m = len(comp.atoms)
     sat = np.stack([comp.member[j][x[j]] for j in range(m)], axis=1)  # (n, m)
     nsat = sat.sum(axis=1)
@@ -229,9 +227,13 @@ def _ascent(comp: _Component, x: npt.NDArray[np.int64]) -> tuple[float, npt.NDAr
     return value, x
 
 
-def _incumbent(comp: _Component, restarts: int, seed: int) -> tuple[float, npt.NDArray[np.int64]]:
+def incumbent(comp: Component, restarts: int, seed: int) -> tuple[float, npt.NDArray[np.int64]]:
+    """The best (score, atom choice) of :func:`ascent` from the per-attribute best atoms, from
+    inside the ``restarts`` heaviest queries and from ``restarts // 2`` random starts (``seed``):
+    a row that attains its score, the starting lower bound of a search."""
     m = len(comp.atoms)
-    starts = [np.array([int(np.argmax(comp.member[j].astype(np.float64) @ comp.s)) for j in range(m)])]
+    starts = [np.array([int(np.argmax(comp.member[j].astype(np.float64) @ comp.s))
+                        for j in range(m)])]
     rng = np.random.default_rng(seed)  # search heuristic only: not privacy randomness
     heavy = np.argsort(-comp.s)[:restarts]
     for q in heavy:  # start inside the heaviest queries' coverage
@@ -240,7 +242,7 @@ def _incumbent(comp: _Component, restarts: int, seed: int) -> tuple[float, npt.N
         starts.append(np.array([rng.integers(a.n_atoms) for a in comp.atoms]))
     best, best_x = -1.0, starts[0]
     for x0 in starts:
-        value, x = _ascent(comp, x0.astype(np.int64))
+        value, x = ascent(comp, x0.astype(np.int64))
         if value > best:
             best, best_x = value, x.copy()
     return best, best_x
@@ -257,7 +259,7 @@ def _class_bound(
 
 
 def _recolour(
-    comp: _Component, idx: npt.NDArray[np.int64], colour: npt.NDArray[np.int64]
+    comp: Component, idx: npt.NDArray[np.int64], colour: npt.NDArray[np.int64]
 ) -> npt.NDArray[np.int64]:
     """A fresh greedy colouring of the overlap graph induced by the queries ``idx``."""
     assert comp.adj is not None and comp.adj_ids is not None and comp.degree is not None
@@ -268,7 +270,7 @@ def _recolour(
 
 
 def _child_bounds(
-    comp: _Component, j: int, idx: npt.NDArray[np.int64], const: float,
+    comp: Component, j: int, idx: npt.NDArray[np.int64], const: float,
     colour: npt.NDArray[np.int64] | None = None,
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], list[npt.NDArray[np.float64]],
            npt.NDArray[np.bool_], npt.NDArray[np.float64]]:
@@ -299,7 +301,7 @@ def _child_bounds(
 
 
 def _solve_component(
-    comp: _Component, deadline: float, restarts: int, seed: int,
+    comp: Component, deadline: float, restarts: int, seed: int,
     heuristic: MiniBucketHeuristic | None = None,
 ) -> tuple[float, float, bool, npt.NDArray[np.int64], int]:
     m = len(comp.atoms)
@@ -309,7 +311,7 @@ def _solve_component(
     # mini-bucket tables add K more sums of values ≤ Σ)
     n_terms = len(comp.s) + 1 + (0 if heuristic is None else heuristic.n_tables)
     tol = 0.5 if integral else 4.0 * n_terms * _EPS * max(total, 1e-300)
-    best, best_x = _incumbent(comp, restarts, seed)
+    best, best_x = incumbent(comp, restarts, seed)
     # stack entries: (bound, depth, const, idx, partial atom choice)
     root_idx = np.arange(len(comp.s), dtype=np.int64)
     root_bound = owner_bound(comp)
@@ -419,7 +421,8 @@ def active_part(domain: Domain, queries: Sequence[Query], scores: npt.ArrayLike)
     if s_all.shape != (len(queries),) or (s_all < 0).any() or not np.isfinite(s_all).all():
         raise ValueError("scores must be finite, non-negative, one per query")
     active = [
-        i for i, q in enumerate(queries) if s_all[i] > 0 and q.predicates and not q.is_contradiction()
+        i for i, q in enumerate(queries)
+        if s_all[i] > 0 and q.predicates and not q.is_contradiction()
     ]
     constant = math.fsum(
         float(s_all[i]) for i, q in enumerate(queries) if s_all[i] > 0 and not q.predicates
@@ -467,7 +470,7 @@ def max_point(
         colour = greedy_colouring(adj, act_s, "greedy")
     lower, upper, exact, nodes = constant, constant, True, 0
     for cols, local in independent_parts(atoms, len(act_queries), scopes):
-        comp = _build_component(local, np.arange(len(cols), dtype=np.int64), act_s[cols],
+        comp = build_component(local, np.arange(len(cols), dtype=np.int64), act_s[cols],
                                 None if colour is None else colour[cols],
                                 adj, cols)
         heur = None

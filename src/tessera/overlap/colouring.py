@@ -121,11 +121,6 @@ def colour_class_bound(colour: npt.ArrayLike, scores: npt.ArrayLike) -> float:
     return float(np.sort(best).sum())  # summed in increasing order: smaller rounding error
 
 
-def is_proper(adj: npt.NDArray[np.bool_], colour: npt.ArrayLike) -> bool:
-    c = np.asarray(colour)
-    return bool(not (adj & (c[:, None] == c[None, :])).any())
-
-
 def colouring_bound(
     domain: Domain,
     queries: Sequence[Query],

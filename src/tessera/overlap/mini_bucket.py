@@ -54,11 +54,11 @@ import numpy.typing as npt
 from tessera.domain import Domain
 from tessera.overlap.branch_bound import (
     ActivePart,
+    Component,
     PointSolution,
-    _build_component,
-    _Component,
-    _incumbent,
     active_part,
+    build_component,
+    incumbent,
     independent_parts,
     owner_bound,
 )
@@ -158,7 +158,7 @@ def _broadcast(table: npt.NDArray[np.float64], vs: tuple[int, ...],
 
 
 def compile_heuristic(
-    comp: _Component, order: Sequence[int], ibound: int = 3, max_entries: int = MAX_ENTRIES,
+    comp: Component, order: Sequence[int], ibound: int = 3, max_entries: int = MAX_ENTRIES,
     moment_matching: bool = False, deadline: float = math.inf,
 ) -> MiniBucketHeuristic | None:
     """Mini-bucket elimination along ``order`` (component positions; see the module docstring);
@@ -223,7 +223,7 @@ def compile_heuristic(
 
 
 def _search(
-    comp: _Component, heur: MiniBucketHeuristic, deadline: float, restarts: int, seed: int,
+    comp: Component, heur: MiniBucketHeuristic, deadline: float, restarts: int, seed: int,
 ) -> tuple[float, float, bool, npt.NDArray[np.int64], int]:
     """Best-first search along ``heur.order``; returns (lower, upper, exact, x, nodes)."""
     order = heur.order
@@ -237,7 +237,7 @@ def _search(
     last = (m - 1 - np.argmax(scope[:, ::-1], axis=1)) if len(s) else np.zeros(0, np.int64)
     resolve = [np.flatnonzero(last == p) for p in range(m)]
     resolve_mem = [member[p][:, resolve[p]].astype(np.float64) for p in range(m)]
-    best, x_comp = _incumbent(comp, restarts, seed)
+    best, x_comp = incumbent(comp, restarts, seed)
     best_x = np.asarray([x_comp[a] for a in order], dtype=np.int64)
     # open nodes keep their prefix as bytes: millions of small arrays cost seconds to free
     heap: list[tuple[float, int, int, float, float, bytes]] = [
@@ -279,7 +279,7 @@ def _search(
     return best, upper, True, best_x, nodes
 
 
-def variable_order(comp: _Component, how: str = "atoms") -> list[int]:
+def variable_order(comp: Component, how: str = "atoms") -> list[int]:
     """A branching order of the component's positions.
 
     ``"atoms"``: fewest value classes first (the cheap variables are branched on first and the
@@ -320,11 +320,11 @@ def mbe_point(
     x_codes = [0] * len(domain)
     lower, upper, exact, nodes = constant, constant, True, 0
     for cols, local in independent_parts(atoms, len(act_queries), scopes):
-        comp = _build_component(local, np.arange(len(cols), dtype=np.int64), act_s[cols])
+        comp = build_component(local, np.arange(len(cols), dtype=np.int64), act_s[cols])
         heur = compile_heuristic(comp, variable_order(comp, order), ibound, max_entries,
                                  moment_matching, deadline)
         if heur is None:  # out of time before the heuristic was ready: one ascent, no restarts
-            lo, xc = _incumbent(comp, 0, seed)
+            lo, xc = incumbent(comp, 0, seed)
             lower += lo
             upper += max(lo, owner_bound(comp))
             exact = False

@@ -21,26 +21,28 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 
-Comp = Literal["pure", "gdp", "zcdp"]
-Neighbours = Literal["add-remove", "substitute"]
-
-COMPS: tuple[Comp, ...] = ("pure", "gdp", "zcdp")
-NEIGHBOURS: tuple[Neighbours, ...] = ("add-remove", "substitute")
-
-#: Human names of the definitions, for printed guarantees.
-DEFINITION_NAMES: dict[Comp, str] = {
-    "pure": "pure ε-DP (Laplace, basic composition)",
-    "gdp": "μ-GDP (Gaussian differential privacy)",
-    "zcdp": "ρ-zCDP (zero-concentrated DP)",
-}
+from tessera.errors import QueryError
+from tessera.privacy import COMPOSABLE, Definition, Neighbours
 
 
-def h(comp: Comp, weights: npt.ArrayLike) -> npt.NDArray[np.float64]:
+def composable(comp: Definition | str) -> Definition:
+    """``comp`` as a :class:`~tessera.privacy.Definition` with a composition function
+    g(Σ h(w)); a :class:`~tessera.errors.QueryError` naming the choices otherwise."""
+    d = Definition.parse(comp)
+    if d not in COMPOSABLE:
+        raise QueryError(
+            f"maximum overlap has no composition function for {d.label}",
+            hint="use one of " + ", ".join(c.value for c in COMPOSABLE)
+            + " ((ε,δ) and f-DP targets are calibrated through gdp or zcdp)",
+        )
+    return d
+
+
+def h(comp: Definition, weights: npt.ArrayLike) -> npt.NDArray[np.float64]:
     """The per-query score h(w) of ``comp``."""
     w = np.asarray(weights, dtype=np.float64)
     if comp == "pure":
@@ -50,7 +52,7 @@ def h(comp: Comp, weights: npt.ArrayLike) -> npt.NDArray[np.float64]:
     raise ValueError(f"unknown comp {comp!r}")
 
 
-def g(comp: Comp, score: float) -> float:
+def g(comp: Definition, score: float) -> float:
     """The outer function g of ``comp`` (monotone, so upper bounds map to upper bounds)."""
     if comp == "gdp":
         return math.sqrt(max(score, 0.0))
@@ -81,7 +83,7 @@ class OverlapResult:
     * ``total_score`` = Σ_q h(w_q): sequential composition, for the utility gain.
     """
 
-    comp: Comp
+    comp: Definition
     neighbours: Neighbours
     score_bound: float
     score_achieved: float
@@ -114,9 +116,17 @@ class OverlapResult:
 
     @property
     def utility_gain(self) -> float:
-        """U = 1 − γ_w(Q)/comp(Q) (SPEC §3), with the calibration value γ_w = ``bound``."""
+        """U = 1 − (noise scale calibrated to γ_w) / (noise scale under sequential composition)
+        (docs/theory.md §3), with the calibration value γ_w = ``bound``.
+
+        The scale is ∝ 1/ε_q (pure) or 1/μ_q (GDP), so U = 1 − γ_w/comp(Q) there; under zCDP
+        σ ∝ ρ_q^{−1/2}, so U = 1 − √(γ_w/comp(Q)).
+        """
         seq = self.sequential
-        return 0.0 if seq <= 0 else 1.0 - self.bound / seq
+        if seq <= 0:
+            return 0.0
+        ratio = self.bound / seq
+        return 1.0 - (math.sqrt(ratio) if self.comp is Definition.ZCDP else ratio)
 
     def to_dict(self) -> dict[str, object]:
         return {

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import time
+from fractions import Fraction
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -33,7 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tessera.domain import Domain
-from tessera.errors import QueryError, ResourceError
+from tessera.errors import QueryError, ResourceError, TesseraError
 from tessera.overlap.branch_bound import (
     COLOURING_QUERIES,
     PointSolution,
@@ -46,7 +47,7 @@ from tessera.overlap.colouring import MAX_GRAPH_QUERIES, colouring_bound
 from tessera.overlap.engine_route import engine_point, estimate, is_boolean
 from tessera.overlap.mini_bucket import mbe_point
 from tessera.overlap.ranges import range_max_point
-from tessera.overlap.result import COMPS, NEIGHBOURS, Comp, Neighbours, OverlapResult, Witness, h
+from tessera.overlap.result import OverlapResult, Witness, composable, h
 from tessera.overlap.substitution import (
     exact_substitution,
     maximal_rows,
@@ -55,6 +56,7 @@ from tessera.overlap.substitution import (
 from tessera.overlap.wcsp import MIN_SECONDS as WCSP_MIN_SECONDS
 from tessera.overlap.wcsp import available as wcsp_available
 from tessera.overlap.wcsp import wcsp_point, wcsp_substitution
+from tessera.privacy import Definition, Neighbours
 from tessera.query import Query
 
 Method = Literal["auto", "sweep", "branch-bound", "mini-bucket", "toulbar2", "enumerate",
@@ -133,56 +135,88 @@ def max_overlap(
     weights: npt.ArrayLike | None = None,
     *,
     domain: Domain | None = None,
-    comp: Comp = "pure",
-    neighbours: Neighbours = "add-remove",
+    comp: Definition | str = Definition.PURE,
+    neighbours: Neighbours | str = Neighbours.ADD_REMOVE,
     time_limit: float | None = None,
     method: Method = "auto",
 ) -> OverlapResult:
     """γ_w(Q) = g(max_x Σ_{q∈I(x)} h(w_q)) (add/remove) or g(max_{x,y} Σ_{I(x)ΔI(y)} h(w_q))
     (substitute), with a re-checked witness. Weights default to the workload's (or 1)."""
-    if comp not in COMPS:
-        raise QueryError(f"unknown definition {comp!r}", hint=f"one of {', '.join(COMPS)}")
-    if neighbours not in NEIGHBOURS:
-        raise QueryError(f"unknown neighbour relation {neighbours!r}",
-                         hint=f"one of {', '.join(NEIGHBOURS)}")
+    comp = composable(comp)
+    try:
+        neighbours = Neighbours.parse(neighbours)
+    except TesseraError as e:
+        raise QueryError(e.message, hint=e.hint) from None
     if method not in METHODS:
         raise QueryError(f"unknown method {method!r}", hint=f"one of {', '.join(METHODS)}")
     if method == "toulbar2" and not wcsp_available():
         raise QueryError("method 'toulbar2' needs the ToulBar2 solver",
                          hint='pip install "tessera-dp[exact]"')
     dom, queries, w = _unpack(workload_or_queries, weights, domain)
-    with np.errstate(over="ignore"):
+    s = scores(comp, w)
+    if any(is_boolean(q) for q in queries):
+        return _boolean(dom, queries, s, comp, neighbours, method)
+    deadline = None if time_limit is None else time.monotonic() + float(time_limit)
+    if neighbours is Neighbours.SUBSTITUTE:
+        return _substitute(dom, queries, s, comp, method, time_limit)
+    return _add_remove(dom, queries, s, comp, method, deadline)
+
+
+def scores(comp: Definition, w: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """The per-query scores h(w), refusing weights whose h overflows or underflows.
+
+    A positive weight whose square underflows to 0 (or to a subnormal, which loses the relative
+    precision the bounds rely on) would make γ_w too small — and noise calibrated from it too
+    small: refuse it rather than return a bound that is not one.
+    """
+    with np.errstate(over="ignore", under="ignore"):
         s = h(comp, w)
     if not np.isfinite(s).all():
         i = int(np.flatnonzero(~np.isfinite(s))[0])
         raise QueryError(f"weight {w[i]:g} (query {i}) overflows under {comp}: h(w) = w² is not "
                          "a finite float", hint="rescale the weights (only their ratios matter)")
-    if any(is_boolean(q) for q in queries):
-        return _boolean(dom, queries, s, comp, neighbours, method)
-    deadline = None if time_limit is None else time.monotonic() + float(time_limit)
-    if neighbours == "substitute":
-        return _substitute(dom, queries, s, comp, method, time_limit)
-    return _add_remove(dom, queries, s, comp, method, deadline)
+    # (pure: h(w) = w is w itself, subnormal or not; nothing is lost)
+    lost = (w > 0) & (s < np.finfo(np.float64).tiny) & (comp is not Definition.PURE)
+    if np.any(lost):
+        i = int(np.flatnonzero(lost)[0])
+        raise QueryError(f"weight {w[i]:g} (query {i}) underflows under {comp}: h(w) = w² is "
+                         "not a normal float", hint="rescale the weights (only their ratios "
+                         "matter), e.g. divide by the largest")
+    return s
+
+
+def witness_score(scores: npt.NDArray[np.float64]) -> tuple[float, float]:
+    """(Σ scores correctly rounded, the smallest float ≥ the exact rational sum).
+
+    Integral scores below 2^53 sum exactly in floats; otherwise the exact sum is taken in
+    rationals, so that an 'exact' maximum is never reported half an ulp below the true one."""
+    total = math.fsum(scores.tolist())
+    if _integral(scores) and abs(total) < 2.0**53:
+        return total, total
+    exact = sum((Fraction(v) for v in scores.tolist()), Fraction(0))
+    return total, total if Fraction(total) >= exact else math.nextafter(total, math.inf)
 
 
 def _result(
-    dom: Domain, queries: Sequence[Query], s: npt.NDArray[np.float64], comp: Comp,
+    dom: Domain, queries: Sequence[Query], s: npt.NDArray[np.float64], comp: Definition,
     neighbours: Neighbours, upper: float, x: tuple[int, ...] | None, claimed: float | None,
     exact: bool, method: str, notes: tuple[str, ...] = (), y: tuple[int, ...] | None = None,
 ) -> OverlapResult:
     """Re-check the witness on every query, then package; a mismatch is a solver bug."""
-    witness, achieved = None, 0.0
+    witness, achieved, achieved_up = None, 0.0, 0.0
     if x is not None:
         ix = touched(dom, queries, x)
         if y is not None:
             ix = ix ^ touched(dom, queries, y)
-        achieved = math.fsum(s[ix].tolist())
+        achieved, achieved_up = witness_score(s[ix])
         if claimed is not None and not math.isclose(achieved, claimed, rel_tol=1e-9, abs_tol=1e-9):
             raise RuntimeError(f"{method}: witness scores {achieved}, solver claimed {claimed}")
         witness = Witness(tuple(x), tuple(int(i) for i in np.flatnonzero(ix)), y)
     if exact:
-        # the claimed maximum and the re-checked witness agree up to rounding; report the larger
-        upper = max(upper, achieved)
+        # the claimed maximum and the re-checked witness agree up to rounding; report the larger,
+        # rounded up: the witness's exact (rational) score is a maximum, and a float bound must
+        # not round below it
+        upper = max(upper, achieved_up)
         # 'exact' promises agreement to 1e-9 (relative); a rounding margin can exceed that for
         # extreme scores (subnormals): then it is an upper bound like any other
         exact = upper - achieved <= 1e-9 * abs(upper)
@@ -193,7 +227,7 @@ def _result(
 
 
 def _add_remove(
-    dom: Domain, queries: Sequence[Query], s: npt.NDArray[np.float64], comp: Comp, method: str,
+    dom: Domain, queries: Sequence[Query], s: npt.NDArray[np.float64], comp: Definition, method: str,
     deadline: float | None,
 ) -> OverlapResult:
     def remaining() -> float | None:
@@ -203,21 +237,21 @@ def _add_remove(
         fast = range_max_point(dom, queries, s)
         if fast is not None:
             value, x = fast
-            return _result(dom, queries, s, comp, "add-remove", value, x, value, True, "sweep",
+            return _result(dom, queries, s, comp, Neighbours.ADD_REMOVE, value, x, value, True, "sweep",
                            ("range workload: γ equals the overlap graph's clique number (Helly)",))
         if method == "sweep":
             raise QueryError("the sweep needs range queries over at most two attributes",
                              hint="use --method auto")
     if method == "engine":
         upper, value, x, note = engine_point(dom, queries, s)
-        return _result(dom, queries, s, comp, "add-remove", upper, x, value, True, "engine",
+        return _result(dom, queries, s, comp, Neighbours.ADD_REMOVE, upper, x, value, True, "engine",
                        (note,))
     if method == "auto" and len(queries) >= ENGINE_MIN_QUERIES:
         plan = estimate(dom, queries)
         if plan.feasible:
             try:
                 upper, value, x, note = engine_point(dom, queries, s)
-                return _result(dom, queries, s, comp, "add-remove", upper, x, value, True,
+                return _result(dom, queries, s, comp, Neighbours.ADD_REMOVE, upper, x, value, True,
                                "engine", (f"attribute graph width {plan.width}", note))
             except ResourceError:
                 pass  # the engine's own memory plan refused: search instead
@@ -226,7 +260,7 @@ def _add_remove(
         vals = sets.incidence.astype(np.float64) @ s
         i = int(np.argmax(vals)) if len(vals) else 0
         x = tuple(int(c) for c in sets.points[i])
-        return _result(dom, queries, s, comp, "add-remove", float(vals[i]), x, float(vals[i]),
+        return _result(dom, queries, s, comp, Neighbours.ADD_REMOVE, float(vals[i]), x, float(vals[i]),
                        True, "enumerate")
     if method in ("colouring", "split"):
         if method == "colouring":
@@ -234,7 +268,7 @@ def _add_remove(
             note = f"greedy/DSatur colouring with {k} colours"
         else:
             ub, note = split_bound(dom, queries, s), "Lagrangian split bound"
-        return _result(dom, queries, s, comp, "add-remove", _safe_upper(ub, s), None, None,
+        return _result(dom, queries, s, comp, Neighbours.ADD_REMOVE, _safe_upper(ub, s), None, None,
                        False, method, (note,))
     part = active_part(dom, queries, s)  # value classes, shared by the search and the bounds
     left = remaining()
@@ -262,7 +296,7 @@ def _add_remove(
 
     sol = run_search(limit)
     if sol.exact:
-        return _result(dom, queries, s, comp, "add-remove", sol.upper, sol.x, sol.lower, True,
+        return _result(dom, queries, s, comp, Neighbours.ADD_REMOVE, sol.upper, sol.x, sol.lower, True,
                        search, (f"{sol.nodes} search nodes",))
     bounds = {search: sol.upper}
     if portfolio:
@@ -273,7 +307,7 @@ def _add_remove(
             if tb.lower > sol.lower:
                 sol = tb
             if tb.exact:
-                return _result(dom, queries, s, comp, "add-remove", tb.upper, tb.x, tb.lower,
+                return _result(dom, queries, s, comp, Neighbours.ADD_REMOVE, tb.upper, tb.x, tb.lower,
                                True, "toulbar2", ("ToulBar2 proved optimality",))
             bounds["toulbar2"] = tb.upper
         else:
@@ -282,7 +316,7 @@ def _add_remove(
             if left is None or left > 0.1:
                 again = run_search(None if left is None else 0.9 * left)
                 if again.exact:
-                    return _result(dom, queries, s, comp, "add-remove", again.upper, again.x,
+                    return _result(dom, queries, s, comp, Neighbours.ADD_REMOVE, again.upper, again.x,
                                    again.lower, True, search, (f"{again.nodes} search nodes",))
                 bounds[search] = min(bounds[search], again.upper)
                 if again.lower > sol.lower:
@@ -307,12 +341,12 @@ def _add_remove(
     if not exact and method == "auto" and len(part.active) <= TOULBAR2_MAX_QUERIES \
             and not wcsp_available():
         notes += ('the exact solver ToulBar2 may prove this one: pip install "tessera-dp[exact]"',)
-    return _result(dom, queries, s, comp, "add-remove", upper, sol.x, sol.lower, exact,
+    return _result(dom, queries, s, comp, Neighbours.ADD_REMOVE, upper, sol.x, sol.lower, exact,
                    f"{search} (anytime, best bound: {name})", notes)
 
 
 def _boolean(
-    dom: Domain, queries: Sequence[Any], s: npt.NDArray[np.float64], comp: Comp,
+    dom: Domain, queries: Sequence[Any], s: npt.NDArray[np.float64], comp: Definition,
     neighbours: Neighbours, method: str,
 ) -> OverlapResult:
     """Workloads with Boolean (BDD) queries: only the max-plus engine evaluates them."""
@@ -320,8 +354,8 @@ def _boolean(
         raise QueryError(f"method {method!r} needs predicate queries; this workload has Boolean "
                          "(BDD) queries", hint="use --method auto or engine")
     upper, value, x, note = engine_point(dom, queries, s)
-    if neighbours == "add-remove":
-        return _result(dom, queries, s, comp, "add-remove", upper, x, value, True, "engine",
+    if neighbours is Neighbours.ADD_REMOVE:
+        return _result(dom, queries, s, comp, Neighbours.ADD_REMOVE, upper, x, value, True, "engine",
                        (note,))
     # substitution: S_sub ≤ min(2·S, Σ s); the pair (x, best row over the queries x misses)
     total = math.fsum(s.tolist())
@@ -330,13 +364,13 @@ def _boolean(
     ix = touched(dom, queries, x) ^ touched(dom, queries, y)
     achieved = math.fsum(s[ix].tolist())
     bound = min(2.0 * upper, total)
-    return _result(dom, queries, s, comp, "substitute", max(bound, achieved), x, None,
+    return _result(dom, queries, s, comp, Neighbours.SUBSTITUTE, max(bound, achieved), x, None,
                    bound <= achieved, "engine, bound min(2·S_add/remove, Σ h(w))",
                    ("S_sub ≤ 2·S: I(x)ΔI(y) ⊆ I(x) ∪ I(y)", note), y=y)
 
 
 def _substitute(
-    dom: Domain, queries: Sequence[Query], s: npt.NDArray[np.float64], comp: Comp, method: str,
+    dom: Domain, queries: Sequence[Query], s: npt.NDArray[np.float64], comp: Definition, method: str,
     time_limit: float | None,
 ) -> OverlapResult:
     start = time.monotonic()
@@ -356,7 +390,7 @@ def _substitute(
             upper = (value if _integral(s) else
                      max(value, achieved) + 4.0 * (len(s) + 1) * eps * total)
             tight = upper - achieved <= 1e-9 * abs(upper)
-            return _result(dom, queries, s, comp, "substitute", upper, x, achieved, tight,
+            return _result(dom, queries, s, comp, Neighbours.SUBSTITUTE, upper, x, achieved, tight,
                            "enumerate (pairs of overlap patterns)", y=y)
         except ResourceError:
             if method == "enumerate":
@@ -400,10 +434,10 @@ def _substitute(
                          "time limit reached: ToulBar2's proven dual bound",)
     if proved:
         # its bound and the re-checked pair agree up to the rounding of scaled costs
-        return _result(dom, queries, s, comp, "substitute", upper, x, achieved, True,
+        return _result(dom, queries, s, comp, Neighbours.SUBSTITUTE, upper, x, achieved, True,
                        "toulbar2", notes, y=y)
     exact = upper <= achieved
-    return _result(dom, queries, s, comp, "substitute", max(upper, achieved), x, None, exact,
+    return _result(dom, queries, s, comp, Neighbours.SUBSTITUTE, max(upper, achieved), x, None, exact,
                    name, notes, y=y)
 
 

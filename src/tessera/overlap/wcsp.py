@@ -183,9 +183,10 @@ def _substitution_model(part: ActivePart, costs: npt.NDArray[np.int64], top: int
     return _Model(domains, unary, binary, top, 2 * m)
 
 
-def _solve(model: _Model, seconds: int) -> Answer:
-    """Build the CFN and solve. Runs in the child process only (ToulBar2's options are
-    process-global)."""
+def solve_model(model: _Model, seconds: int) -> Answer:
+    """Build the CFN of ``model`` and solve it within ``seconds`` (CPU). Meant for the child
+    process :mod:`tessera.overlap._wcsp_child` (ToulBar2's options are process-global); tests
+    call it in process as a ``runner``."""
     import pytoulbar2
 
     # VAC (virtual arc consistency) in preprocessing and at the root: in bench_overlap.py

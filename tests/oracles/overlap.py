@@ -1,9 +1,11 @@
-"""Brute-force references for tests (SPEC §3). Exponential by design; guarded by size limits.
+"""Brute-force references for the overlap tests (SPEC §3). Exponential by design; guarded by
+size limits. (Formerly ``tessera.overlap.brute``; nothing in the library uses them.)
 
-* :func:`subsets_max_score`: the naive 2^t enumeration, max{Σ_{q∈Q'} h(w_q) : C_{Q'} ≠ ∅}, with the
-  polynomial joint-coverage test of :func:`tessera.query.jointly_overlap`;
+* :func:`subsets_max_score`: the naive 2^t enumeration, max{Σ_{q∈Q'} h(w_q) : C_{Q'} ≠ ∅}, with
+  the polynomial joint-coverage test of :func:`tessera.query.jointly_overlap`;
 * :func:`points_max_score`: max_x Σ_{q(x)=1} h(w_q) by enumerating every point of a tiny 𝔻;
-* :func:`points_max_substitution`: max_{x,y} Σ_q h(w_q)·[q(x) ≠ q(y)] over a tiny 𝔻.
+* :func:`points_max_substitution`: max_{x,y} Σ_q h(w_q)·[q(x) ≠ q(y)] over a tiny 𝔻;
+* :func:`is_proper`: whether a colouring of the overlap graph is proper.
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ def subsets_max_score(
     """max over jointly overlapping Q' ⊆ Q of Σ_{q∈Q'} s_q, and the best Q' (2^t subsets)."""
     t = len(queries)
     if t > MAX_SUBSET_QUERIES:
-        raise ResourceError(f"{t} queries: 2^t subset enumeration is limited to {MAX_SUBSET_QUERIES}")
+        raise ResourceError(
+            f"{t} queries: 2^t subset enumeration is limited to {MAX_SUBSET_QUERIES}"
+        )
     s = np.asarray(scores, dtype=np.float64)
     best, best_set = 0.0, ()
     for mask in range(1, 1 << t):
@@ -41,12 +45,16 @@ def subsets_max_score(
 def all_points(domain: Domain) -> npt.NDArray[np.int64]:
     """Every point of 𝔻 as rows of codes (tiny domains only)."""
     if domain.size > MAX_POINTS:
-        raise ResourceError(f"|𝔻| = {domain.size} is too large to enumerate (limit {MAX_POINTS})")
+        raise ResourceError(
+            f"|𝔻| = {domain.size} is too large to enumerate (limit {MAX_POINTS})"
+        )
     grids = np.meshgrid(*[np.arange(k) for k in domain.sizes], indexing="ij")
     return np.stack([g.ravel() for g in grids], axis=1).astype(np.int64)
 
 
-def incidence(domain: Domain, queries: Sequence[Query], points: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+def incidence(
+    domain: Domain, queries: Sequence[Query], points: npt.NDArray[np.int64]
+) -> npt.NDArray[np.bool_]:
     """(n_points, t): q(x) for every point and query, via :meth:`Query.evaluate`."""
     if not queries:
         return np.zeros((len(points), 0), dtype=bool)
@@ -90,9 +98,17 @@ def points_overlapping_sets(domain: Domain, queries: Sequence[Query]) -> set[fro
     return {a for a in sets if not any(a < b for b in sets)}
 
 
+def is_proper(adj: npt.NDArray[np.bool_], colour: npt.ArrayLike) -> bool:
+    """Whether ``colour`` (a colour per vertex) gives no edge of ``adj`` the same colour at both
+    ends (formerly ``tessera.overlap.colouring.is_proper``)."""
+    c = np.asarray(colour)
+    return bool(not (adj & (c[:, None] == c[None, :])).any())
+
+
 __all__ = [
     "all_points",
     "incidence",
+    "is_proper",
     "points_max_score",
     "points_max_substitution",
     "points_overlapping_sets",

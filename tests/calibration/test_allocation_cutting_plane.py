@@ -1,4 +1,4 @@
-"""Cutting-plane allocation (SPEC §3) against brute force on tiny domains.
+"""Cutting-plane allocation (docs/theory.md §3) against brute force on tiny domains.
 
 The reference enumerates every row x of the domain to get every I(x), then solves the same
 convex problem  min c Σ w_q u_q^{−k}  s.t.  Σ_{q∈I(x)} u_q ≤ B ∀x,  0 < u_q ≤ B  with a generic
@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 from scipy import optimize
 
-from tessera.accounting import Guarantee, Neighbours, allocate
-from tessera.accounting.allocation import (
+from tessera.accounting import Guarantee
+from tessera.calibration import (
+    allocate,
     overlap_from_sets,
     overlap_from_workload,
     sequential_overlap,
@@ -26,6 +27,7 @@ from tessera.domain import Domain
 from tessera.errors import TesseraError
 from tessera.intervals import IntervalSet
 from tessera.overlap import max_overlap
+from tessera.privacy import Neighbours
 from tessera.query import Query
 from tessera.workload import Workload
 

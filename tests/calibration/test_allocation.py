@@ -7,19 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from tessera.accounting import (
-    Definition,
-    Guarantee,
-    Neighbours,
-    allocate,
-    compose_plds,
-    gaussian_dp,
-    gdp_mu_for,
-    laplace,
-    overlap_from_sets,
-    utility_gain,
-)
+from tessera.accounting import Guarantee, compose_plds, gaussian_dp, laplace
+from tessera.calibration import allocate, gdp_mu_for, overlap_from_sets, utility_gain
 from tessera.errors import TesseraError
+from tessera.privacy import Definition, Neighbours
 
 
 def _brute_load(params: np.ndarray, sets: list[tuple[int, ...]], power: int) -> float:
@@ -176,7 +167,7 @@ def test_final_check_meets_a_sticky_oracle() -> None:
     bound can stay put under a tiny shrink) must still be met: the margin has to grow."""
     from types import SimpleNamespace
 
-    from tessera.accounting.allocation import _shrink_until_valid
+    from tessera.calibration.allocation import shrink_until_valid
 
     regime = SimpleNamespace(budget=1.0, squared=False, to_u=lambda p: p)
 
@@ -184,6 +175,6 @@ def test_final_check_meets_a_sticky_oracle() -> None:
         total = float(np.sum(u))
         return max(total, 1.0 + 1e-11) if total > 1.0 - 1e-8 else total
 
-    params, final = _shrink_until_valid(np.array([0.5, 0.5]), regime, load)  # type: ignore[arg-type]
+    params, final = shrink_until_valid(np.array([0.5, 0.5]), regime, load)  # type: ignore[arg-type]
     assert final <= 1.0 and load(params) <= 1.0
     assert float(np.sum(params)) >= 1.0 - 1e-6  # the margin overshoots by at most ~2×

@@ -1,0 +1,105 @@
+"""ρ-zCDP ⇒ (ε, δ)-DP by the tightest standard conversion, in the safe direction
+(docs/theory.md §3, §7).
+
+Canonne, Kamath and Steinke [CKS20, Prop. 12 / Cor. 13] (also Asoodeh et al. 2021): a ρ-zCDP
+mechanism is (ε, δ)-DP for every ε ≥ 0 with
+
+    δ(ε) = inf_{α > 1}  exp((α − 1)(αρ − ε)) / (α − 1) · (1 − 1/α)^α,
+
+which is never worse than Bun–Steinke's ε = ρ + 2√(ρ log(1/δ)) [BS16, Prop. 1.3]. Any single α
+gives a valid δ, so a numerically imperfect minimisation can only make δ larger (safe). The
+inverse maps round the safe way too: :func:`epsilon_for_delta` returns an ε whose δ(ε) ≤ δ, and
+:func:`rho_for_epsilon_delta` the largest ρ found whose ε(δ) ≤ ε.
+
+[CKS20] C. Canonne, G. Kamath, T. Steinke, "The Discrete Gaussian for Differential Privacy",
+NeurIPS 2020, arXiv:2004.00010. [BS16] M. Bun, T. Steinke, "Concentrated Differential Privacy",
+TCC 2016, arXiv:1605.02065.
+
+>>> round(epsilon_for_delta(0.5, 1e-6), 3) < 0.5 + 2 * (0.5 * 13.8155) ** 0.5
+True
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.optimize import minimize_scalar
+
+from tessera.errors import TesseraError
+
+__all__ = ["delta_for_epsilon", "epsilon_for_delta", "rho_for_epsilon_delta"]
+
+
+def _log_delta(rho: float, eps: float, alpha: float) -> float:
+    """log of the CKS20 δ at one order α > 1 (a valid bound for every α)."""
+    return ((alpha - 1.0) * (alpha * rho - eps) - math.log(alpha - 1.0)
+            + alpha * math.log1p(-1.0 / alpha))
+
+
+def delta_for_epsilon(rho: float, eps: float) -> float:
+    """δ(ε) of a ρ-zCDP mechanism (CKS20 Cor. 13): an upper bound on the true δ."""
+    if not (rho >= 0 and math.isfinite(rho)):
+        raise TesseraError(f"ρ must be finite and ≥ 0, got {rho!r}")
+    if rho == 0.0:
+        return 0.0
+    if eps < 0:
+        raise TesseraError(f"ε must be ≥ 0, got {eps!r}")
+    # the minimiser is near α* = (ε + ρ)/(2ρ) + 1 (the Bun–Steinke optimum); search around it
+    centre = max(1.0 + 1e-9, (eps + rho) / (2.0 * rho) + 1.0)
+    grid = centre * np.geomspace(0.05, 20.0, 161)
+    grid = grid[grid > 1.0 + 1e-12]
+    values = [_log_delta(rho, eps, float(a)) for a in grid]
+    i = int(np.argmin(values))
+    lo = float(grid[max(i - 1, 0)])
+    hi = float(grid[min(i + 1, len(grid) - 1)])
+    best = values[i]
+    if hi > lo:
+        res = minimize_scalar(lambda a: _log_delta(rho, eps, a), bounds=(lo, hi),
+                              method="bounded", options={"xatol": 1e-10 * hi})
+        if res.success and res.fun < best:
+            best = float(res.fun)
+    return float(min(1.0, math.exp(best)))
+
+
+def epsilon_for_delta(rho: float, delta: float) -> float:
+    """The smallest ε found with δ(ε) ≤ ``delta`` (bisection keeping the safe, upper end)."""
+    if not 0.0 < delta < 1.0:
+        raise TesseraError(f"δ must be in (0, 1), got {delta!r}")
+    if rho == 0.0:
+        return 0.0
+    hi = rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))  # Bun–Steinke: always enough
+    while delta_for_epsilon(rho, hi) > delta:  # (cannot happen in exact arithmetic)
+        hi *= 1.0 + 1e-9
+    lo = 0.0
+    for _ in range(100):
+        mid = 0.5 * (lo + hi)
+        if delta_for_epsilon(rho, mid) <= delta:
+            hi = mid
+        else:
+            lo = mid
+        if hi - lo <= 1e-12 * hi:
+            break
+    return hi
+
+
+def rho_for_epsilon_delta(eps: float, delta: float) -> float:
+    """The largest ρ found such that ρ-zCDP ⇒ (ε, δ)-DP (bisection keeping the lower end)."""
+    if not (eps > 0 and math.isfinite(eps)):
+        raise TesseraError(f"ε must be finite and > 0, got {eps!r}")
+    if not 0.0 < delta < 1.0:
+        raise TesseraError(f"δ must be in (0, 1), got {delta!r}")
+    lo, hi = 0.0, max(eps, 1.0)
+    while epsilon_for_delta(hi, delta) <= eps:
+        lo, hi = hi, 2.0 * hi
+    for _ in range(100):
+        mid = 0.5 * (lo + hi)
+        if epsilon_for_delta(mid, delta) <= eps:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-12 * hi:
+            break
+    if not (lo > 0 and epsilon_for_delta(lo, delta) <= eps):
+        raise TesseraError(f"no ρ > 0 meets (ε, δ) = ({eps}, {delta})")
+    return lo

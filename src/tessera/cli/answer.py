@@ -1,0 +1,171 @@
+"""``tessera answer`` and ``tessera verify``: publish a workload's answers under a budget, and
+check a release certificate from the workload alone (docs/theory.md §3, §7, §9)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from tessera.cli.common import (
+    Command,
+    DelimiterOpt,
+    NaOpt,
+    NeighboursOpt,
+    NoHeaderOpt,
+    SchemaOpt,
+    SkipRowsOpt,
+    TableOpt,
+    WorkloadArg,
+    csv_options,
+    err,
+    out,
+    user_errors,
+)
+from tessera.errors import TesseraError
+
+
+def register(app: typer.Typer) -> None:
+    app.command("answer", cls=Command)(answer)
+    app.command("verify", cls=Command)(verify)
+
+
+@user_errors
+def answer(
+    data: Annotated[
+        Path, typer.Argument(help="CSV, Parquet or DuckDB file.", metavar="DATA", exists=True)
+    ],
+    workload: WorkloadArg,
+    schema: SchemaOpt,
+    epsilon: Annotated[
+        float | None, typer.Option("--epsilon", "-e", help="Pure ε-DP (discrete Laplace), or "
+                                   "(ε,δ)-DP with --delta (discrete Gaussian).")
+    ] = None,
+    delta: Annotated[float | None, typer.Option("--delta", help="δ of an (ε,δ) budget.")] = None,
+    rho: Annotated[
+        float | None, typer.Option("--rho", help="ρ-zCDP (discrete Gaussian).")
+    ] = None,
+    mu: Annotated[
+        float | None, typer.Option("--mu", help="μ-GDP target (discrete Gaussian at ρ = μ²/2; "
+                                   "the certificate states what is proven).")
+    ] = None,
+    neighbours: NeighboursOpt = "add-remove",
+    weights: Annotated[
+        str, typer.Option("--weights", help="How workload weights split the budget: auto, "
+                          "uniform, shares (∝ weight) or importance (error-optimal).")
+    ] = "auto",
+    consistency: Annotated[
+        bool, typer.Option("--consistency", help="Add least-squares consistent answers "
+                           "(post-processing, free).")
+    ] = False,
+    nonnegative: Annotated[
+        bool, typer.Option("--nonnegative", help="Add answers clipped at 0 and rounded "
+                           "(post-processing, free, biased).")
+    ] = False,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Answers: .csv or .parquet.")
+    ] = None,
+    certificate: Annotated[
+        Path | None, typer.Option("--certificate", help="Write the release certificate (JSON).")
+    ] = None,
+    report: Annotated[
+        Path | None, typer.Option("--report", help="Write a self-contained HTML report.")
+    ] = None,
+    ledger: Annotated[
+        Path | None, typer.Option("--ledger", help="Budget ledger to charge before release "
+                                  "(tessera ledger init).")
+    ] = None,
+    label: Annotated[str | None, typer.Option("--label", help="Name of the release.")] = None,
+    time_limit: Annotated[
+        float, typer.Option("--time-limit", help="Seconds per overlap solve (past it, a proven "
+                            "upper bound calibrates).")
+    ] = 60.0,
+    seed: Annotated[
+        int | None, typer.Option("--seed", help="Seeded noise for TESTS: output NOT PRIVATE.")
+    ] = None,
+    on_invalid: Annotated[
+        str, typer.Option(help="Values outside the schema: 'error' (default) or 'drop'.")
+    ] = "error",
+    no_header: NoHeaderOpt = False,
+    delimiter: DelimiterOpt = None,
+    na: NaOpt = None,
+    skip_rows: SkipRowsOpt = 0,
+    table: TableOpt = None,
+) -> None:
+    """Answer WORKLOAD on DATA under a privacy budget: noisy answers, certificate, report."""
+    from tessera.domain import Domain
+    from tessera.release.answer import answer as private_answer
+    from tessera.release.budget import Budget
+    from tessera.workload import Workload
+
+    budget = Budget.of(epsilon=epsilon, delta=delta, rho=rho, mu=mu)
+    w = Workload.load(workload, Domain.load(schema))
+    steps = tuple(s for s, on in (("consistency", consistency), ("nonnegative", nonnegative))
+                  if on)
+    with err.status(f"answering {len(w):,} queries…", spinner="dots"):
+        release = private_answer(
+            str(data), w, budget, neighbours=neighbours, allocation=weights,  # type: ignore[arg-type]
+            postprocess=steps, ledger=ledger, label=label or workload.stem,
+            time_limit=time_limit, seed=seed, csv=csv_options(no_header, delimiter, na, skip_rows),
+            table=table, on_invalid=on_invalid,
+        )
+    _print_release(release)
+    if output is not None:
+        out.print(f"answers:     {release.write(output)}")
+    if certificate is not None:
+        out.print(f"certificate: {release.write_certificate(certificate)}")
+    if report is not None:
+        out.print(f"report:      {release.report(report)}")
+    if output is None:
+        out.print(release.to_frame().to_string(index=False), markup=False, highlight=False)
+
+
+def _print_release(release: object) -> None:
+    from tessera.release.answer import Release
+
+    assert isinstance(release, Release)
+    plan = release.plan
+    if not release.private:
+        err.print("[bold red]NOT PRIVATE[/]: seeded test randomness (--seed); never publish")
+    ov = plan.overlap
+    out.print(f"budget: {plan.budget.text()}, {plan.neighbours.label} neighbours", markup=False)
+    out.print(f"mechanism: {release.mechanism.describe()}", markup=False)
+    out.print(f"γ_w = {ov.bound:.6g} ({'exact' if ov.exact else 'upper bound'}), "
+              f"{len(plan.workload)} queries, allocation {plan.method}", markup=False)
+    for g in plan.guarantees():
+        out.print(f"guarantee: {g.text()}", markup=False, highlight=False)
+    if release.charge is not None:
+        c = release.charge
+        out.print(f"ledger: charged before release; spent {c.spent_before:.6g} → "
+                  f"{c.spent_after:.6g}", markup=False)
+
+
+@user_errors
+def verify(
+    certificate: Annotated[
+        Path, typer.Argument(help="Certificate JSON written by tessera answer.",
+                             metavar="CERTIFICATE", exists=True)
+    ],
+    workload: WorkloadArg,
+    schema: SchemaOpt,
+    time_limit: Annotated[
+        float, typer.Option("--time-limit", help="Seconds per overlap solve.")
+    ] = 60.0,
+) -> None:
+    """Recompute a certificate's accounting from the schema and workload alone (no data)."""
+    from tessera.domain import Domain
+    from tessera.release.certificate import read_certificate, verify_certificate
+    from tessera.workload import Workload
+
+    doc = read_certificate(certificate)
+    result = verify_certificate(doc, Workload.load(workload, Domain.load(schema)),
+                                time_limit=time_limit)
+    if not result.ok:
+        raise TesseraError(
+            f"{certificate}: the certificate does NOT check out ({len(result.differences)} "
+            "difference(s)):\n" + "\n".join(f"  {d}" for d in result.differences)
+        )
+    out.print(f"{certificate}: verified — every recomputed field matches "
+              f"({doc['workload']['queries']} queries, workload sha256 "
+              f"{doc['workload']['sha256'][:12]}…)", markup=False)

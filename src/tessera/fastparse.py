@@ -1,0 +1,362 @@
+"""A fast path for the simple WHERE clauses that dominate large text workloads.
+
+:func:`tessera.parse.parse_query` builds a sqlglot tree per clause: exact and careful, but about
+5,000 clauses a second. Large text workloads (all 3-way marginals of a schema as text: millions
+of lines) are almost all *simple conjunctions*::
+
+    education = 0 AND age BETWEEN 20 AND 29 AND "income>50K" IN ('<=50K', '>50K')
+
+:class:`FastParser` recognises a conjunction (``AND``) of terms of the forms
+
+* ``attr <op> literal`` with ``=``, ``<>``, ``!=``, ``<``, ``<=``, ``>``, ``>=``;
+* ``attr [NOT] BETWEEN literal AND literal``; ``attr [NOT] IN (literal, ...)``;
+* ``attr IS [NOT] NULL``;
+
+with ``attr`` a bare identifier, a bare hyphenated or dotted name of the domain
+(``education-num``, as :func:`tessera.parse.quote_hyphenated` quotes it) or a double-quoted
+name, literals single-quoted strings (``''`` escapes), integers, decimals or ``TRUE``/``FALSE``,
+keywords in any case, spaces or tabs between tokens. It evaluates each term with the attribute's
+own :meth:`~tessera.domain.Attribute.code_of` / :meth:`~tessera.domain.Attribute.compare` and the
+same three-valued rules and :meth:`~tessera.query.Query.conjunction` normalisation as the main
+parser, so the :class:`~tessera.query.Query` is equal to ``parse_query``'s.
+
+Anything else -- ``OR``, ``NOT (...)``, parentheses, functions, literals on the left, a literal
+that does not fit the attribute (``code_of`` raises), an unknown attribute, a double-quoted text
+value, a backslash, a comment -- makes :meth:`FastParser.try_parse` return ``None``;
+:meth:`FastParser.parse` then calls ``parse_query``, so errors and hints are always the main
+parser's own.
+
+Terms are memoised by their text and identical predicates are interned (one
+:class:`~tessera.query.Predicate` object per distinct predicate): a 3-way marginal workload
+repeats a few hundred predicates millions of times.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import sqlglot
+from sqlglot import exp
+
+from tessera.domain import Attribute, Domain
+from tessera.intervals import IntervalSet
+from tessera.parse import parse_query, quote_hyphenated
+from tessera.query import Predicate, Query
+
+#: Switch the fast path off (every clause then goes through sqlglot, predicates not interned):
+#: the baseline of ``bench/bench_parse.py``.
+ENABLED = True
+
+#: Distinct term texts remembered per parser; beyond this the memo is cleared and refilled
+#: (it only saves time: results never depend on it).
+MAX_TERMS = 1 << 20
+
+_SP = r"[ \t]"
+_NUM = r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?"
+_STR = r"'(?:[^'\\]|'')*'"
+_LIT = rf"(?:{_NUM}|{_STR}|(?i:TRUE|FALSE)\b)"
+_IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
+#: ``AND`` between two terms (or inside ``BETWEEN``): pieces are re-joined when needed.
+_SEP = re.compile(rf"({_SP}+(?i:AND){_SP}+)")
+_ITEM = re.compile(rf"{_SP}*({_LIT}){_SP}*(?:,|$)")
+#: Non-identifier names written bare must look like ``education-num`` / ``a.b``: a run of word
+#: characters joined by ``-`` or ``.``. Other ones (``e f``, ``income>50K``) must be quoted.
+_PLAIN_HYPHENATED = re.compile(rf"{_IDENT}(?:[.\-][A-Za-z0-9_]+)+")
+
+_NOT_A_TERM = object()  # the text is not one term (maybe part of one: BETWEEN x AND y)
+_INVALID = object()  # a term of the simple grammar that parse_query must judge (error or not)
+
+
+class _Term:
+    """One evaluated term: attribute position, name and coverage clipped to its codes."""
+
+    __slots__ = ("index", "name", "coverage", "predicate")
+
+    def __init__(
+        self, index: int, name: str, coverage: IntervalSet, predicate: Predicate | None
+    ) -> None:
+        self.index = index
+        self.name = name
+        self.coverage = coverage
+        self.predicate = predicate  # None: a tautology (dropped by Query.conjunction)
+
+
+class FastParser:
+    """Parses simple conjunctions over one domain; memoises terms and interns predicates."""
+
+    def __init__(self, domain: Domain) -> None:
+        self.domain = domain
+        self._index = {a.name: i for i, a in enumerate(domain.attributes)}
+        self._terms: dict[str, _Term] = {}  # term text -> its evaluation
+        self._rejects: dict[str, object] = {}  # text -> _NOT_A_TERM or _INVALID
+        self._interned: dict[Predicate, Predicate] = {}
+        self._name_ok: dict[str, str | None] = {}
+        odd = [n for n in domain.names if not n.isidentifier()]
+        plain = sorted(
+            (n for n in odd if _PLAIN_HYPHENATED.fullmatch(n)), key=len, reverse=True
+        )
+        exotic = sorted((n for n in odd if n not in plain), key=len, reverse=True)
+        # the same pattern as quote_hyphenated, for the names we accept bare ...
+        bare = "".join(re.escape(n) + "|" for n in plain)
+        name = rf'(?:"(?P<q>(?:[^"\\]|"")+)"|(?P<b>(?:{bare}{_IDENT})(?![\w"\-.])))'
+        # ... and any other one anywhere in a clause makes the fast path decline (quote_hyphenated
+        # would rewrite it: only the main parser knows what that means)
+        self._exotic_names = tuple(exotic)
+        self._exotic = re.compile(
+            r'(?<![\w"-])(' + "|".join(re.escape(n) for n in exotic) + r')(?![\w"-])'
+        )
+        self._term_re = re.compile(
+            rf"{name}(?:"
+            rf"{_SP}*(?P<op><>|!=|<=|>=|=|<|>){_SP}*(?P<lit>{_LIT})"
+            rf"|{_SP}+(?P<bnot>(?i:NOT){_SP}+)?(?i:BETWEEN){_SP}+(?P<lo>{_LIT})"
+            rf"{_SP}+(?i:AND){_SP}+(?P<hi>{_LIT})"
+            rf"|{_SP}+(?P<inot>(?i:NOT){_SP}+)?(?i:IN){_SP}*\((?P<items>[^()]*)\)"
+            rf"|{_SP}+(?i:IS){_SP}+(?P<isnot>(?i:NOT){_SP}+)?(?i:NULL)"
+            r")"
+        )
+
+    # -- public -------------------------------------------------------------------------------
+    def parse(self, text: str) -> Query:
+        """``parse_query(text, domain)``, through the fast path when the clause is simple.
+
+        Raises exactly what ``parse_query`` raises (declined clauses go there unchanged).
+        """
+        if ENABLED:
+            q = self.try_parse(text)
+            if q is not None:
+                return q
+            q = parse_query(text, self.domain)
+            return Query(tuple(self.intern(p) for p in q.predicates))
+        return parse_query(text, self.domain)
+
+    def intern(self, predicate: Predicate) -> Predicate:
+        """The one shared object equal to ``predicate``."""
+        return self._interned.setdefault(predicate, predicate)
+
+    def try_parse(self, text: str) -> Query | None:
+        """The query of a simple conjunction, or ``None`` when ``parse_query`` must decide."""
+        clause = text.strip(" \t")
+        if not clause:
+            return None
+        for name in self._exotic_names:
+            if name in clause and self._exotic.search(clause):
+                return None
+        # machine-written files: single spaces around an upper-case AND, every term seen before
+        found = list(map(self._terms.get, clause.split(" AND ")))
+        if None in found:
+            careful = self._careful(clause)
+            if careful is None:
+                return None
+            found = careful  # type: ignore[assignment]
+        return self._assemble(found)  # type: ignore[arg-type]
+
+    # -- internals ----------------------------------------------------------------------------
+    def _careful(self, clause: str) -> list[_Term] | None:
+        """Split on every ``AND``, re-joining pieces that only form a term together
+        (``x BETWEEN 1 AND 2``, ``s = 'a AND b'``)."""
+        pieces = _SEP.split(clause)
+        out: list[_Term] = []
+        i, n = 0, len(pieces)
+        while i < n:
+            j = i
+            while True:
+                text = pieces[i] if j == i else "".join(pieces[i : j + 1])
+                term = self._term(text)
+                if term is _INVALID:
+                    return None
+                if term is not _NOT_A_TERM:
+                    out.append(term)
+                    break
+                j += 2
+                if j >= n or j - i > 8:
+                    return None
+            i = j + 2
+        return out
+
+    def _term(self, text: str) -> Any:
+        term = self._terms.get(text) or self._rejects.get(text)
+        if term is None:
+            term = self._evaluate(text)
+            memo = self._terms if isinstance(term, _Term) else self._rejects
+            if len(memo) >= MAX_TERMS:
+                memo.clear()
+            memo[text] = term
+        return term
+
+    def _assemble(self, found: list[_Term]) -> Query:
+        last = -1
+        for t in found:
+            if t.index <= last:
+                return self._merge(found)
+            last = t.index
+        return Query(tuple(t.predicate for t in found if t.predicate is not None))
+
+    def _merge(self, found: list[_Term]) -> Query:
+        """Terms out of domain order, or an attribute constrained twice: φ_a = ∩ of its terms."""
+        by_index: dict[int, _Term] = {}
+        for t in found:
+            prev = by_index.get(t.index)
+            if prev is None:
+                by_index[t.index] = t
+            else:
+                by_index[t.index] = self._make(t.index, t.name, prev.coverage & t.coverage)
+        preds = (by_index[i].predicate for i in sorted(by_index))
+        return Query(tuple(p for p in preds if p is not None))
+
+    def _make(self, index: int, name: str, coverage: IntervalSet) -> _Term:
+        attr = self.domain.attributes[index]
+        cov = coverage & attr.all_codes()  # as Query.conjunction clips
+        pred = None if cov.is_full(attr.size) else self.intern(Predicate(name, cov))
+        return _Term(index, name, cov, pred)
+
+    def _evaluate(self, text: str) -> Any:
+        m = self._term_re.fullmatch(text)
+        if m is None:
+            return _NOT_A_TERM
+        quoted, bare = m.group("q"), m.group("b")
+        token = bare if bare is not None else f'"{quoted}"'
+        name = self._name_ok.get(token, "")
+        if name == "":
+            name = self._name_ok[token] = self._check_name(token, quoted, bare)
+        if name is None:
+            return _INVALID
+        index = self._index[name]
+        attr = self.domain.attributes[index]
+        try:
+            cov = self._coverage(m, attr)
+        except Exception:  # noqa: BLE001 -- any complaint is parse_query's to make
+            return _INVALID
+        if cov is None:
+            return _INVALID
+        return self._make(index, name, cov)
+
+    def _coverage(self, m: re.Match[str], attr: Attribute) -> IntervalSet | None:
+        """The true part of the term in SQL three-valued logic (as tessera.parse._Parser.tri)."""
+        unknown = (
+            IntervalSet.points([attr.missing_code])
+            if attr.missing_code is not None
+            else IntervalSet()
+        )
+        op = m.group("op")
+        if op is not None:
+            value = _value(m.group("lit"))
+            if op == "=":
+                return attr.code_of(value)
+            if op in ("<>", "!="):
+                return attr.all_codes() - attr.code_of(value) - unknown
+            return attr.compare(op, value)  # type: ignore[arg-type]
+        if m.group("lo") is not None:
+            cov = attr.compare(">=", _value(m.group("lo"))) & attr.compare(
+                "<=", _value(m.group("hi"))
+            )
+            return attr.all_codes() - cov - unknown if m.group("bnot") else cov
+        items = m.group("items")
+        if items is not None:
+            values = _items(items)
+            if values is None:
+                return None
+            cov = IntervalSet.of(
+                [span for v in values for span in attr.code_of(v).spans]
+            )
+            return attr.all_codes() - cov - unknown if m.group("inot") else cov
+        null = (
+            IntervalSet.points([attr.missing_code])
+            if attr.missing_code is not None
+            else IntervalSet()
+        )
+        return attr.all_codes() - null if m.group("isnot") else null
+
+    def _check_name(self, token: str, quoted: str | None, bare: str | None) -> str | None:
+        """The attribute a name token stands for, if the main parser reads it the same way in
+        every form of the grammar (sqlglot keywords and functions such as ``current_user``
+        are not columns; quote_hyphenated must leave it alone)."""
+        name = quoted.replace('""', '"') if quoted is not None else bare
+        if name not in self._index:
+            return None
+        if quoted is not None and quote_hyphenated(token, self.domain) != token:
+            return None
+        forms = (
+            "= 1", "< 1", "<> 1", "IN (1)", "NOT IN (1)", "BETWEEN 1 AND 2",
+            "NOT BETWEEN 1 AND 2", "IS NULL", "IS NOT NULL",
+        )  # fmt: skip
+        kinds = (
+            exp.EQ, exp.LT, exp.NEQ, exp.In, exp.In, exp.Between, exp.Between, exp.Is, exp.Is,
+        )  # fmt: skip
+        sql = "SELECT 1 WHERE " + quote_hyphenated(
+            " AND ".join(f"{token} {f}" for f in forms), self.domain
+        )
+        try:
+            where = sqlglot.parse_one(sql).args.get("where")
+        except sqlglot.errors.SqlglotError:
+            return None
+        if where is None:
+            return None
+        leaves = list(where.this.flatten()) if isinstance(where.this, exp.And) else []
+        if len(leaves) != len(forms) or len(list(where.find_all(exp.Column))) != len(forms):
+            return None
+        for leaf, form, kind in zip(leaves, forms, kinds):
+            if form.startswith("NOT") or form == "IS NOT NULL":
+                if not isinstance(leaf, exp.Not):
+                    return None
+                leaf = leaf.this
+            col = leaf.this if isinstance(leaf, kind) else None
+            if not isinstance(col, exp.Column) or col.name != name or col.table:
+                return None
+        return name
+
+
+def _value(text: str) -> Any:
+    """The Python value parse_query reads from a literal (tessera.parse._Parser._value)."""
+    if text[0] == "'":
+        return text[1:-1].replace("''", "'")
+    upper = text.upper()
+    if upper == "TRUE":
+        return True
+    if upper == "FALSE":
+        return False
+    # sqlglot reads "-5" as Neg(5): the magnitude first, then its negation
+    negative = text[0] == "-"
+    body = text[1:] if negative else text
+    try:
+        number: int | float = int(body)
+    except ValueError:
+        number = float(body)
+    return -number if negative else number
+
+
+def _items(text: str) -> list[Any] | None:
+    """The literals of an ``IN (...)`` list, or ``None`` if it is not a plain list of them."""
+    out: list[Any] = []
+    pos, n = 0, len(text)
+    if not text.strip(" \t"):
+        return None
+    while pos < n:
+        m = _ITEM.match(text, pos)
+        if m is None:
+            return None
+        out.append(_value(m.group(1)))
+        pos = m.end()
+        if text[pos - 1] == "," and pos >= n:
+            return None  # a trailing comma
+    return out
+
+
+_PARSERS: dict[int, tuple[Domain, FastParser]] = {}
+
+
+def parser_for(domain: Domain) -> FastParser:
+    """A shared :class:`FastParser` for ``domain`` (the last few domains are remembered)."""
+    entry = _PARSERS.get(id(domain))
+    if entry is not None and entry[0] is domain:
+        return entry[1]
+    if len(_PARSERS) >= 8:
+        _PARSERS.pop(next(iter(_PARSERS)))
+    fp = FastParser(domain)
+    _PARSERS[id(domain)] = (domain, fp)
+    return fp
+
+
+def parse_query_fast(text: str, domain: Domain) -> Query:
+    """:func:`tessera.parse.parse_query`, with the fast path for simple conjunctions."""
+    return parser_for(domain).parse(text)

@@ -1,0 +1,235 @@
+"""Answer a workload privately: the main job of paper 1 (docs/theory.md §3, §7, §9).
+
+:func:`answer` runs, in this order, so that nothing leaves the process before it is paid for:
+
+1. **plan** — per-query noise from the public inputs alone (:func:`~.plan.noise_plan`):
+   γ_w exact or a proven upper bound, the allocation, a re-check of what it costs a row;
+2. **charge** — if a ledger is given, the release's per-query costs are charged in a
+   committed SQLite transaction (refused when the total would be exceeded);
+3. **count** — exact answers on the data (DuckDB), held only in this function;
+4. **noise** — discrete Laplace or discrete Gaussian from OpenDP's secure sampler;
+5. **post-process** (free in privacy, each optional and labelled) and return a
+   :class:`Release` holding only noisy values; the ledger marks the release ``released``.
+
+A ``seed`` makes the noise reproducible for tests: the release then says NOT PRIVATE
+everywhere (its certificate, its frame's attributes, its files).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from tessera.counts import count
+from tessera.data import CsvOptions
+from tessera.errors import TesseraError
+from tessera.mechanisms import NoiseSource, discrete_gaussian, discrete_laplace
+from tessera.mechanisms.record import MechanismRecord
+from tessera.privacy import Neighbours
+from tessera.release.budget import DISCRETE_LAPLACE, Budget
+from tessera.release.ledger import Charge, Ledger
+from tessera.release.plan import Allocation, NoisePlan, noise_plan
+from tessera.workload import Workload
+
+#: Post-processing steps :func:`answer` knows, in the order they apply.
+POSTPROCESSING = ("consistency", "nonnegative")
+NOT_PRIVATE_LABEL = "NOT PRIVATE: seeded test randomness"
+
+
+@dataclass(frozen=True, eq=False)
+class Release:
+    """Noisy answers of a workload and everything needed to publish and audit them.
+
+    ``noisy[q]``: the integer answer + discrete noise; ``postprocessed``: name → answers after
+    that step (cumulative, in :data:`POSTPROCESSING` order); ``certificate``: the JSON-ready
+    record (:mod:`tessera.release.certificate`). Exact answers are never kept.
+    """
+
+    plan: NoisePlan
+    noisy: npt.NDArray[np.int64]
+    mechanism: MechanismRecord
+    postprocessed: dict[str, npt.NDArray[np.float64]]
+    postprocessing_notes: dict[str, str]
+    certificate: dict[str, Any]
+    charge: Charge | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def private(self) -> bool:
+        return self.mechanism.private
+
+    @property
+    def workload(self) -> Workload:
+        return self.plan.workload
+
+    @property
+    def answers(self) -> npt.NDArray[np.float64]:
+        """The published answers: the last post-processing step applied, else the noisy ones."""
+        if self.postprocessed:
+            return list(self.postprocessed.values())[-1]
+        return self.noisy.astype(np.float64)
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per query: noisy answer, noise scale, exact 95% interval of the noise around
+        it, and each post-processed answer. ``attrs['private']`` says whether it is private."""
+        released = self.plan.halfwidths >= 0
+        hw = np.where(released, self.plan.halfwidths, 0)
+        frame = pd.DataFrame({
+            "query": list(self.workload.names),
+            "answer": np.where(released, self.noisy, pd.NA),
+            "noise_scale": self.plan.scales,
+            "ci95_low": np.where(released, self.noisy - hw, pd.NA),
+            "ci95_high": np.where(released, self.noisy + hw, pd.NA),
+        })
+        for name, values in self.postprocessed.items():
+            frame[name] = values
+        frame.attrs["private"] = self.private
+        frame.attrs["mechanism"] = self.mechanism.describe()
+        return frame
+
+    def write(self, path: str | Path) -> Path:
+        """Answers as CSV or Parquet (the NOT PRIVATE mark in the file when seeded)."""
+        from tessera.release.output import write_release
+
+        return write_release(self, Path(path))
+
+    def write_certificate(self, path: str | Path) -> Path:
+        from tessera.release.certificate import write_certificate
+
+        return write_certificate(self.certificate, Path(path))
+
+    def report(self, path: str | Path) -> Path:
+        """A self-contained HTML report (:mod:`tessera.release.report`)."""
+        from tessera.release.report import write_report
+
+        return write_report(self, Path(path))
+
+
+def answer(
+    data: Any,
+    workload: Workload,
+    budget: Budget,
+    *,
+    neighbours: Neighbours | str = Neighbours.ADD_REMOVE,
+    allocation: Allocation = "auto",
+    postprocess: Sequence[str] = (),
+    ledger: Ledger | str | Path | None = None,
+    label: str | None = None,
+    time_limit: float | None = 60.0,
+    seed: int | None = None,
+    csv: CsvOptions = CsvOptions(),
+    table: str | None = None,
+    on_invalid: str = "error",
+) -> Release:
+    """Answer ``workload`` on ``data`` under ``budget`` (module docs for the order of steps)."""
+    unknown = [p for p in postprocess if p not in POSTPROCESSING]
+    if unknown:
+        raise TesseraError(f"unknown post-processing {unknown[0]!r}",
+                           hint="one of " + ", ".join(POSTPROCESSING))
+    source = NoiseSource.secure() if seed is None else NoiseSource.seeded(seed)
+    timings: dict[str, float] = {}
+    start = time.perf_counter()
+    plan = noise_plan(workload, budget, neighbours=neighbours, allocation=allocation,
+                      time_limit=time_limit)
+    timings["plan"] = time.perf_counter() - start
+    book = Ledger.open(ledger) if isinstance(ledger, (str, Path)) else ledger
+    charge = None
+    if book is not None:
+        _check_ledger(book, plan)
+        charge = book.charge(workload, plan.costs, label=label or "release",
+                             mechanism=plan.mechanism,
+                             time_limit=60.0 if time_limit is None else max(time_limit, 1.0))
+    try:
+        t0 = time.perf_counter()
+        exact = count(data, workload, on_invalid=on_invalid, csv=csv,  # type: ignore[arg-type]
+                      table=table)
+        timings["count"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        noisy, record = _add_noise(plan, exact.answers, source)
+        del exact  # the exact answers go no further
+        timings["noise"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        post, notes = _postprocess(plan, noisy, postprocess)
+        timings["postprocess"] = time.perf_counter() - t0
+        from tessera.release.certificate import build_certificate
+
+        certificate = build_certificate(plan, record, notes, charge=charge)
+    except BaseException:
+        if book is not None and charge is not None:
+            book.mark_aborted(charge.release_id)
+        raise
+    if book is not None and charge is not None:
+        book.mark_released(charge.release_id)
+    timings["total"] = time.perf_counter() - start
+    return Release(plan, noisy, record, post, notes, certificate, charge, timings)
+
+
+def _check_ledger(book: Ledger, plan: NoisePlan) -> None:
+    if book.definition is not plan.budget.calibration:
+        raise TesseraError(
+            f"the ledger counts {book.definition.label}, this release is calibrated in "
+            f"{plan.budget.calibration.label}",
+            hint="use a ledger of the same definition (tessera ledger init --definition ...)",
+        )
+    if book.neighbours is not plan.neighbours:
+        raise TesseraError(
+            f"the ledger is for {book.neighbours.label} neighbours, this release for "
+            f"{plan.neighbours.label}", hint="use the ledger's --neighbours")
+
+
+def _add_noise(
+    plan: NoisePlan, exact: npt.NDArray[np.int64], source: NoiseSource
+) -> tuple[npt.NDArray[np.int64], MechanismRecord]:
+    """Discrete noise on the released queries (scale ∞: not released, answer withheld)."""
+    released = np.isfinite(plan.scales)
+    out = np.zeros(len(exact), dtype=np.int64)
+    sampler = (discrete_laplace.sample if plan.mechanism == DISCRETE_LAPLACE
+               else discrete_gaussian.sample)
+    if not released.any():
+        raise TesseraError("no query of the workload is released (every weight is 0)")
+    noisy = sampler(np.asarray(exact, dtype=np.int64)[released], plan.scales[released], source)
+    out[released] = noisy.values
+    return out, noisy.mechanism
+
+
+def _postprocess(
+    plan: NoisePlan, noisy: npt.NDArray[np.int64], steps: Sequence[str]
+) -> tuple[dict[str, npt.NDArray[np.float64]], dict[str, str]]:
+    post: dict[str, npt.NDArray[np.float64]] = {}
+    notes: dict[str, str] = {}
+    if not steps:
+        return post, notes
+    from tessera.release.consistency import consistent_answers, round_nonnegative
+
+    current = noisy.astype(np.float64)
+    for step in POSTPROCESSING:
+        if step not in steps:
+            continue
+        if step == "consistency":
+            variances = _variances(plan)
+            result = consistent_answers(plan.workload, current, variances)
+            current = result.answers
+            notes[step] = result.note
+        else:
+            current = round_nonnegative(current).astype(np.float64)
+            notes[step] = ("answers clipped at 0 and rounded to integers (post-processing: "
+                           "no privacy cost; biased for small counts)")
+        post[step] = current
+    return post, notes
+
+
+def _variances(plan: NoisePlan) -> npt.NDArray[np.float64]:
+    fn = (discrete_laplace.variance if plan.mechanism == DISCRETE_LAPLACE
+          else discrete_gaussian.variance)
+    out = np.full(plan.scales.shape, np.inf)
+    finite = np.isfinite(plan.scales)
+    values, inverse = np.unique(plan.scales[finite], return_inverse=True)
+    out[finite] = np.array([fn(float(s)) for s in values])[inverse.ravel()]
+    return out

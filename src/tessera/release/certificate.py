@@ -1,0 +1,220 @@
+"""Release certificates: what was released, under which guarantee, and how to check it
+(docs/certificate.md, schema ``docs/certificate.schema.json``; docs/theory.md §3, §7).
+
+A certificate records the definition and neighbour relation, the mechanism that ran (and
+whether its randomness was private), the workload's canonical hash, γ_w with its witness and
+whether it is exact, every per-query parameter, and the guarantee in every definition the
+mechanism provably has — plus what is *not* proven (a discrete Gaussian is not exactly μ-GDP).
+
+:func:`verify_certificate` recomputes the accounting from the schema and workload alone — no
+data — and lists every difference. The ``digest`` (SHA-256 of the canonical JSON of every other
+field) makes any edit visible; it is an integrity check, not a signature: it does not say *who*
+made the certificate.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tessera import __version__
+from tessera.errors import TesseraError
+from tessera.mechanisms.record import MechanismRecord
+from tessera.privacy import Definition
+from tessera.release.budget import DISCRETE_LAPLACE, Budget
+from tessera.release.ledger import Charge
+from tessera.release.plan import INTERVAL_LEVEL, NoisePlan, noise_plan
+from tessera.workload import Workload
+
+SCHEMA_ID = "https://tessera-dp.org/schemas/certificate/1.json"
+SCHEMA_VERSION = 1
+#: Relative tolerance when a recomputed float is compared with the certificate's.
+RTOL = 1e-9
+
+_NOT_GDP = ("μ-GDP: not proven for the discrete Gaussian that ran (a continuous Gaussian with "
+            "the same σ would be μ-GDP with μ = √(2ρ)); the proven guarantee is ρ-zCDP")
+
+
+def workload_hash(workload: Workload) -> str:
+    """SHA-256 of the canonical workload: the schema, and each query's canonical SQL, name and
+    weight, in order. Two files that parse to the same workload have the same hash."""
+    doc = {
+        "domain": workload.domain.to_dict(),
+        "queries": [[q.to_sql(workload.domain), n, float(w)]
+                    for q, n, w in zip(workload.queries, workload.names, workload.weights)],
+    }
+    return hashlib.sha256(_canonical(doc).encode()).hexdigest()
+
+
+def _canonical(doc: Any) -> str:
+    return json.dumps(doc, sort_keys=True, ensure_ascii=False, separators=(",", ":"),
+                      allow_nan=False)
+
+
+def _finite(x: float) -> float | None:
+    return float(x) if math.isfinite(x) else None
+
+
+def _plan_fields(plan: NoisePlan) -> dict[str, Any]:
+    """The part of the certificate that depends on the public inputs only (recomputable)."""
+    wl, ov = plan.workload, plan.overlap
+    witness = None
+    if ov.witness is not None:
+        witness = {
+            "row": {a.name: a.label(c) for a, c in zip(wl.domain, ov.witness.x)},
+            "queries": [wl.names[i] for i in ov.witness.queries],
+        }
+        if ov.witness.y is not None:
+            witness["substituted_by"] = {a.name: a.label(c)
+                                         for a, c in zip(wl.domain, ov.witness.y)}
+    mech = plan.mechanism
+    return {
+        "budget": plan.budget.to_dict(),
+        "calibration": {"definition": plan.budget.calibration.value, "total": plan.total},
+        "neighbours": plan.neighbours.value,
+        "workload": {"sha256": workload_hash(wl), "queries": len(wl)},
+        "allocation": {"kind": plan.allocation, "method": plan.method},
+        "overlap": {
+            "definition": ov.comp.value,
+            "gamma_w": ov.bound,
+            "exact": ov.exact,
+            "achieved": ov.achieved,
+            "method": ov.method,
+            "witness": witness,
+        },
+        "spent": {"value": plan.spent, "exact": plan.spent_exact,
+                  "sequential": plan.sequential},
+        "queries": [
+            {"name": n, "parameter": "scale b" if mech == DISCRETE_LAPLACE else "σ",
+             "scale": _finite(s), "cost": float(c), f"halfwidth{int(INTERVAL_LEVEL * 100)}":
+             int(hw) if hw >= 0 else None}
+            for n, s, c, hw in zip(wl.names, plan.scales, plan.costs, plan.halfwidths)
+        ],
+        "guarantees": [g.to_dict() for g in plan.guarantees()],
+        "not_proven": [_NOT_GDP] if plan.budget.definition is Definition.GDP else [],
+    }
+
+
+def build_certificate(
+    plan: NoisePlan,
+    mechanism: MechanismRecord,
+    postprocessing: dict[str, str],
+    *,
+    charge: Charge | None = None,
+) -> dict[str, Any]:
+    """The certificate of a release (see the module docstring), with its digest."""
+    body: dict[str, Any] = {
+        "$schema": SCHEMA_ID,
+        "schema_version": SCHEMA_VERSION,
+        "library": {"name": "tessera-dp", "version": __version__},
+        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "private": mechanism.private,
+        "mechanism": {"id": plan.mechanism, "name": mechanism.name,
+                      "definition": mechanism.definition.value, "sensitivity": 1,
+                      "randomness": "OpenDP secure" if mechanism.private
+                      else "seeded (NOT PRIVATE: tests only)"},
+        **_plan_fields(plan),
+        "postprocessing": postprocessing,
+        "ledger": None if charge is None else {
+            "release_id": charge.release_id, "spent_before": charge.spent_before,
+            "spent_after": charge.spent_after, "exact": charge.exact},
+    }
+    body["digest"] = digest(body)
+    return body
+
+
+def digest(certificate: dict[str, Any]) -> str:
+    """SHA-256 of the canonical JSON of every field but ``digest``."""
+    body = {k: v for k, v in certificate.items() if k != "digest"}
+    return hashlib.sha256(_canonical(body).encode()).hexdigest()
+
+
+def write_certificate(certificate: dict[str, Any], path: Path) -> Path:
+    path.write_text(json.dumps(certificate, indent=1, ensure_ascii=False, allow_nan=False)
+                    + "\n")
+    return path
+
+
+def read_certificate(path: str | Path) -> dict[str, Any]:
+    p = Path(path)
+    try:
+        doc = json.loads(p.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise TesseraError(f"cannot read certificate: {e}", where=str(p)) from None
+    if not isinstance(doc, dict) or doc.get("schema_version") != SCHEMA_VERSION:
+        raise TesseraError("not a Tessera certificate of schema version 1", where=str(p))
+    return doc
+
+
+@dataclass(frozen=True)
+class Verification:
+    """The outcome of :func:`verify_certificate`: ``differences`` empty iff it checks out."""
+
+    differences: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.differences
+
+
+def verify_certificate(
+    certificate: dict[str, Any], workload: Workload, *, time_limit: float | None = 60.0
+) -> Verification:
+    """Recompute the accounting from ``workload`` alone and compare every recomputable field;
+    check the digest and that the stated guarantees follow from the stated parameters."""
+    diffs: list[str] = []
+    if certificate.get("digest") != digest(certificate):
+        diffs.append("digest: the certificate was edited after it was made")
+    try:
+        budget = Budget.from_dict(certificate["budget"])
+        plan = noise_plan(workload, budget, neighbours=certificate["neighbours"],
+                          allocation=certificate["allocation"]["kind"], time_limit=time_limit)
+    except (KeyError, TypeError, ValueError, TesseraError) as e:
+        return Verification(tuple(diffs) + (f"cannot recompute the plan: {e}",))
+    expected = _plan_fields(plan)
+    for key, value in expected.items():
+        _compare(key, certificate.get(key), value, diffs)
+    mech = certificate.get("mechanism", {})
+    if mech.get("id") != plan.mechanism:
+        diffs.append(f"mechanism.id: {mech.get('id')!r}, recomputed {plan.mechanism!r}")
+    if mech.get("definition") != plan.budget.calibration.value:
+        diffs.append(f"mechanism.definition: {mech.get('definition')!r}, recomputed "
+                     f"{plan.budget.calibration.value!r}")
+    if certificate.get("private") is not True:
+        diffs.append("private: the release used seeded test randomness (NOT PRIVATE)")
+    return Verification(tuple(diffs))
+
+
+def _compare(path: str, got: Any, want: Any, diffs: list[str]) -> None:
+    """Structural comparison; floats to :data:`RTOL`; every mismatch named by its path."""
+    if isinstance(want, dict):
+        if not isinstance(got, dict):
+            diffs.append(f"{path}: {got!r}, recomputed {want!r}")
+            return
+        for k in sorted(set(want) | set(got)):
+            if k == "method" and path in ("allocation", "overlap"):
+                # the solver's route may legitimately differ between runs with a time limit
+                continue
+            _compare(f"{path}.{k}", got.get(k), want.get(k), diffs)
+        return
+    if isinstance(want, list):
+        if not isinstance(got, list) or len(got) != len(want):
+            diffs.append(f"{path}: length {len(got) if isinstance(got, list) else '?'}, "
+                         f"recomputed {len(want)}")
+            return
+        for i, (g, w) in enumerate(zip(got, want)):
+            _compare(f"{path}[{i}]", g, w, diffs)
+        return
+    if isinstance(want, float) and isinstance(got, (int, float)) and not isinstance(got, bool):
+        if not np.isclose(float(got), want, rtol=RTOL, atol=0.0):
+            diffs.append(f"{path}: {got!r}, recomputed {want!r}")
+        return
+    if got != want:
+        diffs.append(f"{path}: {got!r}, recomputed {want!r}")

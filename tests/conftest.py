@@ -1,0 +1,42 @@
+"""Suite-wide fixtures: the shared real data sets, ``../shared/data`` beside the project root.
+
+``TESSERA_SHARED_DATA`` overrides the location. Every test that reads the real data sets (Adult,
+NLTCS) gets the directory through :func:`shared_data` (or a fixture built on it), which skips the
+test with the path in the reason when the directory is absent, so the suite also runs outside
+this workplace.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def shared_data_path() -> Path:
+    """Where the shared data sets are expected (whether or not they are there)."""
+    return Path(os.environ.get("TESSERA_SHARED_DATA", REPO.parent / "shared" / "data"))
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """The shared data directory; skips the test when it is absent."""
+    path = shared_data_path()
+    if not path.is_dir():
+        pytest.skip(
+            f"shared data not found at {path}: the real data sets (Adult, NLTCS) live in "
+            "../shared/data beside the project root, or set TESSERA_SHARED_DATA"
+        )
+    return path
+
+
+@pytest.fixture(scope="session")
+def adult_domain_json(shared_data: Path) -> Path:
+    """``adult-domain.json`` (attribute sizes of the preprocessed Adult data set)."""
+    path = shared_data / "adult-domain.json"
+    if not path.exists():
+        pytest.skip(f"shared data file not found: {path}")
+    return path
