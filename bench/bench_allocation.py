@@ -1,4 +1,5 @@
-"""Benchmark: importance-weighted budget allocation (SPEC §3), cutting planes vs baselines.
+"""Benchmark: importance-weighted budget allocation (docs/theory.md §3), cutting planes vs
+baselines.
 
 Part A — the master problem min Σ w v^{−k} s.t. A v ≤ 1, v ≤ 1 on random set families, in the
 same run:

@@ -1,6 +1,7 @@
 """Benchmark: `tessera count` vs a naive per-query pandas loop on UCI Adult (raw).
 
-    python bench/bench_count.py [--queries 10000] [--repeat 3] [--data ../shared/data/adult-raw/adult.data]
+    python bench/bench_count.py [--queries 10000] [--repeat 3] [--data
+    ../shared/data/adult-raw/adult.data]
 
 Both sides answer the same random workload (1–3 constrained attributes per query, ranges and
 sets, seed 0) and must agree exactly. Two settings, each timed end to end, best of --repeat:

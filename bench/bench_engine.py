@@ -1,4 +1,5 @@
-"""Benchmarks of the engine (SPEC §4, §8): scaling at fixed width, explicit enumeration, mbi.
+"""Benchmarks of the engine (docs/theory.md §4, §8): scaling at fixed width, explicit enumeration,
+mbi.
 
     python bench/bench_engine.py                       # everything
     python bench/bench_engine.py --part scaling        # tree-MRF d = 64 … 4096

@@ -1,4 +1,4 @@
-"""Benchmark: maximum overlap γ(Q) on random Adult workloads (SPEC §3).
+"""Benchmark: maximum overlap γ(Q) on random Adult workloads (docs/theory.md §3).
 
 For each workload family and size t, in the same run:
 * Tessera (``max_overlap``, method auto, ``--time-limit``): wall time, the calibration bound,

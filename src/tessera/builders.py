@@ -4,10 +4,13 @@
 * :func:`identity`: one query per cell of the chosen attributes' full product.
 * :func:`prefixes` / :func:`all_ranges`: prefix and all-range families on an ordered attribute.
 * :func:`random_workload`: random range / set / mixed conjunctions with a seed.
-* :func:`build`: any of them by family name (``tessera workload build``).
+* :func:`marginal_families`, :func:`cube_families`, :func:`hierarchy_families`: the same
+  structures as compact families (:mod:`tessera.families`), never expanded.
+* :func:`build`: any of them by family name (``tessera workload build``);
+  :func:`build_structured` also gives the compact YAML/JSON document of a structured family.
 
 The builders refuse (with :class:`~tessera.errors.ResourceError`) to create more than
-``max_queries`` queries, so a typo cannot fill memory.
+``max_queries`` queries (or, for families, ``max_cells`` cells), so a typo cannot fill memory.
 """
 
 from __future__ import annotations
@@ -15,17 +18,20 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
 from tessera.domain import Attribute, Domain
 from tessera.errors import QueryError, ResourceError
+from tessera.families import cube, hierarchy, interval_levels, k_way_marginals
 from tessera.intervals import IntervalSet
 from tessera.query import Query
 from tessera.workload import Workload
 
 DEFAULT_MAX_QUERIES = 5_000_000
+#: Cells of structured families: 8 bytes each once counted, so far more than queries.
+DEFAULT_MAX_CELLS = 100_000_000
 
 
 def _guard(n: int, what: str, max_queries: int) -> None:
@@ -168,8 +174,134 @@ def random_workload(
     return Workload.of(domain, queries)
 
 
+def _guard_cells(n: int, what: str, max_cells: int) -> None:
+    if n > max_cells:
+        raise ResourceError(
+            f"{what} has {n:,} cells, above the limit of {max_cells:,}",
+            hint="choose fewer attributes or raise max_cells",
+        )
+
+
+def _elementary(sizes: Sequence[int], k: int) -> int:
+    """Σ over k-subsets of ∏ sizes: the cells of all k-way marginals, without listing them."""
+    e = [1] + [0] * k
+    for n in sizes:
+        for j in range(k, 0, -1):
+            e[j] += e[j - 1] * n
+    return e[k]
+
+
+def marginal_families(
+    domain: Domain,
+    k: int,
+    attributes: Sequence[str] | None = None,
+    *,
+    weight: float = 1.0,
+    max_cells: int = DEFAULT_MAX_CELLS,
+) -> Workload:
+    """All k-way marginals over ``attributes`` (default: all) as families, one per attribute
+    set (:func:`~tessera.families.k_way_marginals`): the compact form of :func:`marginals`,
+    the same cells — in the same order when ``attributes`` are listed in domain order (the
+    families always take the domain's order)."""
+    attrs = _attrs(domain, attributes)
+    if not 1 <= k <= len(attrs):
+        raise QueryError(f"k = {k} must be between 1 and the number of attributes ({len(attrs)})")
+    _guard_cells(_elementary([a.size for a in attrs], k), f"{k}-way marginals", max_cells)
+    return Workload.of_families(domain, k_way_marginals(domain, k, [a.name for a in attrs], weight))
+
+
+def cube_families(
+    domain: Domain,
+    attributes: Sequence[str],
+    *,
+    min_order: int = 0,
+    weight: float = 1.0,
+    max_cells: int = DEFAULT_MAX_CELLS,
+) -> Workload:
+    """The data cube over ``attributes``: the marginal of every subset of ≥ ``min_order``
+    attributes, the empty one (the total count) included at ``min_order`` 0."""
+    attrs = _attrs(domain, attributes)
+    if not attrs:
+        raise QueryError("a data cube needs at least one attribute")
+    if not 0 <= min_order <= len(attrs):
+        raise QueryError(f"min_order {min_order} must be between 0 and {len(attrs)}")
+    sizes = [a.size for a in attrs]
+    n = sum(_elementary(sizes, k) for k in range(min_order, len(attrs) + 1))
+    _guard_cells(n, "the data cube", max_cells)
+    return Workload.of_families(domain, cube(domain, [a.name for a in attrs], weight, min_order))
+
+
+def hierarchy_families(
+    domain: Domain,
+    attributes: Sequence[str],
+    *,
+    branching: int = 2,
+    depth: int | None = None,
+    weight: float = 1.0,
+    max_cells: int = DEFAULT_MAX_CELLS,
+) -> Workload:
+    """Hierarchical ranges over one or more attributes (:func:`~tessera.families.hierarchy`):
+    per attribute a ``branching``-ary tree of code intervals, ``depth`` levels (default: down
+    to single codes), and one family per combination of levels."""
+    attrs = _attrs(domain, attributes)
+    if not attrs:
+        raise QueryError("a hierarchy needs at least one attribute")
+    if depth is not None and depth < 1:
+        raise QueryError(f"depth {depth} must be ≥ 1")
+    n = math.prod(sum(len(level) for level in interval_levels(a.size, branching, depth))
+                  for a in attrs)
+    _guard_cells(n, "the hierarchy", max_cells)
+    return Workload.of_families(domain, hierarchy(domain, [a.name for a in attrs], branching,
+                                                  depth, weight))
+
+
 #: The families :func:`build` makes, by the names ``tessera workload build`` takes.
-FAMILIES: tuple[str, ...] = ("marginals", "identity", "prefix", "ranges", "random")
+FAMILIES: tuple[str, ...] = (
+    "marginals", "identity", "prefix", "ranges", "random", "cube", "hierarchy",
+)
+#: The families with a compact structured form (:func:`build_structured`).
+STRUCTURED: tuple[str, ...] = ("marginals", "identity", "cube", "hierarchy")
+
+
+def build_structured(
+    family: str,
+    domain: Domain,
+    *,
+    attributes: Sequence[str] | None = None,
+    k: int = 2,
+    branching: int = 2,
+    depth: int | None = None,
+    min_order: int = 0,
+    max_cells: int = DEFAULT_MAX_CELLS,
+) -> tuple[Workload, dict[str, Any]]:
+    """A family of :data:`STRUCTURED` as families, and its compact YAML/JSON document — a few
+    lines (``{"marginals": [{"all": 3}]}``) that :meth:`Workload.load` reads back to the same
+    families, in the same order."""
+    names = list(attributes) if attributes else None
+    if family == "marginals":
+        w = marginal_families(domain, k, names, max_cells=max_cells)
+        entry: dict[str, Any] = {"all": k} if names is None else {"all": k, "over": names}
+        return w, {"marginals": [entry]}
+    if family == "identity":
+        names = names or list(domain.names)
+        w = marginal_families(domain, len(names), names, max_cells=max_cells)
+        return w, {"marginals": [{"attributes": list(w.partitions[0].attributes)}]}
+    if family in ("cube", "hierarchy") and not names:
+        raise QueryError(f"'{family}' needs --attribute (repeatable): the attributes it spans")
+    assert names is not None
+    if family == "cube":
+        w = cube_families(domain, names, min_order=min_order, max_cells=max_cells)
+        entry = {"attributes": names} | ({"min_order": min_order} if min_order else {})
+        return w, {"cubes": [entry]}
+    if family == "hierarchy":
+        w = hierarchy_families(domain, names, branching=branching, depth=depth,
+                               max_cells=max_cells)
+        entry = {"attributes": names, "branching": branching}
+        if depth is not None:
+            entry["depth"] = depth
+        return w, {"hierarchies": [entry]}
+    raise QueryError(f"family {family!r} has no structured form",
+                     hint=", ".join(STRUCTURED))
 
 
 def build(
@@ -182,23 +314,34 @@ def build(
     kind: str = "mixed",
     attributes_per_query: tuple[int, int] | None = None,
     seed: int = 0,
+    branching: int = 2,
+    depth: int | None = None,
+    min_order: int = 0,
+    structured: bool = False,
+    max_queries: int = DEFAULT_MAX_QUERIES,
 ) -> Workload:
     """The standard family named ``family`` (one of :data:`FAMILIES`) over ``domain``.
 
-    ``marginals`` (order ``k``) and ``identity`` use ``attributes`` (default: all); ``prefix``
-    and ``ranges`` need exactly one, ordered, attribute; ``random`` makes ``n_queries``
-    queries of ``kind`` range, set or mixed (see :func:`random_workload`). Raises
-    :class:`~tessera.errors.QueryError` for an unknown family or arguments it cannot use.
+    ``marginals`` (order ``k``) and ``identity`` use ``attributes`` (default: all), expanded
+    to one predicate query per cell unless ``structured``; ``cube`` (subsets of at least
+    ``min_order`` attributes) and ``hierarchy`` (``branching``, ``depth``) need
+    ``attributes`` and are always families; ``prefix`` and ``ranges`` need exactly one,
+    ordered, attribute; ``random`` makes ``n_queries`` queries of ``kind`` range, set or
+    mixed (see :func:`random_workload`). Raises :class:`~tessera.errors.QueryError` for an
+    unknown family or arguments it cannot use.
     """
+    if family in ("cube", "hierarchy") or (structured and family in STRUCTURED):
+        return build_structured(family, domain, attributes=attributes, k=k, branching=branching,
+                                depth=depth, min_order=min_order)[0]
     if family == "marginals":
-        return marginals(domain, k, attributes)
+        return marginals(domain, k, attributes, max_queries=max_queries)
     if family == "identity":
-        return identity(domain, attributes)
+        return identity(domain, attributes, max_queries=max_queries)
     if family in ("prefix", "ranges"):
         if not attributes or len(attributes) != 1:
             raise QueryError(f"'{family}' needs exactly one --attribute (an ordered attribute)")
         make = prefixes if family == "prefix" else all_ranges
-        return make(domain, attributes[0])
+        return make(domain, attributes[0], max_queries=max_queries)
     if family == "random":
         if kind not in ("range", "set", "mixed"):
             raise QueryError(f"--kind {kind!r}: use range, set or mixed")
@@ -209,5 +352,6 @@ def build(
             kind=kind,  # type: ignore[arg-type]
             attributes=attributes,
             seed=seed,
+            max_queries=max_queries,
         )
     raise QueryError(f"unknown family {family!r}", hint=", ".join(FAMILIES))

@@ -15,33 +15,71 @@ Strategy (never one SQL query per workload query):
    classes its own queries distinguish, and every query of the scope is evaluated on it at once:
    per attribute the membership of each class, gathered per cell, AND-ed, dotted with the counts.
 
+Structured families (:mod:`tessera.families`: marginals, cube cells, hierarchy levels) are
+never expanded: each is ONE aggregation over its attributes (:func:`count_families`) — a
+``bincount`` of row-major cell indices built from the code columns in numpy, or a DuckDB
+``GROUP BY`` on large tables — and families over the same attributes (the levels of a
+hierarchy) or over subsets of a small one (a data cube) share it. The answers stay arrays: one
+int64 vector in expanded order (predicate queries, then every family's cells) whose slices are
+the per-family arrays (:attr:`CountResult.family_answers`), written as a long table
+(``family, cell, answer``) or one wide table per family.
+
 These are exact counts of the sensitive data: for testing, auditing and non-private use.
 Everything printed from here is marked NOT PRIVATE.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import itertools
+import re
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, Literal
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from tessera.data import CsvOptions, EncodedTable, InvalidValues, OnInvalid, encode
+from tessera.domain import Domain
+from tessera.families import Partition, group_label
 from tessera.value_classes import ValueClasses, workload_value_classes
 from tessera.workload import Workload
 
 #: Largest boolean block (queries × cells) evaluated at once.
 _BLOCK = 1 << 24
+#: Rows of the long table built at once (labels are made per batch, never for every cell).
+_LONG_BATCH = 1 << 18
 
 NOT_PRIVATE = "NOT PRIVATE: exact answers computed on the sensitive data"
+#: The Parquet metadata key that carries :data:`NOT_PRIVATE` with the answers.
+PRIVACY_KEY = "tessera.privacy"
+
+#: How :func:`count_families` aggregates: ``numpy`` (a ``bincount`` of cell indices over the code
+#: columns, held in memory), ``duckdb`` (one ``GROUP BY`` per scope, parallel, out of core), or
+#: ``auto``: numpy up to :data:`NUMPY_MAX_ROWS` rows. On UCI Adult (48,842 rows) numpy counts the
+#: 455 3-way marginals in 0.2 s of CPU, DuckDB in 0.7 s (2 s wall: per-query overhead); at
+#: 10^7 rows a 3-way scope costs both about 0.3 s on 2 cores, and DuckDB scales with cores.
+Method = Literal["auto", "numpy", "duckdb"]
+NUMPY_MAX_ROWS = 2_000_000
+
+#: Columns of the long table: the family's name ("" for a predicate query), the cell's label
+#: (the query's name for a predicate query) and the exact answer.
+LONG_SCHEMA = pa.schema([("family", pa.string()), ("cell", pa.string()), ("answer", pa.int64())])
 
 
 @dataclass(frozen=True)
 class CountResult:
-    """Exact answers aligned with the workload, and what was dropped (if the policy allowed)."""
+    """Exact answers aligned with the workload in expanded order — its predicate queries, then
+    every cell of every family in row-major order (:meth:`Workload.expanded`) — and what was
+    dropped (if the policy allowed).
+
+    ``answers`` is one int64 vector; :attr:`family_answers` are views of its slices shaped like
+    the families. The writers stream family by family: :meth:`write_csv`, :meth:`write_parquet`
+    (the long table ``family, cell, answer``) and :meth:`write_wide` (one table per family).
+    """
 
     workload: Workload
     answers: np.ndarray
@@ -49,29 +87,256 @@ class CountResult:
     dropped: int
     invalid: tuple[InvalidValues, ...]
 
-    def to_frame(self) -> pd.DataFrame:
-        return pd.DataFrame({"query": list(self.workload.names), "answer": self.answers})
+    # -- arrays ---------------------------------------------------------------------------------
+    @property
+    def query_answers(self) -> np.ndarray:
+        """The answers of the predicate queries (``workload.queries``)."""
+        return self.answers[: len(self.workload)]
 
+    @property
+    def family_answers(self) -> tuple[np.ndarray, ...]:
+        """One array per family of ``workload.partitions``, shaped ``shape_in(domain)``: entry
+        ``[i, j, …]`` counts the rows in group i of the first attribute, j of the second, …
+        (views of :attr:`answers`)."""
+        d = self.workload.domain
+        return tuple(self.answers[cells].reshape(p.shape_in(d))
+                     for p, cells in self.workload.family_slices())
+
+    # -- frames ---------------------------------------------------------------------------------
+    def to_frame(self) -> pd.DataFrame:
+        """``query, answer``: one row per query in expanded order, a cell named as in
+        :meth:`Workload.expanded` (``family[attr=value, …]``). For families the long and wide
+        frames (:meth:`to_long_frame`, :meth:`to_wide_frames`) are the handier views."""
+        if not self.workload.partitions:
+            return pd.DataFrame({"query": list(self.workload.names), "answer": self.answers})
+        domain, cache = self.workload.domain, _LabelCache()
+        names = [pa.array(self.workload.names, pa.string())]
+        for p, _ in self.workload.family_slices():
+            for lo, hi in _chunks(p.n_cells_in(domain)):
+                labels = cache.cell_labels(domain, p, lo, hi)
+                names.append(pc.binary_join_element_wise(p.name + "[", labels, "]", ""))
+        query = pa.chunked_array(names, pa.string()).to_pandas()
+        return pd.DataFrame({"query": query, "answer": self.answers})
+
+    def long_batches(self) -> Iterator[pa.RecordBatch]:
+        """The long table (:data:`LONG_SCHEMA`) a batch at a time: the predicate queries first
+        (``family`` "", ``cell`` the query's name), then every family's cells in row-major
+        order, ``cell`` its label (:meth:`Partition.cell_labels`: ``age=30, sex=F``)."""
+        w, domain, cache = self.workload, self.workload.domain, _LabelCache()
+        if len(w):
+            n = len(w)
+            yield pa.record_batch([_repeat("", n), pa.array(w.names, pa.string()),
+                                   pa.array(self.query_answers)], schema=LONG_SCHEMA)
+        for p, cells in w.family_slices():
+            for lo, hi in _chunks(cells.stop - cells.start):
+                yield pa.record_batch(
+                    [_repeat(p.name, hi - lo), cache.cell_labels(domain, p, lo, hi),
+                     pa.array(self.answers[cells.start + lo: cells.start + hi])],
+                    schema=LONG_SCHEMA)
+
+    def to_long_frame(self) -> pd.DataFrame:
+        """``family, cell, answer``: every query, one row each (see :meth:`long_batches`);
+        ``family`` is categorical."""
+        table = pa.Table.from_batches(list(self.long_batches()), schema=LONG_SCHEMA)
+        frame = table.to_pandas()
+        frame["family"] = frame["family"].astype("category")
+        return frame
+
+    def to_wide_frames(self) -> tuple[pd.DataFrame, ...]:
+        """One frame per family (aligned with ``workload.partitions``): a column per attribute
+        holding the cell's group on it (its label, as in :meth:`Partition.cell_labels`) and
+        ``answer`` (``answer_`` should an attribute be called ``answer``), one row per cell in
+        row-major order. ``frame.attrs`` names the family and carries the NOT PRIVATE mark."""
+        domain, cache = self.workload.domain, _LabelCache()
+        frames = []
+        for p, arr in zip(self.workload.partitions, self.family_answers):
+            n = arr.size
+            columns: dict[str, Any] = {
+                a: cache.axis_values(domain, p, i).take(_axis_index(arr.shape, i, 0, n))
+                .to_pandas()
+                for i, a in enumerate(p.attributes)
+            }
+            columns[_answer_column(p)] = arr.reshape(-1)
+            frame = pd.DataFrame(columns, index=pd.RangeIndex(n))
+            frame.attrs.update(family=p.name, kind=p.kind, privacy=NOT_PRIVATE)
+            frames.append(frame)
+        return tuple(frames)
+
+    # -- files ----------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready: the :data:`NOT_PRIVATE` marker, rows read and dropped, and the answers as
-        ``{"query", "answer"}`` records in workload order (``tessera count --json``)."""
-        return {
+        """JSON-ready: the :data:`NOT_PRIVATE` marker, rows read and dropped, and the predicate
+        queries' answers as ``{"query", "answer"}`` records in workload order (``tessera count
+        --json``); with families, ``families``: per family its name, kind, attributes, shape
+        and ``answers`` flat in row-major order."""
+        doc: dict[str, Any] = {
             "privacy": NOT_PRIVATE,
             "rows": self.n_rows,
             "dropped_rows": self.dropped,
             "answers": [
-                {"query": q, "answer": int(a)} for q, a in zip(self.workload.names, self.answers)
+                {"query": q, "answer": int(a)}
+                for q, a in zip(self.workload.names, self.query_answers.tolist())
             ],
         }
+        if self.workload.partitions:
+            doc["families"] = [
+                {"name": p.name, "kind": p.kind, "attributes": list(p.attributes),
+                 "shape": list(arr.shape), "answers": arr.reshape(-1).tolist()}
+                for p, arr in zip(self.workload.partitions, self.family_answers)
+            ]
+        return doc
+
+    def write_csv(self, target: str | Path | IO[bytes]) -> None:
+        """CSV to a path or a binary file: ``query,answer`` (:meth:`to_frame`) for predicate
+        queries alone, else the long table ``family,cell,answer`` streamed family by family."""
+        if not self.workload.partitions:
+            data = self.to_frame().to_csv(index=False).encode()
+            if isinstance(target, (str, Path)):
+                Path(target).write_bytes(data)
+            else:
+                target.write(data)
+            return
+        import pyarrow.csv as pa_csv
+
+        sink = open(target, "wb") if isinstance(target, (str, Path)) else target  # noqa: SIM115
+        try:
+            sink.write(b"family,cell,answer\n")
+            with pa_csv.CSVWriter(sink, LONG_SCHEMA,
+                                  write_options=pa_csv.WriteOptions(include_header=False)) as out:
+                for batch in self.long_batches():
+                    out.write_batch(batch)
+        finally:
+            if sink is not target:
+                sink.close()
 
     def write_parquet(self, path: str | Path) -> None:
-        """Write :meth:`to_frame` as Parquet, marked NOT PRIVATE in the file's metadata
-        (key ``tessera.privacy``) so the mark travels with the answers."""
-        import pyarrow as pa
+        """Parquet, marked NOT PRIVATE in the file's metadata (key :data:`PRIVACY_KEY`) so the
+        mark travels with the answers: :meth:`to_frame` for predicate queries alone, else the
+        long table, written family by family."""
         import pyarrow.parquet as pq
 
-        table = pa.Table.from_pandas(self.to_frame(), preserve_index=False)
-        pq.write_table(table.replace_schema_metadata({"tessera.privacy": NOT_PRIVATE}), path)
+        if not self.workload.partitions:
+            table = pa.Table.from_pandas(self.to_frame(), preserve_index=False)
+            pq.write_table(table.replace_schema_metadata({PRIVACY_KEY: NOT_PRIVATE}), path)
+            return
+        schema = LONG_SCHEMA.with_metadata({PRIVACY_KEY: NOT_PRIVATE})
+        with pq.ParquetWriter(path, schema, use_dictionary=["family"]) as out:
+            for table in _row_groups(self.long_batches()):
+                out.write_table(table)
+
+    def write_wide(self, directory: str | Path, fmt: Literal["csv", "parquet"] = "csv") -> Path:
+        """One table per family (:meth:`to_wide_frames`) in ``directory``, ``NNN-<family>.csv``
+        (or ``.parquet``, marked NOT PRIVATE), the predicate queries' ``queries.csv``, and
+        ``index.csv`` (``file, family, kind, attributes, cells``). Returns the index's path."""
+        if fmt not in ("csv", "parquet"):
+            raise ValueError(f"unknown format {fmt!r}: csv or parquet")
+        import pyarrow.parquet as pq
+
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        rows = []
+        if len(self.workload):
+            predicates = pd.DataFrame({"query": list(self.workload.names),
+                                       "answer": self.query_answers})
+            name = "queries." + fmt
+            _write_frame(predicates, d / name, fmt, pq)
+            rows.append((name, "", "queries", "", len(self.workload)))
+        width = len(str(max(len(self.workload.partitions) - 1, 0)))
+        for j, (p, frame) in enumerate(zip(self.workload.partitions, self.to_wide_frames())):
+            name = f"{j:0{width}d}-{_slug(p.name)}.{fmt}"
+            _write_frame(frame, d / name, fmt, pq)
+            rows.append((name, p.name, p.kind, " ".join(p.attributes), len(frame)))
+        index = d / "index.csv"
+        pd.DataFrame(rows, columns=["file", "family", "kind", "attributes", "cells"]).to_csv(
+            index, index=False)
+        return index
+
+
+def _write_frame(frame: pd.DataFrame, path: Path, fmt: str, pq: Any) -> None:
+    if fmt == "csv":
+        frame.to_csv(path, index=False)
+        return
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    pq.write_table(table.replace_schema_metadata({PRIVACY_KEY: NOT_PRIVATE}), path)
+
+
+def _slug(name: str, limit: int = 80) -> str:
+    """A family's name as a file name: ``marginal(age,sex)`` → ``marginal_age_sex``; a long
+    one keeps its start and its end (a hierarchy's levels), ``index.csv`` its full name."""
+    slug = re.sub(r"[^\w.=-]+", "_", name).strip("_") or "family"
+    if len(slug) > limit:
+        half = (limit - 2) // 2
+        slug = slug[:half] + "__" + slug[-half:]
+    return slug
+
+
+def _answer_column(p: Partition) -> str:
+    return "answer_" if "answer" in p.attributes else "answer"
+
+
+def _row_groups(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Table]:
+    """Batches gathered into tables of about :data:`_LONG_BATCH` rows (one Parquet row group
+    each, rather than one per family)."""
+    buffer: list[pa.RecordBatch] = []
+    rows = 0
+    for batch in batches:
+        buffer.append(batch)
+        rows += batch.num_rows
+        if rows >= _LONG_BATCH:
+            yield pa.Table.from_batches(buffer)
+            buffer, rows = [], 0
+    if buffer:
+        yield pa.Table.from_batches(buffer)
+
+
+def _chunks(n: int) -> Iterator[tuple[int, int]]:
+    for lo in range(0, n, _LONG_BATCH):
+        yield lo, min(lo + _LONG_BATCH, n)
+
+
+def _repeat(text: str, n: int) -> pa.Array:
+    """``text`` n times, without n Python objects."""
+    return pa.array([text], pa.string()).take(np.zeros(n, dtype=np.int32))
+
+
+def _axis_index(shape: Sequence[int], i: int, lo: int, hi: int) -> np.ndarray:
+    """The group index on axis i of the cells lo..hi−1 (row-major order)."""
+    stride = int(np.prod(shape[i + 1:], dtype=np.int64))
+    return (np.arange(lo, hi, dtype=np.int64) // stride) % shape[i]
+
+
+class _LabelCache:
+    """Group labels per (attribute, groups), shared by the families that cut an attribute the
+    same way (every marginal over ``age``)."""
+
+    def __init__(self) -> None:
+        self._values: dict[tuple[str, Any], pa.Array] = {}
+        self._prefixed: dict[tuple[str, Any], pa.Array] = {}
+
+    def axis_values(self, domain: Domain, p: Partition, i: int) -> pa.Array:
+        """The label of every group of attribute i (:func:`~tessera.families.group_label`)."""
+        key = (p.attributes[i], p.groups[i])
+        if key not in self._values:
+            a = p.attributes[i]
+            self._values[key] = pa.array(
+                [group_label(domain, a, g) for g in p.axis_groups(domain, i)], pa.string())
+        return self._values[key]
+
+    def cell_labels(self, domain: Domain, p: Partition, lo: int, hi: int) -> pa.Array:
+        """The labels of cells lo..hi−1 of ``p``, as :meth:`Partition.cell_labels` spells
+        them, built in Arrow: per axis the ``attr=value`` texts gathered, then joined."""
+        shape = p.shape_in(domain)
+        if not shape:
+            return pa.array([""] * (hi - lo), pa.string())
+        parts = []
+        for i, a in enumerate(p.attributes):
+            key = (a, p.groups[i])
+            if key not in self._prefixed:
+                self._prefixed[key] = pc.binary_join_element_wise(
+                    a + "=", self.axis_values(domain, p, i), "")
+            parts.append(self._prefixed[key].take(_axis_index(shape, i, lo, hi)))
+        if len(parts) == 1:
+            return parts[0]
+        return pc.binary_join_element_wise(*parts, ", ")
 
 
 def count(
@@ -82,13 +347,16 @@ def count(
     csv: CsvOptions = CsvOptions(),
     table: str | None = None,
     progress: Callable[[int, int], None] | None = None,
+    method: Method = "auto",
 ) -> CountResult:
-    """Exact answers of ``workload`` on ``data`` (path, DataFrame, Arrow table, DuckDB relation).
+    """Exact answers of ``workload`` on ``data`` (path, DataFrame, Arrow table, DuckDB relation):
+    its predicate queries and every cell of its families (:func:`count_encoded`).
 
-    ``progress(done, total)`` is called after each scope group.
+    ``progress(done, total)`` is called after each scope group of predicate queries and after
+    each family; ``method`` chooses how families are aggregated (:data:`Method`).
     """
     encoded = encode(data, workload.domain, on_invalid=on_invalid, csv=csv, table=table)
-    answers = count_encoded(encoded, workload, progress=progress)
+    answers = count_encoded(encoded, workload, progress=progress, method=method)
     return CountResult(workload, answers, encoded.n_rows, encoded.dropped, tuple(encoded.invalid))
 
 
@@ -98,14 +366,38 @@ def count_encoded(
     *,
     max_cells: int = 1 << 19,
     progress: Callable[[int, int], None] | None = None,
+    method: Method = "auto",
 ) -> np.ndarray:
-    """Answers on an already encoded table (see :func:`tessera.data.encode`).
+    """Answers on an already encoded table (see :func:`tessera.data.encode`), one int64 per
+    query in expanded order: the predicate queries, then every family's cells.
 
-    ``max_cells`` bounds the rows one ``GROUP BY`` may return; scopes whose joint marginal
-    fits are answered from one shared ``GROUP BY`` and projected in numpy.
+    ``max_cells`` bounds the rows one ``GROUP BY`` of predicate queries may return; scopes
+    whose joint marginal fits are answered from one shared ``GROUP BY`` and projected in numpy.
+    Families are counted by :func:`count_families` (``method``).
     """
-    answers = np.zeros(len(workload), dtype=np.int64)
+    answers = np.zeros(workload.n_queries, dtype=np.int64)
     groups = workload.scopes()
+    total = len(groups) + len(workload.partitions)
+    report = progress if progress is not None else (lambda done, total: None)
+    if len(workload):
+        _count_queries(table, workload, groups, answers[: len(workload)], max_cells,
+                       lambda done: report(done, total))
+    if workload.partitions:
+        count_families(table, workload.partitions,
+                       [answers[cells] for _, cells in workload.family_slices()],
+                       method=method, progress=lambda done, _: report(len(groups) + done, total))
+    return answers
+
+
+def _count_queries(
+    table: EncodedTable,
+    workload: Workload,
+    groups: dict[tuple[str, ...], list[int]],
+    answers: np.ndarray,
+    max_cells: int,
+    progress: Callable[[int], None],
+) -> None:
+    """The predicate queries' answers (module docstring, steps 1–3), written into ``answers``."""
     classes = segment_classes(workload)
     n_classes = {name: vc.n_classes for name, vc in classes.items()}
     batches = _pack(list(groups), n_classes, table.n_rows, max_cells)
@@ -143,9 +435,173 @@ def count_encoded(
                 [member for _, member in local], sub_cells, sub_counts, len(idx)
             )
             done += 1
+            progress(done)
+
+
+# -- structured families ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Cells:
+    """Where a family's counts come from: code columns (domain index → one code per entry) and
+    a count per entry — the table's rows themselves (``counts`` None: one row each) or the
+    occurring cells of a scope's marginal (a DuckDB ``GROUP BY``, or a compressed pass)."""
+
+    columns: dict[int, np.ndarray]
+    counts: np.ndarray | None
+    size: int
+
+
+def count_families(
+    table: EncodedTable,
+    partitions: Sequence[Partition],
+    out: Sequence[np.ndarray] | None = None,
+    *,
+    method: Method = "auto",
+    progress: Callable[[int, int], None] | None = None,
+) -> list[np.ndarray]:
+    """Exact counts of every cell of every family: one flat int64 array per family (row-major,
+    ``n_cells_in(domain)`` long), written into ``out`` when given. A row whose code on some
+    attribute lies in no group of that attribute is in no cell.
+
+    Families are grouped by scope (their attribute set) and each scope is aggregated ONCE,
+    largest scopes first: from the rows (``method``: a numpy ``bincount`` of row-major cell
+    indices, or a DuckDB ``GROUP BY`` on the coded columns) or, when a processed superset's
+    marginal is kept and has at most half as many cells as the table has rows (the lower
+    faces of a data cube), from that marginal. Every family of the scope (the levels of a
+    hierarchy) then maps the scope's codes to its groups and sums: ``code_to_group`` per
+    attribute, with the strides folded in, one gather per attribute, one ``bincount``.
+    ``progress(done, total)`` is called after each family.
+    """
+    if method not in ("auto", "numpy", "duckdb"):
+        raise ValueError(f"unknown method {method!r}: auto, numpy or duckdb")
+    domain = table.domain
+    if out is None:
+        out = [np.zeros(p.n_cells_in(domain), dtype=np.int64) for p in partitions]
+    members: dict[tuple[int, ...], list[int]] = {}
+    for j, p in enumerate(partitions):
+        members.setdefault(tuple(domain.index(a) for a in p.attributes), []).append(j)
+    order = sorted(members, key=len, reverse=True)
+    supersets = _supersets(order)  # scope -> the larger scopes it lies in
+    pending = {s: 0 for s in order}  # scope -> subsets not yet counted
+    for t in order:
+        for s in supersets.get(t, ()):
+            pending[s] += 1
+    use_numpy = method == "numpy" or (method == "auto" and table.n_rows <= NUMPY_MAX_ROWS)
+    rows = _row_columns(table, order) if use_numpy else None
+    kept: dict[tuple[int, ...], _Cells] = {}
+    done = 0
+    for scope in order:
+        fams = members[scope]
+        cells = min((kept[s] for s in supersets.get(scope, ()) if s in kept),
+                    key=lambda c: c.size, default=None)
+        if cells is None and scope:
+            if rows is not None:
+                cells = _Cells({i: rows[i] for i in scope}, None, table.n_rows)
+                if len(fams) > 1 or pending[scope]:
+                    cells = _compress(cells, scope, domain)
+            else:
+                codes, counts = table.group_by([domain.names[i] for i in scope], "coded")
+                cells = _Cells(dict(zip(scope, codes)), counts, len(counts))
+            if pending[scope] and cells.size <= table.n_rows // 2:
+                kept[scope] = cells
+        for j in fams:
+            _fill(partitions[j], domain, cells, table.n_rows, out[j])
+            done += 1
             if progress is not None:
-                progress(done, len(groups))
-    return answers
+                progress(done, len(partitions))
+        for s in supersets.get(scope, ()):
+            pending[s] -= 1
+            if not pending[s]:
+                kept.pop(s, None)
+    return list(out)
+
+
+def _supersets(scopes: Sequence[tuple[int, ...]]) -> dict[tuple[int, ...], list[tuple[int, ...]]]:
+    """For each scope, the listed scopes strictly containing it: every subset of a scope of
+    ≤ 12 attributes is looked up (larger scopes share nothing: their marginals are too big)."""
+    present = set(scopes)
+    out: dict[tuple[int, ...], list[tuple[int, ...]]] = {}
+    for s in scopes:
+        if len(s) > 12:
+            continue
+        for k in range(len(s)):
+            for sub in itertools.combinations(s, k):
+                if sub in present:
+                    out.setdefault(sub, []).append(s)
+    return out
+
+
+def _row_columns(table: EncodedTable, scopes: Sequence[tuple[int, ...]]) -> dict[int, np.ndarray]:
+    """The code columns the scopes use, fetched in one query (one row order)."""
+    used = sorted({i for s in scopes for i in s})
+    if not used:
+        return {}
+    res = table.con.sql(f"SELECT {', '.join(f'c{i}' for i in used)} FROM coded").fetchnumpy()
+    return {i: np.asarray(res[f"c{i}"]) for i in used}
+
+
+def _strides(shape: Sequence[int]) -> list[int]:
+    """Row-major strides of ``shape``."""
+    out, step = [], 1
+    for n in reversed(shape):
+        out.append(step)
+        step *= n
+    return out[::-1]
+
+
+def _compress(rows: _Cells, scope: tuple[int, ...], domain: Domain) -> _Cells:
+    """The occurring cells of the scope's marginal over the codes, and their counts: a dense
+    ``bincount`` when the code product is small, else ``np.unique`` of the row-major keys."""
+    shape = [domain.sizes[i] for i in scope]
+    size = int(np.prod(shape, dtype=np.float64))
+    key = np.zeros(rows.size, dtype=np.int64)
+    for i, stride in zip(scope, _strides(shape)):
+        key += rows.columns[i].astype(np.int64) * stride
+    if size <= 4 * rows.size + (1 << 16):
+        grid = np.bincount(key, minlength=size)
+        keys = np.flatnonzero(grid)
+        counts = grid[keys]
+    else:
+        keys, counts = np.unique(key, return_counts=True)
+    codes = np.unravel_index(keys, shape)
+    return _Cells(dict(zip(scope, codes)), counts.astype(np.int64), len(keys))
+
+
+def _fill(p: Partition, domain: Domain, cells: _Cells | None, n_rows: int,
+          out: np.ndarray) -> None:
+    """One family's counts from ``cells`` into ``out`` (flat): per attribute the group of every
+    code times its stride (−n_cells for codes in no group, so a negative key marks a row in no
+    cell), gathered and summed; then one ``bincount``."""
+    n = out.size
+    if not p.attributes:
+        out[0] = n_rows
+        return
+    assert cells is not None
+    key: np.ndarray | None = None
+    partial = False
+    for i, (a, stride) in enumerate(zip(p.attributes, _strides(p.shape_in(domain)))):
+        group = p.code_to_group(domain, i)
+        lookup = group * stride
+        outside = group < 0
+        if outside.any():
+            lookup[outside] = -n
+            partial = True
+        part = lookup[cells.columns[domain.index(a)]]
+        if key is None:
+            key = part
+        else:
+            key += part
+    assert key is not None
+    counts = cells.counts
+    if partial:
+        inside = key >= 0
+        key = key[inside]
+        counts = None if counts is None else counts[inside]
+    if counts is None:
+        out[:] = np.bincount(key, minlength=n)
+    else:
+        out[:] = np.bincount(key, weights=counts, minlength=n)
 
 
 def _code_cells(table: EncodedTable, names: Sequence[str]) -> float:

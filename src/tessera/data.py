@@ -1,4 +1,4 @@
-"""Reading data into DuckDB and encoding it against the public domain (SPEC §1).
+"""Reading data into DuckDB and encoding it against the public domain (docs/theory.md §1).
 
 The data are never trusted to define the domain: every value of every schema column is checked
 against its declared attribute. Values outside the domain are an error that names the column, the

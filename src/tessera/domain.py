@@ -1,8 +1,8 @@
-"""The public schema: attributes with finite, declared domains (SPEC §1).
+"""The public schema: attributes with finite, declared domains (docs/theory.md §1).
 
 A :class:`Domain` is 𝔻 = A_1 × … × A_m. Each attribute maps its values to codes ``0..k-1``;
 all of Tessera's math runs on codes. The domain must never be read off the data (that leaks:
-SPEC §1); :func:`tessera.infer.infer_domain` drafts one for a human to edit and says so.
+docs/theory.md §1); :func:`tessera.infer.infer_domain` drafts one for a human to edit and says so.
 
 Attribute kinds:
 
@@ -395,7 +395,8 @@ class Binned(Attribute):
                 keep.append(code)
             elif not none:
                 raise QueryError(
-                    f"'{self.name} {op} {_number_text(v)}' splits bin {self.value(code)} of {self.name!r}",
+                    f"'{self.name} {op} {_number_text(v)}' splits bin {self.value(code)} "
+                    f"of {self.name!r}",
                     hint="bounds on a binned attribute must fall on its edges "
                     f"[{', '.join(_number_text(e) for e in self.edges)}] (mind < versus <=)",
                 )

@@ -42,7 +42,7 @@ from tessera.errors import QueryError
 from tessera.intervals import IntervalSet
 from tessera.query import Query
 
-__all__ = ["Partition", "cube", "hierarchy", "k_way_marginals"]
+__all__ = ["Partition", "cube", "group_label", "hierarchy", "k_way_marginals"]
 
 
 @dataclass(frozen=True)
@@ -155,22 +155,36 @@ class Partition:
 
     def cell_labels(self, domain: Domain) -> Iterator[str]:
         """E.g. ``'age=30, sex=F'`` (a group of several codes shows its first..last label)."""
-        labels = []
-        for i, a in enumerate(self.attributes):
-            attr = domain[a]
-            axis = []
-            for grp in self.axis_groups(domain, i):
-                if not grp:
-                    axis.append("∅")
-                elif len(grp) == 1:
-                    axis.append(attr.label(grp.min()))
-                else:
-                    axis.append(f"{attr.label(grp.min())}..{attr.label(grp.max())}")
-            labels.append([f"{a}={v}" for v in axis])
+        labels = [[f"{a}={group_label(domain, a, g)}" for g in self.axis_groups(domain, i)]
+                  for i, a in enumerate(self.attributes)]
         for combo in itertools.product(*labels):
             yield ", ".join(combo)
 
     # -- files ----------------------------------------------------------------------------
+    @staticmethod
+    def from_dict(domain: Domain, doc: Mapping[str, Any]) -> Partition:
+        """The inverse of :meth:`to_dict` (a clear error for a malformed entry)."""
+        unknown = set(doc) - {"name", "kind", "attributes", "groups", "weight"}
+        if unknown:
+            raise QueryError(f"unknown key {sorted(unknown)[0]!r} in a family",
+                             hint="keys: name, kind, attributes, groups, weight")
+        attrs = doc.get("attributes")
+        if not (isinstance(attrs, list) and all(isinstance(a, str) for a in attrs)):
+            raise QueryError("a family's 'attributes' must be a list of attribute names")
+        groups_doc = doc.get("groups") or {}
+        try:
+            groups = {a: None if groups_doc.get(a) is None else
+                      [IntervalSet.of([(int(lo), int(hi)) for lo, hi in g])
+                       for g in groups_doc[a]] for a in attrs}
+            weight = float(doc.get("weight", 1.0))
+        except (TypeError, ValueError) as e:
+            raise QueryError(f"malformed family groups: {e}",
+                             hint="groups: {attribute: [[[lo, hi], ...], ...]}") from None
+        kind = str(doc.get("kind", "grid"))
+        if kind == "marginal" and not groups_doc:
+            return Partition.marginal(domain, attrs, weight, doc.get("name"))
+        return Partition.grid(domain, groups, weight, doc.get("name"), kind)
+
     def to_dict(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"name": self.name, "kind": self.kind,
                                "attributes": list(self.attributes)}
@@ -180,6 +194,16 @@ class Partition:
         if self.weight != 1.0:
             doc["weight"] = self.weight
         return doc
+
+
+def group_label(domain: Domain, attribute: str, group: IntervalSet) -> str:
+    """A group as text: its value, or ``first..last`` for several codes, ``∅`` when empty."""
+    attr = domain[attribute]
+    if not group:
+        return "∅"
+    if len(group) == 1:
+        return attr.label(group.min())
+    return f"{attr.label(group.min())}..{attr.label(group.max())}"
 
 
 def _in_domain_order(domain: Domain, attributes: Sequence[str]) -> tuple[str, ...]:

@@ -11,6 +11,8 @@ of lines) are almost all *simple conjunctions*::
 * ``attr <op> literal`` with ``=``, ``<>``, ``!=``, ``<``, ``<=``, ``>``, ``>=``;
 * ``attr [NOT] BETWEEN literal AND literal``; ``attr [NOT] IN (literal, ...)``;
 * ``attr IS [NOT] NULL``;
+* ``(term OR term ...)`` on one attribute, as :meth:`~tessera.query.Query.to_sql` writes a set
+  of ranges (φ is the union: SQL's OR is true where one side is);
 
 with ``attr`` a bare identifier, a bare hyphenated or dotted name of the domain
 (``education-num``, as :func:`tessera.parse.quote_hyphenated` quotes it) or a double-quoted
@@ -20,11 +22,12 @@ own :meth:`~tessera.domain.Attribute.code_of` / :meth:`~tessera.domain.Attribute
 same three-valued rules and :meth:`~tessera.query.Query.conjunction` normalisation as the main
 parser, so the :class:`~tessera.query.Query` is equal to ``parse_query``'s.
 
-Anything else -- ``OR``, ``NOT (...)``, parentheses, functions, literals on the left, a literal
-that does not fit the attribute (``code_of`` raises), an unknown attribute, a double-quoted text
-value, a backslash, a comment -- makes :meth:`FastParser.try_parse` return ``None``;
-:meth:`FastParser.parse` then calls ``parse_query``, so errors and hints are always the main
-parser's own.
+Anything else -- ``OR`` across attributes, ``NOT (...)``, ``TRUE``/``FALSE`` terms, bare
+booleans, functions, literals on the left, ``NULL`` in an ``IN`` list, a literal that does not fit
+the attribute (``code_of`` raises), an unknown attribute, a double-quoted text value, a
+backslash, a comment, a name that ``quote_hyphenated`` would rewrite in an unusual way -- makes
+:meth:`FastParser.try_parse` return ``None``; :meth:`FastParser.parse` then calls
+``parse_query``, so errors and hints are always the main parser's own.
 
 Terms are memoised by their text and identical predicates are interned (one
 :class:`~tessera.query.Predicate` object per distinct predicate): a 3-way marginal workload
@@ -34,7 +37,9 @@ repeats a few hundred predicates millions of times.
 from __future__ import annotations
 
 import re
-from typing import Any
+from functools import partial
+from operator import is_not, itemgetter
+from typing import Any, NamedTuple
 
 import sqlglot
 from sqlglot import exp
@@ -59,6 +64,8 @@ _LIT = rf"(?:{_NUM}|{_STR}|(?i:TRUE|FALSE)\b)"
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 #: ``AND`` between two terms (or inside ``BETWEEN``): pieces are re-joined when needed.
 _SEP = re.compile(rf"({_SP}+(?i:AND){_SP}+)")
+_OR = re.compile(rf"({_SP}+(?i:OR){_SP}+)")
+_MAX_JOIN = 64  # at most this many pieces (terms and separators) joined into one term
 _ITEM = re.compile(rf"{_SP}*({_LIT}){_SP}*(?:,|$)")
 #: Non-identifier names written bare must look like ``education-num`` / ``a.b``: a run of word
 #: characters joined by ``-`` or ``.``. Other ones (``e f``, ``income>50K``) must be quoted.
@@ -68,18 +75,18 @@ _NOT_A_TERM = object()  # the text is not one term (maybe part of one: BETWEEN x
 _INVALID = object()  # a term of the simple grammar that parse_query must judge (error or not)
 
 
-class _Term:
-    """One evaluated term: attribute position, name and coverage clipped to its codes."""
+class _Term(NamedTuple):
+    """One evaluated term: attribute position and name, coverage clipped to the attribute's
+    codes, and its interned predicate (``None`` for a tautology: Query.conjunction drops it)."""
 
-    __slots__ = ("index", "name", "coverage", "predicate")
+    index: int
+    name: str
+    coverage: IntervalSet
+    predicate: Predicate | None
 
-    def __init__(
-        self, index: int, name: str, coverage: IntervalSet, predicate: Predicate | None
-    ) -> None:
-        self.index = index
-        self.name = name
-        self.coverage = coverage
-        self.predicate = predicate  # None: a tautology (dropped by Query.conjunction)
+
+_PREDICATE = itemgetter(3)
+_IS_PREDICATE = partial(is_not, None)
 
 
 class FastParser:
@@ -88,9 +95,19 @@ class FastParser:
     def __init__(self, domain: Domain) -> None:
         self.domain = domain
         self._index = {a.name: i for i, a in enumerate(domain.attributes)}
+        # per attribute: its codes, the missing code (unknown in SQL comparisons), its size
+        self._all = [a.all_codes() for a in domain.attributes]
+        self._null = [
+            IntervalSet.points([a.missing_code]) if a.missing_code is not None else IntervalSet()
+            for a in domain.attributes
+        ]
+        self._size = [a.size for a in domain.attributes]
         self._terms: dict[str, _Term] = {}  # term text -> its evaluation
         self._rejects: dict[str, object] = {}  # text -> _NOT_A_TERM or _INVALID
-        self._interned: dict[Predicate, Predicate] = {}
+        self._literals: dict[tuple[Any, ...], IntervalSet] = {}  # see _literal
+        # (attribute, spans) -> the shared Predicate (tuples hash in C; equal keys, equal
+        # predicates)
+        self._interned: dict[tuple[str, Any], Predicate] = {}
         self._name_ok: dict[str, str | None] = {}
         odd = [n for n in domain.names if not n.isidentifier()]
         plain = sorted(
@@ -111,7 +128,7 @@ class FastParser:
             rf"{_SP}*(?P<op><>|!=|<=|>=|=|<|>){_SP}*(?P<lit>{_LIT})"
             rf"|{_SP}+(?P<bnot>(?i:NOT){_SP}+)?(?i:BETWEEN){_SP}+(?P<lo>{_LIT})"
             rf"{_SP}+(?i:AND){_SP}+(?P<hi>{_LIT})"
-            rf"|{_SP}+(?P<inot>(?i:NOT){_SP}+)?(?i:IN){_SP}*\((?P<items>[^()]*)\)"
+            rf"|{_SP}+(?P<inot>(?i:NOT){_SP}+)?(?i:IN){_SP}*\((?P<items>(?:[^()']|{_STR})*)\)"
             rf"|{_SP}+(?i:IS){_SP}+(?P<isnot>(?i:NOT){_SP}+)?(?i:NULL)"
             r")"
         )
@@ -122,22 +139,22 @@ class FastParser:
 
         Raises exactly what ``parse_query`` raises (declined clauses go there unchanged).
         """
-        if ENABLED:
-            q = self.try_parse(text)
-            if q is not None:
-                return q
-            q = parse_query(text, self.domain)
-            return Query(tuple(self.intern(p) for p in q.predicates))
-        return parse_query(text, self.domain)
+        q = self.try_parse(text)
+        if q is not None:
+            return q
+        q = parse_query(text, self.domain)
+        return Query(tuple(self.intern(p) for p in q.predicates)) if ENABLED else q
 
     def intern(self, predicate: Predicate) -> Predicate:
         """The one shared object equal to ``predicate``."""
-        return self._interned.setdefault(predicate, predicate)
+        key = (predicate.attribute, predicate.coverage.spans)
+        return self._interned.setdefault(key, predicate)
 
     def try_parse(self, text: str) -> Query | None:
-        """The query of a simple conjunction, or ``None`` when ``parse_query`` must decide."""
+        """The query of a simple conjunction, or ``None`` when ``parse_query`` must decide
+        (always ``None`` while :data:`ENABLED` is false)."""
         clause = text.strip(" \t")
-        if not clause:
+        if not clause or not ENABLED:
             return None
         for name in self._exotic_names:
             if name in clause and self._exotic.search(clause):
@@ -154,31 +171,42 @@ class FastParser:
     # -- internals ----------------------------------------------------------------------------
     def _careful(self, clause: str) -> list[_Term] | None:
         """Split on every ``AND``, re-joining pieces that only form a term together
-        (``x BETWEEN 1 AND 2``, ``s = 'a AND b'``)."""
-        pieces = _SEP.split(clause)
+        (``x BETWEEN 1 AND 2``, ``s = 'a AND b'``, ``(x = 1 OR x BETWEEN 3 AND 4)``).
+
+        Joining left to right keeps the pieces aligned with SQL's own tokens: every accepted
+        term is complete (its quotes balanced), so each separator kept is a real ``AND``.
+        """
+        return self._split(clause, _SEP)
+
+    def _split(self, text: str, sep: re.Pattern[str]) -> list[_Term] | None:
+        pieces = sep.split(text)
         out: list[_Term] = []
         i, n = 0, len(pieces)
         while i < n:
             j = i
             while True:
-                text = pieces[i] if j == i else "".join(pieces[i : j + 1])
-                term = self._term(text)
+                term = self._term(pieces[i] if j == i else "".join(pieces[i : j + 1]), j == i)
                 if term is _INVALID:
                     return None
                 if term is not _NOT_A_TERM:
                     out.append(term)
                     break
                 j += 2
-                if j >= n or j - i > 8:
+                if j >= n or j - i > _MAX_JOIN:
                     return None
             i = j + 2
         return out
 
-    def _term(self, text: str) -> Any:
+    def _term(self, text: str, remember_reject: bool = True) -> Any:
         term = self._terms.get(text) or self._rejects.get(text)
         if term is None:
             term = self._evaluate(text)
-            memo = self._terms if isinstance(term, _Term) else self._rejects
+            if isinstance(term, _Term):
+                memo: dict[str, Any] = self._terms
+            elif remember_reject:
+                memo = self._rejects
+            else:
+                return term
             if len(memo) >= MAX_TERMS:
                 memo.clear()
             memo[text] = term
@@ -187,10 +215,10 @@ class FastParser:
     def _assemble(self, found: list[_Term]) -> Query:
         last = -1
         for t in found:
-            if t.index <= last:
+            if t[0] <= last:
                 return self._merge(found)
-            last = t.index
-        return Query(tuple(t.predicate for t in found if t.predicate is not None))
+            last = t[0]
+        return Query(tuple(filter(_IS_PREDICATE, map(_PREDICATE, found))))
 
     def _merge(self, found: list[_Term]) -> Query:
         """Terms out of domain order, or an attribute constrained twice: φ_a = ∩ of its terms."""
@@ -205,12 +233,20 @@ class FastParser:
         return Query(tuple(p for p in preds if p is not None))
 
     def _make(self, index: int, name: str, coverage: IntervalSet) -> _Term:
-        attr = self.domain.attributes[index]
-        cov = coverage & attr.all_codes()  # as Query.conjunction clips
-        pred = None if cov.is_full(attr.size) else self.intern(Predicate(name, cov))
-        return _Term(index, name, cov, pred)
+        size = self._size[index]
+        spans = coverage.spans
+        if spans and (spans[0][0] < 0 or spans[-1][1] > size):
+            coverage = coverage & self._all[index]  # as Query.conjunction clips
+        if coverage.is_full(size):
+            return _Term(index, name, coverage, None)
+        pred = self._interned.get((name, coverage.spans))  # as intern(), without building one
+        if pred is None:
+            pred = self.intern(Predicate(name, coverage))
+        return _Term(index, name, coverage, pred)
 
     def _evaluate(self, text: str) -> Any:
+        if text[:1] == "(" and text[-1:] == ")":
+            return self._group(text[1:-1].strip(" \t"))
         m = self._term_re.fullmatch(text)
         if m is None:
             return _NOT_A_TERM
@@ -222,58 +258,72 @@ class FastParser:
         if name is None:
             return _INVALID
         index = self._index[name]
-        attr = self.domain.attributes[index]
         try:
-            cov = self._coverage(m, attr)
+            cov = self._coverage(m, index)
         except Exception:  # noqa: BLE001 -- any complaint is parse_query's to make
             return _INVALID
         if cov is None:
             return _INVALID
         return self._make(index, name, cov)
 
-    def _coverage(self, m: re.Match[str], attr: Attribute) -> IntervalSet | None:
-        """The true part of the term in SQL three-valued logic (as tessera.parse._Parser.tri)."""
-        unknown = (
-            IntervalSet.points([attr.missing_code])
-            if attr.missing_code is not None
-            else IntervalSet()
+    def _group(self, inner: str) -> Any:
+        """``(t1 OR t2 OR ...)`` on one attribute: φ = the union of the terms' (SQL: the true
+        part of an OR is the union of the true parts)."""
+        terms = self._split(inner, _OR) if inner else None
+        if not terms or any(t.index != terms[0].index for t in terms):
+            return _NOT_A_TERM
+        cov = IntervalSet.of([span for t in terms for span in t.coverage.spans])
+        return self._make(terms[0].index, terms[0].name, cov)
+
+    def _coverage(self, m: re.Match[str], index: int) -> IntervalSet | None:
+        """The true part of the term in SQL three-valued logic (as tessera.parse._Parser.tri:
+        a negation is true where the term is neither true nor unknown, i.e. missing)."""
+        op, lit, lo, hi, bnot, items, inot, isnot = m.group(
+            "op", "lit", "lo", "hi", "bnot", "items", "inot", "isnot"
         )
-        op = m.group("op")
         if op is not None:
-            value = _value(m.group("lit"))
+            value = _value(lit)
             if op == "=":
-                return attr.code_of(value)
-            if op in ("<>", "!="):
-                return attr.all_codes() - attr.code_of(value) - unknown
-            return attr.compare(op, value)  # type: ignore[arg-type]
-        if m.group("lo") is not None:
-            cov = attr.compare(">=", _value(m.group("lo"))) & attr.compare(
-                "<=", _value(m.group("hi"))
-            )
-            return attr.all_codes() - cov - unknown if m.group("bnot") else cov
-        items = m.group("items")
+                return self._literal(index, "=", value)
+            if op == "<>" or op == "!=":
+                return self._all[index] - self._literal(index, "=", value) - self._null[index]
+            return self._literal(index, op, value)
+        if lo is not None:
+            cov = self._literal(index, ">=", _value(lo)) & self._literal(index, "<=", _value(hi))
+            return self._all[index] - cov - self._null[index] if bnot else cov
         if items is not None:
             values = _items(items)
             if values is None:
                 return None
-            cov = IntervalSet.of(
-                [span for v in values for span in attr.code_of(v).spans]
-            )
-            return attr.all_codes() - cov - unknown if m.group("inot") else cov
-        null = (
-            IntervalSet.points([attr.missing_code])
-            if attr.missing_code is not None
-            else IntervalSet()
-        )
-        return attr.all_codes() - null if m.group("isnot") else null
+            spans = [span for v in values for span in self._literal(index, "=", v).spans]
+            cov = IntervalSet.of(spans)
+            return self._all[index] - cov - self._null[index] if inot else cov
+        # IS [NOT] NULL
+        return self._all[index] - self._null[index] if isnot else self._null[index]
+
+    def _literal(self, index: int, op: str, value: Any) -> IntervalSet:
+        """``attr.code_of(value)`` for ``=``, else ``attr.compare(op, value)``, remembered
+        (keyed by the value's type too: 1, 1.0 and TRUE are different literals)."""
+        key = (index, op, value.__class__, value)
+        cov = self._literals.get(key)
+        if cov is None:
+            attr: Attribute = self.domain.attributes[index]
+            if op == "=":
+                cov = attr.code_of(value)
+            else:
+                cov = attr.compare(op, value)  # type: ignore[arg-type]
+            if len(self._literals) >= MAX_TERMS:
+                self._literals.clear()
+            self._literals[key] = cov
+        return cov
 
     def _check_name(self, token: str, quoted: str | None, bare: str | None) -> str | None:
         """The attribute a name token stands for, if the main parser reads it the same way in
         every form of the grammar (sqlglot keywords and functions such as ``current_user``
         are not columns; quote_hyphenated must leave it alone)."""
         name = quoted.replace('""', '"') if quoted is not None else bare
-        if name not in self._index:
-            return None
+        if name not in self._index or "'" in token:
+            return None  # quote_hyphenated reads a ' in a quoted name as a string's start
         if quoted is not None and quote_hyphenated(token, self.domain) != token:
             return None
         forms = (
@@ -340,23 +390,3 @@ def _items(text: str) -> list[Any] | None:
         if text[pos - 1] == "," and pos >= n:
             return None  # a trailing comma
     return out
-
-
-_PARSERS: dict[int, tuple[Domain, FastParser]] = {}
-
-
-def parser_for(domain: Domain) -> FastParser:
-    """A shared :class:`FastParser` for ``domain`` (the last few domains are remembered)."""
-    entry = _PARSERS.get(id(domain))
-    if entry is not None and entry[0] is domain:
-        return entry[1]
-    if len(_PARSERS) >= 8:
-        _PARSERS.pop(next(iter(_PARSERS)))
-    fp = FastParser(domain)
-    _PARSERS[id(domain)] = (domain, fp)
-    return fp
-
-
-def parse_query_fast(text: str, domain: Domain) -> Query:
-    """:func:`tessera.parse.parse_query`, with the fast path for simple conjunctions."""
-    return parser_for(domain).parse(text)

@@ -1,6 +1,7 @@
 """Draft a schema from data, for a human to review and edit.
 
-**An inferred domain is not private** (SPEC §1): the observed minima, maxima and category lists
+**An inferred domain is not private** (docs/theory.md §1): the observed minima, maxima and category
+lists
 are functions of the sensitive data. Use the draft only as a starting point: replace observed
 bounds by public ones (legal ranges, code books) before any private release.
 """
@@ -86,7 +87,8 @@ def infer_domain(
             values = [
                 r[0]
                 for r in con.sql(
-                    f"SELECT {col} FROM rel WHERE {col} IS NOT NULL GROUP BY ALL ORDER BY count(*) DESC "
+                    f"SELECT {col} FROM rel WHERE {col} IS NOT NULL GROUP BY ALL "
+                    "ORDER BY count(*) DESC "
                     f"LIMIT {max_categories + 1}"
                 ).fetchall()
             ]
@@ -109,7 +111,8 @@ def raise_too_many(name: str, n: int, limit: int) -> None:
 
     raise SchemaError(
         f"column {name!r} has {n} distinct values, more than --max-categories {limit}",
-        hint="raise --max-categories, or drop/recode the column (an identifier is not an attribute)",
+        hint="raise --max-categories, or drop/recode the column "
+        "(an identifier is not an attribute)",
     )
 
 

@@ -1,7 +1,8 @@
 """Coverage sets of one attribute, as unions of half-open code intervals.
 
 Every attribute of a :class:`~tessera.domain.Domain` is encoded as codes ``0..k-1``
-(SPEC §1). A predicate's coverage φ ⊆ A (SPEC §2) is stored as a sorted tuple of disjoint,
+(docs/theory.md §1). A predicate's coverage φ ⊆ A (docs/theory.md §2) is stored as a sorted tuple
+of disjoint,
 non-adjacent half-open intervals ``[lo, hi)`` of codes. One representation serves value sets
 (many unit intervals), ranges (one interval) and their complements, and every operation costs
 time linear in the number of intervals, never in the attribute's size: an integer attribute with

@@ -1,4 +1,4 @@
-"""SQL WHERE clauses → predicate queries, parsed with sqlglot (SPEC §2).
+"""SQL WHERE clauses → predicate queries, parsed with sqlglot (docs/theory.md §2).
 
 Accepted: ``AND``; ``=``, ``<>``/``!=``, ``<``, ``<=``, ``>``, ``>=`` (literal on either side),
 ``BETWEEN``, ``IN``, ``IS [NOT] NULL``, ``NOT``, parentheses, ``TRUE``/``FALSE``, a bare boolean
@@ -160,7 +160,8 @@ class _Parser:
         if len(cols) > 1:
             kind = "OR" if node.find(exp.Or) else "NOT" if node.find(exp.Not) else "expression"
             raise QueryError(
-                f"{kind} across attributes {sorted(cols)} in {node.sql()!r} is not a predicate query",
+                f"{kind} across attributes {sorted(cols)} in {node.sql()!r} "
+                "is not a predicate query",
                 hint="a predicate query is a conjunction (AND) of conditions on one attribute "
                 "each; split it into separate queries (Boolean queries come with the engine)",
             )
@@ -245,7 +246,8 @@ class _Parser:
             )
         raise QueryError(
             f"unsupported condition {node.sql()!r}",
-            hint="use =, <>, <, <=, >, >=, BETWEEN, IN, IS NULL, NOT, AND (OR within one attribute)",
+            hint="use =, <>, <, <=, >, >=, BETWEEN, IN, IS NULL, NOT, AND "
+            "(OR within one attribute)",
         )
 
     def _column(self, node: exp.Expression, attr: Attribute) -> None:

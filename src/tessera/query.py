@@ -1,4 +1,4 @@
-"""Predicates and predicate (counting) queries (SPEC §2).
+"""Predicates and predicate (counting) queries (docs/theory.md §2).
 
 A predicate on attribute A is its coverage φ ⊆ A; a query q = (φ_1, …, φ_m) is a conjunction,
 q(x) = ∏_i [x_i ∈ φ_i], with coverage C_q = φ_1 × … × φ_m. A :class:`Query` stores only its
@@ -66,7 +66,7 @@ class Query:
     # -- structure ----------------------------------------------------------------------------
     @property
     def scope(self) -> tuple[str, ...]:
-        """Constrained attributes (scope(q), SPEC §2)."""
+        """Constrained attributes (scope(q), docs/theory.md §2)."""
         return tuple(p.attribute for p in self.predicates)
 
     def predicate(self, name: str) -> IntervalSet | None:
@@ -119,7 +119,7 @@ class Query:
         )
 
 
-# -- set relations (SPEC §2) ------------------------------------------------------------------
+# -- set relations (docs/theory.md §2) --------------------------------------------------------
 
 
 def disjoint(q1: Query, q2: Query) -> bool:

@@ -3,9 +3,9 @@
 An attribute with codes 0..size-1 is constrained by predicates φ_1..φ_k ⊆ {0..size-1}, each an
 :class:`~tessera.intervals.IntervalSet` of half-open spans. Two codes are *equivalent* when they
 lie in exactly the same predicates (u ∈ φ_i ⇔ v ∈ φ_i for every i); the equivalence classes are
-the attribute's **value classes** (the "atoms" of SPEC §2–§4). Every predicate φ_i is constant
-on each class, so it is the union of the classes it contains, and two predicates on the
-attribute intersect iff they share a class.
+the attribute's **value classes** (the "atoms" of docs/theory.md §2–§4). Every predicate φ_i is
+constant on each class, so it is the union of the classes it contains, and two predicates on
+the attribute intersect iff they share a class.
 
 **Construction** (cost grows with the number of spans, never with ``size``):
 

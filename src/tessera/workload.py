@@ -29,12 +29,14 @@ are reported together.
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import chain
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -43,9 +45,8 @@ import yaml
 
 from tessera.domain import Domain
 from tessera.errors import QueryError, ResourceError, TesseraError
-from tessera.families import Partition, cube, hierarchy, k_way_marginals
+from tessera.families import Partition, cube, group_label, hierarchy, k_way_marginals
 from tessera.fastparse import FastParser
-from tessera.intervals import IntervalSet
 from tessera.parse import parse_query
 from tessera.query import Predicate, Query
 
@@ -139,6 +140,48 @@ class Workload:
         for p in self.partitions:
             out.extend([p.weight] * p.n_cells_in(self.domain))
         return tuple(out)
+
+    def name_of(self, i: int) -> str:
+        """The name of query ``i`` in expanded order (a cell: ``family[attr=value, …]``),
+        without expanding anything."""
+        if i < len(self.queries):
+            return self.names[i]
+        i -= len(self.queries)
+        for p in self.partitions:
+            n = p.n_cells_in(self.domain)
+            if i < n:
+                index = np.unravel_index(i, p.shape_in(self.domain))
+                label = ", ".join(
+                    f"{a}={group_label(self.domain, a, p.axis_groups(self.domain, k)[int(j)])}"
+                    for k, (a, j) in enumerate(zip(p.attributes, index)))
+                return f"{p.name}[{label}]"
+            i -= n
+        raise IndexError(f"query {i} is past the workload's {self.n_queries} queries")
+
+    def weight_of(self, i: int) -> float:
+        """The weight of query ``i`` in expanded order."""
+        if i < len(self.queries):
+            return self.weights[i]
+        for p, cells in self.family_slices():
+            if cells.start <= i < cells.stop:
+                return p.weight
+        raise IndexError(f"query {i} is past the workload's {self.n_queries} queries")
+
+    def all_names(self) -> Iterator[str]:
+        """Every query's name in expanded order (lazily)."""
+        yield from self.names
+        for p in self.partitions:
+            for label in p.cell_labels(self.domain):
+                yield f"{p.name}[{label}]"
+
+    def family_slices(self) -> list[tuple[Partition, slice]]:
+        """Each family and the slice of its cells in expanded order."""
+        out, start = [], len(self.queries)
+        for p in self.partitions:
+            n = p.n_cells_in(self.domain)
+            out.append((p, slice(start, start + n)))
+            start += n
+        return out
 
     def expanded(self, max_queries: int = 5_000_000) -> Workload:
         """The same queries with every cell materialised as a predicate query (names
@@ -265,44 +308,48 @@ class WorkloadStats:
     duplicates: tuple[tuple[int, ...], ...]
     n_range_queries: int
     total_weight: float
+    #: The structured families, summarised without expanding them (None: there are none).
+    families: FamilyStats | None = None
 
     @staticmethod
     def of(w: Workload) -> WorkloadStats:
-        """Linear in the number of predicates and light: each distinct predicate is looked at
-        once (numbered by value), then every statistic is an array operation on the numbers;
-        duplicates are equal rows of numbers (a sort), not a dict of hashed queries."""
+        """Linear in the number of predicates, and light: each distinct predicate object is
+        looked at once (numbered by value), then every statistic is an array operation on those
+        numbers; duplicates are equal rows of numbers found by one sort, not a dict of hashed
+        queries."""
         domain, queries = w.domain, w.queries
         n = len(queries)
-        lengths = np.fromiter(map(len, (q.predicates for q in queries)), np.int64, count=n)
-        flat = list(chain.from_iterable(q.predicates for q in queries))
-        # w keeps every predicate alive while this runs, so id() names the objects
-        ids = np.fromiter(map(id, flat), np.uint64, count=len(flat))
-        _, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+        preds = attrgetter("predicates")
+        lengths = np.fromiter(map(len, map(preds, queries)), np.int64, count=n)
+        # w keeps every predicate alive while this runs, so id() names the objects; loaded
+        # workloads share their predicates, so there are few distinct objects
+        objects = dict(zip(map(id, _all(queries)), _all(queries)))
         number: dict[Predicate, int] = {}
-        canon = np.array([number.setdefault(flat[i], len(number)) for i in first.tolist()],
-                         dtype=np.int64)
-        del flat, ids
-        codes = canon[inverse.reshape(-1)]  # the predicate number at every position
+        number_of = {i: number.setdefault(p, len(number)) for i, p in objects.items()}
+        del objects
+        total = int(lengths.sum())
+        codes = np.fromiter(map(number_of.__getitem__, map(id, _all(queries))), np.int64, total)
         reps = list(number)  # one predicate per number
         attr_of = np.array([domain.index(p.attribute) for p in reps], dtype=np.int64)
         empty = np.array([p.is_contradiction() for p in reps], dtype=bool)
         ranged = np.array(
             [domain[p.attribute].ordered and p.coverage.is_interval() for p in reps], dtype=bool
         )
-        owner = np.repeat(np.arange(n), lengths)  # the query of every position
-        contra = np.zeros(n, dtype=bool)
-        contra[owner[empty[codes]]] = True
-        not_range = np.zeros(n, dtype=bool)
-        not_range[owner[~ranged[codes]]] = True
+        starts = np.cumsum(lengths) - lengths
+        contra = _any_per_query(empty, codes, starts, lengths)
+        not_range = _any_per_query(~ranged, codes, starts, lengths)
         used = np.bincount(attr_of[codes], minlength=len(domain))
         sizes = np.bincount(lengths)
-        starts = np.cumsum(lengths) - lengths
         groups: list[list[int]] = []
         for size in np.flatnonzero(sizes).tolist():
             rows_of = np.flatnonzero((lengths == size) & ~contra)
-            if len(rows_of) > 1:
+            if len(rows_of) == n:
+                rows = codes.reshape(n, size)  # every query has this size: a view
+            elif len(rows_of) > 1:
                 rows = codes[starts[rows_of][:, None] + np.arange(size)]
-                groups.extend(_equal_rows(rows, rows_of, len(reps)))
+            else:
+                continue
+            groups.extend(_equal_rows(rows, rows_of, len(reps)))
         groups.sort(key=lambda g: g[0])
         return WorkloadStats(
             n_queries=len(w),
@@ -313,22 +360,97 @@ class WorkloadStats:
             duplicates=tuple(tuple(g) for g in groups),
             n_range_queries=int(n - not_range.sum()),
             total_weight=float(sum(w.weights)),
+            families=FamilyStats.of(w) if w.partitions else None,
         )
+
+
+@dataclass(frozen=True)
+class FamilyStats:
+    """A workload's structured families at a glance (``tessera workload check``): found from
+    the families alone, one pass over them, never a cell expanded."""
+
+    n_families: int
+    n_cells: int
+    #: kind (marginal, cube, hierarchy, …) -> (families, cells)
+    kinds: dict[str, tuple[int, int]]
+    #: attribute -> number of families over it, in domain order
+    attributes_used: dict[str, int]
+    #: number of attributes -> number of families over that many
+    scope_sizes: dict[int, int]
+    #: distinct attribute sets (families over the same set are counted by one aggregation)
+    n_scopes: int
+    #: the family with the most cells, and its cells
+    largest: tuple[str, int]
+    #: families whose groups leave some codes out (rows there lie in no cell)
+    n_partial: int
+    #: Σ weight × cells
+    total_weight: float
+
+    @staticmethod
+    def of(w: Workload) -> FamilyStats:
+        domain = w.domain
+        kinds: dict[str, list[int]] = {}
+        used = np.zeros(len(domain), dtype=np.int64)
+        sizes: dict[int, int] = {}
+        scopes: set[tuple[str, ...]] = set()
+        largest, partial, weight = ("", -1), 0, 0.0
+        for p in w.partitions:
+            cells = p.n_cells_in(domain)
+            k = kinds.setdefault(p.kind, [0, 0])
+            k[0] += 1
+            k[1] += cells
+            for a in p.attributes:
+                used[domain.index(a)] += 1
+            sizes[len(p.attributes)] = sizes.get(len(p.attributes), 0) + 1
+            scopes.add(p.attributes)
+            if cells > largest[1]:
+                largest = (p.name, cells)
+            partial += not p.covers(domain)
+            weight += p.weight * cells
+        return FamilyStats(
+            n_families=len(w.partitions),
+            n_cells=sum(c for _, c in kinds.values()),
+            kinds={kind: (f, c) for kind, (f, c) in kinds.items()},
+            attributes_used={a.name: int(used[i]) for i, a in enumerate(domain) if used[i]},
+            scope_sizes=dict(sorted(sizes.items())),
+            n_scopes=len(scopes),
+            largest=largest,
+            n_partial=partial,
+            total_weight=weight,
+        )
+
+
+def _all(queries: Sequence[Query]) -> Iterator[Predicate]:
+    """Every predicate of every query, in order."""
+    return chain.from_iterable(map(attrgetter("predicates"), queries))
+
+
+def _any_per_query(
+    flag: np.ndarray, codes: np.ndarray, starts: np.ndarray, lengths: np.ndarray
+) -> np.ndarray:
+    """Per query: does one of its predicates (numbers ``codes``) have ``flag``?"""
+    if not flag.any():
+        return np.zeros(len(lengths), dtype=bool)
+    hits = np.concatenate(([0], np.cumsum(flag[codes])))
+    return hits[starts + lengths] > hits[starts]
 
 
 def _equal_rows(rows: np.ndarray, index: np.ndarray, base: int) -> list[list[int]]:
     """Groups (≥ 2, ascending) of ``index`` whose rows are equal; rows hold numbers < base."""
     width = rows.shape[1]
     if width == 0:
-        return [index.tolist()]
-    if base ** width < 2**62:  # one integer per row
+        return [index.tolist()] if len(index) > 1 else []
+    if base**width < 2**62:  # one integer per row
         key = rows @ (base ** np.arange(width, dtype=np.int64))
         order = np.argsort(key, kind="stable")
-        same = key[order][1:] == key[order][:-1]
+        key = key[order]
+        same = key[1:] == key[:-1]
     else:
         order = np.lexsort(rows.T[::-1])
         ordered = rows[order]
         same = np.all(ordered[1:] == ordered[:-1], axis=1)
+    if not same.any():
+        return []
     starts = np.flatnonzero(np.concatenate(([True], ~same)))
     ends = np.append(starts[1:], len(order))
     members = index[order]
@@ -350,25 +472,44 @@ def _load_text(p: Path, text: str, domain: Domain) -> Workload:
     names: list[str] = []
     sources: list[str] = []
     errors: list[TesseraError] = []
-    parse = FastParser(domain).parse
-    for lineno, raw in enumerate(text.splitlines(), start=1):
-        line = (_strip_comment(raw) if "#" in raw else raw).strip()
-        if not line:
-            continue
-        quoted = _QUOTED_NAME.match(line) if ":" in line else None
-        m = _NAME.match(line) if ":" in line else None
-        if quoted:
-            name, clause = quoted.group(1).replace('""', '"'), quoted.group(2)
-        elif m:
-            name, clause = m.group(1), m.group(2)
-        else:
-            name, clause = line, line
-        try:
-            queries.append(parse(clause))
+    fast = FastParser(domain)
+    where = f"{p}:"
+    # Millions of acyclic objects: the cycle collector would only rescan them, so it is off
+    # while loading, except right after the main parser, whose sqlglot trees (and errors'
+    # tracebacks) are cyclic garbage: a young-generation pass frees them.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        for lineno, raw in enumerate(text.splitlines(), start=1):
+            line = (_strip_comment(raw) if "#" in raw else raw).strip()
+            if not line:
+                continue
+            quoted = m = None
+            if ":" in line:  # both name prefixes end with a colon
+                quoted = _QUOTED_NAME.match(line)
+                m = None if quoted else _NAME.match(line)
+            if quoted:
+                name, clause = quoted.group(1).replace('""', '"'), quoted.group(2)
+            elif m:
+                name, clause = m.group(1), m.group(2)
+            else:
+                name, clause = line, line
+            query = fast.try_parse(clause)
+            if query is None:
+                try:
+                    query = fast.parse(clause)
+                except QueryError as e:
+                    errors.append(e.located(f"{where}{lineno}"))
+                if collecting:
+                    gc.collect(0)
+                if query is None:
+                    continue
+            queries.append(query)
             names.append(name)
-            sources.append(f"{p}:{lineno}")
-        except QueryError as e:
-            errors.append(e.located(f"{p}:{lineno}"))
+            sources.append(f"{where}{lineno}")
+    finally:
+        if collecting:
+            gc.enable()
     if errors:
         raise WorkloadError(errors)
     if not queries:
@@ -513,9 +654,4 @@ def _family(key: str, entry: Any, domain: Domain) -> tuple[Partition, ...]:
         depth = entry.get("depth")
         return hierarchy(domain, attrs, int(entry.get("branching", 2)),
                          None if depth is None else int(depth), weight, entry.get("name"))
-    groups_doc = entry.get("groups") or {}
-    groups = {a: None if groups_doc.get(a) is None else
-              [IntervalSet.of([tuple(span) for span in g]) for g in groups_doc[a]]
-              for a in attrs}
-    return (Partition.grid(domain, groups, weight, entry.get("name"),
-                           str(entry.get("kind", "grid"))),)
+    return (Partition.from_dict(domain, entry | {"weight": weight}),)

@@ -1,4 +1,4 @@
-"""Tensor products, lce, Thm 5 (parallel) and Thm 6 (maximum overlap) (SPEC §3)."""
+"""Tensor products, lce, Thm 5 (parallel) and Thm 6 (maximum overlap) (docs/theory.md §3)."""
 
 from __future__ import annotations
 
@@ -210,7 +210,8 @@ def test_thm6_gdp_exact_gamma_and_pure_dp_bound() -> None:
     assert gdp_gamma(mus, sets) == pytest.approx(
         max(math.sqrt(0.09 + 0.16 + 1.44), math.sqrt(1.44 + 0.25), 2.0)
     )
-    assert overlap_composition([gaussian_dp(m) for m in mus], sets) == gdp_overlap_composition(mus, sets)
+    expected = gdp_overlap_composition(mus, sets)
+    assert overlap_composition([gaussian_dp(m) for m in mus], sets) == expected
     eps = [0.1, 0.2, 0.3, 0.4, 0.5]
     assert pure_dp_overlap_composition(eps, sets) == pytest.approx(0.7)
     # The f-DP Thm 6 for pure DP is at least as tight as ε' (its ε at δ = 0 equals ε').
@@ -265,7 +266,8 @@ def test_gdp_profile_of_thm6_is_exact_union_bound_counterexample() -> None:
 
 
 def test_all_pairs_structure_from_sets() -> None:
-    """Itertools-built I_2 on a 3-attribute example: triangle without joint overlap (SPEC §2):
+    """Itertools-built I_2 on a 3-attribute example: triangle without joint overlap (docs/theory.md
+    §2):
     pairwise overlapping set predicates whose triple does not overlap give I_2 = the 3 pairs."""
     sets = list(itertools.combinations(range(3), 2))
     f = overlap_composition([pure_dp(1.0)] * 3, sets)

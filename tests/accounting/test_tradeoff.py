@@ -1,4 +1,4 @@
-"""Closed forms, PL representation, axioms, conversions (SPEC §3)."""
+"""Closed forms, PL representation, axioms, conversions (docs/theory.md §3)."""
 
 from __future__ import annotations
 

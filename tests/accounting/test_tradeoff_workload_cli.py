@@ -32,7 +32,7 @@ def test_substitution_counts_the_symmetric_difference(tmp_path: Path) -> None:
     w.write_text("age < 30\nage BETWEEN 30 AND 49\nage >= 50\n")  # a partition: γ = 1
     res = _run("-w", str(w), "-s", str(SCHEMA), "--mu", "1", "--neighbours", "substitute")
     assert res.exit_code == 0, res.output
-    # moving a row between two bands changes 2 counts (SPEC §1): μ = √2
+    # moving a row between two bands changes 2 counts (docs/theory.md §1): μ = √2
     assert "2 queries per neighbour change" in res.output
     assert "μ = 1.41421" in res.output
 

@@ -1,4 +1,5 @@
-"""The engine against brute-force enumeration on hundreds of random small instances (SPEC §4)."""
+"""The engine against brute-force enumeration on hundreds of random small instances (docs/theory.md
+§4)."""
 
 from __future__ import annotations
 
@@ -119,7 +120,7 @@ def test_random_predicate_queries(block: int, dense_limit: int) -> None:
 
 
 def test_two_variable_or_is_not_overcounted() -> None:
-    """SPEC §4's trap: Z of exp(θ·(x0 ∨ x1)) is 1 + 3e^θ, not anything else."""
+    """docs/theory.md §4's trap: Z of exp(θ·(x0 ∨ x1)) is 1 + 3e^θ, not anything else."""
     domain = Domain.from_dict({"x0": 2, "x1": 2})
     mgr = bdd_manager(domain.names)
     for dense_limit in (64, 1):

@@ -1,4 +1,4 @@
-"""Tree decompositions, nice form, exact treewidth and the memory guard (SPEC §4)."""
+"""Tree decompositions, nice form, exact treewidth and the memory guard (docs/theory.md §4)."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def test_exact_treewidth_known_values(graph: nx.Graph, tw: int) -> None:
 
 
 def test_star_incidence_graph_has_width_one() -> None:
-    """One disjunction over all d variables is a star: tw = 1 (SPEC §2)."""
+    """One disjunction over all d variables is a star: tw = 1 (docs/theory.md §2)."""
     from tessera.engine import bdd_manager, disjunction, incidence_graph
 
     domain = Domain.from_dict({f"x{i}": 2 for i in range(50)})

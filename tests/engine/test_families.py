@@ -1,4 +1,4 @@
-"""SPEC §8 workload families: measured widths against the paper's bounds; exactness."""
+"""docs/theory.md §8 workload families: measured widths against the paper's bounds; exactness."""
 
 from __future__ import annotations
 

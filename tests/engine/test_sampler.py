@@ -1,4 +1,5 @@
-"""Perfect sampling: χ² goodness of fit against the exact distribution (SPEC §4, paper 2 §6)."""
+"""Perfect sampling: χ² goodness of fit against the exact distribution (docs/theory.md §4, paper 2
+§6)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Exact counts on the raw UCI Adult files equal a plain pandas evaluation (SPEC §1–2)."""
+"""Exact counts on the raw UCI Adult files equal a plain pandas evaluation (docs/theory.md §1–2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Attribute kinds, encoding, schema files and schema errors (SPEC §1: a public domain)."""
+"""Attribute kinds, encoding, schema files and schema errors (docs/theory.md §1: a public
+domain)."""
 
 from __future__ import annotations
 

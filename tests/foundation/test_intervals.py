@@ -1,4 +1,4 @@
-"""IntervalSet algebra against Python sets (SPEC §2: coverages φ ⊆ A as code sets)."""
+"""IntervalSet algebra against Python sets (docs/theory.md §2: coverages φ ⊆ A as code sets)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""WHERE clauses → queries: round trips, SQL semantics against DuckDB, and errors (SPEC §2)."""
+"""WHERE clauses → queries: round trips, SQL semantics against DuckDB, and errors (docs/theory.md
+§2)."""
 
 from __future__ import annotations
 

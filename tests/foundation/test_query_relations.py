@@ -1,4 +1,4 @@
-"""Query evaluation and set relations against brute-force enumeration of 𝔻 (SPEC §2)."""
+"""Query evaluation and set relations against brute-force enumeration of 𝔻 (docs/theory.md §2)."""
 
 from __future__ import annotations
 
@@ -102,7 +102,7 @@ def test_relations_seeded_loop(seed: int) -> None:
 
 
 def test_set_predicates_pairwise_overlap_without_joint_overlap() -> None:
-    """SPEC §2: A={a,b,c}; coverages {a,b}, {b,c}, {a,c} overlap pairwise, not jointly."""
+    """docs/theory.md §2: A={a,b,c}; coverages {a,b}, {b,c}, {a,c} overlap pairwise, not jointly."""
     d = Domain((Categorical(name="A", values=("a", "b", "c")),))
     qs = [Query.conjunction(d, {"A": IntervalSet.points(s)}) for s in ([0, 1], [1, 2], [0, 2])]
     for q1, q2 in itertools.combinations(qs, 2):

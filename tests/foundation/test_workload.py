@@ -1,4 +1,4 @@
-"""Workload files, stats and builders (SPEC §2, §8)."""
+"""Workload files, stats and builders (docs/theory.md §2, §8)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Brute-force references for the overlap tests (SPEC §3). Exponential by design; guarded by
+"""Brute-force references for the overlap tests (docs/theory.md §3). Exponential by design; guarded
+by
 size limits. (Formerly ``tessera.overlap.brute``; nothing in the library uses them.)
 
 * :func:`subsets_max_score`: the naive 2^t enumeration, max{Σ_{q∈Q'} h(w_q) : C_{Q'} ≠ ∅}, with

@@ -14,7 +14,8 @@ def random_domain(rng: np.random.Generator, max_attrs: int = 3, max_size: int = 
     return Domain.from_dict({f"a{i}": int(rng.integers(1, max_size + 1)) for i in range(m)})
 
 
-def random_query(rng: np.random.Generator, dom: Domain, kind: str, p_constrain: float = 0.6) -> Query:
+def random_query(rng: np.random.Generator, dom: Domain, kind: str,
+                 p_constrain: float = 0.6) -> Query:
     cov = {}
     for attr in dom:
         if rng.random() >= p_constrain:

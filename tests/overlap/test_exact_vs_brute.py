@@ -58,11 +58,13 @@ def test_subset_enumeration_agrees_with_points() -> None:
 
 
 def test_set_predicates_pairwise_not_joint() -> None:
-    """A = {a,b,c}; {a,b}, {b,c}, {a,c}: every pair overlaps, the triple does not (SPEC §2)."""
+    """A = {a,b,c}; {a,b}, {b,c}, {a,c}: every pair overlaps, the triple does not (docs/theory.md
+    §2)."""
     from tessera.domain import Domain
     from tessera.parse import parse_query
 
-    dom = Domain.from_dict({"attributes": {"c": {"type": "categorical", "values": ["a", "b", "c"]}}})
+    dom = Domain.from_dict(
+        {"attributes": {"c": {"type": "categorical", "values": ["a", "b", "c"]}}})
     qs = [parse_query(t, dom) for t in ("c IN ('a','b')", "c IN ('b','c')", "c IN ('a','c')")]
     res = max_overlap(qs, domain=dom)
     assert res.exact and res.bound == 2.0

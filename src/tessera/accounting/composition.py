@@ -1,4 +1,4 @@
-"""Sequential, parallel and maximum-overlap composition of f-DP mechanisms (SPEC §3).
+"""Sequential, parallel and maximum-overlap composition of f-DP mechanisms (docs/theory.md §3).
 
 * Tensor product f ⊗ g = T(P × Q, P' × Q') (sequential composition):
   - G_{μ_1} ⊗ … ⊗ G_{μ_n} = G_{√Σμ_i²}                               exact, closed form;
@@ -193,7 +193,7 @@ def pure_dp_overlap_composition(
 
 
 def gdp_from_overlap(mu: float, gamma: float) -> GaussianDP:
-    """Homogeneous μ-GDP queries whose maximum overlap is at most γ (SPEC §3): G_{μ√γ}."""
+    """Homogeneous μ-GDP queries whose maximum overlap is at most γ (docs/theory.md §3): G_{μ√γ}."""
     return GaussianDP(mu * math.sqrt(_gamma(gamma)))
 
 
@@ -251,7 +251,7 @@ class CLTApproximation:
 
 
 def clt_mu(epsilons: Sequence[float]) -> float:
-    """μ = 2K/s of the CLT approximation (SPEC §3)."""
+    """μ = 2K/s of the CLT approximation (docs/theory.md §3)."""
     e = np.asarray(epsilons, dtype=np.float64)
     if e.size == 0 or np.any(e < 0) or not np.all(np.isfinite(e)):
         raise TesseraError("the CLT approximation needs a non-empty list of finite ε ≥ 0")

@@ -1,4 +1,4 @@
-"""Lower convex envelope of a set of trade-off functions (SPEC §3).
+"""Lower convex envelope of a set of trade-off functions (docs/theory.md §3).
 
 lce(g) is the largest convex function ≤ g, and lce{f_1, …, f_k} := lce(min_i f_i); it is a
 trade-off function (paper 1, Lemma for Thm 5). It is the guarantee of parallel composition.

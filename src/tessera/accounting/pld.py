@@ -1,4 +1,4 @@
-"""Numerical trade-off functions from privacy loss distributions (SPEC §3, §7).
+"""Numerical trade-off functions from privacy loss distributions (docs/theory.md §3, §7).
 
 Uses Google's ``dp-accounting`` PLDs with *pessimistic* discretisation: every δ(ε) it returns is
 an upper bound of the mechanism's true hockey-stick divergence (both neighbouring directions,

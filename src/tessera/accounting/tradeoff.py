@@ -1,4 +1,4 @@
-"""Trade-off functions (SPEC §3, Dong–Roth–Su f-DP).
+"""Trade-off functions (docs/theory.md §3, Dong–Roth–Su f-DP).
 
 A trade-off function f: [0,1] → [0,1] is convex, continuous, non-increasing and f(α) ≤ 1 − α;
 a mechanism is f-DP if T(M(D), M(D')) ≥ f for all neighbours D, D'. *Larger is more private*,
@@ -16,7 +16,7 @@ Objects (all frozen values):
   convex function built from supporting lines (never from chords: a chord of a convex function
   lies above it).
 
-Every object carries an :class:`Exactness` flag. Conversions (SPEC §3):
+Every object carries an :class:`Exactness` flag. Conversions (docs/theory.md §3):
 
 * f → privacy profile: M f-DP ⇒ (ε, δ_f(ε))-DP with δ_f(ε) = 1 + f*(−e^ε)
   = sup_α (1 − e^ε α − f(α)) (both orderings of a neighbouring pair are bounded by f, so no
@@ -190,7 +190,8 @@ class Identity(TradeOff):
 
 @dataclass(frozen=True)
 class GaussianDP(TradeOff):
-    """G_μ(α) = Φ(Φ⁻¹(1 − α) − μ): μ-GDP (SPEC §3). μ = Δ₂/σ for the Gaussian mechanism."""
+    """G_μ(α) = Φ(Φ⁻¹(1 − α) − μ): μ-GDP (docs/theory.md §3). μ = Δ₂/σ for the Gaussian
+    mechanism."""
 
     mu: float
     exactness: Exactness = field(default=Exactness.EXACT, init=False)
@@ -242,7 +243,7 @@ def gaussian_dp(mu: float) -> GaussianDP:
 
 @dataclass(frozen=True)
 class EpsDelta(TradeOff):
-    """f_{ε,δ}: M is (ε,δ)-DP iff it is f_{ε,δ}-DP (SPEC §3). Pure DP when δ = 0."""
+    """f_{ε,δ}: M is (ε,δ)-DP iff it is f_{ε,δ}-DP (docs/theory.md §3). Pure DP when δ = 0."""
 
     eps: float
     delta_: float = 0.0

@@ -80,7 +80,7 @@ class WorkloadCost:
         ∞ for a query of weight 0 (not released)."""
         if not (np.isfinite(budget) and budget > 0):
             raise QueryError(f"budget {budget} must be a finite number > 0")
-        return per_query_scales(self.weighted, self.workload.weights, budget)
+        return per_query_scales(self.weighted, self.workload.all_weights(), budget)
 
     def witness_row(self, substituted: bool = False) -> dict[str, str] | None:
         """The witness row of γ_w as ``{attribute: value label}``; ``substituted``: the row it
@@ -94,7 +94,7 @@ class WorkloadCost:
     def witness_queries(self) -> list[str]:
         """Names of the queries the witness of γ_w touches (none without a witness)."""
         witness = self.weighted.witness
-        return [] if witness is None else [self.workload.names[i] for i in witness.queries]
+        return [] if witness is None else [self.workload.name_of(i) for i in witness.queries]
 
     def to_dict(self, budget: float | None = None) -> dict[str, Any]:
         """JSON-ready (``tessera overlap --json``): the guarantee, definition and neighbours,
@@ -114,7 +114,7 @@ class WorkloadCost:
             doc["budget"] = budget
             doc["scales"] = {
                 name: (float(v) if math.isfinite(v) else None)
-                for name, v in zip(self.workload.names, self.scales(budget))
+                for name, v in zip(self.workload.all_names(), self.scales(budget))
             }
         return doc
 
@@ -135,7 +135,7 @@ def workload_cost(
     if time_limit is not None and not time_limit >= 0:
         raise QueryError(f"time limit {time_limit} must be ≥ 0 seconds")
     common = {"comp": definition, "neighbours": neighbours, "method": method}
-    two = not all(w == 1.0 for w in workload.weights)
+    two = not all(w == 1.0 for w in workload.all_weights())
     start = time.monotonic()
     first = time_limit if (time_limit is None or not two) else WEIGHTED_SHARE * time_limit
     weighted = max_overlap(workload, time_limit=first, **common)  # type: ignore[arg-type]
@@ -144,6 +144,7 @@ def workload_cost(
     else:
         left = None if time_limit is None else max(0.0, time_limit - (time.monotonic() - start))
         unweighted = max_overlap(
-            workload, np.ones(len(workload)), time_limit=left, **common  # type: ignore[arg-type]
+            workload, np.ones(workload.n_queries), time_limit=left,
+            **common,  # type: ignore[arg-type]
         )
     return WorkloadCost(workload, definition, neighbours, weighted, unweighted)

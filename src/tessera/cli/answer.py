@@ -25,6 +25,9 @@ from tessera.cli.common import (
 )
 from tessera.errors import TesseraError
 
+#: Rows printed to the terminal when no --output is given.
+MAX_PRINTED = 50
+
 
 def register(app: typer.Typer) -> None:
     app.command("answer", cls=Command)(answer)
@@ -118,7 +121,11 @@ def answer(
     if report is not None:
         out.print(f"report:      {release.report(report)}")
     if output is None:
-        out.print(release.to_frame().to_string(index=False), markup=False, highlight=False)
+        frame = release.to_frame()
+        out.print(frame.head(MAX_PRINTED).to_string(index=False), markup=False, highlight=False)
+        if len(frame) > MAX_PRINTED:
+            out.print(f"… {len(frame) - MAX_PRINTED:,} more rows: write them all with -o "
+                      "answers.csv (or .parquet)", markup=False)
 
 
 def _print_release(release: object) -> None:

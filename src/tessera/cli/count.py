@@ -28,6 +28,7 @@ from tessera.cli.common import (
 
 if TYPE_CHECKING:
     from tessera.counts import CountResult
+    from tessera.workload import Workload
 
 
 def register(app: typer.Typer) -> None:
@@ -43,7 +44,21 @@ def count(
     schema: SchemaOpt,
     output: Annotated[
         Path | None,
-        typer.Option("--output", "-o", help="Write the answers here (CSV; Parquet for .parquet)."),
+        typer.Option(
+            "--output",
+            "-o",
+            help="Write the answers here (CSV; Parquet for .parquet). Families: the long table "
+            "family,cell,answer.",
+        ),
+    ] = None,
+    wide: Annotated[
+        Path | None,
+        typer.Option(
+            "--wide",
+            help="Families: one CSV per family in this directory (a column per attribute and "
+            "answer), with index.csv and queries.csv.",
+            file_okay=False,
+        ),
     ] = None,
     as_json: JsonOpt = False,
     on_invalid: Annotated[
@@ -55,7 +70,12 @@ def count(
     skip_rows: SkipRowsOpt = 0,
     table: TableOpt = None,
 ) -> None:
-    """Exact answers of WORKLOAD on DATA as `query,answer` rows. NOT PRIVATE."""
+    """Exact answers of WORKLOAD on DATA as `query,answer` rows. NOT PRIVATE.
+
+    Marginals, cubes and hierarchies are counted with one aggregation per family and written
+    as the long table `family,cell,answer` (predicate queries: empty family, their name as
+    the cell), or with --wide one table per family.
+    """
     from tessera.counts import count as exact_counts
     from tessera.domain import Domain
     from tessera.workload import Workload
@@ -63,10 +83,12 @@ def count(
     if on_invalid not in ("error", "drop"):
         fail(f"--on-invalid {on_invalid!r}: use 'error' or 'drop'")
     w = Workload.load(workload, Domain.load(schema))
+    if wide is not None and not w.partitions:
+        fail("--wide writes one table per family, and the workload has no families")
     with Progress(
         TextColumn("counting"),
         BarColumn(),
-        TextColumn("{task.completed}/{task.total} scopes"),
+        TextColumn("{task.completed}/{task.total} " + _steps(w)),
         TimeElapsedColumn(),
         console=err,
         transient=True,
@@ -82,17 +104,32 @@ def count(
             progress=lambda done, total: bar.update(task, completed=done, total=total),
         )
     _report(result)
+    if wide is not None:
+        index = result.write_wide(wide)
+        err.print(f"wrote {len(w.partitions):,} families ({w.n_cells:,} cells) to {wide}/ "
+                  f"(index: {index.name})")
+        if output is None and not as_json:
+            return
     _write(result, output, as_json)
+
+
+def _steps(w: Workload) -> str:
+    """What the progress bar counts: scope groups of predicate queries, then families."""
+    if not w.partitions:
+        return "scopes"
+    return "scopes + families" if len(w) else "families"
 
 
 def _report(result: CountResult) -> None:
     """On stderr: the NOT PRIVATE mark with the rows and queries, and any dropped rows."""
     from tessera.counts import NOT_PRIVATE
 
-    err.print(
-        f"[bold red]{NOT_PRIVATE}[/] ({result.n_rows:,} rows, {len(result.workload):,} queries)",
-        markup=True,
-    )
+    w = result.workload
+    what = f"{len(w):,} queries"
+    if w.partitions:
+        what = (f"{len(w):,} predicate queries, " if len(w) else "") + (
+            f"{len(w.partitions):,} families, {w.n_cells:,} cells")
+    err.print(f"[bold red]{NOT_PRIVATE}[/] ({result.n_rows:,} rows, {what})", markup=True)
     if result.dropped:
         err.print(
             f"dropped {result.dropped:,} rows with values outside the schema (--on-invalid drop):"
@@ -102,13 +139,23 @@ def _report(result: CountResult) -> None:
 
 
 def _write(result: CountResult, output: Path | None, as_json: bool) -> None:
-    """The answers as CSV or JSON on stdout or to ``output``, or as Parquet for ``.parquet``."""
-    n = len(result.workload)
+    """The answers as CSV or JSON on stdout or to ``output``, or as Parquet for ``.parquet``;
+    with families the CSV and Parquet hold the long table (:meth:`CountResult.write_csv`)."""
+    n = result.workload.n_queries
     if output is not None and output.suffix.lower() == ".parquet":
         if as_json:
             fail("--json and a .parquet output exclude each other")
         result.write_parquet(output)
         err.print(f"wrote {n:,} answers to {output}")
+        return
+    if result.workload.partitions and not as_json:
+        if output is None:
+            sys.stdout.flush()
+            result.write_csv(sys.stdout.buffer)
+            sys.stdout.buffer.flush()
+        else:
+            result.write_csv(output)
+            err.print(f"wrote {n:,} answers to {output}")
         return
     if as_json:
         text = json.dumps(result.to_dict(), indent=1) + "\n"

@@ -1,4 +1,5 @@
-"""``tessera treewidth``: width of a workload's incidence graph and the engine's plan (SPEC §4).
+"""``tessera treewidth``: width of a workload's incidence graph and the engine's plan
+(docs/theory.md §4).
 
 Prints tw(G(F)) as found by the heuristic (an upper bound), the decomposition the engine would
 run on (its width, number of bags, largest table, memory estimate) and, when the plan exceeds the
@@ -39,9 +40,14 @@ def treewidth(
     wl = Workload.load(workload, Domain.load(schema))
     report = treewidth_report(wl, heuristic=heuristic, memory_limit=memory_limit)
     g = report.incidence
-    out.print(f"workload: {len(wl.queries)} queries over {len(wl.domain)} attributes")
-    out.print(f"incidence graph G(F): {g.vertices} vertices, {g.edges} edges; width {g.width} "
-              f"({heuristic}, {g.bags} bags; an upper bound on tw(F))")
+    if wl.partitions:
+        out.print(f"workload: {len(wl.queries)} predicate queries and {len(wl.partitions)} "
+                  f"families ({wl.n_cells:,} cells) over {len(wl.domain)} attributes")
+    else:
+        out.print(f"workload: {len(wl.queries)} queries over {len(wl.domain)} attributes")
+    family_note = f", one vertex per family ({g.families})" if g.families else ""
+    out.print(f"incidence graph G(F): {g.vertices} vertices, {g.edges} edges{family_note}; "
+              f"width {g.width} ({heuristic}, {g.bags} bags; an upper bound on tw(F))")
     # raises ResourceError (one-line error, exit 2) when the plan exceeds the limit
     plan = report.plan
     out.print(f"engine decomposition: width {plan.width} over {plan.variables} variables "

@@ -11,7 +11,12 @@ from rich.table import Table
 from tessera.cli.common import Command, Group, SchemaOpt, WorkloadArg, out, user_errors
 
 if TYPE_CHECKING:
-    from tessera.workload import Workload
+    from tessera.workload import FamilyStats, Workload
+
+#: Most cells of a structured family ``workload build`` expands into a text file (one line
+#: each); beyond, it asks for YAML/JSON.
+TEXT_MAX_QUERIES = 1_000_000
+_STRUCTURED_SUFFIXES = (".yaml", ".yml", ".json")
 
 
 def register(app: typer.Typer) -> None:
@@ -31,9 +36,19 @@ def check(workload: WorkloadArg, schema: SchemaOpt) -> None:
 
     w = Workload.load(workload, Domain.load(schema))
     s = w.stats()
-    table = Table(title=f"{workload}: {s.n_queries} queries", show_header=False)
+    f = s.families
+    title = f"{workload}: {s.n_queries} queries"
+    if f is not None:
+        title = (f"{workload}: {s.n_queries:,} predicate queries, {f.n_families:,} families "
+                 f"({f.n_cells:,} cells)")
+    table = Table(title=title, show_header=False)
     table.add_column("statistic", no_wrap=True)
     table.add_column("value", overflow="fold")  # never cut: wrap
+    if f is not None:
+        _family_rows(table, f)
+        if not s.n_queries:
+            out.print(table)
+            return
     table.add_row("queries", f"{s.n_queries:,}")
     table.add_row("total weight", f"{s.total_weight:g}")
     table.add_row("range queries", f"{s.n_range_queries:,}")
@@ -52,6 +67,22 @@ def check(workload: WorkloadArg, schema: SchemaOpt) -> None:
         or "none",
     )
     out.print(table)
+
+
+def _family_rows(table: Table, f: FamilyStats) -> None:
+    """The structured families: kinds, cells, attributes and scope sizes (nothing expanded)."""
+    table.add_row("families", ", ".join(f"{kind}: {n:,} ({cells:,} cells)"
+                                        for kind, (n, cells) in f.kinds.items()))
+    table.add_row("cells", f"{f.n_cells:,}")
+    table.add_row("cell weight", f"{f.total_weight:g}")
+    table.add_row("family attributes",
+                  ", ".join(f"{a} ({n})" for a, n in f.attributes_used.items()) or "none")
+    table.add_row("family scope sizes", ", ".join(f"{k}: {n}" for k, n in f.scope_sizes.items()))
+    table.add_row("distinct family scopes", f"{f.n_scopes:,}")
+    table.add_row("largest family", f"{f.largest[0]} ({f.largest[1]:,} cells)")
+    if f.n_partial:
+        table.add_row("partial families",
+                      f"{f.n_partial:,} (groups leave codes out: those rows are in no cell)")
 
 
 def _where(w: Workload, i: int) -> str:
@@ -75,7 +106,8 @@ def build(
     family: Annotated[
         str,
         typer.Argument(
-            help="marginals | identity | prefix | ranges | random", metavar="FAMILY"
+            help="marginals | identity | cube | hierarchy | prefix | ranges | random",
+            metavar="FAMILY",
         ),
     ],
     schema: SchemaOpt,
@@ -100,20 +132,78 @@ def build(
             help="random: seed (the workload is public; the seed only makes it reproducible)."
         ),
     ] = 0,
+    branching: Annotated[
+        int, typer.Option(help="hierarchy: children per interval at each level.")
+    ] = 2,
+    depth: Annotated[
+        int | None,
+        typer.Option(help="hierarchy: levels per attribute (default: down to single values)."),
+    ] = None,
+    min_order: Annotated[
+        int, typer.Option(help="cube: fewest attributes per marginal (0 keeps the total).")
+    ] = 0,
+    max_queries: Annotated[
+        int,
+        typer.Option(help="marginals, identity, cube, hierarchy: most queries written to a "
+                     "text file (.sql/.txt), one per cell; YAML/JSON keep them compact at any "
+                     "size."),
+    ] = TEXT_MAX_QUERIES,
 ) -> None:
-    """Build a standard workload FAMILY over the schema and write it to a file."""
+    """Build a standard workload FAMILY over the schema and write it to a file.
+
+    marginals, identity, cube and hierarchy are written compactly to .yaml/.json (a few lines
+    that name the families, whatever their number of cells); to a text file, one query per
+    cell, up to --max-queries.
+    """
+    from tessera.builders import DEFAULT_MAX_QUERIES, STRUCTURED, build_structured
     from tessera.builders import build as build_family
     from tessera.domain import Domain
+    from tessera.errors import ResourceError
+    from tessera.workload import Workload
 
-    w = build_family(
-        family,
-        Domain.load(schema),
-        attributes=attributes,
-        k=k,
-        n_queries=n,
-        kind=kind,
-        attributes_per_query=(min_attributes, max_attributes),
-        seed=seed,
-    )
+    domain = Domain.load(schema)
+    compact = output.suffix.lower() in _STRUCTURED_SUFFIXES
+    if family in STRUCTURED:
+        w, doc = build_structured(family, domain, attributes=attributes, k=k,
+                                  branching=branching, depth=depth, min_order=min_order)
+        if compact:
+            _write_document(doc, output, f"{family}: {len(w.partitions):,} families, "
+                                         f"{w.n_cells:,} cells")
+            out.print(f"wrote {len(w.partitions):,} families ({w.n_cells:,} cells) to {output}")
+            return
+        if w.n_cells > max_queries:
+            raise ResourceError(
+                f"{family} has {w.n_cells:,} cells: too many for a text workload, one line "
+                f"each (--max-queries {max_queries:,})",
+                hint=f"write YAML or JSON ({output.with_suffix('.yaml').name}): its "
+                f"{len(w.partitions):,} families stay a few lines, and every command takes them",
+            )
+    if family in ("cube", "hierarchy"):
+        expanded = w.expanded(max_queries)
+        w = Workload.of(domain, expanded.queries, expanded.names)
+    else:
+        w = build_family(
+            family,
+            domain,
+            attributes=attributes,
+            k=k,
+            n_queries=n,
+            kind=kind,
+            attributes_per_query=(min_attributes, max_attributes),
+            seed=seed,
+            max_queries=max(max_queries, DEFAULT_MAX_QUERIES),  # families: checked above
+        )
     w.save(output)
     out.print(f"wrote {len(w):,} queries to {output}")
+
+
+def _write_document(doc: dict[str, object], path: Path, comment: str) -> None:
+    """A compact structured workload as YAML (with a comment line) or JSON."""
+    import json
+
+    import yaml
+
+    if path.suffix.lower() == ".json":
+        path.write_text(json.dumps(doc, indent=1) + "\n")
+    else:
+        path.write_text(f"# {comment}\n" + yaml.safe_dump(doc, sort_keys=False))

@@ -1,4 +1,4 @@
-"""The engine of Tessera (SPEC §4): one dynamic program over a tree decomposition for
+"""The engine of Tessera (docs/theory.md §4): one dynamic program over a tree decomposition for
 
 * max-plus: max_x Σ_f θ_f f(x) with an argmax (LP pricing, weighted maximum overlap γ_w),
 * log-sum-product: log Z = log Σ_x exp(Σ_f θ_f f(x)), exact expectations E[f],
@@ -29,7 +29,13 @@ from tessera.engine.decomposition import (
     treewidth,
 )
 from tessera.engine.factors import incidence_graph, scope
-from tessera.engine.model import GibbsModel, log_partition, maximize
+from tessera.engine.model import (
+    GibbsModel,
+    log_partition,
+    maximize,
+    workload_functions,
+    workload_incidence_graph,
+)
 from tessera.engine.semiring import LOG_SUM_PRODUCT, MAX_PLUS, Semiring
 
 __all__ = [
@@ -57,4 +63,6 @@ __all__ = [
     "parity",
     "scope",
     "treewidth",
+    "workload_functions",
+    "workload_incidence_graph",
 ]

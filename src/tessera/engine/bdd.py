@@ -1,4 +1,4 @@
-"""Boolean queries over binary variables, as reduced ordered BDDs (SPEC §2, paper 2 §2).
+"""Boolean queries over binary variables, as reduced ordered BDDs (docs/theory.md §2, paper 2 §2).
 
 A :class:`BooleanQuery` is any f: {0,1}^scope → {0,1} given as a node of a ``dd`` BDD manager
 whose variable names are attribute names of a binary domain (attributes of size 2: ``Boolean``
@@ -9,11 +9,11 @@ The engine never evaluates a BDD node by node on the domain. It reads a query as
 automaton* (see :mod:`tessera.engine.factors`): after reading the values of the first i scope
 variables in some order, the state is the cofactor of f by those values (a BDD node). The number
 of distinct cofactors at a layer is the width of the OBDD of f in that order; it is small for the
-families of SPEC §2 in their natural order, and for *symmetric* functions (OR, AND, XOR,
+families of docs/theory.md §2 in their natural order, and for *symmetric* functions (OR, AND, XOR,
 thresholds: functions of the number of true literals) in **every** order. Builders of symmetric
 queries therefore record their :class:`Symmetric` form, from which the engine builds the
-automaton combinatorially in whatever order follows the elimination order (SPEC §4: "order the
-chain to follow the elimination order so the width grows by O(1)").
+automaton combinatorially in whatever order follows the elimination order (docs/theory.md §4:
+"order the chain to follow the elimination order so the width grows by O(1)").
 
 Builders: :func:`disjunction` (monotone or with negated literals), :func:`conjunction` (a marginal
 cell, conjunction of literals), :func:`parity` (XOR), :func:`at_least` (threshold),

@@ -1,4 +1,5 @@
-"""Tree decompositions: elimination heuristics, nice form, width and the memory guard (SPEC §4).
+"""Tree decompositions: elimination heuristics, nice form, width and the memory guard
+(docs/theory.md §4).
 
 A tree decomposition (T, {X_t}) of a graph G has a bag per node such that every vertex and every
 edge lies in some bag and the bags holding a vertex form a subtree; its width is max|X_t| − 1.

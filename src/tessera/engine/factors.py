@@ -1,9 +1,10 @@
-"""Queries as factors: value classes, layered automata, dense and chain factors (SPEC §2, §4).
+"""Queries as factors: value classes, layered automata, dense and chain factors (docs/theory.md §2,
+§4).
 
 A workload F is a list of functions f: 𝔻 → {0,1}, each a predicate conjunction
 (:class:`~tessera.query.Query`) or a Boolean query (:class:`~tessera.engine.bdd.BooleanQuery`);
 the model is exp(Σ_f θ_f f(x)). This module turns F into *factors over small tables* without
-ever over-counting (the trap of SPEC §4).
+ever over-counting (the trap of docs/theory.md §4).
 
 **The exact scheme: chain compilation.** Every function is read as a layered deterministic
 automaton over its scope in a chosen order v_1..v_k: state s_0 is fixed, s_i = δ_i(s_{i-1}, x_{v_i})
@@ -68,7 +69,7 @@ DENSE_MAX = 1 << 16
 
 
 def scope(domain: Domain, f: Function) -> tuple[int, ...]:
-    """scope(f) as sorted attribute indices (SPEC §2)."""
+    """scope(f) as sorted attribute indices (docs/theory.md §2)."""
     if isinstance(f, Query):
         return tuple(sorted(domain.index(a) for a in f.scope))
     if isinstance(f, BooleanQuery):
@@ -77,7 +78,8 @@ def scope(domain: Domain, f: Function) -> tuple[int, ...]:
 
 
 def incidence_graph(domain: Domain, functions: Sequence[Function]) -> nx.Graph:
-    """G(F): variables ``("x", i)`` on one side, functions ``("f", j)`` on the other (SPEC §2)."""
+    """G(F): variables ``("x", i)`` on one side, functions ``("f", j)`` on the other
+    (docs/theory.md §2)."""
     g = nx.Graph()
     g.add_nodes_from(("x", i) for i in range(len(domain)))
     for j, f in enumerate(functions):

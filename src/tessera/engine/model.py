@@ -1,4 +1,4 @@
-"""The public engine API: a Gibbs model over a workload (SPEC §4, §5, §6).
+"""The public engine API: a Gibbs model over a workload (docs/theory.md §4, §5, §6).
 
 ``GibbsModel(domain, queries, theta)`` is P[x] ∝ exp(Σ_f θ_f f(x)) over the finite domain, for
 predicate queries (:class:`~tessera.query.Query`) and Boolean queries
@@ -17,6 +17,11 @@ never rebuilds the decomposition). :func:`maximize` is the function-level max-pl
 used for LP pricing and the weighted maximum overlap γ_w = max_x Σ_q w_q q(x).
 :func:`treewidth_report` describes the decomposition a workload's model would run on, without
 running it (``tessera treewidth``).
+
+Structured workloads (:class:`~tessera.workload.Workload` with marginals, cubes, hierarchies) are
+taken wherever queries are: their families' cells become queries in expanded order, under the
+size guards of :func:`workload_functions` (a clear :class:`~tessera.errors.ResourceError`
+beyond them); the incidence width is found from the family scopes (one vertex per family).
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import Any
 
 import networkx as nx
 import numpy as np
@@ -60,12 +65,59 @@ from tessera.engine.factors import (
 )
 from tessera.engine.program import Forward, Program, Sampler
 from tessera.engine.semiring import LOG_SUM_PRODUCT, MAX_PLUS
-from tessera.errors import QueryError, TesseraError
-
-if TYPE_CHECKING:
-    from tessera.workload import Workload
+from tessera.errors import QueryError, ResourceError, TesseraError
+from tessera.workload import Workload
 
 IntArray = npt.NDArray[np.int64]
+
+#: A structured workload (:attr:`~tessera.workload.Workload.partitions`) reaches the engine with
+#: its families' cells as queries (expanded order): at most this many queries in all ...
+STRUCTURED_MAX_QUERIES = 200_000
+#: ... and at most this many cells in one family (a family's cells share one factor table, and
+#: compiling tabulates every cell over it: (cells)² entries, ~2.4 s and 100 MB at 10,000 cells).
+STRUCTURED_MAX_FAMILY_CELLS = 16_384
+
+
+def workload_functions(
+    workload: Workload, *, max_queries: int | None = None, max_family_cells: int | None = None,
+) -> tuple[tuple[Function, ...], tuple[str, ...]]:
+    """The workload's queries and names for the engine: predicate queries, then every family's
+    cells row-major (:meth:`~tessera.workload.Workload.expanded` order, the order of θ and of
+    :meth:`~tessera.workload.Workload.all_weights`). Refused with a
+    :class:`~tessera.errors.ResourceError` beyond the guards, before anything is built."""
+    if workload.partitions:
+        max_queries = STRUCTURED_MAX_QUERIES if max_queries is None else max_queries
+        max_family_cells = (STRUCTURED_MAX_FAMILY_CELLS if max_family_cells is None
+                            else max_family_cells)
+        domain = workload.domain
+        big = max(workload.partitions, key=lambda p: p.n_cells_in(domain))
+        if big.n_cells_in(domain) > max_family_cells:
+            raise ResourceError(
+                f"family {big.name!r} has {big.n_cells_in(domain):,} cells: the engine takes "
+                f"families of at most {max_family_cells:,} cells (it tabulates each cell over "
+                "the family's table)",
+                hint="tessera overlap and tessera count take the structured form as it is")
+        if workload.n_queries > max_queries:
+            raise ResourceError(
+                f"the structured workload has {workload.n_queries:,} queries with its cells: "
+                f"the engine takes at most {max_queries:,}",
+                hint="tessera overlap and tessera count take the structured form as it is; "
+                "tessera treewidth reports its width from the family scopes")
+        workload = workload.expanded(max_queries=max_queries)
+    return tuple(workload.queries), tuple(workload.names)
+
+
+def _functions(
+    domain: Domain, queries: Sequence[Function] | Workload, names: Sequence[str] | None
+) -> tuple[tuple[Function, ...], tuple[str, ...] | None]:
+    """``queries`` as engine functions: a :class:`~tessera.workload.Workload` (structured or
+    not, over ``domain``) gives its queries and cells (:func:`workload_functions`)."""
+    if not isinstance(queries, Workload):
+        return tuple(queries), None if names is None else tuple(names)
+    if queries.domain != domain:
+        raise QueryError("the workload is over another domain than the model")
+    functions, own = workload_functions(queries)
+    return functions, own if names is None else tuple(names)
 
 
 @dataclass(frozen=True, eq=False)
@@ -155,6 +207,7 @@ class IncidenceWidth:
     edges: int
     width: int
     bags: int
+    families: int = 0  # vertices that stand for a whole family of cells
 
 
 @dataclass(frozen=True)
@@ -186,11 +239,18 @@ class TreewidthReport:
     heuristic: str
     memory_limit: int
     incidence: IncidenceWidth
+    #: a structured workload: its families are expanded (under the engine's guards) only when
+    #: :attr:`plan` is asked for; ``functions`` are then its predicate queries alone
+    workload: Workload | None = None
 
     @cached_property
     def plan(self) -> PlanSummary:
-        """Lay out and decompose the model as :class:`GibbsModel` would; nothing is run."""
-        s = Structure.build(self.domain, self.functions, self.names, (),
+        """Lay out and decompose the model as :class:`GibbsModel` would; nothing is run. For a
+        structured workload the families' cells become queries (:func:`workload_functions`:
+        a :class:`~tessera.errors.ResourceError` beyond its guards)."""
+        functions, names = ((self.functions, self.names) if self.workload is None
+                            else workload_functions(self.workload))
+        s = Structure.build(self.domain, functions, names, (),
                             heuristic=self.heuristic, memory_limit=self.memory_limit,
                             dense_limit=DENSE_LIMIT)
         c = s.compiled
@@ -216,7 +276,11 @@ def treewidth_report(
     heuristic: str = "min-fill",
     memory_limit: int | str = DEFAULT_MEMORY_LIMIT,
 ) -> TreewidthReport:
-    """The width of ``workload``'s incidence graph and the engine's plan for it (SPEC §4).
+    """The width of ``workload``'s incidence graph and the engine's plan for it (docs/theory.md §4).
+
+    A structured workload's incidence graph has one vertex per family, joined to the attributes
+    its cells constrain (:func:`workload_incidence_graph`): its width is found from the scopes,
+    never from the cells.
 
     ``memory_limit``: bytes, or text such as ``'2GiB'``, ``'512MiB'``, ``'1e9'``. Raises
     :class:`~tessera.errors.TesseraError` for an unknown heuristic or an unreadable limit, before
@@ -231,26 +295,54 @@ def treewidth_report(
             raise TesseraError(f"cannot read memory limit {memory_limit!r}",
                                hint="e.g. 2GiB, 512MiB, 1e9") from None
     domain = workload.domain
-    graph = incidence_graph(domain, workload.queries)
+    graph = workload_incidence_graph(workload)
     width, td = treewidth(graph, heuristic)
     incidence = IncidenceWidth(graph.number_of_nodes(), graph.number_of_edges(), width,
-                               len(td.bags))
+                               len(td.bags), len(workload.partitions))
     return TreewidthReport(domain, tuple(workload.queries), tuple(workload.names), heuristic,
-                           memory_limit, incidence)
+                           memory_limit, incidence, workload if workload.partitions else None)
+
+
+def family_scope(domain: Domain, family: Any) -> tuple[int, ...]:
+    """The attributes (indices) a family's cells constrain: all of its attributes but those cut
+    into one group holding every code (level 0 of a hierarchy, a one-code attribute)."""
+    out = []
+    for i, a in enumerate(family.attributes):
+        groups = family.groups[i]
+        size = domain[a].size
+        whole = (size <= 1) if groups is None else (len(groups) == 1 and len(groups[0]) == size)
+        if not whole:
+            out.append(domain.index(a))
+    return tuple(out)
+
+
+def workload_incidence_graph(workload: Workload) -> nx.Graph:
+    """G(F) of a workload: attributes ``("x", i)``, predicate queries ``("f", j)`` and one vertex
+    ``("P", k)`` per family joined to :func:`family_scope` (its cells are twins: they would add
+    vertices with the same neighbours, not width)."""
+    domain = workload.domain
+    graph = incidence_graph(domain, workload.queries)
+    for k, p in enumerate(workload.partitions):
+        graph.add_node(("P", k))
+        graph.add_edges_from((("x", i), ("P", k)) for i in family_scope(domain, p))
+    return graph
 
 
 class GibbsModel:
-    """P[x] ∝ exp(Σ_f θ_f f(x)) · ∏_c [c(x) = 1] over ``domain`` (SPEC §4).
+    """P[x] ∝ exp(Σ_f θ_f f(x)) · ∏_c [c(x) = 1] over ``domain`` (docs/theory.md §4).
 
     ``theta`` is indexed like ``queries`` (default all 0: the uniform distribution);
-    ``constraints`` are hard (functions that must be 1). The model is immutable: weights change
+    ``constraints`` are hard (functions that must be 1). ``queries`` may be a
+    :class:`~tessera.workload.Workload`; a structured one brings its families' cells as queries
+    (expanded order, so θ is indexed like :meth:`~tessera.workload.Workload.all_weights`),
+    refused beyond the guards of :func:`workload_functions`. The model is immutable: weights change
     through :meth:`with_theta` / :meth:`with_weight`, which share the compiled structure.
     """
 
     def __init__(
         self,
         domain: Domain,
-        queries: Sequence[Function],
+        queries: Sequence[Function] | Workload,
         theta: Sequence[float] | npt.ArrayLike | None = None,
         *,
         names: Sequence[str] | None = None,
@@ -259,8 +351,8 @@ class GibbsModel:
         memory_limit: int = DEFAULT_MEMORY_LIMIT,
         dense_limit: int = DENSE_LIMIT,
     ) -> None:
-        queries = tuple(queries)
-        names = tuple(names) if names is not None else tuple(f"q{j}" for j in range(len(queries)))
+        queries, names = _functions(domain, queries, names)
+        names = names if names is not None else tuple(f"q{j}" for j in range(len(queries)))
         if len(names) != len(queries):
             raise QueryError(f"{len(names)} names for {len(queries)} queries")
         self.structure = Structure.build(
@@ -269,6 +361,13 @@ class GibbsModel:
         )
         self.theta = _theta(theta, len(queries))
         self._cache: dict[str, object] = {}
+
+    @staticmethod
+    def from_workload(workload: Workload, theta: Sequence[float] | npt.ArrayLike | None = None,
+                      **options: Any) -> GibbsModel:
+        """The model of a workload (structured or not) over its own domain; θ in expanded
+        order (default: 0)."""
+        return GibbsModel(workload.domain, workload, theta, **options)
 
     @staticmethod
     def _share(structure: Structure, theta: npt.NDArray[np.float64]) -> GibbsModel:
@@ -453,7 +552,7 @@ def _theta(theta: Sequence[float] | npt.ArrayLike | None, n: int) -> npt.NDArray
 
 def maximize(
     domain: Domain,
-    queries: Sequence[Function],
+    queries: Sequence[Function] | Workload,
     weights: Sequence[float] | npt.ArrayLike,
     *,
     constraints: Sequence[Function] = (),
@@ -468,7 +567,7 @@ def maximize(
 
 def log_partition(
     domain: Domain,
-    queries: Sequence[Function],
+    queries: Sequence[Function] | Workload,
     theta: Sequence[float] | npt.ArrayLike,
     *,
     constraints: Sequence[Function] = (),

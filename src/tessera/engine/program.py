@@ -1,4 +1,5 @@
-"""The dynamic program: variable elimination over the buckets of a tree decomposition (SPEC §4).
+"""The dynamic program: variable elimination over the buckets of a tree decomposition
+(docs/theory.md §4).
 
 For an elimination order π of the compiled variables, step t eliminates v = π_t. Its bucket
 table lives on the bag X_t = {v} ∪ N⁺(v) (axes sorted by elimination position, v first):

@@ -1,4 +1,4 @@
-"""The two commutative semirings of the dynamic program (SPEC §4, problem (7)).
+"""The two commutative semirings of the dynamic program (docs/theory.md §4, problem (7)).
 
 Both are "log-domain" semirings over ℝ ∪ {−∞}: the product ⊗ is ``+`` (log-potentials add)
 and the unit ``1̄`` is 0; the zero ``0̄`` is −∞ (an impossible assignment, a hard factor). They
@@ -7,7 +7,7 @@ differ only in the sum ⊕ used to forget a variable:
 * max-plus: ``a ⊕ b = max(a, b)`` — max_x Σ_f θ_f f(x) (LP pricing, weighted overlap γ_w);
 * log-sum-product: ``a ⊕ b = log(e^a + e^b)`` — log Σ_x exp(Σ_f θ_f f(x)) = log Z.
 
-Only ``logaddexp``-style reductions are ever used, never ``e^a − e^b`` (SPEC §4 numerics).
+Only ``logaddexp``-style reductions are ever used, never ``e^a − e^b`` (docs/theory.md §4 numerics).
 """
 
 from __future__ import annotations

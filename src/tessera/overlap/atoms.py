@@ -1,4 +1,4 @@
-"""Value classes ("atoms") as the overlap solvers search them (SPEC §2, §3).
+"""Value classes ("atoms") as the overlap solvers search them (docs/theory.md §2, §3).
 
 For the max-weight point problem max_x Σ_q y_q q(x) only the *membership pattern* of x_a matters:
 two codes that lie in exactly the same predicates φ_{q,a} are interchangeable. The classes are

@@ -1,4 +1,4 @@
-"""Exact, anytime branch and bound for the max-weight point problem (SPEC §3).
+"""Exact, anytime branch and bound for the max-weight point problem (docs/theory.md §3).
 
 Problem: S = max_{x∈𝔻} Σ_q s_q q(x) with s_q = h(w_q) ≥ 0 and predicate queries q. It never
 enumerates 𝔻: per attribute only the value classes (atoms, :mod:`tessera.overlap.atoms`) matter,
@@ -16,7 +16,8 @@ attribute in the order, k(q). Since q(x) ≤ [x_{k(q)} ∈ φ_{q,k(q)}],
 is a valid upper bound on every completion of the node. It is exact when every alive query has
 one unfixed attribute left (the subproblem is separable); such nodes are solved on the spot.
 
-Colour classes (SPEC §3): the queries a row meets form a clique of the overlap graph G_Q, so for
+Colour classes (docs/theory.md §3): the queries a row meets form a clique of the overlap graph G_Q,
+so for
 any proper colouring C_1..C_k of G_Q restricted to the alive unresolved queries,
 
     bound_col(node) = Σ_{resolved alive q} s_q + Σ_j max_{q ∈ C_j alive, unresolved} s_q
@@ -493,7 +494,7 @@ def split_bound(
     domain: Domain, queries: Sequence[Query], scores: npt.ArrayLike, *, iterations: int = 150,
     time_limit: float | None = None, part: ActivePart | None = None,
 ) -> float:
-    """A Lagrangian upper bound on max_x Σ_q s_q q(x), cheap at any size (SPEC §3).
+    """A Lagrangian upper bound on max_x Σ_q s_q q(x), cheap at any size (docs/theory.md §3).
 
     Split each score over the query's attributes, s_q = Σ_{a∈scope(q)} λ_{q,a} with λ ≥ 0. Since
     q(x) ≤ [x_a ∈ φ_{q,a}] for every a, Σ_q s_q q(x) ≤ Σ_a max_c Σ_q λ_{q,a} [c ∈ φ_{q,a}] for

@@ -1,4 +1,4 @@
-"""Overlap graph and colouring upper bounds (SPEC §3).
+"""Overlap graph and colouring upper bounds (docs/theory.md §3).
 
 Overlap graph G_Q: one vertex per query, an edge when two queries overlap (C_q ∩ C_q' ≠ ∅, i.e.
 on every attribute both constrain, their predicates share an atom). Every I(x) is a clique of G_Q,
@@ -30,7 +30,8 @@ def overlap_graph(domain: Domain, queries: Sequence[Query]) -> npt.NDArray[np.bo
     """Dense adjacency matrix of G_Q (no self loops); contradictions are isolated."""
     t = len(queries)
     if t > MAX_GRAPH_QUERIES:
-        raise ResourceError(f"overlap graph of {t} queries is too large (limit {MAX_GRAPH_QUERIES})")
+        raise ResourceError(
+            f"overlap graph of {t} queries is too large (limit {MAX_GRAPH_QUERIES})")
     adj = np.ones((t, t), dtype=bool)
     for at in workload_atoms(domain, queries):
         m = at.membership.astype(np.float32)  # (atoms, k)
@@ -76,7 +77,8 @@ def first_fit(adj: npt.NDArray[np.bool_], order: npt.NDArray[np.int64]) -> npt.N
 
 
 def greedy_colouring(
-    adj: npt.NDArray[np.bool_], scores: npt.ArrayLike, strategy: Literal["greedy", "dsatur"] = "dsatur"
+    adj: npt.NDArray[np.bool_], scores: npt.ArrayLike,
+    strategy: Literal["greedy", "dsatur"] = "dsatur",
 ) -> npt.NDArray[np.int64]:
     """A proper colouring (colour per vertex). ``greedy``: heaviest (then highest degree) first;
     ``dsatur``: most distinct neighbour colours first, ties by score then degree."""

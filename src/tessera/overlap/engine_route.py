@@ -1,6 +1,7 @@
-"""Exact γ_w through the max-plus engine when the workload has small width (SPEC §3, §4).
+"""Exact γ_w through the max-plus engine when the workload has small width (docs/theory.md §3, §4).
 
-S = max_x Σ_q s_q q(x) is problem (7) of SPEC §4 in the max-plus semiring with y_q = s_q ≥ 0:
+S = max_x Σ_q s_q q(x) is problem (7) of docs/theory.md §4 in the max-plus semiring with y_q = s_q
+≥ 0:
 ``tessera.engine`` solves it exactly in time and memory exponential only in the width of a tree
 decomposition. Before building the engine's model we estimate what it would cost from the
 *primal attribute graph* (attributes adjacent when some query constrains both): a heuristic
@@ -32,8 +33,8 @@ import numpy as np
 import numpy.typing as npt
 
 from tessera.domain import Domain
-from tessera.overlap.atoms import workload_atoms
 from tessera.query import Query
+from tessera.value_classes import workload_value_classes
 
 #: Try the engine when its largest table (estimated on the attribute graph) has at most this many
 #: entries (8 bytes each; the engine keeps a few tables per bucket).
@@ -98,8 +99,8 @@ def estimate(domain: Domain, queries: Sequence[Any]) -> EngineEstimate:
     if cheap > ENGINE_MAX_ENTRIES:
         return EngineEstimate(width, int(cheap), graph.number_of_nodes())
     classes = {n: min(2, domain[n].size) for n in graph.nodes}
-    classes.update({a.name: a.n_atoms
-                    for a in workload_atoms(domain, [q for q in queries if isinstance(q, Query)])})
+    # only the class counts: no membership matrix (Boolean queries are skipped)
+    classes.update({a.name: a.classes.n_classes for a in workload_value_classes(domain, queries)})
     largest = max(math.prod(classes[v] for v in bag) for bag in td.bags)
     return EngineEstimate(width, int(largest), graph.number_of_nodes())
 

@@ -1,4 +1,4 @@
-"""Branch and bound guided by mini-bucket elimination (MBE) heuristics (SPEC §3).
+"""Branch and bound guided by mini-bucket elimination (MBE) heuristics (docs/theory.md §3).
 
 Problem: S = max_x Σ_q s_q q(x), s_q ≥ 0, over the value classes (atoms) of each attribute — a
 weighted CSP whose functions are f_q(x) = s_q ∏_{a∈scope(q)} [x_a ∈ φ_{q,a}] (Dechter & Rish 2003;

@@ -1,4 +1,4 @@
-"""Fast exact paths for range workloads (SPEC §2, §3).
+"""Fast exact paths for range workloads (docs/theory.md §2, §3).
 
 For intervals, pairwise overlap implies joint overlap (Helly's theorem in 1-D, applied per
 attribute to boxes), so γ(Q) = ω(G_Q), the clique number of the overlap graph, and the maximum is
@@ -122,7 +122,8 @@ def range_max_point(
     s = np.asarray(scores, dtype=np.float64)
     x = [0] * len(domain)
     if not names:
-        return float(s[[i for i, q in enumerate(queries) if not q.is_contradiction()]].sum()), tuple(x)
+        live = [i for i, q in enumerate(queries) if not q.is_contradiction()]
+        return float(s[live].sum()), tuple(x)
     bounds = [
         np.array([_interval(q, n, domain[n].size) for q in queries], dtype=np.int64).reshape(-1, 2)
         for n in names

@@ -1,10 +1,10 @@
-"""Values of the maximum-overlap computation (SPEC §3).
+"""Values of the maximum-overlap computation (docs/theory.md §3).
 
 The one number that may calibrate noise is :attr:`OverlapResult.bound`: an exact value of
 γ_w(Q) or a proven upper bound on it. :attr:`OverlapResult.achieved` is what the witness attains,
 a lower bound; it is there for reporting and must never calibrate noise.
 
-Composition functions comp (SPEC §3) have the form comp(Q') = g(Σ_{q∈Q'} h(w_q)):
+Composition functions comp (docs/theory.md §3) have the form comp(Q') = g(Σ_{q∈Q'} h(w_q)):
 
 =========  ===================  ==========  =====
 ``comp``   definition           h(w)        g(s)

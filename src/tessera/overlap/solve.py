@@ -1,4 +1,4 @@
-"""The maximum-overlap dispatcher: γ_w(Q) with a certificate (SPEC §3).
+"""The maximum-overlap dispatcher: γ_w(Q) with a certificate (docs/theory.md §3).
 
 :func:`max_overlap` picks the cheapest exact method that applies, falls back to proven upper
 bounds when exact search runs out of time, and always re-checks its witness by evaluating every
@@ -19,6 +19,12 @@ query on it. Methods (``method=``):
   is the least of their proven bounds, the split bound and the colouring bound. The time limit
   covers set-up and bounds too (docs/overlap.md, "Time limit").
 
+A structured workload (:attr:`~tessera.workload.Workload.partitions`: marginals, data cubes,
+hierarchy levels) is never expanded for this: each family of disjoint cells adds its heaviest
+cell at most (its two heaviest under substitution), the predicate queries go to the methods
+above, and a witness row re-checked on every query proves exactness (:func:`_structured`,
+:mod:`.families`). Exact for marginal, cube and hierarchy workloads.
+
 Only :attr:`OverlapResult.bound` may calibrate noise; it is exact or a proven upper bound.
 """
 
@@ -26,8 +32,8 @@ from __future__ import annotations
 
 import math
 import time
-from fractions import Fraction
 from collections.abc import Sequence
+from fractions import Fraction
 from typing import Any, Literal
 
 import numpy as np
@@ -45,6 +51,7 @@ from tessera.overlap.branch_bound import (
 )
 from tessera.overlap.colouring import MAX_GRAPH_QUERIES, colouring_bound
 from tessera.overlap.engine_route import engine_point, estimate, is_boolean
+from tessera.overlap.families import FamilyTable, Objective, ascend, upper_sum
 from tessera.overlap.mini_bucket import mbe_point
 from tessera.overlap.ranges import range_max_point
 from tessera.overlap.result import OverlapResult, Witness, composable, h
@@ -87,9 +94,32 @@ MINI_BUCKET_MIN_WIDTH = 0.2
 MINI_BUCKET_IBOUND = 8
 
 
+#: A structured workload whose partition bound is not attained by the rows found is solved again
+#: expanded (every cell a query) by the ordinary solvers when it has at most this many queries.
+EXPANDED_MAX_QUERIES = 20_000
+#: The local search for a row (pair) attaining the partition bound gets at most this long.
+ASCENT_SECONDS = 1.0
+#: :func:`maximal_overlapping_sets` expands a structured workload up to this many queries.
+MAXIMAL_SETS_MAX_QUERIES = 20_000
+
+
+def _is_structured(workload_or_queries: Any) -> bool:
+    return bool(getattr(workload_or_queries, "partitions", ()))
+
+
 def _unpack(
-    workload_or_queries: Any, weights: npt.ArrayLike | None, domain: Domain | None
+    workload_or_queries: Any, weights: npt.ArrayLike | None, domain: Domain | None,
+    expand: int | None = None,
 ) -> tuple[Domain, tuple[Query, ...], npt.NDArray[np.float64]]:
+    """(domain, queries, weights) of a workload or a plain list of queries. A structured
+    workload (with families) is expanded to at most ``expand`` queries when that is given, and
+    refused otherwise (its callers take the structured route)."""
+    if _is_structured(workload_or_queries):
+        if expand is None:
+            raise QueryError("this call needs the workload's cells as queries",
+                             hint="pass workload.expanded() (max_overlap takes the structured "
+                             "form as it is)")
+        workload_or_queries = workload_or_queries.expanded(max_queries=expand)
     if hasattr(workload_or_queries, "queries") and hasattr(workload_or_queries, "domain"):
         dom = workload_or_queries.domain if domain is None else domain
         queries = tuple(workload_or_queries.queries)
@@ -104,6 +134,39 @@ def _unpack(
     if not (np.isfinite(wa).all() and (wa >= 0).all()):
         raise QueryError("weights must be finite and ≥ 0")
     return dom, queries, wa
+
+
+def _unpack_structured(
+    workload: Any, weights: npt.ArrayLike | None, domain: Domain
+) -> tuple[npt.NDArray[np.float64], list[float | npt.NDArray[np.float64]]]:
+    """The predicate queries' weights and, per family, its weight (a number when all its cells
+    share it, else one per cell, row-major). Default: the workload's own weights; an explicit
+    vector has one weight per query in :meth:`~tessera.workload.Workload.expanded` order."""
+    t = len(workload.queries)
+    parts = workload.partitions
+    if weights is None:
+        wp = np.asarray(workload.weights, dtype=np.float64).reshape(t)
+        fam: list[float | npt.NDArray[np.float64]] = [float(p.weight) for p in parts]
+    else:
+        sizes = [p.n_cells_in(domain) for p in parts]
+        n = t + sum(sizes)
+        wa = np.asarray(weights, dtype=np.float64)
+        if wa.shape != (n,):
+            raise QueryError(
+                f"{wa.size} weights for a structured workload of {n:,} queries ({t:,} predicate "
+                f"queries and {n - t:,} cells of {len(parts)} families)",
+                hint="one weight per query in Workload.expanded() order: the predicate queries, "
+                "then each family's cells row-major (as Workload.all_weights() gives them)")
+        if not (np.isfinite(wa).all() and (wa >= 0).all()):
+            raise QueryError("weights must be finite and ≥ 0")
+        wp, fam, at = wa[:t], [], t
+        for size in sizes:
+            cells = wa[at:at + size]
+            fam.append(float(cells[0]) if size and bool(np.all(cells == cells[0])) else cells)
+            at += size
+    if not (np.isfinite(wp).all() and (wp >= 0).all()):
+        raise QueryError("weights must be finite and ≥ 0")
+    return wp, fam
 
 
 def _integral(s: npt.NDArray[np.float64]) -> bool:
@@ -141,7 +204,12 @@ def max_overlap(
     method: Method = "auto",
 ) -> OverlapResult:
     """γ_w(Q) = g(max_x Σ_{q∈I(x)} h(w_q)) (add/remove) or g(max_{x,y} Σ_{I(x)ΔI(y)} h(w_q))
-    (substitute), with a re-checked witness. Weights default to the workload's (or 1)."""
+    (substitute), with a re-checked witness. Weights default to the workload's (or 1).
+
+    A structured workload (:attr:`~tessera.workload.Workload.partitions`) is solved from its
+    families without expanding them (:func:`_structured`, the partition bound); explicit
+    ``weights`` then give one weight per query in :meth:`~tessera.workload.Workload.expanded`
+    order, and the witness's queries are indices in that order."""
     comp = composable(comp)
     try:
         neighbours = Neighbours.parse(neighbours)
@@ -152,6 +220,9 @@ def max_overlap(
     if method == "toulbar2" and not wcsp_available():
         raise QueryError("method 'toulbar2' needs the ToulBar2 solver",
                          hint='pip install "tessera-dp[exact]"')
+    if _is_structured(workload_or_queries):
+        return _structured(workload_or_queries, weights, domain, comp, neighbours, time_limit,
+                           method)
     dom, queries, w = _unpack(workload_or_queries, weights, domain)
     s = scores(comp, w)
     if any(is_boolean(q) for q in queries):
@@ -227,8 +298,8 @@ def _result(
 
 
 def _add_remove(
-    dom: Domain, queries: Sequence[Query], s: npt.NDArray[np.float64], comp: Definition, method: str,
-    deadline: float | None,
+    dom: Domain, queries: Sequence[Query], s: npt.NDArray[np.float64], comp: Definition,
+    method: str, deadline: float | None,
 ) -> OverlapResult:
     def remaining() -> float | None:
         return None if deadline is None else max(0.0, deadline - time.monotonic())
@@ -237,15 +308,16 @@ def _add_remove(
         fast = range_max_point(dom, queries, s)
         if fast is not None:
             value, x = fast
-            return _result(dom, queries, s, comp, Neighbours.ADD_REMOVE, value, x, value, True, "sweep",
+            return _result(dom, queries, s, comp, Neighbours.ADD_REMOVE, value, x, value, True,
+                           "sweep",
                            ("range workload: γ equals the overlap graph's clique number (Helly)",))
         if method == "sweep":
             raise QueryError("the sweep needs range queries over at most two attributes",
                              hint="use --method auto")
     if method == "engine":
         upper, value, x, note = engine_point(dom, queries, s)
-        return _result(dom, queries, s, comp, Neighbours.ADD_REMOVE, upper, x, value, True, "engine",
-                       (note,))
+        return _result(dom, queries, s, comp, Neighbours.ADD_REMOVE, upper, x, value, True,
+                       "engine", (note,))
     if method == "auto" and len(queries) >= ENGINE_MIN_QUERIES:
         plan = estimate(dom, queries)
         if plan.feasible:
@@ -260,8 +332,8 @@ def _add_remove(
         vals = sets.incidence.astype(np.float64) @ s
         i = int(np.argmax(vals)) if len(vals) else 0
         x = tuple(int(c) for c in sets.points[i])
-        return _result(dom, queries, s, comp, Neighbours.ADD_REMOVE, float(vals[i]), x, float(vals[i]),
-                       True, "enumerate")
+        return _result(dom, queries, s, comp, Neighbours.ADD_REMOVE, float(vals[i]), x,
+                       float(vals[i]), True, "enumerate")
     if method in ("colouring", "split"):
         if method == "colouring":
             ub, k = colouring_bound(dom, queries, s)
@@ -296,8 +368,8 @@ def _add_remove(
 
     sol = run_search(limit)
     if sol.exact:
-        return _result(dom, queries, s, comp, Neighbours.ADD_REMOVE, sol.upper, sol.x, sol.lower, True,
-                       search, (f"{sol.nodes} search nodes",))
+        return _result(dom, queries, s, comp, Neighbours.ADD_REMOVE, sol.upper, sol.x, sol.lower,
+                       True, search, (f"{sol.nodes} search nodes",))
     bounds = {search: sol.upper}
     if portfolio:
         left = remaining()
@@ -307,8 +379,8 @@ def _add_remove(
             if tb.lower > sol.lower:
                 sol = tb
             if tb.exact:
-                return _result(dom, queries, s, comp, Neighbours.ADD_REMOVE, tb.upper, tb.x, tb.lower,
-                               True, "toulbar2", ("ToulBar2 proved optimality",))
+                return _result(dom, queries, s, comp, Neighbours.ADD_REMOVE, tb.upper, tb.x,
+                               tb.lower, True, "toulbar2", ("ToulBar2 proved optimality",))
             bounds["toulbar2"] = tb.upper
         else:
             # ToulBar2 did not run (or failed): give the rest of the time to our own search
@@ -316,8 +388,9 @@ def _add_remove(
             if left is None or left > 0.1:
                 again = run_search(None if left is None else 0.9 * left)
                 if again.exact:
-                    return _result(dom, queries, s, comp, Neighbours.ADD_REMOVE, again.upper, again.x,
-                                   again.lower, True, search, (f"{again.nodes} search nodes",))
+                    return _result(dom, queries, s, comp, Neighbours.ADD_REMOVE, again.upper,
+                                   again.x, again.lower, True, search,
+                                   (f"{again.nodes} search nodes",))
                 bounds[search] = min(bounds[search], again.upper)
                 if again.lower > sol.lower:
                     sol = again
@@ -355,8 +428,8 @@ def _boolean(
                          "(BDD) queries", hint="use --method auto or engine")
     upper, value, x, note = engine_point(dom, queries, s)
     if neighbours is Neighbours.ADD_REMOVE:
-        return _result(dom, queries, s, comp, Neighbours.ADD_REMOVE, upper, x, value, True, "engine",
-                       (note,))
+        return _result(dom, queries, s, comp, Neighbours.ADD_REMOVE, upper, x, value, True,
+                       "engine", (note,))
     # substitution: S_sub ≤ min(2·S, Σ s); the pair (x, best row over the queries x misses)
     total = math.fsum(s.tolist())
     miss = ~touched(dom, queries, x)
@@ -370,8 +443,8 @@ def _boolean(
 
 
 def _substitute(
-    dom: Domain, queries: Sequence[Query], s: npt.NDArray[np.float64], comp: Definition, method: str,
-    time_limit: float | None,
+    dom: Domain, queries: Sequence[Query], s: npt.NDArray[np.float64], comp: Definition,
+    method: str, time_limit: float | None,
 ) -> OverlapResult:
     start = time.monotonic()
     # a tautology or a contradiction takes the same value at every row: it never separates two
@@ -437,19 +510,157 @@ def _substitute(
         return _result(dom, queries, s, comp, Neighbours.SUBSTITUTE, upper, x, achieved, True,
                        "toulbar2", notes, y=y)
     exact = upper <= achieved
-    return _result(dom, queries, s, comp, Neighbours.SUBSTITUTE, max(upper, achieved), x, None, exact,
-                   name, notes, y=y)
+    return _result(dom, queries, s, comp, Neighbours.SUBSTITUTE, max(upper, achieved), x, None,
+                   exact, name, notes, y=y)
+
+
+def _structured(
+    workload: Any, weights: npt.ArrayLike | None, domain: Domain | None, comp: Definition,
+    neighbours: Neighbours, time_limit: float | None, method: str,
+) -> OverlapResult:
+    """γ_w of a workload with structured families: the partition bound (:mod:`.families`).
+
+    S ≤ S_pred + Σ_P (a family's share: its heaviest cell; its two heaviest under substitution),
+    S_pred bounded by the ordinary solvers on the predicate queries alone. The witness is their
+    row (pair), improved by a local search when it does not attain the families' share; when the
+    bound is still not attained and the expanded workload is small (≤ ``EXPANDED_MAX_QUERIES``),
+    the ordinary solvers run on every query for an exact answer or a tighter bound."""
+    start = time.monotonic()
+    deadline = None if time_limit is None else start + float(time_limit)
+    sub = neighbours is Neighbours.SUBSTITUTE
+    dom = workload.domain if domain is None else domain
+    queries = tuple(workload.queries)
+    w_pred, fam_w = _unpack_structured(workload, weights, dom)
+    s_raw = scores(comp, w_pred)
+    tables: list[FamilyTable] = []
+    offset = len(queries)
+    maps: dict[Any, Any] = {}  # code maps shared by the families that cut an attribute alike
+    for p, fw in zip(workload.partitions, fam_w):
+        tables.append(FamilyTable.build(dom, p, offset, _family_scores(comp, p, fw), maps))
+        offset += tables[-1].n_cells
+    n_queries = offset
+    # under substitution a tautology or a contradiction never separates two rows (as _substitute)
+    s_pred = s_raw if not sub else np.where(
+        [bool(q.predicates) and not q.is_contradiction() for q in queries], s_raw, 0.0)
+    total = float(Fraction(math.fsum(s_pred.tolist()))
+                  + sum((t.total(sub) for t in tables), Fraction(0)))
+    # uniform families that cover their attributes are attained at every row (add/remove): then
+    # the predicate part alone decides, and gets all the time
+    attained_anywhere = not sub and all(t.uniform is not None and t.covers for t in tables)
+    may_expand = (not attained_anywhere and n_queries <= EXPANDED_MAX_QUERIES
+                  and not any(is_boolean(q) for q in queries))
+    x: tuple[int, ...] = (0,) * len(dom)
+    y: tuple[int, ...] | None = x if sub else None
+    pred_upper, pred_exact, route = 0.0, True, "partition bound"
+    notes: list[str] = []
+    if queries:
+        share = None if time_limit is None else (0.5 if may_expand else 1.0) * time_limit
+        pred = max_overlap(queries, w_pred, domain=dom, comp=comp, neighbours=neighbours,
+                           time_limit=share, method=method)  # type: ignore[arg-type]
+        pred_upper, pred_exact = pred.score_bound, pred.exact
+        if pred.witness is not None:
+            x, y = pred.witness.x, (pred.witness.y if sub else None)
+        route += f" + {pred.method} ({len(queries):,} predicate queries)"
+        notes.extend(f"predicate queries: {n}" for n in pred.notes)
+    pieces = [v for t in tables for v in (t.substitution_bound() if sub else
+                                          t.add_remove_bound())]
+    upper = upper_sum([pred_upper, *pieces])
+    share_word = "two heaviest cells" if sub else "heaviest cell"
+    notes.insert(0, f"partition bound: {len(tables):,} families ({n_queries - len(queries):,} "
+                    f"cells), each adding its {share_word} at most")
+    objective = Objective(dom, queries, s_pred, tuple(tables))
+    claimed = float(objective.values(np.array([x]), None if y is None else np.array([y]))[0])
+
+    def tight(value: float) -> bool:
+        return upper - value <= 1e-9 * abs(upper)
+
+    if not tight(claimed) and pred_exact:
+        stop = time.monotonic() + ASCENT_SECONDS
+        x2, y2, value = ascend(objective, x, y, target=upper,
+                               deadline=stop if deadline is None else min(stop, deadline))
+        if value > claimed:
+            x, y, claimed = x2, y2, value
+            route += ", local search"
+    if not tight(claimed) and may_expand and pred_exact and (
+            deadline is None or time.monotonic() < deadline):
+        expanded = workload.expanded(max_queries=EXPANDED_MAX_QUERIES)
+        s_all = np.concatenate([s_raw] + [np.full(t.n_cells, t.uniform) if t.uniform is not None
+                                          else t.table for t in tables])
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        res = (_substitute(dom, expanded.queries, s_all, comp, "auto", left) if sub else
+               _add_remove(dom, expanded.queries, s_all, comp, "auto", deadline))
+        notes.append(f"the partition bound ({upper:.6g}) was not attained: solved expanded "
+                     f"({n_queries:,} queries) by {res.method}, bound {res.score_bound:.6g}")
+        if res.score_bound < upper:
+            upper, route = res.score_bound, f"expanded: {res.method}"
+        if res.witness is not None and res.score_achieved > claimed:
+            x, y, claimed = res.witness.x, res.witness.y, res.score_achieved
+    return _family_result(objective, comp, neighbours, upper, x, y, claimed, route,
+                          tuple(notes), n_queries, total, pred_exact)
+
+
+def _family_scores(comp: Definition, p: Any,
+                   weights: float | npt.NDArray[np.float64]) -> float | npt.NDArray[np.float64]:
+    """h(w) of one family's weight (or of each cell's), refused like :func:`scores` refuses."""
+    try:
+        s = scores(comp, np.atleast_1d(np.asarray(weights, dtype=np.float64)))
+    except QueryError as e:
+        raise QueryError(f"family {p.name!r}: {e.message}", hint=e.hint) from None
+    return float(s[0]) if isinstance(weights, float) else s
+
+
+def _family_result(
+    objective: Objective, comp: Definition, neighbours: Neighbours, upper: float,
+    x: tuple[int, ...], y: tuple[int, ...] | None, claimed: float, method: str,
+    notes: tuple[str, ...], n_queries: int, total: float, pred_exact: bool,
+) -> OverlapResult:
+    """Re-check the witness (predicate queries evaluated on x, y; each family's cell of x, y
+    from its code maps, confirmed on the family's groups themselves), then package like
+    :func:`_result`; witness queries are indices in expanded order."""
+    dom, queries = objective.domain, objective.queries
+    ix = touched(dom, queries, x)
+    if y is not None:
+        ix = ix ^ touched(dom, queries, y)
+    index = np.flatnonzero(ix).tolist()
+    hit = objective.scores[ix].tolist()
+    cxs = objective.cells(np.array([x]))[0].tolist()
+    cys = objective.cells(np.array([y]))[0].tolist() if y is not None else [-1] * len(cxs)
+    for t, cx, cy in zip(objective.tables, cxs, cys):
+        # the cells of I(x) Δ I(y) (of I(x) under add/remove), each with the row it holds
+        cells = ([(cx, x, None)] if cx >= 0 else []) if y is None else (
+            [] if cx == cy else [(c, r, o) for c, r, o in ((cx, x, y), (cy, y, x)) if c >= 0])
+        for c, row, other in cells:
+            if not t.check_cell(c, row) or (other is not None and t.check_cell(c, other)):
+                raise RuntimeError(f"family {t.partition.name!r}: cell {c} misplaced")
+            index.append(t.offset + c)
+            hit.extend(t.scores_of(np.array([c])).tolist())
+    achieved, achieved_up = witness_score(np.asarray(hit, dtype=np.float64))
+    if not math.isclose(achieved, claimed, rel_tol=1e-9, abs_tol=1e-9):
+        raise RuntimeError(f"{method}: witness scores {achieved}, search claimed {claimed}")
+    exact = upper - achieved <= 1e-9 * abs(upper)
+    if exact:
+        upper = max(upper, achieved_up)  # as in _result: never below the witness's exact score
+        exact = upper - achieved <= 1e-9 * abs(upper)
+    elif pred_exact:
+        notes += ("the bound is not attained by the witness: an upper bound, not exact",)
+    else:
+        notes += ("the predicate part is an upper bound (time limit): so is the total",)
+    if not (upper >= achieved and math.isfinite(upper)):  # fail closed, NaN included
+        raise RuntimeError(f"{method}: upper bound {upper} below the witness's {achieved}")
+    return OverlapResult(comp, neighbours, float(upper), achieved, exact, method,
+                         Witness(tuple(x), tuple(sorted(index)), y), n_queries, total, notes)
 
 
 def maximal_overlapping_sets(
     workload_or_queries: Any, *, domain: Domain | None = None, max_sets: int = 20_000
 ) -> list[tuple[int, ...]]:
-    """The maximal overlapping sets I_2 (maximal I(x) over 𝔻; SPEC §3 Thm 6), largest first.
+    """The maximal overlapping sets I_2 (maximal I(x) over 𝔻; docs/theory.md §3 Thm 6), largest
+    first.
 
     Exact enumeration over value classes; :class:`ResourceError` when more than ``max_sets``
     partial patterns arise. Needed for heterogeneous f-DP (compose each set, take the lce).
     """
-    dom, queries, _ = _unpack(workload_or_queries, None, domain)
+    dom, queries, _ = _unpack(workload_or_queries, None, domain, expand=MAXIMAL_SETS_MAX_QUERIES)
     if any(is_boolean(q) for q in queries):
         raise QueryError("maximal overlapping sets need predicate queries; this workload has "
                          "Boolean (BDD) queries", hint="use max_overlap for γ_w")

@@ -1,4 +1,4 @@
-"""Maximum overlap under substitution neighbours (SPEC §1, §3).
+"""Maximum overlap under substitution neighbours (docs/theory.md §1, §3).
 
 When a row moves from x to y the queries in I(x) Δ I(y) change, so the figure to bound is
 
@@ -32,7 +32,8 @@ MAX_PAIR_STATES = 6_000
 
 @dataclass(frozen=True)
 class RealisableSets:
-    """Every distinct I(x), x ∈ 𝔻, as rows of ``incidence`` (n_sets, t); ``points[i]`` realises row i."""
+    """Every distinct I(x), x ∈ 𝔻, as rows of ``incidence`` (n_sets, t); ``points[i]`` realises
+    row i."""
 
     incidence: npt.NDArray[np.bool_]
     points: npt.NDArray[np.int64]

@@ -1,4 +1,4 @@
-"""Exact maximum overlap through ToulBar2, an exact weighted-CSP solver (SPEC §3).
+"""Exact maximum overlap through ToulBar2, an exact weighted-CSP solver (docs/theory.md §3).
 
 The max-weight point problem S = max_x Σ_q s_q q(x) (s ≥ 0, predicate queries) is a weighted
 constraint satisfaction problem once written as a cost to minimise: the weight of the queries a
@@ -321,7 +321,8 @@ def wcsp_substitution(
     time_limit: float | None = None,
     runner: Runner | None = None,
 ) -> PairSolution | None:
-    """S_sub = max_{x,y} Σ_q s_q [q(x) ≠ q(y)] (substitution neighbours, SPEC §3) by ToulBar2:
+    """S_sub = max_{x,y} Σ_q s_q [q(x) ≠ q(y)] (substitution neighbours, docs/theory.md §3) by
+    ToulBar2:
     exact unless ``time_limit`` stops it (then ``upper`` is its proven bound), or ``None`` as in
     :func:`wcsp_point` — also when an attribute has more than ``MAX_PAIR_CLASSES`` value classes.
     ``incumbent``: a known pair of rows (codes)."""

@@ -78,11 +78,23 @@ class Release:
 
     def to_frame(self) -> pd.DataFrame:
         """One row per query: noisy answer, noise scale, exact 95% interval of the noise around
-        it, and each post-processed answer. ``attrs['private']`` says whether it is private."""
+        it, and each post-processed answer. ``attrs['private']`` says whether it is private.
+
+        A structured workload gives the long table: ``family, cell`` instead of ``query``
+        (:func:`tessera.release.output.long_batches`)."""
+        if self.workload.is_structured:
+            import pyarrow as pa
+
+            from tessera.release.output import long_batches
+
+            frame = pa.Table.from_batches(list(long_batches(self))).to_pandas()
+            frame.attrs["private"] = self.private
+            frame.attrs["mechanism"] = self.mechanism.describe()
+            return frame
         released = self.plan.halfwidths >= 0
         hw = np.where(released, self.plan.halfwidths, 0)
         frame = pd.DataFrame({
-            "query": list(self.workload.names),
+            "query": list(self.workload.all_names()),
             "answer": np.where(released, self.noisy, pd.NA),
             "noise_scale": self.plan.scales,
             "ci95_low": np.where(released, self.noisy - hw, pd.NA),

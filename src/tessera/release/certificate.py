@@ -45,11 +45,13 @@ _NOT_GDP = ("μ-GDP: not proven for the discrete Gaussian that ran (a continuous
 def workload_hash(workload: Workload) -> str:
     """SHA-256 of the canonical workload: the schema, and each query's canonical SQL, name and
     weight, in order. Two files that parse to the same workload have the same hash."""
-    doc = {
+    doc: dict[str, Any] = {
         "domain": workload.domain.to_dict(),
         "queries": [[q.to_sql(workload.domain), n, float(w)]
                     for q, n, w in zip(workload.queries, workload.names, workload.weights)],
     }
+    if workload.partitions:  # (absent for predicate workloads: their hashes stay as they were)
+        doc["families"] = [p.to_dict() | {"weight": p.weight} for p in workload.partitions]
     return hashlib.sha256(_canonical(doc).encode()).hexdigest()
 
 
@@ -62,6 +64,11 @@ def _finite(x: float) -> float | None:
     return float(x) if math.isfinite(x) else None
 
 
+def _parameters(parameter: str, scale: float, cost: float, halfwidth: int) -> dict[str, Any]:
+    return {"parameter": parameter, "scale": _finite(float(scale)), "cost": float(cost),
+            f"halfwidth{int(INTERVAL_LEVEL * 100)}": int(halfwidth) if halfwidth >= 0 else None}
+
+
 def _plan_fields(plan: NoisePlan) -> dict[str, Any]:
     """The part of the certificate that depends on the public inputs only (recomputable)."""
     wl, ov = plan.workload, plan.overlap
@@ -69,17 +76,22 @@ def _plan_fields(plan: NoisePlan) -> dict[str, Any]:
     if ov.witness is not None:
         witness = {
             "row": {a.name: a.label(c) for a, c in zip(wl.domain, ov.witness.x)},
-            "queries": [wl.names[i] for i in ov.witness.queries],
+            "queries": [wl.name_of(i) for i in ov.witness.queries],
         }
         if ov.witness.y is not None:
             witness["substituted_by"] = {a.name: a.label(c)
                                          for a, c in zip(wl.domain, ov.witness.y)}
     mech = plan.mechanism
+    param = "scale b" if mech == DISCRETE_LAPLACE else "σ"
+    for p, cells in wl.family_slices():  # one noise parameter per family: the form records it
+        if not np.all(plan.scales[cells] == plan.scales[cells][0]):
+            raise TesseraError(f"family {p.name!r}: its cells have different noise scales")
     return {
         "budget": plan.budget.to_dict(),
         "calibration": {"definition": plan.budget.calibration.value, "total": plan.total},
         "neighbours": plan.neighbours.value,
-        "workload": {"sha256": workload_hash(wl), "queries": len(wl)},
+        "workload": {"sha256": workload_hash(wl), "queries": wl.n_queries,
+                     "families": len(wl.partitions)},
         "allocation": {"kind": plan.allocation, "method": plan.method},
         "overlap": {
             "definition": ov.comp.value,
@@ -92,10 +104,15 @@ def _plan_fields(plan: NoisePlan) -> dict[str, Any]:
         "spent": {"value": plan.spent, "exact": plan.spent_exact,
                   "sequential": plan.sequential},
         "queries": [
-            {"name": n, "parameter": "scale b" if mech == DISCRETE_LAPLACE else "σ",
-             "scale": _finite(s), "cost": float(c), f"halfwidth{int(INTERVAL_LEVEL * 100)}":
-             int(hw) if hw >= 0 else None}
+            _parameters(param, s, c, hw) | {"name": n}
             for n, s, c, hw in zip(wl.names, plan.scales, plan.costs, plan.halfwidths)
+        ],
+        "families": [
+            _parameters(param, plan.scales[cells][0], plan.costs[cells][0],
+                        plan.halfwidths[cells][0])
+            | {"name": p.name, "kind": p.kind, "attributes": list(p.attributes),
+               "cells": cells.stop - cells.start}
+            for p, cells in wl.family_slices()
         ],
         "guarantees": [g.to_dict() for g in plan.guarantees()],
         "not_proven": [_NOT_GDP] if plan.budget.definition is Definition.GDP else [],

@@ -98,6 +98,7 @@ charge can be inserted whose recorded spent budget exceeds the total.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import decimal
 import hashlib
 import json
@@ -119,6 +120,7 @@ import numpy.typing as npt
 
 from tessera.domain import Domain
 from tessera.errors import TesseraError
+from tessera.families import Partition
 from tessera.overlap import OverlapResult, max_overlap, maximal_overlapping_sets
 from tessera.parse import parse_query
 from tessera.privacy import Definition, Neighbours
@@ -412,16 +414,28 @@ def combined_cost(
     if not releases:
         raise TesseraError("no releases to combine")
     domain = releases[0][0].domain
-    queries: list[Query] = []
-    costs: list[npt.NDArray[np.float64]] = []
-    for i, (w, c) in enumerate(releases):
+    for i, (w, _) in enumerate(releases):
         if w.domain != domain:
             raise TesseraError(f"release {i}: its workload is over another domain",
                                hint="every release of one data set uses the same schema")
-        costs.append(_costs(w, c))
-        queries.extend(w.queries)
-    return cost_bound(domain, queries, np.concatenate(costs),
-                      neighbours=Neighbours.parse(neighbours), time_limit=time_limit)
+    union, costs = union_of([(w, _costs(w, c)) for w, c in releases])
+    return cost_bound(domain, union, costs, neighbours=Neighbours.parse(neighbours),
+                      time_limit=time_limit)
+
+
+def union_of(
+    parts: Sequence[tuple[Workload, npt.NDArray[np.float64]]],
+) -> tuple[Workload, npt.NDArray[np.float64]]:
+    """One workload holding every part's queries and families, and the costs in its expanded
+    order (every predicate query first, then every family's cells)."""
+    domain = parts[0][0].domain
+    queries = [q for w, _ in parts for q in w.queries]
+    families = [p for w, _ in parts for p in w.partitions]
+    pred = [c[: len(w.queries)] for w, c in parts]
+    cells = [c[len(w.queries):] for w, c in parts]
+    union = Workload(domain, tuple(queries), tuple(f"q{i}" for i in range(len(queries))),
+                     (1.0,) * len(queries), None, tuple(families))
+    return union, np.concatenate(pred + cells)
 
 
 def cost_bound(
@@ -451,8 +465,11 @@ def _settle(
 ) -> CostBound:
     """``cb`` made exact by enumeration when it is undecided against ``threshold``."""
     if (cb.value <= threshold or cb.achieved_value > threshold
-            or neighbours is not Neighbours.ADD_REMOVE):
+            or neighbours is not Neighbours.ADD_REMOVE
+            or (isinstance(queries, Workload) and queries.is_structured)):
         return cb
+    if isinstance(queries, Workload):
+        queries = queries.queries
     try:
         sets = maximal_overlapping_sets(list(queries), domain=domain, max_sets=REFINE_MAX_SETS)
     except TesseraError:
@@ -472,16 +489,20 @@ def _cost_bound(
     time_limit: float | None,
 ) -> CostBound:
     c = np.asarray(costs, dtype=np.float64).reshape(-1)
-    if c.shape != (len(queries),) or not (np.isfinite(c).all() and (c >= 0).all()):
-        raise TesseraError(f"{c.size} costs for {len(queries)} queries: one finite cost ≥ 0 "
-                           "per query")
-    exact_costs = [decimal_value(x) for x in c.tolist()]
-    ints, scale = _integer_scores(exact_costs)
-    res = max_overlap(list(queries), np.array(ints, dtype=np.float64), domain=domain,
+    n = queries.n_queries if isinstance(queries, Workload) else len(queries)
+    if c.shape != (n,) or not (np.isfinite(c).all() and (c >= 0).all()):
+        raise TesseraError(f"{c.size} costs for {n} queries: one finite cost ≥ 0 per query")
+    # rationals for the distinct costs only (a marginal's cells share one cost)
+    distinct, inverse, counts = np.unique(c, return_inverse=True, return_counts=True)
+    exact_distinct = [decimal_value(x) for x in distinct.tolist()]
+    ints_distinct, scale = _integer_scores(exact_distinct, counts.tolist())
+    ints = np.array(ints_distinct, dtype=np.float64)[inverse.ravel()]
+    subject = queries if isinstance(queries, Workload) else list(queries)
+    res = max_overlap(subject, ints, domain=None if isinstance(queries, Workload) else domain,
                       comp=Definition.PURE, neighbours=neighbours, time_limit=time_limit)
     top = math.floor(res.bound)  # the maximum of integer scores is an integer ≤ res.bound
     witness = [] if res.witness is None else list(res.witness.queries)
-    achieved = sum((exact_costs[i] for i in witness), Fraction(0))
+    achieved = sum((exact_distinct[int(inverse.ravel()[i])] for i in witness), Fraction(0))
     value = Fraction(top) / scale
     if top < res.score_achieved or achieved > value:  # fail closed
         raise LedgerError(f"internal error: the witness ({float(achieved)!r}) exceeds the "
@@ -522,23 +543,28 @@ def remaining_budget(total: float, spent: float) -> float:
     return float_down(Fraction(down))
 
 
-def _integer_scores(costs: Sequence[Fraction]) -> tuple[list[int], int | Fraction]:
+def _integer_scores(
+    costs: Sequence[Fraction], counts: Sequence[int] | None = None
+) -> tuple[list[int], int | Fraction]:
     """Integers n_q ≥ c_q · scale with Σ n_q < 2^51: equal (scale = the least common
-    denominator) when that fits, else ⌈c_q · 2^k⌉ for the largest k that fits."""
+    denominator) when that fits, else ⌈c_q · 2^k⌉ for the largest k that fits. ``counts``:
+    how many queries carry each (distinct) cost, for the sums."""
     if not costs:
         return [], 1
+    m = [1] * len(costs) if counts is None else [int(x) for x in counts]
+    n = sum(m)
     scale = math.lcm(*(r.denominator for r in costs))
     ints = [r.numerator * (scale // r.denominator) for r in costs]
-    if sum(ints) < SCORE_LIMIT:
+    if sum(i * k for i, k in zip(ints, m)) < SCORE_LIMIT:
         return ints, scale
-    total = sum(costs, Fraction(0))
+    total = sum((r * k for r, k in zip(costs, m)), Fraction(0))
     if total > 2**40:
         raise TesseraError(f"costs summing to {float(total):g} are beyond any privacy budget")
-    k = math.floor(math.log2((SCORE_LIMIT - len(costs)) / float(total)))
+    k = math.floor(math.log2((SCORE_LIMIT - n) / float(total)))
     while True:
         unit = Fraction(2) ** k
         ints = [math.ceil(r * unit) for r in costs]
-        if sum(ints) < SCORE_LIMIT:
+        if sum(i * c for i, c in zip(ints, m)) < SCORE_LIMIT:
             return ints, unit if k < 0 else int(unit)
         k -= 1
 
@@ -564,7 +590,7 @@ class Ledger:
         self.created = str(meta["created"])
         self._domain_text = str(meta["domain"])
         self.domain = Domain.from_dict(json.loads(self._domain_text))
-        self._parsed: dict[str, tuple[Query, ...]] = {}
+        self._parsed: dict[str, Workload] = {}
 
     def __repr__(self) -> str:
         return (f"Ledger({str(self.path)!r}, dataset={self.dataset!r}, total={self.total:g}, "
@@ -715,7 +741,7 @@ class Ledger:
             raise LedgerError(f"time_limit must be a number of seconds > 0, got {time_limit!r}")
         c = _costs(workload, costs)
         clauses = self._canonical(workload)
-        alone = self._solve([(workload.queries, c)], time_limit)  # outside the lock
+        alone = self._solve([(workload, c)], time_limit)  # outside the lock
         release_id = str(uuid.uuid4())
         con = _connect(self.path, self.timeout)
         try:
@@ -732,12 +758,12 @@ class Ledger:
                     raise
         finally:
             con.close()
-        self._parsed[release_id] = tuple(workload.queries)
+        self._parsed[release_id] = workload
         return record
 
     def _admit(
         self, con: sqlite3.Connection, workload: Workload, c: npt.NDArray[np.float64],
-        clauses: list[str], alone: CostBound, release_id: str, *, label: str,
+        clauses: Any, alone: CostBound, release_id: str, *, label: str,
         mechanism: str, time_limit: float, fast_path: bool,
     ) -> Charge:
         """Inside the write transaction: bound the spent budget, refuse or insert. Exact
@@ -747,7 +773,7 @@ class Ledger:
         method: Method
         total = decimal_value(self.total)
         if not history:
-            alone = self._refine(alone, workload.queries, c, total)
+            alone = self._refine(alone, workload, c, total)
             value, lower, exact, method = (alone.value, alone.achieved_value, alone.exact,
                                            "first")
         else:
@@ -757,8 +783,7 @@ class Ledger:
             if fast_path and sequential <= total:
                 value, exact, method = sequential, False, "sequential"
             else:
-                union = self._solve(history + [(workload.queries, c)], time_limit,
-                                    threshold=total)
+                union = self._solve(history + [(workload, c)], time_limit, threshold=total)
                 lower = max(lower, union.achieved_value)
                 if union.value <= sequential:
                     value, exact, method = union.value, union.exact, "union"
@@ -777,14 +802,15 @@ class Ledger:
             " n_queries, cost, spent_before, spent_after, spent_lower, exact, method)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (release_id, created, label, mechanism, json.dumps(clauses, ensure_ascii=False),
-             json.dumps(list(workload.names), ensure_ascii=False), json.dumps(c.tolist()),
-             len(clauses), alone.bound, before, after, lower_f, int(exact), method),
+             json.dumps(list(workload.names), ensure_ascii=False),
+             json.dumps(_stored_costs(workload, c)), workload.n_queries, alone.bound, before,
+             after, lower_f, int(exact), method),
         )
         seq = int(cur.lastrowid or 0)
         con.execute(
             "INSERT INTO bounds (through_seq, upper, lower, exact, method, computed)"
             " VALUES (?, ?, ?, ?, ?, ?)", (seq, after, lower_f, int(exact), method, created))
-        return Charge(release_id, seq, created, label, mechanism, len(clauses), alone.bound,
+        return Charge(release_id, seq, created, label, mechanism, workload.n_queries, alone.bound,
                       before, after, lower_f, exact, method, "charged")
 
     def _refusal(self, label: str, before: float, alone: CostBound,
@@ -915,9 +941,9 @@ class Ledger:
         if row is None:
             raise LedgerError(f"no release {release_id!r} in this ledger", where=str(self.path))
         charge = _charge(row[:13])
-        queries = self._queries(charge.release_id, row[13])
-        costs = tuple(float(x) for x in json.loads(row[15]))
-        workload = Workload.of(self.domain, queries, json.loads(row[14]))
+        stored = self._queries(charge.release_id, row[13])
+        workload = dataclasses.replace(stored, names=tuple(json.loads(row[14])))
+        costs = tuple(float(x) for x in _read_costs(workload, json.loads(row[15])))
         return LedgerEntry(charge, workload, costs)
 
     def tighten(self, *, time_limit: float = DEFAULT_TIME_LIMIT) -> float:
@@ -993,14 +1019,15 @@ class Ledger:
         return union
 
     # -- internals --------------------------------------------------------------------------------
-    def _canonical(self, workload: Workload) -> list[str]:
+    def _canonical(self, workload: Workload) -> Any:
         """The queries' canonical WHERE clauses, checked to parse back to the same queries with
-        the ledger's domain (what a later charge will rebuild)."""
+        the ledger's domain (what a later charge will rebuild); with structured families, a
+        mapping ``{"clauses": [...], "families": [...]}`` (families in their compact form)."""
         if _domain_text(workload.domain) != self._domain_text:
             raise LedgerError("the workload is over another schema than the ledger's",
                               where=str(self.path),
                               hint="load the workload with the data set's schema")
-        if len(workload) == 0:
+        if workload.n_queries == 0:
             raise LedgerError("the release has no queries", where=str(self.path))
         clauses = []
         for i, q in enumerate(workload.queries):
@@ -1013,44 +1040,54 @@ class Ledger:
                 raise LedgerError(f"query {workload.describe(i)} does not survive its SQL form "
                                   f"{text!r}", where=str(self.path))
             clauses.append(text)
-        return clauses
+        if not workload.partitions:
+            return clauses
+        return {"clauses": clauses,
+                "families": [p.to_dict() | {"weight": p.weight} for p in workload.partitions]}
 
-    def _queries(self, release_id: str, clauses_json: str) -> tuple[Query, ...]:
+    def _queries(self, release_id: str, clauses_json: str) -> Workload:
+        """The stored workload of a release (queries re-parsed, families rebuilt)."""
         cached = self._parsed.get(release_id)
         if cached is None:
-            clauses = json.loads(clauses_json)
+            doc = json.loads(clauses_json)
+            clauses = doc["clauses"] if isinstance(doc, dict) else doc
             try:
-                cached = tuple(parse_query(str(text), self.domain) for text in clauses)
+                queries = tuple(parse_query(str(text), self.domain) for text in clauses)
+                families = tuple(Partition.from_dict(self.domain, f)
+                                 for f in (doc.get("families", []) if isinstance(doc, dict)
+                                           else []))
             except TesseraError as e:
                 raise LedgerError(f"release {release_id}: a stored query does not parse: {e}",
                                   where=str(self.path)) from None
+            cached = Workload(self.domain, queries, tuple(clauses), (1.0,) * len(queries),
+                              None, families)
             self._parsed[release_id] = cached
         return cached
 
     def _history(
         self, con: sqlite3.Connection
-    ) -> list[tuple[tuple[Query, ...], npt.NDArray[np.float64]]]:
+    ) -> list[tuple[Workload, npt.NDArray[np.float64]]]:
         out = []
         for release_id, clauses, costs in con.execute(
                 "SELECT release_id, queries, costs FROM charges ORDER BY seq"):
             queries = self._queries(release_id, clauses)
-            c = np.asarray(json.loads(costs), dtype=np.float64)
-            if c.shape != (len(queries),) or not (np.isfinite(c).all() and (c >= 0).all()):
+            c = _read_costs(queries, json.loads(costs))
+            if c.shape != (queries.n_queries,) or not (np.isfinite(c).all() and (c >= 0).all()):
                 raise LedgerError(f"release {release_id}: stored costs do not match its queries",
                                   where=str(self.path))
             out.append((queries, c))
         return out
 
     def _solve(
-        self, parts: Sequence[tuple[Sequence[Query], npt.NDArray[np.float64]]],
+        self, parts: Sequence[tuple[Workload, npt.NDArray[np.float64]]],
         time_limit: float, *, threshold: Fraction | None = None,
     ) -> CostBound:
-        queries = [q for qs, _ in parts for q in qs]
-        costs = np.concatenate([c for _, c in parts])
-        return cost_bound(self.domain, queries, costs, neighbours=self.neighbours,
+        union, costs = union_of(parts)
+        subject: Any = union if union.is_structured else union.queries
+        return cost_bound(self.domain, subject, costs, neighbours=self.neighbours,
                           time_limit=time_limit, threshold=threshold)
 
-    def _refine(self, cb: CostBound, queries: Sequence[Query], costs: npt.NDArray[np.float64],
+    def _refine(self, cb: CostBound, queries: Any, costs: npt.NDArray[np.float64],
                 threshold: Fraction) -> CostBound:
         """``cb`` settled exactly against ``threshold`` where rounding left it undecided."""
         return _settle(cb, self.domain, queries, costs, self.neighbours, threshold)
@@ -1075,10 +1112,35 @@ def _statements(script: str) -> list[str]:
     return out
 
 
+def _stored_costs(workload: Workload, c: npt.NDArray[np.float64]) -> Any:
+    """Costs as stored: a list (predicate workloads), or ``{"queries": [...], "families":
+    [one cost per family]}`` — a family's cells share one cost (checked)."""
+    if not workload.partitions:
+        return c.tolist()
+    per_family = []
+    for p, cells in workload.family_slices():
+        block = c[cells]
+        if block.size and not np.all(block == block[0]):
+            raise LedgerError(f"family {p.name!r}: its cells have different costs; the ledger "
+                              "stores one cost per family")
+        per_family.append(float(block[0]) if block.size else 0.0)
+    return {"queries": c[: len(workload.queries)].tolist(), "families": per_family}
+
+
+def _read_costs(workload: Workload, doc: Any) -> npt.NDArray[np.float64]:
+    """The per-query costs (expanded order) from their stored form."""
+    if not isinstance(doc, dict):
+        return np.asarray(doc, dtype=np.float64)
+    parts = [np.asarray(doc["queries"], dtype=np.float64)]
+    for (_, cells), cost in zip(workload.family_slices(), doc["families"]):
+        parts.append(np.full(cells.stop - cells.start, float(cost)))
+    return np.concatenate(parts)
+
+
 def _costs(workload: Workload, costs: npt.ArrayLike) -> npt.NDArray[np.float64]:
     c = np.array(costs, dtype=np.float64, copy=True).reshape(-1)
-    if c.shape != (len(workload),):
-        raise TesseraError(f"{c.size} costs for {len(workload)} queries",
+    if c.shape != (workload.n_queries,):
+        raise TesseraError(f"{c.size} costs for {workload.n_queries} queries",
                            hint="one cost (ε_q or ρ_q) per query")
     bad = ~(np.isfinite(c) & (c >= 0))
     if bad.any():

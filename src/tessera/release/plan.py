@@ -21,6 +21,7 @@ solver as an exact value or a proven upper bound. The plan is refused unless spe
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Literal
@@ -143,14 +144,20 @@ def noise_plan(
     rel = Neighbours.parse(neighbours)
     if allocation not in ALLOCATIONS:
         raise TesseraError(f"unknown allocation {allocation!r}", hint=", ".join(ALLOCATIONS))
-    t = len(workload)
+    t = workload.n_queries
     if t == 0:
         raise TesseraError("the workload has no queries")
-    w = np.asarray(workload.weights, dtype=np.float64)
+    w = np.asarray(workload.all_weights(), dtype=np.float64)
     if allocation == "auto":
         allocation = "uniform" if np.all(w == w[0]) else "shares"
     comp, total = budget.calibration, budget.total
     if allocation == "importance":
+        if workload.is_structured:
+            raise TesseraError(
+                "importance-weighted allocation takes predicate workloads; structured families "
+                "get their budget share from their weights",
+                hint="use --weights shares (or uniform) with marginals, cubes and hierarchies",
+            )
         target = (Guarantee.pure(total, rel) if comp is Definition.PURE
                   else Guarantee.zcdp(total, rel))
         alloc = allocate(t, target, importance=w,
@@ -180,8 +187,18 @@ def noise_plan(
 
 
 def _with_weights(workload: Workload, weights: npt.ArrayLike) -> Workload:
+    """The workload with these weights (expanded order: predicate queries, then each family's
+    cells; a family's cells must share one weight)."""
+    w = np.asarray(weights, dtype=np.float64)
+    k = len(workload.queries)
+    families = []
+    for p, cells in workload.family_slices():
+        share = w[cells]
+        if share.size and not np.all(share == share[0]):
+            raise TesseraError(f"family {p.name!r}: its cells need one weight")
+        families.append(dataclasses.replace(p, weight=float(share[0]) if share.size else 1.0))
     return Workload(workload.domain, workload.queries, workload.names,
-                    tuple(float(x) for x in np.asarray(weights)), workload.sources)
+                    tuple(float(x) for x in w[:k]), workload.sources, tuple(families))
 
 
 def _costs(budget: Budget, scales: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:

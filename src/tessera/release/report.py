@@ -413,7 +413,7 @@ def _answers_figure(release: Release, shown: npt.NDArray[np.int64]) -> tuple[str
     """Left: noisy answers ± 95% half-width (and post-processed answers); right: the same
     intervals centred on the noisy answer, where the noise is visible whatever the counts."""
     plan = release.plan
-    names = [_mpl_label(plan.workload.names[i]) for i in shown]
+    names = [_mpl_label(plan.workload.name_of(int(i))) for i in shown]
     noisy = release.noisy[shown].astype(np.float64)
     hw = plan.halfwidths[shown].astype(np.float64)
     n = shown.size
@@ -573,7 +573,9 @@ def _workload_section(release: Release, stats: WorkloadStats) -> str:
         ("Withheld (weight 0: no budget, no answer)", f"{stats.n_queries - released:,}"),
         ("Range queries", f"{stats.n_range_queries:,}"),
         ("Total weight", _num(stats.total_weight)),
-        ("Weights", "all equal" if len(set(wl.weights)) <= 1 else "unequal"),
+        ("Weights", "all equal" if len(set(wl.weights) | {f.weight for f in wl.partitions}) <= 1
+         else "unequal"),
+        ("Structured families", f"{len(wl.partitions):,} ({wl.n_cells:,} cells)"),
         ("Attributes in the schema", f"{len(dom)} (domain size {_big(dom.size)})"),
         ("Attributes used by the workload", f"{len(stats.attributes_used)}"),
     ]
@@ -637,7 +639,7 @@ def _overlap_section(release: Release, stats: WorkloadStats) -> str:
             wrows.append(row)
             classes.append("hit" if a.name in used else "")
         touched = list(ov.witness.queries)
-        names = ", ".join(f"<code>{_e(wl.names[i])}</code>"
+        names = ", ".join(f"<code>{_e(wl.name_of(i))}</code>"
                           for i in touched[:_MAX_WITNESS_QUERIES])
         extra = (f" … and {len(touched) - _MAX_WITNESS_QUERIES:,} more"
                  if len(touched) > _MAX_WITNESS_QUERIES else "")
@@ -751,7 +753,7 @@ def _gain_section(plan: NoisePlan) -> str:
 def _answers_section(release: Release) -> str:
     plan = release.plan
     wl = plan.workload
-    n = len(wl)
+    n = wl.n_queries
     released = np.flatnonzero(np.isfinite(plan.scales))
     shown = released[:MAX_PLOTTED_ANSWERS]
     fig = ""
@@ -769,8 +771,8 @@ def _answers_section(release: Release) -> str:
     post_values = [(v, bool(np.all(np.mod(v[np.isfinite(v)], 1.0) == 0.0)))
                    for v in release.postprocessed.values()]
     for i in range(m):
-        name = wl.names[i]
-        sql = wl.queries[i].to_sql(wl.domain)
+        name = wl.name_of(i)
+        sql = wl.queries[i].to_sql(wl.domain) if i < len(wl.queries) else name
         cell = _e(name) + (f'<span class="sql">{_e(sql)}</span>' if sql != name else "")
         if np.isfinite(plan.scales[i]):
             hw = int(plan.halfwidths[i])
@@ -780,7 +782,7 @@ def _answers_section(release: Release) -> str:
         else:
             vals = ["∞", "0", "—", "withheld", "—"]
         extra = [_count(float(v[i]), whole) for v, whole in post_values]
-        rows.append([_num(i + 1), cell, _num(wl.weights[i]), *vals, *extra])
+        rows.append([_num(i + 1), cell, _num(wl.weight_of(i)), *vals, *extra])
     numeric = {0, 2, 3, 4, 5, 6, 7} | {8 + j for j in range(len(post))}
     table = _table(head, rows, numeric=numeric, name_column=1)
     cap = (f'<p class="note">Showing the first {m:,} of {n:,} queries. The full answers are '
