@@ -73,11 +73,14 @@ def peak_mib() -> float:
 
 
 def markdown_table(header: list[str], rows: list[list[str]]) -> None:
+    def line(cells: list[str]) -> str:  # a "|" inside a cell (E|Z|) is escaped
+        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
     print()
-    print("| " + " | ".join(header) + " |")
+    print(line(header))
     print("|" + "---|" * len(header))
     for r in rows:
-        print("| " + " | ".join(r) + " |")
+        print(line(r))
     print(flush=True)
 
 
@@ -469,7 +472,8 @@ def main() -> None:
         print("MAE and time (noise per repetition: Tessera's scales / sequential scales, both "
               "OpenDP's secure samplers)")
         markdown_table(["workload", "budget", "MAE Tessera", "MAE sequential", "plan s",
-                        "count s", "noise ms/rep", "answer() total s", "peak MiB"], rows_b)
+                        "count s", "noise ms/rep (Tessera / sequential)", "answer() total s",
+                        "peak MiB"], rows_b)
     if rows_c:
         print("B. OpenDP 0.16 Context (split_evenly_over), same workload and budget: MAE on the "
               "released queries (± SE) vs Tessera's MAE on the same queries, time per query "

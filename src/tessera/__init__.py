@@ -5,8 +5,8 @@ import-linter: ``lint-imports``, contract in ``pyproject.toml``):
 
 1. vocabulary: :mod:`tessera.errors`, :mod:`tessera.privacy` (neighbour relations, definitions);
 2. schema and workloads: :mod:`tessera.intervals`, :mod:`tessera.domain`, :mod:`tessera.query`,
-   :mod:`tessera.value_classes`, :mod:`tessera.parse`, :mod:`tessera.workload`,
-   :mod:`tessera.builders`;
+   :mod:`tessera.clause` (Boolean WHERE clauses), :mod:`tessera.value_classes`,
+   :mod:`tessera.parse`, :mod:`tessera.workload`, :mod:`tessera.builders`;
 3. data access and exact counts: :mod:`tessera.data` (DuckDB), :mod:`tessera.counts`,
    :mod:`tessera.infer`;
 4. engine: :mod:`tessera.engine` (tree decompositions, one dynamic program in two semirings);
@@ -42,6 +42,7 @@ _EXPORTS: dict[str, str] = {
     "verify_certificate": "tessera.release",
     "Binned": "tessera.domain",
     "Boolean": "tessera.domain",
+    "BooleanClause": "tessera.clause",
     "BooleanQuery": "tessera.engine",
     "Categorical": "tessera.domain",
     "CountResult": "tessera.counts",
@@ -61,6 +62,7 @@ _EXPORTS: dict[str, str] = {
     "QueryError": "tessera.errors",
     "ResourceError": "tessera.errors",
     "SchemaError": "tessera.errors",
+    "Synthesizer": "tessera.synth",
     "TesseraError": "tessera.errors",
     "TradeOff": "tessera.accounting",
     "TreeDecomposition": "tessera.engine",
@@ -120,6 +122,7 @@ if TYPE_CHECKING:  # static type checkers and IDEs see the eager imports
     )
     from tessera.builders import all_ranges, identity, marginals, prefixes, random_workload
     from tessera.calibration import allocate, per_query_scales, workload_cost
+    from tessera.clause import BooleanClause
     from tessera.counts import NOT_PRIVATE, CountResult, count
     from tessera.data import CsvOptions, encode
     from tessera.domain import Attribute, Binned, Boolean, Categorical, Domain, IntegerRange
@@ -146,12 +149,14 @@ if TYPE_CHECKING:  # static type checkers and IDEs see the eager imports
         answer,
         verify_certificate,
     )
+    from tessera.synth import Synthesizer
     from tessera.workload import Workload, WorkloadError
 
 __all__ = [
     "Attribute",
     "Binned",
     "Boolean",
+    "BooleanClause",
     "BooleanQuery",
     "Budget",
     "BudgetExceeded",
@@ -175,6 +180,7 @@ __all__ = [
     "Release",
     "ResourceError",
     "SchemaError",
+    "Synthesizer",
     "TesseraError",
     "TradeOff",
     "TreeDecomposition",

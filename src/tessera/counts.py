@@ -15,6 +15,11 @@ Strategy (never one SQL query per workload query):
    classes its own queries distinguish, and every query of the scope is evaluated on it at once:
    per attribute the membership of each class, gathered per cell, AND-ed, dotted with the counts.
 
+Boolean clauses (:class:`~tessera.clause.BooleanClause`: OR / NOT across attributes) are grouped
+by scope too; each scope's ``GROUP BY`` on the codes is coarsened to the value classes of its
+clauses' atoms and every clause is evaluated on the class representatives, vectorised
+(:func:`_count_clauses`).
+
 Structured families (:mod:`tessera.families`: marginals, cube cells, hierarchy levels) are
 never expanded: each is ONE aggregation over its attributes (:func:`count_families`) — a
 ``bincount`` of row-major cell indices built from the code columns in numpy, or a DuckDB
@@ -42,10 +47,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tessera.clause import BooleanClause
 from tessera.data import CsvOptions, EncodedTable, InvalidValues, OnInvalid, encode
 from tessera.domain import Domain
 from tessera.families import Partition, group_label
-from tessera.value_classes import ValueClasses, workload_value_classes
+from tessera.value_classes import ValueClasses, value_classes, workload_value_classes
 from tessera.workload import Workload
 
 #: Largest boolean block (queries × cells) evaluated at once.
@@ -376,17 +382,66 @@ def count_encoded(
     Families are counted by :func:`count_families` (``method``).
     """
     answers = np.zeros(workload.n_queries, dtype=np.int64)
-    groups = workload.scopes()
-    total = len(groups) + len(workload.partitions)
+    groups: dict[tuple[str, ...], list[int]] = {}  # predicate queries by scope
+    clause_groups: dict[tuple[str, ...], list[int]] = {}  # Boolean clauses by scope
+    for scope, idx in workload.scopes().items():
+        pred = [i for i in idx if not isinstance(workload.queries[i], BooleanClause)]
+        if pred:
+            groups[scope] = pred
+        if len(pred) < len(idx):
+            clause_groups[scope] = [i for i in idx if isinstance(workload.queries[i],
+                                                                 BooleanClause)]
+    n_groups = len(groups) + len(clause_groups)
+    total = n_groups + len(workload.partitions)
     report = progress if progress is not None else (lambda done, total: None)
-    if len(workload):
+    if groups:
         _count_queries(table, workload, groups, answers[: len(workload)], max_cells,
                        lambda done: report(done, total))
+    if clause_groups:
+        _count_clauses(table, workload, clause_groups, answers[: len(workload)],
+                       lambda done: report(len(groups) + done, total))
     if workload.partitions:
         count_families(table, workload.partitions,
                        [answers[cells] for _, cells in workload.family_slices()],
-                       method=method, progress=lambda done, _: report(len(groups) + done, total))
+                       method=method, progress=lambda done, _: report(n_groups + done, total))
     return answers
+
+
+def _count_clauses(
+    table: EncodedTable,
+    workload: Workload,
+    groups: dict[tuple[str, ...], list[int]],
+    answers: np.ndarray,
+    progress: Callable[[int], None],
+) -> None:
+    """The Boolean clauses' answers, one scope at a time: the scope's marginal (a ``GROUP BY``
+    on the codes, at most one cell per row), its codes coarsened to the value classes of the
+    scope's clauses (every atom is constant on a class) and the coinciding cells summed; then
+    each clause is evaluated on the class representatives of every cell, vectorised, and its
+    mask dotted with the counts. Exact: a clause's value at a code is its value at the code's
+    class representative."""
+    domain = workload.domain
+    for done, (scope, idx) in enumerate(groups.items(), start=1):
+        clauses = [workload.queries[i] for i in idx]
+        if not scope:  # constant clauses
+            answers[idx] = [table.n_rows if c.is_tautology() else 0 for c in clauses]
+            progress(done)
+            continue
+        codes, counts = table.group_by(scope, "coded")
+        lookups, columns, reps, shape = [], [], [], []
+        for name, col in zip(scope, codes):
+            covs = [p.coverage for c in clauses for p in c.atoms_on(name)]
+            vc = value_classes(domain[name].size, covs)
+            columns.append(vc.class_of(np.asarray(col, dtype=np.int64)))
+            lookups.append(np.arange(vc.n_classes, dtype=np.int64))
+            reps.append(vc.representative)
+            shape.append(vc.n_classes)
+        cells, summed = _project(lookups, columns, counts, shape)
+        points = {name: rep[cell] for name, rep, cell in zip(scope, reps, cells)}
+        weights = summed.astype(np.int64)
+        for i, c in zip(idx, clauses):
+            answers[i] = int(weights[c.evaluate_columns(points)].sum())
+        progress(done)
 
 
 def _count_queries(

@@ -9,6 +9,12 @@ Encoding is exact and single-sourced: the distinct values of each column are fet
 (one ``GROUP BY`` per column) and encoded in Python by :meth:`Attribute.encode`; every row then
 gets the code of its distinct value (matched with Arrow's ``index_in``, or with a DuckDB join
 should Arrow's equality ever disagree), so no value is encoded twice by different rules.
+
+Why this module is long (about 540 lines): reading and encoding are one pipeline with one
+invariant, that every value is checked against the domain and encoded once, by one rule. Opening
+a source (CSV dialects, Parquet, DuckDB files, in-memory frames), checking its columns, encoding
+each column's distinct values and coding the rows share the DuckDB connection, the ``src`` table
+or view the source is read into, and the error reporting that names the offending values.
 """
 
 from __future__ import annotations
@@ -296,7 +302,7 @@ def encode(
 
     The steps: :func:`_open_source` (``src``: the data, columns checked), :func:`_encode_column`
     per attribute (distinct values and their codes), :func:`_invalid_values_error` if the
-    policy is ``error``, then :func:`_code_rows` (or :func:`_code_rows_by_join`) for ``coded``.
+    policy is ``error``, then :func:`code_rows` (or :func:`code_rows_by_join`) for ``coded``.
     """
     if on_invalid not in ("error", "drop"):
         raise DataError(f"unknown on_invalid policy {on_invalid!r}", hint="'error' or 'drop'")
@@ -309,9 +315,9 @@ def encode(
     value_sets = [c.values for c in columns]
     code_of_value = [c.code for c in columns]
     try:
-        n_rows = _code_rows(con, domain, value_sets, code_of_value)
-    except _Unmatched:
-        n_rows = _code_rows_by_join(con, domain, value_sets, code_of_value)
+        n_rows = code_rows(con, domain, value_sets, code_of_value)
+    except UnmatchedValue:
+        n_rows = code_rows_by_join(con, domain, value_sets, code_of_value)
     n_total = columns[-1].rows if columns else 0
     present = [c.present for c in columns]
     return EncodedTable(con, domain, n_rows, n_total - n_rows, invalid, present)
@@ -454,11 +460,11 @@ def _invalid_values_error(invalid: list[InvalidValues], domain: Domain) -> DataE
     return DataError("; ".join(lines), hint=hint)
 
 
-class _Unmatched(Exception):
-    """Arrow's matching of a value disagreed with DuckDB's grouping (see :func:`_code_rows`)."""
+class UnmatchedValue(Exception):
+    """Arrow's matching of a value disagreed with DuckDB's grouping (see :func:`code_rows`)."""
 
 
-def _code_rows(
+def code_rows(
     con: duckdb.DuckDBPyConnection,
     domain: Domain,
     value_sets: list[pa.Array],
@@ -472,7 +478,7 @@ def _code_rows(
     15 ``LEFT JOIN``s in DuckDB, with the same bounded memory (one batch of raw values at a
     time; the codes are int32). Every row value must find its distinct value; if Arrow's
     equality ever disagrees with DuckDB's (say -0.0 vs 0.0 in a DOUBLE column), this raises
-    :class:`_Unmatched` and the caller uses the join instead — never a silently dropped row.
+    :class:`UnmatchedValue` and the caller uses the join instead — never a silently dropped row.
     """
     cols = ", ".join(_quote(name) for name in domain.names)
     kept: list[list[np.ndarray]] = [[] for _ in domain.names]
@@ -487,9 +493,9 @@ def _code_rows(
                 try:
                     position = pc.index_in(column, value_set=values)
                 except (pa.ArrowNotImplementedError, pa.ArrowTypeError, pa.ArrowInvalid):
-                    raise _Unmatched from None
+                    raise UnmatchedValue from None
                 if position.null_count:
-                    raise _Unmatched
+                    raise UnmatchedValue
                 c = code[position.to_numpy()]
                 keep &= c >= 0
                 codes.append(c)
@@ -509,13 +515,13 @@ def _code_rows(
     return table.num_rows
 
 
-def _code_rows_by_join(
+def code_rows_by_join(
     con: duckdb.DuckDBPyConnection,
     domain: Domain,
     value_sets: list[pa.Array],
     code_of_value: list[np.ndarray],
 ) -> int:
-    """:func:`_code_rows` inside DuckDB: one ``LEFT JOIN`` per column against its mapping
+    """:func:`code_rows` inside DuckDB: one ``LEFT JOIN`` per column against its mapping
     table, so values are matched with DuckDB's own equality. Returns the number of rows kept."""
     selects, joins = [], []
     for i, (attr, values, code) in enumerate(zip(domain, value_sets, code_of_value)):

@@ -42,7 +42,10 @@ from tessera.errors import QueryError
 from tessera.intervals import IntervalSet
 from tessera.query import Query
 
-__all__ = ["Partition", "cube", "group_label", "hierarchy", "k_way_marginals"]
+__all__ = ["Partition", "cube", "group_label", "hierarchy", "k_way_marginals", "prefix_queries"]
+
+#: Most queries a prefix family may expand to (the product of its attributes' sizes).
+MAX_PREFIX_QUERIES = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -274,3 +277,27 @@ def hierarchy(domain: Domain, attributes: Sequence[str], branching: int = 2,
         label = base + "[" + ",".join(f"{a}:{lvl}" for a, lvl in zip(names, combo)) + "]"
         out.append(Partition.grid(domain, groups, weight, label, "hierarchy"))
     return tuple(out)
+
+
+def prefix_queries(domain: Domain, attributes: Sequence[str]) -> list[tuple[str, Query]]:
+    """The prefix (dominance) family over ordered ``attributes``: for every combination of
+    codes v, the query ∧_a (a ≤ v_a) — 1-D prefix sums, or the 2-D ranges anchored at the
+    origin. Not disjoint (a row meets many prefixes), so they stay predicate queries, which the
+    range sweep solves exactly (Helly) for one or two attributes; written compactly in a
+    workload file as ``prefixes: [{attributes: [age]}]``. Returns (name, query) pairs."""
+    names = _in_domain_order(domain, attributes)
+    for a in names:
+        if not domain[a].ordered:
+            raise QueryError(f"prefixes need ordered attributes; {a!r} is not ordered",
+                             hint="declare the attribute ordered, or use a hierarchy")
+    sizes = [domain[a].size for a in names]
+    if math.prod(sizes) > MAX_PREFIX_QUERIES:
+        raise QueryError(f"the prefix family over {list(names)} has {math.prod(sizes):,} "
+                         f"queries, above {MAX_PREFIX_QUERIES:,}",
+                         hint="use fewer attributes, or a hierarchy (a few levels of ranges)")
+    out = []
+    for combo in itertools.product(*(range(n) for n in sizes)):
+        cov = {a: IntervalSet.range(0, v + 1) for a, v in zip(names, combo)}
+        label = " AND ".join(f"{a}<={domain[a].label(v)}" for a, v in zip(names, combo))
+        out.append((f"prefix({label})", Query.conjunction(domain, cov)))
+    return out

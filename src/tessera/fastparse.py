@@ -44,6 +44,7 @@ from typing import Any, NamedTuple
 import sqlglot
 from sqlglot import exp
 
+from tessera.clause import BooleanClause
 from tessera.domain import Attribute, Domain
 from tessera.intervals import IntervalSet
 from tessera.parse import parse_query, quote_hyphenated
@@ -134,16 +135,19 @@ class FastParser:
         )
 
     # -- public -------------------------------------------------------------------------------
-    def parse(self, text: str) -> Query:
+    def parse(self, text: str) -> Query | BooleanClause:
         """``parse_query(text, domain)``, through the fast path when the clause is simple.
 
-        Raises exactly what ``parse_query`` raises (declined clauses go there unchanged).
+        Raises exactly what ``parse_query`` raises (declined clauses go there unchanged; a
+        Boolean clause across attributes comes back from it as it is).
         """
         q = self.try_parse(text)
         if q is not None:
             return q
         q = parse_query(text, self.domain)
-        return Query(tuple(self.intern(p) for p in q.predicates)) if ENABLED else q
+        if isinstance(q, BooleanClause) or not ENABLED:
+            return q
+        return Query(tuple(self.intern(p) for p in q.predicates))
 
     def intern(self, predicate: Predicate) -> Predicate:
         """The one shared object equal to ``predicate``."""
@@ -162,7 +166,10 @@ class FastParser:
         # machine-written files: single spaces around an upper-case AND, every term seen before
         found = list(map(self._terms.get, clause.split(" AND ")))
         if None in found:
-            careful = self._careful(clause)
+            try:
+                careful = self._careful(clause)
+            except RecursionError:  # parentheses nested hundreds deep: sqlglot's to judge
+                return None
             if careful is None:
                 return None
             found = careful  # type: ignore[assignment]

@@ -1,14 +1,17 @@
 """SQL WHERE clauses → predicate queries, parsed with sqlglot (docs/theory.md §2).
 
-Accepted: ``AND``; ``=``, ``<>``/``!=``, ``<``, ``<=``, ``>``, ``>=`` (literal on either side),
-``BETWEEN``, ``IN``, ``IS [NOT] NULL``, ``NOT``, parentheses, ``TRUE``/``FALSE``, a bare boolean
-column, and ``OR``/``NOT`` *within one attribute* (still one predicate). An ``OR`` across two
-attributes is not a conjunction of per-attribute predicates, so it is refused with a clear error.
+Accepted: ``AND``, ``OR``, ``NOT``, parentheses; ``=``, ``<>``/``!=``, ``<``, ``<=``, ``>``,
+``>=`` (literal on either side), ``BETWEEN``, ``IN``, ``IS [NOT] NULL``, ``TRUE``/``FALSE`` and a
+bare boolean column. ``OR``/``NOT`` *within one attribute* is still one predicate; a conjunction
+of predicates is a :class:`~tessera.query.Query`. Any other Boolean combination (``a = 1 OR
+b = 2``, ``NOT (a = 1 AND b = 2)``) is a :class:`~tessera.clause.BooleanClause`.
 
 SQL's three-valued logic is honoured so that counts equal what a SQL engine returns: a comparison
 is *unknown* on the missing value, and ``NOT unknown`` is still not true. Each single-attribute
 sub-expression therefore evaluates to a pair (T, U) of code sets, true and unknown; a query's
-coverage is the T part.
+coverage is the T part. Across attributes, a sub-expression gives two formulas, where it is true
+and where it is false (:meth:`_Parser.truth`), and a clause is the formula where the whole
+WHERE clause is true (docs in :mod:`tessera.clause`).
 """
 
 from __future__ import annotations
@@ -20,10 +23,11 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 
+from tessera.clause import FALSE, TRUE, And, BooleanClause, Node, Or, clause_or_query
 from tessera.domain import Attribute, Boolean, Domain
 from tessera.errors import QueryError, did_you_mean
 from tessera.intervals import IntervalSet
-from tessera.query import Query
+from tessera.query import Predicate, Query
 
 _PREFIX = "SELECT 1 WHERE "
 
@@ -64,8 +68,9 @@ def quote_hyphenated(text: str, domain: Domain) -> str:
     return "".join(pieces)
 
 
-def parse_query(text: str, domain: Domain) -> Query:
-    """Parse one WHERE clause into a :class:`Query` over ``domain``.
+def parse_query(text: str, domain: Domain) -> Query | BooleanClause:
+    """Parse one WHERE clause into a :class:`Query` over ``domain`` (a conjunction of
+    predicates) or, for any other Boolean combination, a :class:`BooleanClause`.
 
     Raises :class:`QueryError` naming the offending part with a hint.
     """
@@ -90,12 +95,17 @@ def parse_query(text: str, domain: Domain) -> Query:
         raise QueryError(
             "not a single WHERE clause", hint="one condition per line, no SQL keywords after it"
         )
-    conj = _Parser(domain).conj(where.this)
+    parser = _Parser(domain)
+    conj = parser.conj(where.this)
     if conj is None:
         # FALSE: a contradiction on the first attribute
         first = domain.attributes[0].name
         return Query.conjunction(domain, {first: IntervalSet.empty()})
-    return Query.conjunction(domain, {a: t.true for a, t in conj.items()})
+    if not parser.clauses:
+        return Query.conjunction(domain, {a: t.true for a, t in conj.items()})
+    # conjuncts across attributes: the clause is true where all of them are
+    atoms = [Predicate(a, t.true) for a, t in conj.items()]
+    return clause_or_query(domain, And((*atoms, *parser.clauses)))
 
 
 _OPERATOR_NAMES = {
@@ -132,6 +142,8 @@ def _plain_syntax_error(desc: str) -> str:
 class _Parser:
     def __init__(self, domain: Domain) -> None:
         self.domain = domain
+        #: conjuncts that are Boolean combinations across attributes (where each is true)
+        self.clauses: list[Node] = []
 
     # -- conjunctions -------------------------------------------------------------------------
     def conj(self, node: exp.Expression) -> _Conj:
@@ -143,8 +155,33 @@ class _Parser:
             return {} if node.this else None
         if isinstance(node, exp.Not) and isinstance(_unparen(node.this), exp.Boolean):
             return None if _unparen(node.this).this else {}
+        if isinstance(node, (exp.Or, exp.Not)) and len(_columns(node)) > 1:
+            self.clauses.append(self.truth(node)[0])
+            return {}
         attr = self._single_attribute(node)
         return {attr.name: self.tri(node, attr)}
+
+    # -- Boolean combinations across attributes -----------------------------------------------
+    def truth(self, node: exp.Expression) -> tuple[Node, Node]:
+        """(where ``node`` is true, where it is false) as formulas over predicates: SQL's
+        three-valued logic, T(NOT e) = F(e), F(e AND e') = F(e) OR F(e'), … (module docstring).
+        A sub-expression on one attribute is one predicate each (its (T, U) code sets)."""
+        node = _unparen(node)
+        if isinstance(node, exp.Boolean):
+            return (TRUE, FALSE) if node.this else (FALSE, TRUE)
+        if isinstance(node, exp.Not):
+            true, false = self.truth(node.this)
+            return false, true
+        if isinstance(node, (exp.And, exp.Or)) and len(_columns(node)) != 1:
+            t1, f1 = self.truth(node.this)
+            t2, f2 = self.truth(node.expression)
+            if isinstance(node, exp.And):
+                return And((t1, t2)), Or((f1, f2))
+            return Or((t1, t2)), And((f1, f2))
+        attr = self._single_attribute(node)
+        tri = self.tri(node, attr)
+        false = attr.all_codes() - tri.true - tri.unknown
+        return Predicate(attr.name, tri.true), Predicate(attr.name, false)
 
     def _single_attribute(self, node: exp.Expression) -> Attribute:
         cols = {c.name for c in node.find_all(exp.Column)}
@@ -158,12 +195,11 @@ class _Parser:
                 hint=f"text literals take single quotes: '{strangers[0]}'",
             )
         if len(cols) > 1:
-            kind = "OR" if node.find(exp.Or) else "NOT" if node.find(exp.Not) else "expression"
             raise QueryError(
-                f"{kind} across attributes {sorted(cols)} in {node.sql()!r} "
-                "is not a predicate query",
-                hint="a predicate query is a conjunction (AND) of conditions on one attribute "
-                "each; split it into separate queries (Boolean queries come with the engine)",
+                f"comparison across attributes {sorted(cols)} in {node.sql()!r} is not "
+                "supported",
+                hint="each condition compares one attribute with literals; combine conditions "
+                "with AND, OR and NOT",
             )
         name = cols.pop()
         if name not in self.domain:
@@ -246,8 +282,7 @@ class _Parser:
             )
         raise QueryError(
             f"unsupported condition {node.sql()!r}",
-            hint="use =, <>, <, <=, >, >=, BETWEEN, IN, IS NULL, NOT, AND "
-            "(OR within one attribute)",
+            hint="use =, <>, <, <=, >, >=, BETWEEN, IN, IS NULL, combined with AND, OR, NOT",
         )
 
     def _column(self, node: exp.Expression, attr: Attribute) -> None:
@@ -280,6 +315,10 @@ class _Parser:
                 hint=f"use {attr.name} IS NULL",
             )
         raise QueryError(f"expected a literal value, got {node.sql()!r}")
+
+
+def _columns(node: exp.Expression) -> set[str]:
+    return {c.name for c in node.find_all(exp.Column)}
 
 
 def _unparen(node: exp.Expression) -> exp.Expression:

@@ -1,5 +1,9 @@
-"""Workloads: named, weighted predicate queries and structured families over one domain
-(docs/theory.md §2).
+"""Workloads: named, weighted predicate queries, Boolean clauses and structured families over one
+domain (docs/theory.md §2).
+
+A query is a predicate conjunction (:class:`~tessera.query.Query`) or, for a WHERE clause that
+combines attributes with OR / NOT, a :class:`~tessera.clause.BooleanClause`; both are written
+back as SQL by ``save`` and read again by ``load``.
 
 File formats
 ------------
@@ -18,6 +22,8 @@ File formats
       hierarchies:
         - {attributes: [age, hours], branching: 2, depth: 4}
       partitions: [...]             # explicit families, as ``Workload.save`` writes them
+      prefixes:                     # prefix (dominance) ranges: predicate queries, read compactly
+        - {attributes: [age]}
 
   Cells are queries too: ``len(workload)`` counts the predicate queries,
   :attr:`Workload.n_queries` every query, and :meth:`Workload.expanded` materialises the
@@ -43,9 +49,17 @@ from typing import Any
 import numpy as np
 import yaml
 
+from tessera.clause import BooleanClause
 from tessera.domain import Domain
 from tessera.errors import QueryError, ResourceError, TesseraError
-from tessera.families import Partition, cube, group_label, hierarchy, k_way_marginals
+from tessera.families import (
+    Partition,
+    cube,
+    group_label,
+    hierarchy,
+    k_way_marginals,
+    prefix_queries,
+)
 from tessera.fastparse import FastParser
 from tessera.parse import parse_query
 from tessera.query import Predicate, Query
@@ -68,12 +82,13 @@ class WorkloadError(TesseraError):
 
 @dataclass(frozen=True)
 class Workload:
-    """Predicate queries q_1..q_t over ``domain`` with names and importance weights w_q ≥ 0,
-    and structured families (:class:`~tessera.families.Partition`) whose cells are queries too.
+    """Queries q_1..q_t over ``domain`` (predicate conjunctions or Boolean clauses) with names and
+    importance weights w_q ≥ 0, and structured families (:class:`~tessera.families.Partition`)
+    whose cells are queries too.
     """
 
     domain: Domain
-    queries: tuple[Query, ...]
+    queries: tuple[Query | BooleanClause, ...]
     names: tuple[str, ...]
     weights: tuple[float, ...]
     #: Where each query was written (``file:line``), when it was read from a file.
@@ -97,7 +112,7 @@ class Workload:
     @staticmethod
     def of(
         domain: Domain,
-        queries: Sequence[Query],
+        queries: Sequence[Query | BooleanClause],
         names: Sequence[str] | None = None,
         weights: Sequence[float] | None = None,
         sources: Sequence[str] | None = None,
@@ -279,11 +294,16 @@ class Workload:
     def __len__(self) -> int:
         return len(self.queries)
 
-    def __iter__(self) -> Iterator[Query]:
+    def __iter__(self) -> Iterator[Query | BooleanClause]:
         return iter(self.queries)
 
-    def __getitem__(self, i: int) -> Query:
+    def __getitem__(self, i: int) -> Query | BooleanClause:
         return self.queries[i]
+
+    @property
+    def n_clauses(self) -> int:
+        """How many queries are Boolean clauses (not predicate conjunctions)."""
+        return sum(isinstance(q, BooleanClause) for q in self.queries)
 
     def scopes(self) -> dict[tuple[str, ...], list[int]]:
         """Query indices grouped by scope (constrained attributes, in domain order)."""
@@ -310,13 +330,18 @@ class WorkloadStats:
     total_weight: float
     #: The structured families, summarised without expanding them (None: there are none).
     families: FamilyStats | None = None
+    #: How many of the queries are Boolean clauses (counted in every statistic above; never
+    #: range queries; contradictions and tautologies found exactly from their automata).
+    n_clauses: int = 0
 
     @staticmethod
     def of(w: Workload) -> WorkloadStats:
         """Linear in the number of predicates, and light: each distinct predicate object is
         looked at once (numbered by value), then every statistic is an array operation on those
         numbers; duplicates are equal rows of numbers found by one sort, not a dict of hashed
-        queries."""
+        queries. Boolean clauses are summarised one by one (:func:`_with_clauses`)."""
+        if any(isinstance(q, BooleanClause) for q in w.queries):
+            return _with_clauses(w)
         domain, queries = w.domain, w.queries
         n = len(queries)
         preds = attrgetter("predicates")
@@ -420,6 +445,50 @@ class FamilyStats:
         )
 
 
+def _with_clauses(w: Workload) -> WorkloadStats:
+    """:meth:`WorkloadStats.of` of a workload holding Boolean clauses: the predicate queries'
+    statistics, renumbered, with each clause added (its scope, exact constancy, equal ones)."""
+    clauses = [i for i, q in enumerate(w.queries) if isinstance(q, BooleanClause)]
+    is_clause = set(clauses)
+    keep = [i for i in range(len(w)) if i not in is_clause]
+    base = WorkloadStats.of(Workload(
+        w.domain, tuple(w.queries[i] for i in keep), tuple(w.names[i] for i in keep),
+        tuple(w.weights[i] for i in keep), None, w.partitions))
+    back = np.asarray(keep, dtype=np.int64)
+    used = dict(base.attributes_used)
+    sizes = dict(base.scope_sizes)
+    contra = set(back[list(base.contradictions)].tolist())
+    tauto = set(back[list(base.tautologies)].tolist())
+    equal: dict[BooleanClause, list[int]] = {}
+    for i in clauses:
+        c = w.queries[i]
+        assert isinstance(c, BooleanClause)
+        for a in c.scope:
+            used[a] = used.get(a, 0) + 1
+        sizes[len(c.scope)] = sizes.get(len(c.scope), 0) + 1
+        if c.is_contradiction():
+            contra.add(i)
+        elif c.is_tautology():
+            tauto.add(i)
+        else:
+            equal.setdefault(c, []).append(i)
+    groups = [sorted(back[list(g)].tolist()) for g in base.duplicates]
+    groups += [g for g in equal.values() if len(g) > 1]
+    groups.sort(key=lambda g: g[0])
+    return WorkloadStats(
+        n_queries=len(w),
+        attributes_used={a.name: used[a.name] for a in w.domain if a.name in used},
+        scope_sizes=dict(sorted(sizes.items())),
+        contradictions=tuple(sorted(contra)),
+        tautologies=tuple(sorted(tauto)),
+        duplicates=tuple(tuple(g) for g in groups),
+        n_range_queries=base.n_range_queries,
+        total_weight=float(sum(w.weights)),
+        families=base.families,
+        n_clauses=len(clauses),
+    )
+
+
 def _all(queries: Sequence[Query]) -> Iterator[Predicate]:
     """Every predicate of every query, in order."""
     return chain.from_iterable(map(attrgetter("predicates"), queries))
@@ -468,7 +537,7 @@ def _strip_comment(line: str) -> str:
 def _load_text(p: Path, text: str, domain: Domain) -> Workload:
     """One query per line; simple conjunctions take :mod:`tessera.fastparse` (same queries,
     identical predicates shared), everything else -- and every error -- ``parse_query``."""
-    queries: list[Query] = []
+    queries: list[Query | BooleanClause] = []
     names: list[str] = []
     sources: list[str] = []
     errors: list[TesseraError] = []
@@ -529,20 +598,22 @@ def _load_structured(p: Path, text: str, domain: Domain) -> Workload:
     errors: list[TesseraError] = []
     families: list[Partition] = []
     if isinstance(doc, dict):
-        unknown = set(doc) - {"queries", *FAMILY_KEYS}
+        unknown = set(doc) - {"queries", "prefixes", *FAMILY_KEYS}
         if unknown:
             raise QueryError(f"unknown key {sorted(unknown)[0]!r}", where=str(p),
-                             hint="top-level keys are queries, " + ", ".join(FAMILY_KEYS))
+                             hint="top-level keys are queries, prefixes, "
+                             + ", ".join(FAMILY_KEYS))
         families = _load_families(p, doc, domain, errors)
     entries = doc.get("queries", []) if isinstance(doc, dict) else doc
-    if not isinstance(entries, list) or not (entries or families or errors):
+    if not isinstance(entries, list) or not (entries or families or errors
+                                             or (isinstance(doc, dict) and doc.get("prefixes"))):
         raise QueryError(
             "expected a non-empty list of queries (or structured families)",
             where=str(p),
             hint='{"queries": [{"name": "q1", "where": "age >= 30", "weight": 1}]} or '
             '{"marginals": [{"all": 2}]}',
         )
-    queries: list[Query] = []
+    queries: list[Query | BooleanClause] = []
     names: list[str] = []
     weights: list[float] = []
     sources: list[str] = []
@@ -586,6 +657,24 @@ def _load_structured(p: Path, text: str, domain: Domain) -> Workload:
         names.append(str(entry.get("name", entry["where"])))
         weights.append(weight)
         sources.append(where)
+    for i, entry in enumerate(doc.get("prefixes") or [] if isinstance(doc, dict) else []):
+        where = f"{p}:prefixes[{i}]"
+        try:
+            if not (isinstance(entry, dict) and isinstance(entry.get("attributes"), list)
+                    and set(entry) <= {"attributes", "weight"}):
+                raise QueryError("a prefix family is {attributes: [age], weight: 1}")
+            weight = float(entry.get("weight", 1.0))
+            if not (math.isfinite(weight) and weight >= 0):
+                raise QueryError(f"weight {entry.get('weight')!r} is not a number ≥ 0")
+            for name, q in prefix_queries(domain, entry["attributes"]):
+                queries.append(q)
+                names.append(name)
+                weights.append(weight)
+                sources.append(where)
+        except TesseraError as e:
+            errors.append(e.located(where))
+        except (TypeError, ValueError) as e:
+            errors.append(QueryError(f"malformed entry: {e}", where=where))
     if errors:
         raise WorkloadError(errors)
     return Workload.of(domain, queries, names, weights, sources, families)

@@ -23,7 +23,7 @@ from .conftest import ADULT_CSV, ADULT_SCHEMA
 
 ADULT_FLAGS = ["--no-header", "--delimiter", ", ", "--na", "?"]
 BAD_LINES = {
-    2: "age > 30 OR sex = 'Male'",
+    2: "age > 30 OR sexx = 'Male'",  # an unknown attribute inside a Boolean clause
     4: "sex = 'Femal'",
     5: "sex < 'Male'",  # unordered
     7: "agee > 3",

@@ -39,9 +39,9 @@ def test_join_fallback_gives_identical_codes_and_counts(monkeypatch: pytest.Monk
     fast_counts = count(df, workload, on_invalid="drop")
 
     def unmatched(*args: object, **kwargs: object) -> int:
-        raise data._Unmatched
+        raise data.UnmatchedValue
 
-    monkeypatch.setattr(data, "_code_rows", unmatched)
+    monkeypatch.setattr(data, "code_rows", unmatched)
     slow = data.encode(df, domain, on_invalid="drop")
     slow_counts = count(df, workload, on_invalid="drop")
     assert (fast.n_rows, fast.dropped) == (slow.n_rows, slow.dropped)

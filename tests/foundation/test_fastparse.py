@@ -371,8 +371,16 @@ FALLBACK_EXPECTED = {
     "NOT income>50K", "income>50K = TRUE", "e f = 'x'", "age = 30 AND e f = 'x'", "TRUE",
     "age = 30 AND FALSE", "sex = 'Ma' 'le'", "age = 30AND sex = 'Male'", "sex IN ()",
     "sex IN ('Male',)", "(age = 30 OR age = 31 AND age = 32)", "(age = 30 OR NOT age = 31)",
-    "(age = 30) OR (age = 31)",
+    "(age = 30) OR (age = 31)", "age = 30 OR sex = 'Male'", "(age = 30 OR sex = 'Male')",
 }  # fmt: skip
+
+
+def test_deeply_nested_parentheses_are_declined() -> None:
+    text = "(" * 400 + "age = 30" + ")" * 400
+    assert FastParser(D).try_parse(text) is None
+    assert FastParser(D).try_parse("((age = 30) OR age = 31)") == parse_query(
+        "age BETWEEN 30 AND 31", D
+    )
 
 
 def test_hyphenated_and_quoted_names() -> None:

@@ -83,7 +83,7 @@ def test_text_file_comments_names_blank_lines(tmp_path: Path) -> None:
 def test_malformed_text_file_reports_every_bad_line(tmp_path: Path) -> None:
     lines = [
         "# comment",
-        "age > 30 OR sex = 'Male'",  # 2: OR across attributes
+        "age > 30 OR sexx = 'Male'",  # 2: unknown attribute inside a Boolean clause
         "age >= 18",  # 3: fine
         "sex = 'Femal'",  # 4: unknown literal
         "",

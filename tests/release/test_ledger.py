@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+import tessera.release.exact_costs as exact_costs_module
 import tessera.release.ledger as ledger_module
 from tessera.domain import Domain
 from tessera.errors import TesseraError
@@ -423,7 +424,7 @@ def test_a_charge_that_raises_in_the_union_solve_leaves_nothing(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: type[BaseException]) -> None:
     led = make(tmp_path, total=1.0)
     led.charge(wl("age < 50"), [0.25], label="a", mechanism="laplace")
-    real = ledger_module.max_overlap
+    real = exact_costs_module.max_overlap
     calls = []
 
     def failing(*args: Any, **kwargs: Any) -> Any:
@@ -432,11 +433,11 @@ def test_a_charge_that_raises_in_the_union_solve_leaves_nothing(
             raise error("solver died")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(ledger_module, "max_overlap", failing)
+    monkeypatch.setattr(exact_costs_module, "max_overlap", failing)
     with pytest.raises(error, match="solver died"):
         led.charge(wl("age >= 20"), [0.25], label="b", mechanism="laplace")
     assert calls == [1, 2]
-    monkeypatch.setattr(ledger_module, "max_overlap", real)
+    monkeypatch.setattr(exact_costs_module, "max_overlap", real)
     assert n_charges(led.path) == 1 and led.spent() == 0.25
     assert not Path(str(led.path) + "-journal").exists()
     # the lock was released: another process (short timeout) charges at once

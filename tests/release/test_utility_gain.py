@@ -134,7 +134,7 @@ def test_planted_gamma_minus_one_is_caught(
     with pytest.raises(TesseraError, match="re-checks"):
         noise_plan(WORKLOAD, budget)
     # forced past the re-check, the statistical test rejects it
-    monkeypatch.setattr(plan_module, "_recheck", lambda wl, c, n, total, tl: (total, False))
+    monkeypatch.setattr(plan_module, "recheck_spent", lambda wl, c, n, total, tl: (total, False))
     planted = noise_plan(WORKLOAD, budget)
     t = len(WORKLOAD)
     good_scale = (4.0 / EPSILON if budget.mechanism == "discrete_laplace"

@@ -25,6 +25,12 @@ Every object carries an :class:`Exactness` flag. Conversions (docs/theory.md §3
 * profile → f: (ε_k, δ_k)-DP for all k ⇒ f_{ε_k,δ_k}-DP for all k ⇒ (max_k f_{ε_k,δ_k})-DP.
   A max of lines: exactly safe for any finite grid whenever each δ_k is an upper bound; tight for
   symmetric f as the grid refines (Dong–Roth–Su, Prop. 2.12).
+
+Why this module is long (about 580 lines): it is one abstraction, the trade-off function, with
+its four representations, and each carries the same numerics — evaluation, the privacy profile
+δ(ε), ε at δ rounded up, the conversion to a piecewise-linear lower bound — under one rounding
+convention (err downwards in f: :data:`FLOAT_SLACK`, :func:`round_up`). Kept together, that
+convention is stated once and checked in one place (:func:`check_axioms`, :func:`dominates`).
 """
 
 from __future__ import annotations

@@ -32,6 +32,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "treewidth",
     "overlap",
     "answer",
+    "synth",
     "ledger",
     "demo",
 )

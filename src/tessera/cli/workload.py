@@ -52,6 +52,8 @@ def check(workload: WorkloadArg, schema: SchemaOpt) -> None:
     table.add_row("queries", f"{s.n_queries:,}")
     table.add_row("total weight", f"{s.total_weight:g}")
     table.add_row("range queries", f"{s.n_range_queries:,}")
+    if s.n_clauses:
+        table.add_row("Boolean clauses (OR / NOT across attributes)", f"{s.n_clauses:,}")
     table.add_row(
         "attributes used",
         ", ".join(f"{a} ({n})" for a, n in s.attributes_used.items()) or "none",

@@ -4,7 +4,8 @@
 * log-sum-product: log Z = log Σ_x exp(Σ_f θ_f f(x)), exact expectations E[f],
 * perfect i.i.d. sampling from P[x] ∝ exp(Σ_f θ_f f(x)),
 
-for predicate queries and Boolean (BDD) queries, exponential only in the decomposition width.
+for predicate queries, Boolean WHERE clauses (:class:`~tessera.clause.BooleanClause`) and Boolean
+(BDD) queries, exponential only in the decomposition width.
 See ``docs/engine.md``.
 """
 

@@ -23,6 +23,12 @@ from the variable sizes, and :func:`check_memory` raises :class:`~tessera.errors
 naming the width, the estimate and what sits in the largest bag. The elimination itself is
 capped too, so an order whose single table would exceed the limit astronomically is abandoned
 before its clique is built (:func:`refuse_bag`).
+
+Why this module is long (about 570 lines): it is one algorithm with its numerics, elimination
+orders and the decompositions they induce. The greedy heuristics keep fill counts and bag costs
+incrementally and stop at a cost cap; :class:`TreeDecomposition` and its nice form are built from
+the same elimination; :func:`exact_treewidth` checks the heuristics on small graphs; and the
+memory guard prices the bags they produce in the same terms (log-sizes, entries, bytes).
 """
 
 from __future__ import annotations

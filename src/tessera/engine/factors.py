@@ -2,15 +2,18 @@
 §4).
 
 A workload F is a list of functions f: 𝔻 → {0,1}, each a predicate conjunction
-(:class:`~tessera.query.Query`) or a Boolean query (:class:`~tessera.engine.bdd.BooleanQuery`);
-the model is exp(Σ_f θ_f f(x)). This module turns F into *factors over small tables* without
-ever over-counting (the trap of docs/theory.md §4).
+(:class:`~tessera.query.Query`), a Boolean query (:class:`~tessera.engine.bdd.BooleanQuery`) or a
+Boolean WHERE clause (:class:`~tessera.clause.BooleanClause`); the model is exp(Σ_f θ_f f(x)).
+This module turns F into *factors over small tables* without ever over-counting (the trap of
+docs/theory.md §4).
 
 **The exact scheme: chain compilation.** Every function is read as a layered deterministic
 automaton over its scope in a chosen order v_1..v_k: state s_0 is fixed, s_i = δ_i(s_{i-1}, x_{v_i})
 and f(x) = accept(s_k). For a BDD the state is the cofactor of f by the values read so far; for a
 predicate conjunction (AND-type) it is the running AND; for symmetric functions (OR, AND, XOR,
-thresholds) the running count, capped. The automaton becomes
+thresholds) the running count, capped; for a Boolean clause the residual formula (atoms of the
+attributes read replaced by their values, constants folded: :meth:`BooleanClause.layers`). The
+automaton becomes
 
 * hard factors [s_1 = δ_1(x_{v_1})], [s_i = δ_i(s_{i-1}, x_{v_i})] (log-potential 0 or −∞) over
   *auxiliary state variables* s_1..s_{k-1}, and
@@ -37,6 +40,12 @@ with the same membership in every predicate on a form a value class
 variable over its classes with multiplicity n_codes (a unary factor log n_codes in sum-product,
 nothing in max-plus); the variables of Boolean queries are split into single codes. Samples and
 argmaxes are expanded back to codes (uniform within the class; its smallest code).
+
+Why this module is long (about 550 lines, forty of them this argument): it is one scheme, the
+compilation of a workload into factors without over-counting. Value classes, automata, the
+dense-or-chain choice per scope group and the tabulation are the steps of that one argument, and
+they share the layout (:class:`ModelLayout`) that records which compiled variable belongs to
+which attribute or chain; apart, the argument would be separated from the code it justifies.
 """
 
 from __future__ import annotations
@@ -51,13 +60,15 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
+from tessera.clause import BooleanClause
 from tessera.domain import Domain
 from tessera.engine.bdd import BooleanQuery
-from tessera.errors import QueryError
+from tessera.errors import QueryError, ResourceError
+from tessera.intervals import IntervalSet
 from tessera.query import Query
 from tessera.value_classes import ValueClasses, value_classes, workload_value_classes
 
-Function = Query | BooleanQuery
+Function = Query | BooleanQuery | BooleanClause
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 
@@ -72,7 +83,7 @@ def scope(domain: Domain, f: Function) -> tuple[int, ...]:
     """scope(f) as sorted attribute indices (docs/theory.md §2)."""
     if isinstance(f, Query):
         return tuple(sorted(domain.index(a) for a in f.scope))
-    if isinstance(f, BooleanQuery):
+    if isinstance(f, (BooleanQuery, BooleanClause)):
         return tuple(sorted(domain.index(a) for a in f.scope))
     raise TypeError(f"not a query: {f!r}")
 
@@ -111,8 +122,15 @@ def validate(domain: Domain, functions: Sequence[Function]) -> None:
         elif isinstance(f, Query):
             for name in f.scope:
                 domain.index(name)
+        elif isinstance(f, BooleanClause):
+            for name, size in zip(f.scope, f.sizes, strict=True):
+                if name not in domain or domain[name].size != size:
+                    raise QueryError(f"Boolean clause #{j}: attribute {name!r} is not an "
+                                     f"attribute of {size} codes of the domain",
+                                     hint="build the clause over the model's domain")
         else:
-            raise QueryError(f"query #{j} is a {type(f).__name__}, not a Query or BooleanQuery")
+            raise QueryError(f"query #{j} is a {type(f).__name__}, not a Query, BooleanQuery "
+                             "or BooleanClause")
 
 
 # -- value classes --------------------------------------------------------------------------
@@ -120,10 +138,26 @@ def validate(domain: Domain, functions: Sequence[Function]) -> None:
 
 def attribute_classes(domain: Domain, functions: Sequence[Function]) -> tuple[ValueClasses, ...]:
     """The alphabet of each attribute variable, in domain order: its value classes for the
-    predicate queries; one class per code for the variables of Boolean queries (their automata
-    read codes); a single class for attributes no function mentions."""
-    split = {name for f in functions if not isinstance(f, Query) for name in f.scope}
-    constrained = {a.name: a.classes for a in workload_value_classes(domain, functions)}
+    predicate queries and the atoms of Boolean clauses; one class per code for the variables of
+    Boolean (BDD) queries (their automata read codes); a single class for attributes no function
+    mentions."""
+    split = {name for f in functions if isinstance(f, BooleanQuery) for name in f.scope}
+    atoms: dict[str, list[IntervalSet]] = {}
+    for f in functions:
+        if isinstance(f, BooleanClause):
+            for p in f.atoms():
+                atoms.setdefault(p.attribute, []).append(p.coverage)
+    if not atoms:
+        constrained = {a.name: a.classes for a in workload_value_classes(domain, functions)}
+    else:  # every predicate and every atom on an attribute is a union of its classes
+        covs: dict[str, list[IntervalSet]] = {}
+        for f in functions:
+            if isinstance(f, Query):
+                for p in f.predicates:
+                    covs.setdefault(p.attribute, []).append(p.coverage)
+        for name, extra in atoms.items():
+            covs.setdefault(name, []).extend(extra)
+        constrained = {name: value_classes(domain[name].size, c) for name, c in covs.items()}
     return tuple(
         value_classes(a.size, (), split_all=True) if a.name in split
         else constrained[a.name] if a.name in constrained
@@ -164,6 +198,15 @@ def automaton(
             m = member[v].astype(np.int64)  # 1 = still alive
             trans.append(m[None, :] if i == 0 else np.stack([np.zeros_like(m), m]))
         return Automaton(order, tuple(trans), np.array([False, True]))
+    if isinstance(f, BooleanClause):
+        # letters: the classes of each attribute (every atom is constant on them)
+        clause_layers = f.layers([domain.names[v] for v in order],
+                                 [classes[v].representative for v in order])
+        if clause_layers is None:
+            raise ResourceError(f"a Boolean clause has too many residual states in the order "
+                                f"{[domain.names[v] for v in order]}",
+                                hint="split the clause into smaller ones")
+        return Automaton(order, tuple(clause_layers[0]), clause_layers[1])
     if f.symmetric is not None:
         layers = f.cofactor_layers([domain.names[v] for v in order])
     else:
@@ -498,4 +541,6 @@ def f_const(f: Function) -> bool:
     """Value of a function with empty scope."""
     if isinstance(f, Query):
         return not f.is_contradiction()
+    if isinstance(f, BooleanClause):
+        return f.is_tautology()
     return bool(f.node == f.manager.true)

@@ -1,7 +1,8 @@
 """The public engine API: a Gibbs model over a workload (docs/theory.md §4, §5, §6).
 
 ``GibbsModel(domain, queries, theta)`` is P[x] ∝ exp(Σ_f θ_f f(x)) over the finite domain, for
-predicate queries (:class:`~tessera.query.Query`) and Boolean queries
+predicate queries (:class:`~tessera.query.Query`), Boolean WHERE clauses
+(:class:`~tessera.clause.BooleanClause`) and Boolean queries
 (:class:`~tessera.engine.bdd.BooleanQuery`), with optional hard ``constraints`` (functions that
 must be 1, e.g. the validity of a binary encoding). It answers
 
@@ -22,6 +23,12 @@ Structured workloads (:class:`~tessera.workload.Workload` with marginals, cubes,
 taken wherever queries are: their families' cells become queries in expanded order, under the
 size guards of :func:`workload_functions` (a clear :class:`~tessera.errors.ResourceError`
 beyond them); the incidence width is found from the family scopes (one vertex per family).
+
+Why this module is long (about 580 lines): it is the engine's one public entry point.
+:class:`Structure` (everything θ-independent: layout, elimination order, memory plan, program),
+the :class:`GibbsModel` that shares it across weight updates, and :func:`treewidth_report`, which
+builds the same structure without running it, must agree on how a workload becomes functions and
+how the structure is built; kept together, that is one code path.
 """
 
 from __future__ import annotations

@@ -39,6 +39,13 @@ and it only decreases over time; ``exact`` says whether the search finished.
 Numerics: with integral scores all sums are exact in float64 (checked: total < 2^53). Otherwise a
 node is pruned only when its bound is ≤ incumbent + τ (τ = 4(n+1)·eps·Σ s) and the reported upper
 bound is incumbent + 2τ, so rounding can never push it below the true maximum.
+
+Why this module is long (about 540 lines): it is one algorithm with its numerics. The split into
+independent components, the two node bounds (owner and colour classes), the coordinate-ascent
+incumbent, the best-first search with its anytime bound and the rounding margin τ rely on one
+another's invariants (a node bound is valid only for the ownership and colouring the search
+maintains); :func:`split_bound`, a Lagrangian bound on the same :func:`active_part`, is the
+cheap bound at sizes the search cannot reach.
 """
 
 from __future__ import annotations

@@ -14,7 +14,10 @@ The engine then checks its own memory plan (it raises :class:`ResourceError` bey
 ``memory_limit``), so the estimate only decides whether trying is worthwhile.
 
 Boolean (BDD) queries (``tessera.engine.BooleanQuery``) are answered here only: the other
-solvers work on predicate conjunctions.
+solvers work on predicate conjunctions. Boolean WHERE clauses
+(:class:`~tessera.clause.BooleanClause`) come here first when the estimate passes (their atoms
+refine the value classes, their scopes are cliques of the attribute graph), else they go to the
+other solvers as disjoint predicate terms (:mod:`.clauses`).
 
 Rounding: the engine adds floats in its own order. With integral scores below 2^53 the sum is
 exact; otherwise the returned upper bound is inflated by the relative margin 4(t+1)·eps, which
@@ -32,9 +35,11 @@ import networkx as nx
 import numpy as np
 import numpy.typing as npt
 
+from tessera.clause import BooleanClause
 from tessera.domain import Domain
+from tessera.intervals import IntervalSet
 from tessera.query import Query
-from tessera.value_classes import workload_value_classes
+from tessera.value_classes import value_classes, workload_value_classes
 
 #: Try the engine when its largest table (estimated on the attribute graph) has at most this many
 #: entries (8 bytes each; the engine keeps a few tables per bucket).
@@ -60,8 +65,9 @@ class EngineEstimate:
 
 
 def is_boolean(f: object) -> bool:
-    """True for engine Boolean (BDD) queries, False for predicate conjunctions."""
-    if isinstance(f, Query):
+    """True for engine Boolean (BDD) queries, False for predicate conjunctions and Boolean
+    clauses."""
+    if isinstance(f, (Query, BooleanClause)):
         return False
     from tessera.engine import BooleanQuery
 
@@ -79,12 +85,18 @@ def estimate(domain: Domain, queries: Sequence[Any]) -> EngineEstimate:
 
     graph = nx.Graph()
     coverages: dict[str, set[tuple[tuple[int, int], ...]]] = {}
+    atoms: dict[str, set[tuple[tuple[int, int], ...]]] = {}  # of Boolean clauses
     scopes = set()  # distinct scopes: far fewer than queries, and all the graph needs
     for q in queries:
         scopes.add(q.scope)
         if isinstance(q, Query):
             for p in q.predicates:
                 coverages.setdefault(p.attribute, set()).add(p.coverage.spans)
+        elif isinstance(q, BooleanClause):
+            for p in q.atoms():
+                atoms.setdefault(p.attribute, set()).add(p.coverage.spans)
+    for name, spans in atoms.items():
+        coverages.setdefault(name, set()).update(spans)
     for scope in scopes:
         names = sorted(scope, key=domain.index)
         graph.add_nodes_from(names)
@@ -101,6 +113,9 @@ def estimate(domain: Domain, queries: Sequence[Any]) -> EngineEstimate:
     classes = {n: min(2, domain[n].size) for n in graph.nodes}
     # only the class counts: no membership matrix (Boolean queries are skipped)
     classes.update({a.name: a.classes.n_classes for a in workload_value_classes(domain, queries)})
+    for name in atoms:  # predicates and clause atoms together
+        classes[name] = value_classes(domain[name].size,
+                                      [IntervalSet(sp) for sp in coverages[name]]).n_classes
     largest = max(math.prod(classes[v] for v in bag) for bag in td.bags)
     return EngineEstimate(width, int(largest), graph.number_of_nodes())
 

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from tessera.clause import atoms_of
 from tessera.domain import Domain
 from tessera.families import Partition
 from tessera.query import Query
@@ -355,7 +356,7 @@ class Objective:
         name = self.domain.names[a]
         codes = {current, 0, size - 1}
         for q in self.queries:
-            for p in q.predicates:
+            for p in atoms_of(q):
                 if p.attribute == name:
                     for lo, hi in p.coverage.spans:
                         codes.update((lo, hi - 1, min(hi, size - 1)))

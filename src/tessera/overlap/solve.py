@@ -39,8 +39,10 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from tessera.clause import BooleanClause, separates
 from tessera.domain import Domain
 from tessera.errors import QueryError, ResourceError, TesseraError
+from tessera.overlap import recover
 from tessera.overlap.branch_bound import (
     COLOURING_QUERIES,
     PointSolution,
@@ -49,11 +51,13 @@ from tessera.overlap.branch_bound import (
     max_point,
     split_bound,
 )
+from tessera.overlap.clauses import Expansion, exact_pair, expand, has_clauses, maximal_sets
 from tessera.overlap.colouring import MAX_GRAPH_QUERIES, colouring_bound
 from tessera.overlap.engine_route import engine_point, estimate, is_boolean
 from tessera.overlap.families import FamilyTable, Objective, ascend, upper_sum
 from tessera.overlap.mini_bucket import mbe_point
 from tessera.overlap.ranges import range_max_point
+from tessera.overlap.recover import Recovery, recover_families
 from tessera.overlap.result import OverlapResult, Witness, composable, h
 from tessera.overlap.substitution import (
     exact_substitution,
@@ -169,6 +173,10 @@ def _unpack_structured(
     return wp, fam
 
 
+#: :func:`touched` memoises predicates from this many queries on.
+TOUCHED_MEMO_QUERIES = 10_000
+
+
 def _integral(s: npt.NDArray[np.float64]) -> bool:
     return bool(np.all(s == np.round(s))) and float(s.sum()) < 2.0**52
 
@@ -188,9 +196,27 @@ def mean_width(dom: Domain, queries: Sequence[Query]) -> float:
 
 
 def touched(domain: Domain, queries: Sequence[Query], x: Sequence[int]) -> npt.NDArray[np.bool_]:
-    """I(x) as a mask, by evaluating every query on x (:meth:`Query.evaluate`)."""
+    """I(x) as a mask, by evaluating every query on x (:meth:`Query.__call__`).
+
+    Each distinct predicate is evaluated once: large workloads repeat a few predicates
+    millions of times (a text file of marginal cells shares them), so the witness re-check
+    costs a dictionary lookup per predicate, not an interval search."""
     point = tuple(int(c) for c in x)
-    return np.fromiter((q(domain, point) for q in queries), dtype=bool, count=len(queries))
+    if len(queries) < TOUCHED_MEMO_QUERIES:
+        return np.fromiter((q(domain, point) for q in queries), dtype=bool,
+                           count=len(queries))
+    position = {a.name: i for i, a in enumerate(domain)}
+    memo: dict[int, bool] = {}  # by object identity: hashing a predicate hashes its spans
+
+    def holds(p: Any) -> bool:
+        v = memo.get(id(p))
+        if v is None:
+            v = memo[id(p)] = point[position[p.attribute]] in p.coverage
+        return v
+
+    return np.fromiter(
+        (all(map(holds, q.predicates)) if type(q) is Query else q(domain, point)
+         for q in queries), dtype=bool, count=len(queries))
 
 
 def max_overlap(
@@ -227,10 +253,33 @@ def max_overlap(
     s = scores(comp, w)
     if any(is_boolean(q) for q in queries):
         return _boolean(dom, queries, s, comp, neighbours, method)
+    if has_clauses(queries):
+        return _clauses(dom, queries, s, comp, neighbours, method, time_limit)
+    if method == "auto" and len(queries) >= recover.RECOVER_MIN_QUERIES:
+        recovery = recover_families(dom, queries, w)
+        if recovery is not None:
+            return _recovered(dom, queries, s, comp, neighbours, time_limit, recovery)
     deadline = None if time_limit is None else time.monotonic() + float(time_limit)
     if neighbours is Neighbours.SUBSTITUTE:
         return _substitute(dom, queries, s, comp, method, time_limit)
     return _add_remove(dom, queries, s, comp, method, deadline)
+
+
+def _recovered(
+    dom: Domain, queries: Sequence[Query], s: npt.NDArray[np.float64], comp: Definition,
+    neighbours: Neighbours, time_limit: float | None, recovery: Recovery,
+) -> OverlapResult:
+    """Solve the recovered structure (:mod:`.recover`), then re-check its witness on the
+    original queries: the bound holds for them (same scores, each query in exactly one place)."""
+    res = _structured(recovery.workload, recovery.weights, dom, comp, neighbours, time_limit,
+                      "auto")
+    wit = res.witness
+    note = (f"recovered {len(recovery.workload.partitions):,} families of disjoint cells from "
+            f"{recovery.n_recovered:,} of the {len(queries):,} queries")
+    return _result(dom, queries, s, comp, neighbours, res.score_bound,
+                   None if wit is None else wit.x, None if wit is None else res.score_achieved,
+                   res.exact, f"recovered families ({res.method})", (note, *res.notes),
+                   None if wit is None else wit.y)
 
 
 def scores(comp: Definition, w: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
@@ -301,29 +350,41 @@ def _add_remove(
     dom: Domain, queries: Sequence[Query], s: npt.NDArray[np.float64], comp: Definition,
     method: str, deadline: float | None,
 ) -> OverlapResult:
-    def remaining() -> float | None:
-        return None if deadline is None else max(0.0, deadline - time.monotonic())
+    """S = max_x Σ_{q∈I(x)} s_q: a direct route when one applies (:func:`_direct_route`),
+    else the anytime search portfolio (:func:`_search_route`), whose proven bounds are
+    combined when it stops early (:func:`_stopped_early`)."""
+    direct = _direct_route(dom, queries, s, comp, method)
+    if direct is not None:
+        return direct
+    return _search_route(dom, queries, s, comp, method, deadline)
 
+
+def _direct_route(
+    dom: Domain, queries: Sequence[Query], s: npt.NDArray[np.float64], comp: Definition,
+    method: str,
+) -> OverlapResult | None:
+    """Routes that answer in one step: the range sweep (Helly), the engine's max-plus at low
+    width, enumeration of the realisable sets, and the colouring / split bounds on request."""
+    add_remove = Neighbours.ADD_REMOVE
     if method in ("auto", "sweep"):
         fast = range_max_point(dom, queries, s)
         if fast is not None:
             value, x = fast
-            return _result(dom, queries, s, comp, Neighbours.ADD_REMOVE, value, x, value, True,
-                           "sweep",
+            return _result(dom, queries, s, comp, add_remove, value, x, value, True, "sweep",
                            ("range workload: γ equals the overlap graph's clique number (Helly)",))
         if method == "sweep":
             raise QueryError("the sweep needs range queries over at most two attributes",
                              hint="use --method auto")
     if method == "engine":
         upper, value, x, note = engine_point(dom, queries, s)
-        return _result(dom, queries, s, comp, Neighbours.ADD_REMOVE, upper, x, value, True,
-                       "engine", (note,))
+        return _result(dom, queries, s, comp, add_remove, upper, x, value, True, "engine",
+                       (note,))
     if method == "auto" and len(queries) >= ENGINE_MIN_QUERIES:
         plan = estimate(dom, queries)
         if plan.feasible:
             try:
                 upper, value, x, note = engine_point(dom, queries, s)
-                return _result(dom, queries, s, comp, Neighbours.ADD_REMOVE, upper, x, value, True,
+                return _result(dom, queries, s, comp, add_remove, upper, x, value, True,
                                "engine", (f"attribute graph width {plan.width}", note))
             except ResourceError:
                 pass  # the engine's own memory plan refused: search instead
@@ -332,16 +393,29 @@ def _add_remove(
         vals = sets.incidence.astype(np.float64) @ s
         i = int(np.argmax(vals)) if len(vals) else 0
         x = tuple(int(c) for c in sets.points[i])
-        return _result(dom, queries, s, comp, Neighbours.ADD_REMOVE, float(vals[i]), x,
-                       float(vals[i]), True, "enumerate")
+        return _result(dom, queries, s, comp, add_remove, float(vals[i]), x, float(vals[i]),
+                       True, "enumerate")
     if method in ("colouring", "split"):
         if method == "colouring":
             ub, k = colouring_bound(dom, queries, s)
             note = f"greedy/DSatur colouring with {k} colours"
         else:
             ub, note = split_bound(dom, queries, s), "Lagrangian split bound"
-        return _result(dom, queries, s, comp, Neighbours.ADD_REMOVE, _safe_upper(ub, s), None, None,
+        return _result(dom, queries, s, comp, add_remove, _safe_upper(ub, s), None, None,
                        False, method, (note,))
+    return None
+
+
+def _search_route(
+    dom: Domain, queries: Sequence[Query], s: npt.NDArray[np.float64], comp: Definition,
+    method: str, deadline: float | None,
+) -> OverlapResult:
+    """Our branch and bound (or mini-bucket search on wide predicates), with ToulBar2 after a
+    short warm-up when it is installed and the workload is small enough; the time the exact
+    solver does not use goes back to our search."""
+    def remaining() -> float | None:
+        return None if deadline is None else max(0.0, deadline - time.monotonic())
+
     part = active_part(dom, queries, s)  # value classes, shared by the search and the bounds
     left = remaining()
     # wide predicates, or too many queries for colour-class bounds (measured: docs/benchmarks.md)
@@ -366,10 +440,13 @@ def _add_remove(
                           part=part) if use_mb
                 else max_point(dom, queries, s, time_limit=seconds, part=part))
 
+    def proven(sol: PointSolution, name: str, note: str) -> OverlapResult:
+        return _result(dom, queries, s, comp, Neighbours.ADD_REMOVE, sol.upper, sol.x,
+                       sol.lower, True, name, (note,))
+
     sol = run_search(limit)
     if sol.exact:
-        return _result(dom, queries, s, comp, Neighbours.ADD_REMOVE, sol.upper, sol.x, sol.lower,
-                       True, search, (f"{sol.nodes} search nodes",))
+        return proven(sol, search, f"{sol.nodes} search nodes")
     bounds = {search: sol.upper}
     if portfolio:
         left = remaining()
@@ -379,8 +456,7 @@ def _add_remove(
             if tb.lower > sol.lower:
                 sol = tb
             if tb.exact:
-                return _result(dom, queries, s, comp, Neighbours.ADD_REMOVE, tb.upper, tb.x,
-                               tb.lower, True, "toulbar2", ("ToulBar2 proved optimality",))
+                return proven(tb, "toulbar2", "ToulBar2 proved optimality")
             bounds["toulbar2"] = tb.upper
         else:
             # ToulBar2 did not run (or failed): give the rest of the time to our own search
@@ -388,16 +464,22 @@ def _add_remove(
             if left is None or left > 0.1:
                 again = run_search(None if left is None else 0.9 * left)
                 if again.exact:
-                    return _result(dom, queries, s, comp, Neighbours.ADD_REMOVE, again.upper,
-                                   again.x, again.lower, True, search,
-                                   (f"{again.nodes} search nodes",))
+                    return proven(again, search, f"{again.nodes} search nodes")
                 bounds[search] = min(bounds[search], again.upper)
                 if again.lower > sol.lower:
                     sol = again
-    # stopped early: every bound below is proven; keep the least. They share what is left of the
-    # time limit (the split bound always makes one pass, ~10 ms per 10,000 queries)
-    left = remaining()
-    bounds["split"] = split_bound(dom, queries, s, time_limit=left, part=part)
+    return _stopped_early(dom, queries, s, comp, method, search, sol, bounds, part, remaining)
+
+
+def _stopped_early(
+    dom: Domain, queries: Sequence[Query], s: npt.NDArray[np.float64], comp: Definition,
+    method: str, search: str, sol: PointSolution, bounds: dict[str, float], part: Any,
+    remaining: Any,
+) -> OverlapResult:
+    """The search stopped at its time limit: every bound here is proven; keep the least.
+    They share what is left of the time (the split bound always makes one pass, ~10 ms per
+    10,000 queries)."""
+    bounds["split"] = split_bound(dom, queries, s, time_limit=remaining(), part=part)
     left = remaining()
     if COLOURING_QUERIES < len(queries) <= MAX_GRAPH_QUERIES // 4 and (
             left is None or graph_seconds(len(queries)) <= left):
@@ -442,6 +524,95 @@ def _boolean(
                    ("S_sub ≤ 2·S: I(x)ΔI(y) ⊆ I(x) ∪ I(y)", note), y=y)
 
 
+def _clauses(
+    dom: Domain, queries: Sequence[Query | BooleanClause], s: npt.NDArray[np.float64],
+    comp: Definition, neighbours: Neighbours, method: str, time_limit: float | None,
+) -> OverlapResult:
+    """Workloads with Boolean WHERE clauses (:class:`~tessera.clause.BooleanClause`).
+
+    Add/remove: the max-plus engine when its estimate passes (exact), else every clause as
+    disjoint predicate terms (:mod:`.clauses`) for the predicate solvers: the same objective,
+    so their answer (exact, or a proven bound at the time limit) is the workload's; a relaxed
+    expansion (a clause with too many terms) gives an upper bound. Substitution: the pairs of
+    realisable sets of the expansion, clauses collapsed back (exact), else the predicate
+    solvers' S_sub of the expansion (an upper bound: a clause changes only where one of its
+    terms does), else min(2·S, Σ h(w))."""
+    start = time.monotonic()
+    deadline = None if time_limit is None else start + float(time_limit)
+    ex = expand(queries)
+    if neighbours is Neighbours.ADD_REMOVE:
+        return _clauses_add_remove(dom, queries, s, comp, method, deadline, ex)
+    sub = Neighbours.SUBSTITUTE
+    s = np.where([separates(q) for q in queries], s, 0.0)  # as _substitute
+    total = math.fsum(s.tolist())
+    if ex.exact and method in ("auto", "enumerate"):
+        try:
+            value, x, y = exact_pair(dom, ex, s)
+            ix = touched(dom, queries, x) ^ touched(dom, queries, y)
+            achieved = math.fsum(s[ix].tolist())
+            eps = float(np.finfo(np.float64).eps)
+            upper = (value if _integral(s) else
+                     max(value, achieved) + 4.0 * (len(s) + 1) * eps * total)
+            return _result(dom, queries, s, comp, sub, upper, x, achieved,
+                           upper - achieved <= 1e-9 * abs(upper),
+                           "enumerate (pairs of overlap patterns)", (ex.describe(),), y=y)
+        except ResourceError:
+            if method == "enumerate":
+                raise
+    left = None if deadline is None else max(0.0, deadline - time.monotonic())
+    if ex.exact and method != "engine":
+        res = _substitute(dom, ex.queries, ex.scores(s), comp, method, left)
+        assert res.witness is not None and res.witness.y is not None
+        x, y = res.witness.x, res.witness.y
+        upper = min(res.score_bound, total)
+        name = f"{res.method}, on the clauses' disjoint terms"
+        notes: tuple[str, ...] = (
+            ex.describe(), "S_sub of the terms bounds the workload's: a clause changes between "
+            "two rows only if one of its terms does", *res.notes)
+    else:
+        base = _clauses_add_remove(dom, queries, s, comp, method, deadline, ex)
+        upper = min(2.0 * base.score_bound, total)
+        x = base.witness.x if base.witness is not None else (0,) * len(dom)
+        miss = ~touched(dom, queries, x)
+        second = _clauses_add_remove(dom, queries, np.where(miss, s, 0.0), comp, "auto",
+                                     deadline, ex)
+        y = second.witness.x if second.witness is not None else x
+        name = "bound min(2·S_add/remove, Σ h(w))"
+        notes = ("S_sub ≤ 2·S: I(x)ΔI(y) ⊆ I(x) ∪ I(y)", *base.notes)
+    ix = touched(dom, queries, x) ^ touched(dom, queries, y)
+    achieved = math.fsum(s[ix].tolist())
+    return _result(dom, queries, s, comp, sub, max(upper, achieved), x, None,
+                   upper <= achieved, name, notes, y=y)
+
+
+def _clauses_add_remove(
+    dom: Domain, queries: Sequence[Query | BooleanClause], s: npt.NDArray[np.float64],
+    comp: Definition, method: str, deadline: float | None, ex: Expansion,
+) -> OverlapResult:
+    """S = max_x Σ_{q∈I(x)} s_q with Boolean clauses (:func:`_clauses`)."""
+    add_remove = Neighbours.ADD_REMOVE
+    if method == "engine" or (method == "auto" and estimate(dom, queries).feasible):
+        try:
+            upper, value, x, note = engine_point(dom, queries, s)
+            return _result(dom, queries, s, comp, add_remove, upper, x, value, True, "engine",
+                           (note,))
+        except ResourceError:
+            if method == "engine":
+                raise
+    res = _add_remove(dom, ex.queries, ex.scores(s), comp,
+                      "auto" if method == "engine" else method, deadline)
+    x = res.witness.x if res.witness is not None else None
+    name = f"{res.method}, on the clauses' disjoint terms"
+    if ex.exact:  # the same objective: the witness scores what the solver claimed
+        return _result(dom, queries, s, comp, add_remove, res.score_bound, x,
+                       None if x is None else res.score_achieved, res.exact, name,
+                       (ex.describe(), *res.notes))
+    achieved = 0.0 if x is None else math.fsum(s[touched(dom, queries, x)].tolist())
+    upper = res.score_bound
+    return _result(dom, queries, s, comp, add_remove, max(upper, achieved), x, None,
+                   upper - achieved <= 1e-9 * abs(upper), name, (ex.describe(), *res.notes))
+
+
 def _substitute(
     dom: Domain, queries: Sequence[Query], s: npt.NDArray[np.float64], comp: Definition,
     method: str, time_limit: float | None,
@@ -450,7 +621,7 @@ def _substitute(
     # a tautology or a contradiction takes the same value at every row: it never separates two
     # rows (its count does not change when a row is replaced), so it weighs nothing here — and
     # leaving its score in would only invite cancellation in own(x) + own(y) − 2·common
-    s = np.where([bool(q.predicates) and not q.is_contradiction() for q in queries], s, 0.0)
+    s = np.where([separates(q) for q in queries], s, 0.0)
     total = math.fsum(s.tolist())
     if method in ("auto", "enumerate"):
         try:
@@ -540,8 +711,7 @@ def _structured(
         offset += tables[-1].n_cells
     n_queries = offset
     # under substitution a tautology or a contradiction never separates two rows (as _substitute)
-    s_pred = s_raw if not sub else np.where(
-        [bool(q.predicates) and not q.is_contradiction() for q in queries], s_raw, 0.0)
+    s_pred = s_raw if not sub else np.where([separates(q) for q in queries], s_raw, 0.0)
     total = float(Fraction(math.fsum(s_pred.tolist()))
                   + sum((t.total(sub) for t in tables), Fraction(0)))
     # uniform families that cover their attributes are attained at every row (add/remove): then
@@ -587,8 +757,11 @@ def _structured(
         s_all = np.concatenate([s_raw] + [np.full(t.n_cells, t.uniform) if t.uniform is not None
                                           else t.table for t in tables])
         left = None if deadline is None else max(0.0, deadline - time.monotonic())
-        res = (_substitute(dom, expanded.queries, s_all, comp, "auto", left) if sub else
-               _add_remove(dom, expanded.queries, s_all, comp, "auto", deadline))
+        if has_clauses(queries):
+            res = _clauses(dom, expanded.queries, s_all, comp, neighbours, "auto", left)
+        else:
+            res = (_substitute(dom, expanded.queries, s_all, comp, "auto", left) if sub else
+                   _add_remove(dom, expanded.queries, s_all, comp, "auto", deadline))
         notes.append(f"the partition bound ({upper:.6g}) was not attained: solved expanded "
                      f"({n_queries:,} queries) by {res.method}, bound {res.score_bound:.6g}")
         if res.score_bound < upper:
@@ -664,6 +837,14 @@ def maximal_overlapping_sets(
     if any(is_boolean(q) for q in queries):
         raise QueryError("maximal overlapping sets need predicate queries; this workload has "
                          "Boolean (BDD) queries", hint="use max_overlap for γ_w")
+    if has_clauses(queries):
+        ex = expand(queries)
+        if not ex.exact:
+            raise QueryError("maximal overlapping sets: a Boolean clause has too many disjoint "
+                             "terms to enumerate", hint="use max_overlap for γ_w")
+        rows = maximal_sets(dom, ex, max_sets)
+        out = [tuple(int(i) for i in np.flatnonzero(r)) for r in rows]
+        return sorted(out, key=lambda t: (-len(t), t))
     sets = realisable_sets(dom, queries, max_states=max_sets, only_maximal=True)
     rows = sets.incidence[maximal_rows(sets.incidence)]
     out = [tuple(int(i) for i in np.flatnonzero(r)) for r in rows]

@@ -87,7 +87,15 @@ def exact_substitution(
 ) -> tuple[float, tuple[int, ...], tuple[int, ...]]:
     """max_{x,y} Σ_q s_q [q(x) ≠ q(y)] and a maximising pair (raises ResourceError if too big)."""
     sets = realisable_sets(domain, queries, max_states=MAX_PAIR_STATES)
-    r = sets.incidence.astype(np.float64)
+    return best_pair(sets.incidence, sets.points, scores)
+
+
+def best_pair(
+    incidence: npt.NDArray[np.bool_], points: npt.NDArray[np.int64], scores: npt.ArrayLike
+) -> tuple[float, tuple[int, ...], tuple[int, ...]]:
+    """max over pairs of rows a, b of Σ_q s_q [a_q ≠ b_q], and the points realising the pair
+    (``points[i]`` realises row i; rows are the realisable sets I(x))."""
+    r = incidence.astype(np.float64)
     s = np.asarray(scores, dtype=np.float64)
     own = r @ s
     # Σ_q s_q (a_q xor b_q) = s·a + s·b − 2 Σ_q s_q a_q b_q
@@ -95,6 +103,6 @@ def exact_substitution(
     i, j = np.unravel_index(int(np.argmax(dist)), dist.shape)
     return (
         max(float(dist[i, j]), 0.0),
-        tuple(int(c) for c in sets.points[i]),
-        tuple(int(c) for c in sets.points[j]),
+        tuple(int(c) for c in points[i]),
+        tuple(int(c) for c in points[j]),
     )

@@ -4,10 +4,14 @@
 * :mod:`~tessera.release.budget`: the user's target and what it is calibrated as;
 * :mod:`~tessera.release.plan`: per-query noise from the public inputs alone;
 * :mod:`~tessera.release.answer`: plan → charge → count → noise → post-process;
-* :mod:`~tessera.release.ledger`: the SQLite budget ledger, overlap-aware across releases;
+* :mod:`~tessera.release.ledger`: the SQLite budget ledger, overlap-aware across releases
+  (its file format in :mod:`~.ledger_store`, records in :mod:`~.ledger_records`, exact cost
+  bounds in :mod:`~.exact_costs` and :mod:`~.decimals`);
 * :mod:`~tessera.release.certificate`: the certificate and its verification;
 * :mod:`~tessera.release.consistency`: least-squares consistency (free post-processing);
-* :mod:`~tessera.release.report`: the HTML report; :mod:`~tessera.release.demo`: the demo.
+* :mod:`~tessera.release.report`: the HTML report (:mod:`~.report_figures`,
+  :mod:`~.report_html`); :mod:`~tessera.release.output`: answer files;
+  :mod:`~tessera.release.demo`: the demo.
 
 Submodules are imported on first use, so ``import tessera.release.ledger`` stays light.
 """

@@ -40,7 +40,8 @@ from tessera.workload import Workload
 
 #: Post-processing steps :func:`answer` knows, in the order they apply.
 POSTPROCESSING = ("consistency", "nonnegative")
-NOT_PRIVATE_LABEL = "NOT PRIVATE: seeded test randomness"
+#: Largest workload (cells included) least-squares consistency is run on.
+CONSISTENCY_MAX_QUERIES = 500_000
 
 
 @dataclass(frozen=True, eq=False)
@@ -226,7 +227,15 @@ def _postprocess(
             continue
         if step == "consistency":
             variances = _variances(plan)
-            result = consistent_answers(plan.workload, current, variances)
+            wl = plan.workload
+            if wl.is_structured:
+                if wl.n_queries > CONSISTENCY_MAX_QUERIES:
+                    notes[step] = (f"consistency not applied: {wl.n_queries:,} queries exceed "
+                                   f"{CONSISTENCY_MAX_QUERIES:,} (answers left as released)")
+                    post[step] = current.copy()
+                    continue
+                wl = wl.expanded(max_queries=CONSISTENCY_MAX_QUERIES)
+            result = consistent_answers(wl, current, variances)
             current = result.answers
             notes[step] = result.note
         else:

@@ -119,6 +119,7 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 from scipy.sparse.linalg import SuperLU, splu
 
+from tessera.clause import BooleanClause
 from tessera.query import Query
 from tessera.workload import Workload
 
@@ -147,6 +148,7 @@ _MAX_PEEL = 64
 _SMALL = 400
 _DENSE = 3000
 _KEY_LIMIT = 1 << 62
+_RHS_CHUNK = 16
 
 
 @dataclass(frozen=True)
@@ -225,6 +227,10 @@ def consistent_answers(
         raise ValueError("every released answer must be a finite number")
     y[~released] = np.nan
     n_rel = int(released.sum())
+    if any(isinstance(q, BooleanClause) for q in workload.queries):
+        return Consistency(y, False, "consistency not applied: the workload has Boolean clauses "
+                           "(OR / NOT across attributes); the projection takes predicate queries",
+                           0, 0, n_rel, n_rel, 0)
 
     # contradictions answer 0 on every data set; equal queries are one coordinate of 𝒮
     zero: list[int] = []
@@ -559,11 +565,17 @@ def _refine(
     λ/(s + λ) per step; Bᵀ removes b's component outside range B before the solve, so null
     directions of G only receive rounding errors, which B maps to ~0.
     """
+    def chunked(r: FloatArray) -> FloatArray:  # SuperLU slows down on wide right-hand sides
+        if r.ndim == 1 or r.shape[1] <= _RHS_CHUNK:
+            return solve(r)
+        return np.concatenate([solve(np.asfortranarray(r[:, k:k + _RHS_CHUNK]))
+                               for k in range(0, r.shape[1], _RHS_CHUNK)], axis=1)
+
     scale = max(float(np.abs(b).max()), 1e-300)
     theta = np.zeros((scaled.shape[1],) + b.shape[1:])
     residual = b.copy()
     for _ in range(_MAX_REFINE):
-        step = solve(np.asarray(scaled.T @ residual))
+        step = chunked(np.asarray(scaled.T @ residual))
         theta += step
         residual = b - np.asarray(scaled @ theta)
         if float(np.abs(scaled @ step).max()) <= _REFINE_TOL * scale:

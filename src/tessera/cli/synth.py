@@ -1,0 +1,223 @@
+"""``tessera synth`` and ``tessera evaluate``: private synthetic data from a workload, and its
+errors against the real data (docs/theory.md §5, §6, §9)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+
+from tessera.cli.common import (
+    Command,
+    DelimiterOpt,
+    JsonOpt,
+    NaOpt,
+    NeighboursOpt,
+    NoHeaderOpt,
+    SchemaOpt,
+    SkipRowsOpt,
+    TableOpt,
+    WorkloadArg,
+    csv_options,
+    err,
+    fail,
+    out,
+    user_errors,
+)
+
+if TYPE_CHECKING:
+    from tessera.synth.synthesizer import FittedSynthesizer
+
+DataArg = Annotated[
+    Path, typer.Argument(help="CSV, Parquet or DuckDB file.", metavar="DATA", exists=True)
+]
+OnInvalidOpt = Annotated[
+    str, typer.Option(help="Values outside the schema: 'error' (default) or 'drop'.")
+]
+
+
+def register(app: typer.Typer) -> None:
+    app.command("synth", cls=Command)(synth)
+    app.command("evaluate", cls=Command)(evaluate)
+
+
+@user_errors
+def synth(
+    data: DataArg,
+    workload: WorkloadArg,
+    schema: SchemaOpt,
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="Synthetic rows: .csv or .parquet.")
+    ],
+    epsilon: Annotated[
+        float | None, typer.Option("--epsilon", "-e", help="Pure ε-DP, or (ε,δ)-DP with "
+                                   "--delta (run as the ρ-zCDP that implies it).")
+    ] = None,
+    delta: Annotated[float | None, typer.Option("--delta", help="δ of an (ε,δ) budget.")] = None,
+    rho: Annotated[float | None, typer.Option("--rho", help="ρ-zCDP.")] = None,
+    mu: Annotated[
+        float | None, typer.Option("--mu", help="μ-GDP target (run as ρ = μ²/2-zCDP; μ-GDP "
+                                   "itself is not proven).")
+    ] = None,
+    method: Annotated[
+        str, typer.Option("--method", "-m", help="ipmwu (implicit weights, the default), mwem "
+                          "(explicit histogram, ≤ 2^20 points) or lp (LP over a private "
+                          "release); adaptive is planned.")
+    ] = "ipmwu",
+    rows: Annotated[
+        int | None, typer.Option("--rows", help="Synthetic rows (default: the method's).")
+    ] = None,
+    rounds: Annotated[
+        int | None, typer.Option("--rounds", help="Rounds T of ipmwu/mwem (default: paper 2's "
+                                 "theory).")
+    ] = None,
+    neighbours: NeighboursOpt = "substitute",
+    ledger: Annotated[
+        Path | None, typer.Option("--ledger", help="Budget ledger, charged before anything is "
+                                  "written (tessera ledger init).")
+    ] = None,
+    label: Annotated[str | None, typer.Option("--label", help="Name of the charge.")] = None,
+    record: Annotated[
+        Path | None, typer.Option("--record", help="Write the run record (JSON): privacy "
+                                  "spent, parameters, timings, width.")
+    ] = None,
+    seed: Annotated[
+        int | None, typer.Option("--seed", help="Seeded randomness for TESTS: output NOT "
+                                 "PRIVATE.")
+    ] = None,
+    on_invalid: OnInvalidOpt = "error",
+    no_header: NoHeaderOpt = False,
+    delimiter: DelimiterOpt = None,
+    na: NaOpt = None,
+    skip_rows: SkipRowsOpt = 0,
+    table: TableOpt = None,
+) -> None:
+    """Private synthetic rows for WORKLOAD from DATA under a budget, in the schema's values."""
+    from tessera.domain import Domain
+    from tessera.release.budget import Budget
+    from tessera.release.ledger import Ledger
+    from tessera.synth.synthesizer import Synthesizer
+    from tessera.workload import Workload
+
+    if on_invalid not in ("error", "drop"):
+        fail(f"--on-invalid {on_invalid!r}: use 'error' or 'drop'")
+    if output.suffix.lower() not in (".csv", ".parquet"):
+        fail(f"{output}: write the synthetic rows as .csv or .parquet")
+    budget = Budget.of(epsilon=epsilon, delta=delta, rho=rho, mu=mu)
+    w = Workload.load(workload, Domain.load(schema))
+    options: dict[str, Any] = {k: v for k, v in (("rows", rows), ("rounds", rounds))
+                               if v is not None}
+    if method == "lp" and rounds is not None:
+        fail("--rounds is for ipmwu and mwem (the LP runs to its certified gap)")
+    synthesizer = Synthesizer(method, **options)  # unknown methods refused before any charge
+    book = Ledger.open(ledger) if ledger is not None else None
+    csv = csv_options(no_header, delimiter, na, skip_rows)
+    common = dict(seed=seed, csv=csv, table=table, on_invalid=on_invalid)
+    with _progress() as (bar, task):
+        if method == "lp":
+            from tessera.release.answer import answer
+
+            synthesizer.preflight(w, neighbours=neighbours)  # before the release is charged
+            bar.update(task, description="answering")
+            release = answer(str(data), w, budget, neighbours=neighbours, ledger=book,
+                             label=label or f"synthetic data (lp): {workload.stem}", **common)
+            bar.update(task, description="LP")
+            fitted = synthesizer.fit(str(data), w, release=release,
+                                     progress=lambda it: _lp_step(bar, task, it), **common)
+        else:
+            fitted = synthesizer.fit(str(data), w, budget, neighbours=neighbours, ledger=book,
+                                     label=label or f"synthetic data ({method}): {workload.stem}",
+                                     progress=lambda p: _round(bar, task, p), **common)
+    _report(fitted)
+    out.print(f"rows:   {fitted.write(output)} ({fitted.rows.shape[0]:,} rows)", markup=False)
+    if record is not None:
+        out.print(f"record: {fitted.write_record(record)}", markup=False)
+
+
+@contextlib.contextmanager
+def _progress() -> Iterator[tuple[Progress, TaskID]]:
+    """A progress bar on stderr (a terminal only): round, budget left, estimated error, gap."""
+    with Progress(TextColumn("{task.description}"), BarColumn(),
+                  TextColumn("{task.fields[step]}"), TextColumn("{task.fields[info]}"),
+                  TimeElapsedColumn(), console=err, transient=True,
+                  disable=not err.is_terminal) as bar:
+        yield bar, bar.add_task("setting up", total=None, step="", info="")
+
+
+def _round(bar: Progress, task: TaskID, p: Any) -> None:
+    left = "" if p.remaining is None else f"budget left {p.remaining:.4g}, "
+    bar.update(task, description=f"round {p.round}/{p.rounds}", completed=p.round,
+               total=p.rounds, step="", info=f"{left}est. error {p.error:.3g}")
+
+
+def _lp_step(bar: Progress, task: TaskID, it: Any) -> None:
+    gap = max(it.alpha - it.lower_bound, 0.0)
+    bar.update(task, description=f"LP iteration {it.iteration}", step=f"{it.columns} columns",
+               info=f"α {it.alpha:.4g}, gap {gap:.3g}")
+
+
+def _report(fitted: FittedSynthesizer) -> None:
+    if not fitted.private:
+        err.print("[bold red]NOT PRIVATE[/]: seeded test randomness (--seed); never publish")
+    out.print(fitted.describe(), markup=False, highlight=False)
+    c = fitted.charge
+    if c is not None:
+        out.print(f"ledger: charged before the run; spent {c.spent_before:.6g} → "
+                  f"{c.spent_after:.6g} ({c.status})", markup=False)
+
+
+@user_errors
+def evaluate(
+    data: DataArg,
+    synthetic: Annotated[
+        Path, typer.Argument(help="Synthetic rows (CSV or Parquet, as tessera synth writes "
+                             "them).", metavar="SYNTH", exists=True, dir_okay=False)
+    ],
+    workload: WorkloadArg,
+    schema: SchemaOpt,
+    plot: Annotated[
+        Path | None, typer.Option("--plot", help="Write a PNG: sorted per-query errors and "
+                                  "per-family L1 distances.")
+    ] = None,
+    top: Annotated[int, typer.Option("--top", help="Worst queries (and families) listed.")] = 20,
+    as_json: JsonOpt = False,
+    on_invalid: OnInvalidOpt = "error",
+    no_header: NoHeaderOpt = False,
+    delimiter: DelimiterOpt = None,
+    na: NaOpt = None,
+    skip_rows: SkipRowsOpt = 0,
+    table: TableOpt = None,
+) -> None:
+    """Errors of SYNTH against DATA on WORKLOAD: max, mean, per query, per family. NOT PRIVATE."""
+    import json
+
+    from tessera.counts import NOT_PRIVATE
+    from tessera.domain import Domain
+    from tessera.synth.evaluate import evaluate as evaluate_rows
+    from tessera.workload import Workload
+
+    if on_invalid not in ("error", "drop"):
+        fail(f"--on-invalid {on_invalid!r}: use 'error' or 'drop'")
+    w = Workload.load(workload, Domain.load(schema))
+    with err.status(f"counting {w.n_queries:,} queries on both tables…", spinner="dots"):
+        result = evaluate_rows(str(data), synthetic, w,
+                               csv=csv_options(no_header, delimiter, na, skip_rows),
+                               table=table, on_invalid=on_invalid)  # type: ignore[arg-type]
+    err.print(f"[bold red]{NOT_PRIVATE}[/] (errors against the real data)")
+    if plot is not None:
+        err.print(f"plot: {result.plot(plot)}")
+    if as_json:
+        out.print_json(json.dumps(result.to_dict()))
+        return
+    out.print(result.describe().split("\n", 1)[1], markup=False, highlight=False)
+    out.print(f"worst {min(top, w.n_queries)} queries:", markup=False)
+    out.print(result.worst(top).to_string(index=False), markup=False, highlight=False)
+    families = sorted(result.family_l1.items(), key=lambda kv: -kv[1])[:top]
+    if families:
+        out.print(f"L1 distance per family (worst {len(families)}):", markup=False)
+        for name, value in families:
+            out.print(f"  {value:.6g}  {name}", markup=False, highlight=False)

@@ -1,0 +1,293 @@
+"""The privacy of IPMWU and of the MWEM baseline (docs/theory.md §5, §7): the budget split, the
+two private steps of a round, and the proof of what a run spent.
+
+**Neighbours and units.** Every private step works on *counts* q(X) = Σ_i f(x_i), whose
+sensitivity is exactly 1 under both relations (docs/theory.md §1: one query's count moves by at
+most 1 when a row is substituted, added or removed). The normalised answers f(X) = q(X)/N of
+paper 2 are post-processing of the counts, with
+
+* **substitute one row** (paper 2, the default): N = n, the number of rows, *public*;
+* **add/remove one row**: n is private, so N = n̂ = max(1, n + noise) is measured first (a
+  discrete Laplace or Gaussian count of the tautology, sensitivity 1) with a share of the budget,
+  as docs/theory.md §5 prescribes ("run on counts with a separately privatised total").
+
+**Selection.** The exponential mechanism over F with count-unit scores s_f = |q_f(X) − N·v_f|,
+v_f = f(S_t) or ⟨f, h_t⟩ (a function of past outputs only), sensitivity Δ = 1:
+P[f] ∝ exp(ε₀ s_f/2) = exp(ε₀ |f(X) − v_f| / (2/N)), which is paper 2's step with the corrected
+factor 2 (docs/theory.md §5: the score is not monotone). Scoring counts rather than fractions
+keeps Δ = 1 exact (1/n is not a float).
+
+**Measurement.** q_{f_t}(X) + Z with Z discrete Laplace (pure) or discrete Gaussian (zCDP) on the
+integer count, through the exact OpenDP samplers (:mod:`tessera.mechanisms`); a_t = (q + Z)/N.
+
+**Budget split** (:func:`plan`). T rounds, each one selection and one measurement:
+
+* pure ε (basic composition): ε₀ = ε/(2T) for each step (the largest float with 2T·ε₀ ≤ ε);
+  selection ε₀, measurement discrete Laplace with scale b = 1/ε₀ rounded up;
+* ρ-zCDP: ρ₀ = ρ/(2T) for each step; the selection is ε-bounded-range, hence ε²/8-zCDP
+  (Cesar–Rogers), so ε_sel = √(8ρ₀) rounded down; the measurement is a discrete Gaussian with
+  1/(2σ²) ≤ ρ₀ (Canonne–Kamath–Steinke);
+* add/remove: the total first, with ``total_fraction`` of the budget (ε or ρ), the rest split as
+  above.
+
+Every float is rounded so that the exact rational sum of the per-step costs is ≤ the budget.
+
+**Proof** (:func:`prove`). A run records one :class:`Step` per mechanism that actually ran (its
+:class:`~tessera.mechanisms.MechanismRecord` and the sensitivity it was applied to); the proof
+recomputes each step's cost from the record alone with the mechanisms' own privacy maps and adds
+them exactly (pure: basic composition Σε; zCDP: Σρ, which also holds for adaptive choices).
+The synthetic rows, the samples S_t and everything else are post-processing (docs/theory.md §5).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+import numpy.typing as npt
+
+from tessera.accounting.guarantee import Guarantee
+from tessera.errors import TesseraError
+from tessera.mechanisms import (
+    DiscreteGaussian,
+    DiscreteLaplace,
+    ExponentialMechanism,
+    MechanismRecord,
+    NoiseSource,
+    discrete_gaussian,
+    discrete_laplace,
+)
+from tessera.mechanisms.record import float_at_least
+from tessera.privacy import Definition, Neighbours
+
+__all__ = [
+    "Budget",
+    "Plan",
+    "Step",
+    "measure",
+    "noise_cost",
+    "plan",
+    "prove",
+    "selection_scores",
+    "select",
+    "step_cost",
+]
+
+#: Noise on an integer count: discrete Laplace (pure DP) or discrete Gaussian (zCDP).
+CountNoise = DiscreteLaplace | DiscreteGaussian
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What a run may spend: pure ε or ρ-zCDP, under a neighbour relation."""
+
+    definition: Definition
+    value: float
+    neighbours: Neighbours = Neighbours.SUBSTITUTE
+
+    @staticmethod
+    def of(epsilon: float | None = None, rho: float | None = None,
+           neighbours: Neighbours | str = Neighbours.SUBSTITUTE) -> Budget:
+        """Exactly one of ``epsilon`` (pure DP) and ``rho`` (zCDP)."""
+        if (epsilon is None) == (rho is None):
+            raise TesseraError("give exactly one budget: epsilon= (pure DP) or rho= (zCDP)")
+        value = epsilon if epsilon is not None else rho
+        assert value is not None
+        if isinstance(value, bool) or not (math.isfinite(float(value)) and value > 0):
+            raise TesseraError(f"the budget must be finite and positive, got {value!r}")
+        definition = Definition.PURE if epsilon is not None else Definition.ZCDP
+        return Budget(definition, float(value), Neighbours.parse(neighbours))
+
+    def guarantee(self, value: float | None = None, **kw: object) -> Guarantee:
+        """This budget (or ``value`` in its definition) as a :class:`Guarantee`."""
+        v = self.value if value is None else value
+        if self.definition is Definition.PURE:
+            return Guarantee.pure(v, self.neighbours, **kw)  # type: ignore[arg-type]
+        return Guarantee.zcdp(v, self.neighbours, **kw)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One mechanism that ran: its role (``"total"``, ``"selection"``, ``"measurement"``), the
+    round (0 for the total), its record, and the sensitivity of what it was applied to."""
+
+    role: str
+    round: int
+    mechanism: MechanismRecord
+    sensitivity: float = 1.0
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The calibrated mechanisms of a run: the total (add/remove only) and one round's two
+    steps, for ``rounds`` rounds; :attr:`planned` is what the run will spend (≤ the budget)."""
+
+    budget: Budget
+    rounds: int
+    total: CountNoise | None
+    selection: ExponentialMechanism
+    measurement: CountNoise
+
+    @property
+    def definition(self) -> Definition:
+        return self.budget.definition
+
+    def total_cost(self) -> Fraction:
+        if self.total is None:
+            return Fraction(0)
+        return Fraction(noise_cost(self.total, self.definition))
+
+    def round_cost(self) -> Fraction:
+        """Selection + measurement of one round, in the budget's definition (exact sum)."""
+        sel = (self.selection.epsilon if self.definition is Definition.PURE
+               else self.selection.rho())
+        return Fraction(sel) + Fraction(noise_cost(self.measurement, self.definition))
+
+    @property
+    def planned(self) -> Guarantee:
+        """Σ of the per-step costs (exact rational sum, rounded up): the spend of a full run."""
+        total = self.total_cost() + self.rounds * self.round_cost()
+        return self.budget.guarantee(float_at_least(total), basis="exact",
+                                     note=_composition_note(self.definition))
+
+
+def _composition_note(definition: Definition) -> str:
+    return ("basic composition of pure-DP steps" if definition is Definition.PURE
+            else "additivity of zCDP over adaptive steps")
+
+
+def noise_cost(noise: CountNoise, definition: Definition) -> float:
+    """The cost of count noise (sensitivity 1) in ``definition``: ε = 1/b (discrete Laplace;
+    ε²/2 as zCDP) or ρ = 1/(2σ²) (discrete Gaussian)."""
+    if isinstance(noise, DiscreteLaplace):
+        eps = noise.epsilon(1)
+        return eps if definition is Definition.PURE else float_at_least(Fraction(eps) ** 2 / 2)
+    if definition is Definition.PURE:
+        raise TesseraError("the discrete Gaussian has no pure-DP guarantee")
+    return noise.rho(1)
+
+
+def _largest_float_at_most(x: Fraction) -> float:
+    f = float(x)
+    while Fraction(f) > x:
+        f = math.nextafter(f, -math.inf)
+    return f
+
+
+def _count_noise(share: Fraction, definition: Definition) -> CountNoise:
+    """Noise on a sensitivity-1 count costing at most ``share`` (ε or ρ)."""
+    value = _largest_float_at_most(share)
+    if not value > 0:
+        raise TesseraError("the budget share of a step rounds to 0")
+    if definition is Definition.PURE:
+        return DiscreteLaplace.for_epsilon(value, 1)
+    return DiscreteGaussian.for_rho(value, 1)
+
+
+def split_total(budget: Budget, total_fraction: float) -> CountNoise | None:
+    """The mechanism measuring n under add/remove (``None`` under substitution: n is public)."""
+    if budget.neighbours is Neighbours.SUBSTITUTE:
+        return None
+    if not (0.0 < total_fraction < 1.0):
+        raise TesseraError(f"total_fraction must be in (0, 1), got {total_fraction!r}")
+    return _count_noise(Fraction(budget.value) * Fraction(total_fraction), budget.definition)
+
+
+def plan(budget: Budget, rounds: int, total: CountNoise | None = None) -> Plan:
+    """Calibrate T = ``rounds`` rounds on what ``total`` (the add/remove count of n) leaves."""
+    if isinstance(rounds, bool) or int(rounds) != rounds or rounds < 1:
+        raise TesseraError(f"rounds must be a positive integer, got {rounds!r}")
+    rounds = int(rounds)
+    rest = Fraction(budget.value)
+    if total is not None:
+        rest -= Fraction(noise_cost(total, budget.definition))
+    share = rest / (2 * rounds)
+    if budget.definition is Definition.PURE:
+        eps0 = _largest_float_at_most(share)
+        if not eps0 > 0:
+            raise TesseraError("the budget per step rounds to 0", hint="fewer rounds")
+        selection = ExponentialMechanism(eps0, 1.0)
+    else:
+        eps_sel = math.sqrt(8.0 * float(share))  # then down until ε²/8 (rounded up) ≤ ρ₀
+        selection = ExponentialMechanism(eps_sel, 1.0)
+        while Fraction(selection.rho()) > share:
+            eps_sel = math.nextafter(eps_sel, 0.0)
+            selection = ExponentialMechanism(eps_sel, 1.0)
+    measurement = _count_noise(share, budget.definition)
+    out = Plan(budget, rounds, total, selection, measurement)
+    assert out.total_cost() + rounds * out.round_cost() <= Fraction(budget.value)
+    return out
+
+
+# -- the two private steps of a round ---------------------------------------------------------
+
+
+def selection_scores(counts: npt.ArrayLike, synthetic: npt.ArrayLike,
+                     normaliser: float) -> npt.NDArray[np.float64]:
+    """s_f = |q_f(X) − N·v_f| in count units (sensitivity 1): N·|f(X) − v_f| of paper 2."""
+    q = np.asarray(counts, dtype=np.float64)
+    v = np.asarray(synthetic, dtype=np.float64)
+    return np.abs(q - float(normaliser) * v)
+
+
+def select(mechanism: ExponentialMechanism, counts: npt.ArrayLike, synthetic: npt.ArrayLike,
+           normaliser: float, source: NoiseSource, runs: int = 1,
+           round: int = 0) -> tuple[npt.NDArray, Step]:
+    """The selection of a round: index(es) drawn with P[f] ∝ exp(ε s_f/2), and its step.
+
+    ``runs`` > 1 repeats it independently (for tests; each run costs the step again)."""
+    scores = selection_scores(counts, synthetic, normaliser)
+    chosen = mechanism.select(scores, source, runs)
+    return chosen.indices, Step("selection", round, chosen.mechanism, 1.0)
+
+
+def measure(noise: CountNoise, count: int, source: NoiseSource, role: str = "measurement",
+            round: int = 0) -> tuple[int, Step]:
+    """q + Z on one integer count (sensitivity 1): the noisy count and its step."""
+    release = noise.sample(np.array([int(count)], dtype=np.int64), source)
+    return int(release.values[0]), Step(role, round, release.mechanism, 1.0)
+
+
+# -- the proof ----------------------------------------------------------------------------------
+
+
+def step_cost(step: Step, definition: Definition) -> float:
+    """The cost of one step in ``definition`` (ε or ρ), from its record and sensitivity alone.
+
+    * exponential mechanism (parameter ε for scores of sensitivity 1): ε·Δ pure, (εΔ)²/8 zCDP;
+    * discrete Laplace (scale b): ε = Δ/b pure, ε²/2 zCDP;
+    * discrete Gaussian (σ): ρ = Δ²/(2σ²) zCDP, no pure guarantee.
+    """
+    rec, sens = step.mechanism, step.sensitivity
+    if rec.value is None:
+        raise TesseraError(f"step {step.role} #{step.round}: one parameter per step expected")
+    if rec.parameter == "ε" and rec.definition is Definition.PURE:
+        eps = Fraction(rec.value) * Fraction(sens)
+        if definition is Definition.PURE:
+            return float_at_least(eps)
+        return float_at_least(eps * eps / 8)
+    if rec.parameter == "scale b":
+        eps = discrete_laplace.epsilon(rec.value, sens)
+        if definition is Definition.PURE:
+            return eps
+        return float_at_least(Fraction(eps) ** 2 / 2)
+    if rec.parameter == "σ":
+        if definition is Definition.PURE:
+            raise TesseraError("a discrete Gaussian step has no pure-DP guarantee")
+        return discrete_gaussian.rho(rec.value, sens)
+    raise TesseraError(f"unknown mechanism in step {step.role} #{step.round}: {rec.name}")
+
+
+def prove(steps: Sequence[Step], definition: Definition, neighbours: Neighbours) -> Guarantee:
+    """What a sequence of (adaptively chosen) steps spends: the exact sum of their costs,
+    rounded up (basic composition for pure DP, additivity for zCDP)."""
+    total = sum((Fraction(step_cost(s, definition)) for s in steps), Fraction(0))
+    value = float_at_least(total)
+    if definition is Definition.PURE:
+        return Guarantee.pure(value, neighbours, note=_composition_note(definition))
+    if definition is Definition.ZCDP:
+        return Guarantee.zcdp(value, neighbours, note=_composition_note(definition))
+    raise TesseraError(f"runs are accounted in pure DP or zCDP, not {definition.label}")

@@ -1,0 +1,421 @@
+"""``tessera.Synthesizer``, ``tessera.synth.evaluate`` and the ``synth`` / ``evaluate`` commands:
+decoded rows, budgets, the ledger charged before anything leaves, run records, errors."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+import tessera
+from tessera.accounting.zcdp import rho_for_epsilon_delta
+from tessera.cli.main import app
+from tessera.domain import Domain
+from tessera.errors import DataError, QueryError, TesseraError
+from tessera.families import Partition
+from tessera.privacy import Definition, Neighbours
+from tessera.release import Budget, BudgetExceeded, Ledger, answer
+from tessera.synth.evaluate import evaluate, synthetic_frame
+from tessera.synth.synthesizer import (
+    NOT_PRIVATE_MARK,
+    FittedSynthesizer,
+    Synthesizer,
+    Target,
+    ledger_charge,
+)
+from tessera.workload import Workload
+
+SCHEMA = """attributes:
+  sex: {type: categorical, values: [F, M], missing: true}
+  age: {type: integer, min: 18, max: 25}
+  income: {type: binned, edges: [0, 10, 50, 100]}
+  ok: {type: boolean}
+"""
+QUERIES = ["TRUE", "sex = 'F'", "age < 21", "income >= 50", "ok = true",
+           "sex = 'M' AND ok = false", "age >= 23 AND income < 10"]
+OTHER = ["age = 19", "income < 10 AND sex = 'F'", "ok = false AND age >= 20"]
+SEX = {"F", "M", None}
+AGES = set(range(18, 26))
+BINS = {"[0, 10)", "[10, 50)", "[50, 100)"}
+
+
+@pytest.fixture(scope="module")
+def domain() -> Domain:
+    return Domain.from_dict(__import__("yaml").safe_load(SCHEMA))
+
+
+@pytest.fixture(scope="module")
+def data() -> pd.DataFrame:
+    rng = np.random.default_rng(0)
+    n = 400
+    sex = rng.choice(np.array(["F", "M"], dtype=object), n)
+    return pd.DataFrame({"sex": sex, "age": rng.integers(18, 26, n),
+                         "income": np.round(rng.uniform(0, 99.5, n), 1),
+                         "ok": rng.random(n) < np.where(sex == "F", 0.7, 0.3)})
+
+
+@pytest.fixture(scope="module")
+def workload(domain: Domain) -> Workload:
+    return Workload.from_sql(QUERIES, domain)
+
+
+@pytest.fixture(scope="module")
+def fitted(data: pd.DataFrame, workload: Workload) -> dict[str, FittedSynthesizer]:
+    out = {m: Synthesizer(m, rows=300).fit(data, workload, Budget.of(epsilon=2.0), seed=3)
+           for m in ("ipmwu", "mwem")}
+    release = answer(data, workload, Budget.of(epsilon=2.0), neighbours="substitute", seed=3)
+    out["lp"] = Synthesizer("lp", rows=300).fit(data, workload, release=release, seed=3)
+    return out
+
+
+# -- rows in the schema's values, exact answers ------------------------------------------------
+
+
+@pytest.mark.parametrize("method", ["ipmwu", "mwem", "lp"])
+def test_sample_is_in_the_schemas_values(fitted: dict[str, FittedSynthesizer],
+                                         method: str) -> None:
+    f = fitted[method]
+    frame = f.sample()
+    assert list(frame.columns) == ["sex", "age", "income", "ok"]
+    assert len(frame) == 300 and f.rows.shape == (300, 4)
+    assert set(frame["sex"]) <= SEX
+    assert set(frame["age"]) <= AGES and all(isinstance(v, (int, np.integer))
+                                             for v in frame["age"])
+    assert set(frame["income"]) <= BINS
+    assert set(frame["ok"]) <= {True, False}
+    assert frame.attrs["private"] is False and not f.private
+    fresh = f.sample(50, rng=1)
+    assert len(fresh) == 50 and set(fresh["income"]) <= BINS
+    assert f.sample(50, rng=1).equals(fresh)  # sampling is seeded post-processing
+
+
+@pytest.mark.parametrize("method", ["ipmwu", "mwem", "lp"])
+def test_answers_are_those_of_the_output_distribution(fitted: dict[str, FittedSynthesizer],
+                                                      workload: Workload, domain: Domain,
+                                                      method: str) -> None:
+    f = fitted[method]
+    a = f.answers()
+    assert a.shape == (workload.n_queries,) and a[0] == pytest.approx(1.0)
+    assert np.all((a >= -1e-12) & (a <= 1 + 1e-12))
+    # another workload: exact answers agree with a large fresh sample (4σ ≤ 0.009)
+    other = Workload.from_sql(OTHER, domain)
+    rows = f.sample(100_000, rng=7)
+    empirical = tessera.count(synthetic_frame(rows, domain), other).answers / len(rows)
+    np.testing.assert_allclose(f.answers(other), empirical, atol=0.01)
+    if method == "mwem":
+        np.testing.assert_allclose(a, f.result.average_answers())
+
+
+def test_ipmwu_answers_for_new_queries_match_mwem(data: pd.DataFrame, workload: Workload,
+                                                  domain: Domain) -> None:
+    """Same seed, exact expectations: the same trajectory, so the same average distribution;
+    IPMWU's answers to unfitted queries (θ = 0 extension) equal MWEM's explicit ones."""
+    common = dict(rounds=15, expectations="exact")
+    a = Synthesizer("ipmwu", **common).fit(data, workload, Budget.of(rho=0.5), seed=5)
+    b = Synthesizer("mwem", **common).fit(data, workload, Budget.of(rho=0.5), seed=5)
+    np.testing.assert_array_equal(a.record.transcript.selections,
+                                  b.record.transcript.selections)
+    other = Workload.from_sql(OTHER, domain)
+    np.testing.assert_allclose(a.answers(other), b.answers(other), atol=1e-9)
+    np.testing.assert_allclose(a.answers(), b.answers(), atol=1e-9)
+
+
+def test_seeded_fits_are_reproducible(data: pd.DataFrame, workload: Workload) -> None:
+    s = Synthesizer("ipmwu", rounds=10)
+    a = s.fit(data, workload, Budget.of(epsilon=1.0), seed=11)
+    b = s.fit(data, workload, Budget.of(epsilon=1.0), seed=11)
+    np.testing.assert_array_equal(a.rows, b.rows)
+
+
+# -- methods and options -------------------------------------------------------------------------
+
+
+def test_adaptive_is_refused_with_the_available_methods() -> None:
+    with pytest.raises(TesseraError, match="not implemented") as e:
+        Synthesizer("adaptive")
+    assert "ipmwu, mwem, lp" in str(e.value.hint)
+    with pytest.raises(TesseraError, match="unknown method"):
+        Synthesizer("pgm")
+    with pytest.raises(TesseraError, match="no option 'epsilon'"):
+        Synthesizer("ipmwu", epsilon=1.0)
+    assert Synthesizer().method == "ipmwu" and tessera.Synthesizer is Synthesizer
+    assert Synthesizer("mwem", rounds=3) == Synthesizer("mwem", rounds=3)  # a frozen config
+
+
+def test_lp_needs_a_release(data: pd.DataFrame, workload: Workload, domain: Domain) -> None:
+    with pytest.raises(TesseraError, match="release"):
+        Synthesizer("lp").fit(data, workload, Budget.of(epsilon=1.0))
+    with pytest.raises(QueryError, match="tautology"):
+        no_total = Workload.from_sql(QUERIES[1:], domain)
+        release = answer(data, no_total, Budget.of(epsilon=1.0), seed=1)  # add/remove
+        Synthesizer("lp").fit(data, no_total, release=release)
+
+
+# -- budgets and the run record ------------------------------------------------------------------
+
+
+def test_budget_targets() -> None:
+    t = Target.of(Budget.of(epsilon=1.5))
+    assert (t.definition, t.value, t.kwargs()) == (Definition.PURE, 1.5, {"epsilon": 1.5})
+    t = Target.of(Budget.of(rho=0.3))
+    assert (t.definition, t.value, t.kwargs()) == (Definition.ZCDP, 0.3, {"rho": 0.3})
+    t = Target.of(Budget.of(mu=1.0))
+    assert (t.definition, t.value) == (Definition.ZCDP, 0.5)
+    assert "NOT proven" in t.notes[0]
+    t = Target.of(Budget.of(epsilon=1.0, delta=1e-6))
+    assert t.definition is Definition.ZCDP
+    assert t.value == rho_for_epsilon_delta(1.0, 1e-6) and 1e-6 in t.deltas
+    with pytest.raises(TesseraError, match="not a budget"):
+        Target.of(1.0)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("budget", [Budget.of(epsilon=1.0), Budget.of(rho=0.2),
+                                    Budget.of(mu=0.8), Budget.of(epsilon=2.0, delta=1e-5)],
+                         ids=["pure", "zcdp", "gdp", "approx"])
+def test_run_record_spent_is_the_proof(data: pd.DataFrame, workload: Workload,
+                                       budget: Budget) -> None:
+    f = Synthesizer("ipmwu", rounds=8).fit(data, workload, budget, seed=2,
+                                           neighbours="add-remove")
+    rec = json.loads(json.dumps(f.run_record()))  # JSON-ready
+    r = f.record
+    assert rec["spent"][0] == r.proved().to_dict()
+    zcdp = [g for g in rec["spent"] if g["definition_token"] == "zcdp"]
+    assert zcdp == [r.proved(Definition.ZCDP).to_dict()]
+    deltas = [g["delta"] for g in rec["spent"] if g["definition_token"] == "approx"]
+    assert {1e-5, 1e-6, 1e-9} <= set(deltas)
+    assert rec["private"] is False and rec["neighbours"] == "add-remove"
+    assert rec["parameters"]["rounds"] == 8 and rec["width"] == r.width
+    assert rec["timings"]["n_rounds"] == 8 and rec["rows"] == f.rows.shape[0]
+    spent = r.proved()
+    assert (spent.epsilon if spent.definition is Definition.PURE else spent.rho) \
+        <= Target.of(budget).value
+    if budget.definition is Definition.GDP:
+        assert rec["not_proven"][0]["definition"] == "gdp"
+    if budget.definition is Definition.APPROX:
+        at = [g for g in rec["spent"] if g.get("delta") == 1e-5][0]
+        assert at["epsilon"] <= 2.0
+
+
+def test_progress_reports_every_round(data: pd.DataFrame, workload: Workload) -> None:
+    seen = []
+    f = Synthesizer("mwem", rounds=6).fit(data, workload, Budget.of(epsilon=1.0), seed=1,
+                                          progress=seen.append)
+    assert [p.round for p in seen] == list(range(1, 7))
+    assert all(p.rounds == 6 and p.error >= 0 for p in seen)
+    assert seen[-1].spent == pytest.approx(f.record.spent.epsilon)
+    assert seen[-1].remaining == pytest.approx(0.0, abs=1e-12)
+    assert seen[0].remaining == pytest.approx(1.0 - 1.0 / 6)
+
+
+# -- the ledger ----------------------------------------------------------------------------------
+
+
+def _ledger(tmp_path: Path, domain: Domain, total: float, neighbours: str,
+            definition: str = "pure") -> Ledger:
+    return Ledger.init(tmp_path / f"{neighbours}.db", total=total, definition=definition,
+                       neighbours=neighbours, domain=domain, dataset="test")
+
+
+@pytest.mark.parametrize("neighbours", ["add-remove", "substitute"])
+def test_the_ledger_is_charged_the_runs_budget(tmp_path: Path, data: pd.DataFrame,
+                                               workload: Workload, domain: Domain,
+                                               neighbours: str) -> None:
+    book = _ledger(tmp_path, domain, 3.0, neighbours)
+    f = Synthesizer("ipmwu", rounds=5).fit(data, workload, Budget.of(epsilon=1.0), seed=1,
+                                           neighbours=neighbours, ledger=book)
+    assert book.spent() == 1.0
+    (c,) = book.releases()
+    assert c.status == "released" and f.charge.release_id == c.release_id
+    assert f.run_record()["ledger"]["status"] == "released"
+    # a later release over predicate queries composes with it per row (pair)
+    w = Workload.from_sql(["age = 18", "age = 19"], domain)  # disjoint
+    after = book.charge(w, [0.25, 0.25], label="q", mechanism="test").spent_after
+    assert after == (1.25 if neighbours == "add-remove" else 1.5)
+
+
+def test_substitution_needs_the_identity_charge(domain: Domain) -> None:
+    """Replacing a row never changes the tautology's count: charged alone it would cost 0."""
+    w, costs = ledger_charge(domain, 1.0, Neighbours.ADD_REMOVE)
+    assert w.names == ("synthetic data (every row)",) and costs.tolist() == [1.0]
+    w, costs = ledger_charge(domain, 1.0, Neighbours.SUBSTITUTE)
+    assert w.n_queries == domain.size and np.all(costs == 0.5)
+    big = Domain.from_dict({f"x{i}": 2 for i in range(30)})
+    with pytest.raises(tessera.ResourceError, match="identity"):
+        ledger_charge(big, 1.0, Neighbours.SUBSTITUTE)
+
+
+def test_overspending_is_refused_before_the_data_is_read(tmp_path: Path, workload: Workload,
+                                                         domain: Domain) -> None:
+    book = _ledger(tmp_path, domain, 0.5, "substitute")
+    missing = tmp_path / "never-read.csv"  # reading it would raise another error
+    with pytest.raises(BudgetExceeded):
+        Synthesizer("ipmwu").fit(str(missing), workload, Budget.of(epsilon=1.0), ledger=book)
+    assert book.releases() == () and book.spent() == 0.0
+
+
+def test_the_charge_comes_first_and_stays_when_the_run_fails(tmp_path: Path, workload: Workload,
+                                                             domain: Domain) -> None:
+    book = _ledger(tmp_path, domain, 2.0, "substitute")
+    bad = pd.DataFrame({"sex": ["F", "X"], "age": [20, 21], "income": [5.0, 7.0],
+                        "ok": [True, False]})
+    with pytest.raises(DataError):
+        Synthesizer("ipmwu").fit(bad, workload, Budget.of(epsilon=1.0), ledger=book)
+    (c,) = book.releases()
+    assert c.status == "aborted" and book.spent() == 1.0  # never refunded
+
+
+def test_runs_that_would_fail_on_public_inputs_are_refused_before_the_charge(
+        tmp_path: Path, data: pd.DataFrame, workload: Workload, domain: Domain) -> None:
+    book = _ledger(tmp_path, domain, 5.0, "substitute")
+    with pytest.raises(TesseraError, match="rows"):
+        Synthesizer("ipmwu", rows=-1).fit(data, workload, Budget.of(epsilon=1.0), ledger=book)
+    with pytest.raises(TesseraError, match="expectations"):
+        Synthesizer("mwem", expectations="guess").fit(data, workload, Budget.of(epsilon=1.0),
+                                                      ledger=book)
+    with pytest.raises(tessera.ResourceError):
+        Synthesizer("mwem", max_cells=100).fit(data, workload, Budget.of(epsilon=1.0),
+                                               ledger=book)
+    assert book.releases() == ()
+
+
+def test_a_ledger_of_another_definition_or_relation_is_refused(
+        tmp_path: Path, data: pd.DataFrame, workload: Workload, domain: Domain) -> None:
+    zcdp = _ledger(tmp_path, domain, 1.0, "substitute", definition="zcdp")
+    with pytest.raises(TesseraError, match="ρ-zCDP"):
+        Synthesizer().fit(data, workload, Budget.of(epsilon=0.5), ledger=zcdp)
+    add_remove = _ledger(tmp_path, domain, 1.0, "add-remove")
+    with pytest.raises(TesseraError, match="neighbours"):
+        Synthesizer().fit(data, workload, Budget.of(epsilon=0.5), ledger=add_remove)
+    with pytest.raises(TesseraError, match="Ledger.open"):
+        Synthesizer().fit(data, workload, Budget.of(epsilon=0.5), ledger=str(zcdp.path))
+    assert zcdp.releases() == () and add_remove.releases() == ()
+
+
+# -- evaluation ----------------------------------------------------------------------------------
+
+
+def test_evaluate_matches_a_pandas_computation(tmp_path: Path, data: pd.DataFrame,
+                                               domain: Domain) -> None:
+    queries = Workload.from_sql(["sex = 'F'", "age < 21", "income >= 50",
+                                 "sex = 'M' AND ok = false"], domain).queries
+    w = Workload.of(domain, queries, partitions=[Partition.marginal(domain, ["sex", "income"])])
+    rng = np.random.default_rng(4)
+    m = 250
+    synth = pd.DataFrame({"sex": rng.choice(np.array(["F", "M", None], dtype=object), m),
+                          "age": rng.integers(18, 26, m),
+                          "income": rng.choice(sorted(BINS), m),
+                          "ok": rng.random(m) < 0.5})
+    ev = evaluate(data, synth, w)
+
+    real_income = pd.cut(data["income"], [0, 10, 50, 100], right=False,
+                         labels=["[0, 10)", "[10, 50)", "[50, 100)"]).astype(str)
+    real = [(data.sex == "F").mean(), (data.age < 21).mean(), (data.income >= 50).mean(),
+            ((data.sex == "M") & ~data.ok).mean()]
+    fake = [(synth.sex == "F").mean(), (synth.age < 21).mean(),
+            (synth.income == "[50, 100)").mean(), ((synth.sex == "M") & ~synth.ok).mean()]
+    errors = np.abs(np.array(real) - np.array(fake))
+    np.testing.assert_allclose(ev.errors[:4], errors, atol=1e-12)
+    # the marginal over (sex, income): cells in row-major order, sex NULL last
+    sexes, bins = ["F", "M", None], sorted(BINS)
+    cells_real = [((data.sex == s) & (real_income == b)).mean() for s in sexes for b in bins]
+    cells_fake = [((synth.sex.isna() if s is None else synth.sex == s) & (synth.income == b)
+                   ).mean() for s in sexes for b in bins]
+    l1 = float(np.abs(np.array(cells_real) - np.array(cells_fake)).sum())
+    assert ev.family_l1 == {"marginal(sex,income)": pytest.approx(l1, abs=1e-12)}
+    assert ev.mean_family_l1 == pytest.approx(l1)
+    all_errors = np.concatenate([errors, np.abs(np.array(cells_real) - np.array(cells_fake))])
+    assert ev.max_error == pytest.approx(all_errors.max())
+    assert ev.mean_error == pytest.approx(all_errors.mean())
+    assert ev.real_rows == len(data) and ev.synthetic_rows == m
+    doc = json.loads(json.dumps(ev.to_dict()))
+    assert len(doc["per_query"]) == w.n_queries and "NOT PRIVATE" in doc["note"]
+    assert ev.plot(tmp_path / "errors.png").stat().st_size > 0  # with the per-family panel
+
+
+def test_evaluate_reads_written_rows(tmp_path: Path, fitted: dict[str, FittedSynthesizer],
+                                     data: pd.DataFrame, workload: Workload) -> None:
+    f = fitted["ipmwu"]
+    direct = evaluate(data, f, workload)
+    for name in ("rows.csv", "rows.parquet"):
+        path = f.write(tmp_path / name)
+        np.testing.assert_allclose(evaluate(data, path, workload).errors, direct.errors)
+    assert (tmp_path / "rows.csv").read_text().startswith(f"# {NOT_PRIVATE_MARK}\n")
+    meta = pq.read_schema(tmp_path / "rows.parquet").metadata
+    assert meta[b"tessera.private"] == b"false"
+    assert json.loads(meta[b"tessera.record"])["method"] == "ipmwu"
+    png = direct.plot(tmp_path / "errors.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# -- the command line ----------------------------------------------------------------------------
+
+
+def test_cli_synth_and_evaluate(tmp_path: Path, data: pd.DataFrame) -> None:
+    schema, wl, csv = tmp_path / "schema.yaml", tmp_path / "w.sql", tmp_path / "data.csv"
+    schema.write_text(SCHEMA)
+    wl.write_text("\n".join(QUERIES) + "\n")
+    data.to_csv(csv, index=False)
+    runner = CliRunner()
+    led = tmp_path / "budget.db"
+    r = runner.invoke(app, ["ledger", "init", str(led), "--schema", str(schema), "--epsilon",
+                            "1.5", "--neighbours", "substitute"])
+    assert r.exit_code == 0, r.output
+    out, record = tmp_path / "synth.csv", tmp_path / "run.json"
+    r = runner.invoke(app, ["synth", str(csv), str(wl), "--schema", str(schema), "--epsilon",
+                            "1", "--rows", "120", "--rounds", "10", "-o", str(out), "--ledger",
+                            str(led), "--record", str(record), "--seed", "7"])
+    assert r.exit_code == 0, r.output
+    assert "NOT PRIVATE" in r.output and "spent 0 → 1" in r.output
+    lines = out.read_text().splitlines()
+    assert lines[0] == f"# {NOT_PRIVATE_MARK}" and lines[1] == "sex,age,income,ok"
+    assert len(lines) == 122
+    doc = json.loads(record.read_text())
+    assert doc["spent"][0]["epsilon"] <= 1.0 and doc["ledger"]["status"] == "released"
+    assert doc["parameters"]["rounds"] == 10
+
+    # over budget: refused, nothing written, nothing charged
+    refused = tmp_path / "refused.csv"
+    r = runner.invoke(app, ["synth", str(csv), str(wl), "--schema", str(schema), "--epsilon",
+                            "1", "-o", str(refused), "--ledger", str(led), "--seed", "7"])
+    assert r.exit_code == 2 and "refused" in r.output
+    assert not refused.exists() and Ledger.open(led).spent() == 1.0
+
+    r = runner.invoke(app, ["synth", str(csv), str(wl), "--schema", str(schema), "--epsilon",
+                            "1", "-o", str(refused), "--method", "adaptive"])
+    assert r.exit_code == 2 and "not implemented" in r.output and not refused.exists()
+
+    png = tmp_path / "errors.png"
+    r = runner.invoke(app, ["evaluate", str(csv), str(out), str(wl), "--schema", str(schema),
+                            "--plot", str(png), "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["synthetic_rows"] == 120 and doc["real_rows"] == len(data)
+    expected = evaluate(data, pd.read_csv(out, skiprows=1), Workload.load(wl, Domain.load(schema)))
+    assert doc["max_error"] == pytest.approx(expected.max_error)
+    assert png.exists()
+
+
+def test_cli_lp(tmp_path: Path, data: pd.DataFrame) -> None:
+    schema, wl, csv = tmp_path / "schema.yaml", tmp_path / "w.sql", tmp_path / "data.csv"
+    schema.write_text(SCHEMA)
+    wl.write_text("\n".join(QUERIES) + "\n")
+    data.to_csv(csv, index=False)
+    led = tmp_path / "budget.db"
+    Ledger.init(led, total=1.0, definition="pure", neighbours="add-remove",
+                domain=Domain.load(schema), dataset="t")
+    out = tmp_path / "lp.parquet"
+    r = CliRunner().invoke(app, ["synth", str(csv), str(wl), "--schema", str(schema),
+                                 "--epsilon", "1", "--method", "lp", "--rows", "200",
+                                 "--neighbours", "add-remove", "--ledger", str(led), "-o",
+                                 str(out), "--seed", "1"])
+    assert r.exit_code == 0, r.output
+    frame = pd.read_parquet(out)
+    assert len(frame) == 200 and set(frame["income"]) <= BINS
+    (c,) = Ledger.open(led).releases()
+    assert c.status == "released" and math.isclose(c.spent_after, 1.0, rel_tol=1e-9)
