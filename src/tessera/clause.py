@@ -36,6 +36,12 @@ per value class, gives a layered deterministic automaton whose states are the di
 residuals: the form the engine's chain compilation takes (docs/theory.md §4.4), and the source of
 :meth:`BooleanClause.disjoint_terms`, the clause as a sum of pairwise disjoint predicate queries
 (each accepting path of the automaton a conjunction), which the overlap solvers take as it is.
+
+Why this module is long (about 560 lines): it is one data type, the Boolean clause. The
+formula nodes, their normalisation to a canonical form, and :class:`BooleanClause` with its
+residual automaton (:meth:`BooleanClause.layers`) and disjoint terms all rest on the same
+canonical node representation; the small helpers at the end (:func:`separates`,
+:func:`atoms_of`) are how the rest of the library reads a clause.
 """
 
 from __future__ import annotations

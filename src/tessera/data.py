@@ -10,7 +10,7 @@ Encoding is exact and single-sourced: the distinct values of each column are fet
 gets the code of its distinct value (matched with Arrow's ``index_in``, or with a DuckDB join
 should Arrow's equality ever disagree), so no value is encoded twice by different rules.
 
-Why this module is long (about 540 lines): reading and encoding are one pipeline with one
+Why this module is long (about 660 lines): reading and encoding are one pipeline with one
 invariant, that every value is checked against the domain and encoded once, by one rule. Opening
 a source (CSV dialects, Parquet, DuckDB files, in-memory frames), checking its columns, encoding
 each column's distinct values and coding the rows share the DuckDB connection, the ``src`` table
@@ -19,6 +19,10 @@ or view the source is read into, and the error reporting that names the offendin
 
 from __future__ import annotations
 
+import csv as _csv
+import gzip
+import itertools
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -170,15 +174,17 @@ def _file_relation(
 ) -> duckdb.DuckDBPyRelation:
     """Step 1 of :func:`relation` for a path: pick the reader by suffix.
 
-    A directory is a Parquet data set; ``.duckdb``/``.db``/``.ddb`` a database attached read-only
-    (it needs ``table``); CSV-like suffixes, or none, go to :func:`_read_csv`. Anything else is
-    refused rather than guessed.
+    A directory of ``.parquet`` files is a Parquet data set; ``.duckdb``/``.db``/``.ddb`` a
+    database attached read-only (it needs ``table``); CSV-like suffixes, or none, go to
+    :func:`_read_csv`. Anything else is refused rather than guessed.
     """
     if not p.exists():
         raise DataError(f"no such file: {p}", hint="check the path")
     suffix = p.suffix.lower()
-    if suffix == ".parquet" or p.is_dir():
-        return con.read_parquet(str(p / "*.parquet") if p.is_dir() else str(p))
+    if p.is_dir():
+        return _read_parquet(con, _parquet_directory(p), p)
+    if suffix == ".parquet":
+        return _read_parquet(con, str(p), p)
     if suffix in _DUCKDB_SUFFIXES:
         if not table:
             raise DataError(f"{p} is a DuckDB database", hint="name the table (--table NAME)")
@@ -187,6 +193,46 @@ def _file_relation(
     if suffix in _CSV_SUFFIXES or suffix == "":
         return _read_csv(con, p, _csv_arguments(csv, names, text_columns, column_types))
     raise DataError(f"unknown data format {suffix!r} for {p}", hint="use CSV or Parquet")
+
+
+def _parquet_directory(p: Path) -> str:
+    """The glob of a directory that is a Parquet data set, or a :class:`DataError` saying why
+    it is not one (no data files, or CSV files among or instead of the Parquet files).
+
+    Hidden and ``_``-prefixed files (``_SUCCESS``, ``.crc``) are bookkeeping and ignored."""
+    files = [f for f in p.iterdir() if f.is_file() and not f.name.startswith((".", "_"))]
+    parquet = [f for f in files if f.suffix.lower() == ".parquet"]
+    text = [f for f in files if f.suffix.lower() in _CSV_SUFFIXES]
+    if parquet and text:
+        raise DataError(
+            f"{p} is a directory with both .parquet and CSV files "
+            f"({len(parquet)} and {len(text)})",
+            hint="a directory is read as one Parquet data set: keep only its .parquet files, "
+            "or pass one file",
+        )
+    if text:
+        raise DataError(
+            f"{p} is a directory of CSV files ({len(text)})",
+            hint="pass one CSV file; a directory is read as a Parquet data set",
+        )
+    if not parquet:
+        raise DataError(
+            f"{p} is a directory with no .parquet/.csv files",
+            hint="pass a CSV or Parquet file, or a directory of .parquet files",
+        )
+    return str(p / "*.parquet")
+
+
+def _read_parquet(
+    con: duckdb.DuckDBPyConnection, pattern: str, p: Path
+) -> duckdb.DuckDBPyRelation:
+    try:
+        return con.read_parquet(pattern)
+    except duckdb.Error as e:
+        raise DataError(
+            f"cannot read {p} as Parquet: {str(e).splitlines()[0]}",
+            hint="check that the file is Parquet (a directory: that all its .parquet files are)",
+        ) from None
 
 
 def _csv_arguments(
@@ -249,10 +295,85 @@ def _read_csv(
             del kwargs["dtype"]
             return con.read_csv(str(p), **kwargs)
     except duckdb.Error as e:
+        located = _csv_line_error(e, p)
+        if located is not None:
+            raise located from None
         raise DataError(
             f"cannot read {p} as CSV: {str(e).splitlines()[0]}",
             hint="check --delimiter/--no-header/--skip-rows",
         ) from None
+
+
+_CSV_HINT = "fix that line (quote fields that contain the delimiter), or check --delimiter"
+
+
+def _csv_line_error(e: duckdb.Error, source: Any) -> DataError | None:
+    """DuckDB's "CSV Error on Line: N" as a :class:`DataError` at ``file:N``, else ``None``."""
+    text = str(e)
+    line = re.search(r"CSV Error on Line: (\d+)", text)
+    if line is None:
+        return None
+    where = f"{source}:{line.group(1)}"
+    counts = re.search(r"Expected Number of Columns: (\d+) Found: (\d+)", text)
+    if counts:
+        found, expected = int(counts.group(2)), int(counts.group(1))
+        return DataError(f"{where}: {_fields(found)}, expected {expected}", hint=_CSV_HINT)
+    if "unterminated quote" in text:
+        return DataError(f"{where}: a value with an unterminated quote", hint=_CSV_HINT)
+    detail = next((ln.strip() for ln in text.splitlines()[2:] if ln.strip()), "malformed row")
+    return DataError(f"{where}: cannot parse the row: {detail}", hint=_CSV_HINT)
+
+
+def _fields(n: int) -> str:
+    return f"a row of {n} field" + ("" if n == 1 else "s")
+
+
+def _ragged_csv(source: Any, domain: Domain, csv: CsvOptions) -> DataError | None:
+    """The first row of a CSV whose number of fields differs from the header's (or, without a
+    header, the schema's), or whose quote is never closed; ``None`` if every row is regular.
+
+    Run only when reading already failed: DuckDB's sniffer reads a ragged file as one column,
+    and a stray quote as part of a value, so the error it leads to names the wrong thing."""
+    if not isinstance(source, (str, Path)):
+        return None
+    p = Path(source)
+    if not p.is_file() or p.suffix.lower() not in _CSV_SUFFIXES | {""}:
+        return None
+    delimiter = csv.delimiter
+    opener: Any = gzip.open if p.suffix.lower() == ".gz" else open
+    try:
+        with opener(p, "rt", newline="", encoding="utf-8", errors="replace") as f:
+            lines = (line for n, line in enumerate(f) if n >= csv.skip_rows)
+            if delimiter is None:
+                first = next(lines, "")
+                delimiter = max(",;\t|", key=first.count)
+                lines = itertools.chain([first], lines)
+            if delimiter.strip() == "" or delimiter[1:].strip():
+                return None  # a whitespace or multi-character delimiter: not for the csv module
+            reader = _csv.reader(lines, delimiter=delimiter[0], skipinitialspace=len(delimiter) > 1,
+                                 strict=True)
+            expected = len(domain) if csv.header is False else None
+            start = 1
+            try:
+                for row in reader:
+                    if row:
+                        if expected is None:
+                            expected = len(row)
+                        elif len(row) != expected:
+                            return DataError(
+                                f"{p}:{start + csv.skip_rows}: {_fields(len(row))}, "
+                                f"expected {expected}",
+                                hint=_CSV_HINT,
+                            )
+                    start = reader.line_num + 1
+            except _csv.Error:
+                return DataError(
+                    f"{p}:{start + csv.skip_rows}: a value with an unterminated quote",
+                    hint=_CSV_HINT,
+                )
+    except OSError:
+        return None
+    return None
 
 
 def _memory_relation(con: duckdb.DuckDBPyConnection, source: Any) -> duckdb.DuckDBPyRelation:
@@ -307,11 +428,15 @@ def encode(
     if on_invalid not in ("error", "drop"):
         raise DataError(f"unknown on_invalid policy {on_invalid!r}", hint="'error' or 'drop'")
     con = con or duckdb.connect()
-    _open_source(con, source, domain, csv=csv, table=table)
-    columns = [_encode_column(con, attr) for attr in domain]
-    invalid = [c.invalid for c in columns if c.invalid is not None]
-    if invalid and on_invalid == "error":
-        raise _invalid_values_error(invalid, domain)
+    try:
+        _open_source(con, source, domain, csv=csv, table=table)
+        columns = [_encode_column(con, attr) for attr in domain]
+        invalid = [c.invalid for c in columns if c.invalid is not None]
+        if invalid and on_invalid == "error":
+            raise _invalid_values_error(invalid, domain)
+    except DataError as e:
+        # a ragged row or a stray quote shows up as a missing column or an odd value: say so
+        raise _ragged_csv(source, domain, csv) or e from None
     value_sets = [c.values for c in columns]
     code_of_value = [c.code for c in columns]
     try:
@@ -349,7 +474,10 @@ def _open_source(
         # parse once: the validation scans and the encoding join all read the source again
         try:
             rel.create("src")
-        except duckdb.Error:
+        except duckdb.Error as e:
+            located = _csv_line_error(e, source)
+            if located is not None:
+                raise located from None
             # a value does not parse as its attribute's type: read it as written instead, so
             # the validation below names the offending values
             rel = relation(con, source, names=domain.names, text_columns=text, csv=csv, table=table)

@@ -390,3 +390,26 @@ def test_clauses_pickle_across_processes() -> None:
     back = pickle.loads(pickle.dumps(q))
     assert back == q and hash(back) == hash(q)
     assert back.disjoint_terms() == q.disjoint_terms()
+
+
+def test_release_with_clauses_through_the_ledger(tmp_path: Path) -> None:
+    """Answering a workload with clauses: counts, calibration from the clause-aware γ_w, a
+    ledger charge (clauses stored as SQL, re-parsed for the next charge) and post-processing
+    that declines clauses with a note rather than failing."""
+    from tessera.release import Budget, answer
+    from tessera.release.ledger import Ledger
+
+    frame = pd.DataFrame({
+        "a": pd.array([1, 2, None, 0, 1], dtype="Int64"),
+        "b": pd.array(["x", None, "y", "z", "y"], dtype="string"),
+        "c": pd.array([True, None, False, True, None], dtype="boolean"),
+        "d": pd.array([1, 2, 1, 2, 1], dtype="Int64"),
+    })
+    w = Workload.from_sql(["a = 1 OR b = 'x'", "NOT (a = 1 AND c)", "a = 1"], D)
+    led = Ledger.init(tmp_path / "l.db", total=5.0, definition="pure",
+                      neighbours="add-remove", domain=D, dataset="t")
+    for _ in range(2):
+        rel = answer(frame, w, Budget.of(epsilon=1.0), ledger=led, seed=3,
+                     postprocess=["consistency"])
+        assert rel.answers.shape == (3,)
+    assert led.spent() == pytest.approx(2.0, abs=1e-3)

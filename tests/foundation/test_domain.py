@@ -300,7 +300,7 @@ def test_schema_error_in_file_names_file(tmp_path: Path) -> None:
             ["'orderd'", "did you mean 'ordered'?"],
         ),
         ({"type": "integer", "min": 0}, ["missing key 'max'"]),
-        ({"type": "integer", "min": 0.5, "max": 3}, ["integers"]),
+        ({"type": "integer", "min": 0.5, "max": 3}, ["min 0.5 is not an integer", "whole number"]),
         ({"type": "categorical", "values": []}, ["empty"]),
         ({"type": "binned", "edges": [0, 5, 5]}, ["strictly increasing"]),
         ({"type": "binned", "edges": [0]}, ["edges"]),

@@ -10,6 +10,7 @@ import typer
 
 from tessera.cli.common import (
     Command,
+    DataArg,
     DelimiterOpt,
     NaOpt,
     NeighboursOpt,
@@ -36,9 +37,7 @@ def register(app: typer.Typer) -> None:
 
 @user_errors
 def answer(
-    data: Annotated[
-        Path, typer.Argument(help="CSV, Parquet or DuckDB file.", metavar="DATA", exists=True)
-    ],
+    data: DataArg,
     workload: WorkloadArg,
     schema: SchemaOpt,
     epsilon: Annotated[

@@ -103,6 +103,10 @@ class Command(TyperCommand):
 class Group(TyperGroup):
     """A typer group (``tessera``, ``tessera schema``, …) whose ``--help`` shows no ``<bool>``."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _plain_flags(self.params)
+
     def get_help_option(self, ctx: click.Context) -> Any:
         option = super().get_help_option(ctx)
         if option is not None:
@@ -121,6 +125,9 @@ SchemaOpt = Annotated[
         exists=True,
         dir_okay=False,
     ),
+]
+DataArg = Annotated[
+    Path, typer.Argument(help="CSV, Parquet or DuckDB file.", metavar="DATA", exists=True)
 ]
 WorkloadArg = Annotated[
     Path,

@@ -12,6 +12,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from tessera.cli.common import (
     Command,
+    DataArg,
     DelimiterOpt,
     JsonOpt,
     NaOpt,
@@ -37,9 +38,7 @@ def register(app: typer.Typer) -> None:
 
 @user_errors
 def count(
-    data: Annotated[
-        Path, typer.Argument(help="CSV, Parquet or DuckDB file.", metavar="DATA", exists=True)
-    ],
+    data: DataArg,
     workload: WorkloadArg,
     schema: SchemaOpt,
     output: Annotated[

@@ -8,6 +8,7 @@ module-level functions with ``Annotated`` options (see :mod:`tessera.cli.common`
 from __future__ import annotations
 
 import importlib
+from typing import Annotated
 
 import typer
 
@@ -43,8 +44,26 @@ def _register_all() -> None:
         importlib.import_module(f"tessera.cli.{name}").register(app)
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from tessera import __version__
+
+        typer.echo(f"tessera-dp {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            help="Print the version (tessera-dp <version>) and exit.",
+            callback=_print_version,
+            is_eager=True,
+        ),
+    ] = False,
+) -> None:
     """Tessera: differential privacy for query workloads."""
 
 

@@ -13,6 +13,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 
 from tessera.cli.common import (
     Command,
+    DataArg,
     DelimiterOpt,
     JsonOpt,
     NaOpt,
@@ -32,9 +33,6 @@ from tessera.cli.common import (
 if TYPE_CHECKING:
     from tessera.synth.synthesizer import FittedSynthesizer
 
-DataArg = Annotated[
-    Path, typer.Argument(help="CSV, Parquet or DuckDB file.", metavar="DATA", exists=True)
-]
 OnInvalidOpt = Annotated[
     str, typer.Option(help="Values outside the schema: 'error' (default) or 'drop'.")
 ]

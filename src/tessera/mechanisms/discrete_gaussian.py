@@ -280,7 +280,7 @@ def _seeded_noise(sigmas: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         s = sigmas[pending]
         t = np.floor(s) + 1.0
         p = -np.expm1(-1.0 / t)
-        y = rng.geometric(p) - rng.geometric(p)
+        y = rng.geometric(p) - rng.geometric(p)  # not-privacy-noise: seeded test path
         accept = rng.random(pending.size) < np.exp(-((np.abs(y) - s * s / t) ** 2) / (2 * s * s))
         out[pending[accept]] = y[accept]
         pending = pending[~accept]

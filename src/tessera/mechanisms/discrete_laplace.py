@@ -128,7 +128,7 @@ def _measurement(scale: float) -> Any:
 def _seeded_noise(scales: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """Z = G₁ − G₂ with G_i ~ Geometric(1 − e^{−1/b}): P[Z = z] ∝ e^{−|z|/b} (test only)."""
     p = -np.expm1(-1.0 / scales)
-    return rng.geometric(p) - rng.geometric(p)
+    return rng.geometric(p) - rng.geometric(p)  # not-privacy-noise: seeded test path
 
 
 def record(scales: np.ndarray | float, source: NoiseSource) -> MechanismRecord:

@@ -164,7 +164,7 @@ def select(
         indices = np.fromiter((meas(s) for _ in range(int(runs))), dtype=np.int64, count=runs)
     else:
         u = eps * (s.astype(np.float64) - float(s.max())) / (2.0 * delta)
-        g = source.generator.gumbel(size=(int(runs), s.size))
+        g = source.generator.gumbel(size=(int(runs), s.size))  # not-privacy-noise: seeded test path
         indices = np.argmax(u[None, :] + g, axis=1).astype(np.int64)
     return Selection(indices=indices, mechanism=record(eps, source))
 

@@ -72,12 +72,15 @@ def recover_families(
     """Scope groups of pairwise-disjoint queries as families (module docstring); None when
     they hold less than :data:`RECOVER_MIN_SHARE` of the queries."""
     groups: dict[tuple[str, ...], list[int]] = {}
+    order = {a.name: i for i, a in enumerate(domain)}
     for i, q in enumerate(queries):
         # (a contradiction is a cell no row lies in: harmless to the bound)
         if type(q) is not Query or not q.predicates:
             continue
         scope = tuple(p.attribute for p in q.predicates)
         members = groups.get(scope)
+        if members is None and any(order[a] >= order[b] for a, b in zip(scope, scope[1:])):
+            continue  # (a query built by hand out of domain order: cells would be misnumbered)
         if members is None:
             members = groups[scope] = []
         members.append(i)

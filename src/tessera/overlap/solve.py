@@ -22,10 +22,15 @@ query on it. Methods (``method=``):
 A structured workload (:attr:`~tessera.workload.Workload.partitions`: marginals, data cubes,
 hierarchy levels) is never expanded for this: each family of disjoint cells adds its heaviest
 cell at most (its two heaviest under substitution), the predicate queries go to the methods
-above, and a witness row re-checked on every query proves exactness (:func:`_structured`,
+above, and a witness row re-checked on every query proves exactness (:mod:`.structured`,
 :mod:`.families`). Exact for marginal, cube and hierarchy workloads.
 
 Only :attr:`OverlapResult.bound` may calibrate noise; it is exact or a proven upper bound.
+
+Why this module is long (about 670 lines): it is one dispatcher. Every route here
+(direct, search portfolio, Boolean, clauses, substitution) ends in the same witness re-check
+(:func:`checked`) and shares the scores and thresholds above; the structured-workload route,
+a separate idea, is :mod:`.structured`.
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ import numpy.typing as npt
 from tessera.clause import BooleanClause, separates
 from tessera.domain import Domain
 from tessera.errors import QueryError, ResourceError, TesseraError
-from tessera.overlap import recover
+from tessera.overlap import recover, structured
 from tessera.overlap.branch_bound import (
     COLOURING_QUERIES,
     PointSolution,
@@ -54,10 +59,9 @@ from tessera.overlap.branch_bound import (
 from tessera.overlap.clauses import Expansion, exact_pair, expand, has_clauses, maximal_sets
 from tessera.overlap.colouring import MAX_GRAPH_QUERIES, colouring_bound
 from tessera.overlap.engine_route import engine_point, estimate, is_boolean
-from tessera.overlap.families import FamilyTable, Objective, ascend, upper_sum
 from tessera.overlap.mini_bucket import mbe_point
 from tessera.overlap.ranges import range_max_point
-from tessera.overlap.recover import Recovery, recover_families
+from tessera.overlap.recover import recover_families
 from tessera.overlap.result import OverlapResult, Witness, composable, h
 from tessera.overlap.substitution import (
     exact_substitution,
@@ -107,10 +111,6 @@ ASCENT_SECONDS = 1.0
 MAXIMAL_SETS_MAX_QUERIES = 20_000
 
 
-def _is_structured(workload_or_queries: Any) -> bool:
-    return bool(getattr(workload_or_queries, "partitions", ()))
-
-
 def _unpack(
     workload_or_queries: Any, weights: npt.ArrayLike | None, domain: Domain | None,
     expand: int | None = None,
@@ -118,7 +118,7 @@ def _unpack(
     """(domain, queries, weights) of a workload or a plain list of queries. A structured
     workload (with families) is expanded to at most ``expand`` queries when that is given, and
     refused otherwise (its callers take the structured route)."""
-    if _is_structured(workload_or_queries):
+    if structured.is_structured(workload_or_queries):
         if expand is None:
             raise QueryError("this call needs the workload's cells as queries",
                              hint="pass workload.expanded() (max_overlap takes the structured "
@@ -138,39 +138,6 @@ def _unpack(
     if not (np.isfinite(wa).all() and (wa >= 0).all()):
         raise QueryError("weights must be finite and ≥ 0")
     return dom, queries, wa
-
-
-def _unpack_structured(
-    workload: Any, weights: npt.ArrayLike | None, domain: Domain
-) -> tuple[npt.NDArray[np.float64], list[float | npt.NDArray[np.float64]]]:
-    """The predicate queries' weights and, per family, its weight (a number when all its cells
-    share it, else one per cell, row-major). Default: the workload's own weights; an explicit
-    vector has one weight per query in :meth:`~tessera.workload.Workload.expanded` order."""
-    t = len(workload.queries)
-    parts = workload.partitions
-    if weights is None:
-        wp = np.asarray(workload.weights, dtype=np.float64).reshape(t)
-        fam: list[float | npt.NDArray[np.float64]] = [float(p.weight) for p in parts]
-    else:
-        sizes = [p.n_cells_in(domain) for p in parts]
-        n = t + sum(sizes)
-        wa = np.asarray(weights, dtype=np.float64)
-        if wa.shape != (n,):
-            raise QueryError(
-                f"{wa.size} weights for a structured workload of {n:,} queries ({t:,} predicate "
-                f"queries and {n - t:,} cells of {len(parts)} families)",
-                hint="one weight per query in Workload.expanded() order: the predicate queries, "
-                "then each family's cells row-major (as Workload.all_weights() gives them)")
-        if not (np.isfinite(wa).all() and (wa >= 0).all()):
-            raise QueryError("weights must be finite and ≥ 0")
-        wp, fam, at = wa[:t], [], t
-        for size in sizes:
-            cells = wa[at:at + size]
-            fam.append(float(cells[0]) if size and bool(np.all(cells == cells[0])) else cells)
-            at += size
-    if not (np.isfinite(wp).all() and (wp >= 0).all()):
-        raise QueryError("weights must be finite and ≥ 0")
-    return wp, fam
 
 
 #: :func:`touched` memoises predicates from this many queries on.
@@ -233,9 +200,10 @@ def max_overlap(
     (substitute), with a re-checked witness. Weights default to the workload's (or 1).
 
     A structured workload (:attr:`~tessera.workload.Workload.partitions`) is solved from its
-    families without expanding them (:func:`_structured`, the partition bound); explicit
-    ``weights`` then give one weight per query in :meth:`~tessera.workload.Workload.expanded`
-    order, and the witness's queries are indices in that order."""
+    families without expanding them (:func:`.structured.solve_structured`, the partition
+    bound); explicit ``weights`` then give one weight per query in
+    :meth:`~tessera.workload.Workload.expanded` order, and the witness's queries are indices in
+    that order."""
     comp = composable(comp)
     try:
         neighbours = Neighbours.parse(neighbours)
@@ -246,40 +214,24 @@ def max_overlap(
     if method == "toulbar2" and not wcsp_available():
         raise QueryError("method 'toulbar2' needs the ToulBar2 solver",
                          hint='pip install "tessera-dp[exact]"')
-    if _is_structured(workload_or_queries):
-        return _structured(workload_or_queries, weights, domain, comp, neighbours, time_limit,
-                           method)
+    if structured.is_structured(workload_or_queries):
+        return structured.solve_structured(workload_or_queries, weights, domain, comp,
+                                           neighbours, time_limit, method)
     dom, queries, w = _unpack(workload_or_queries, weights, domain)
     s = scores(comp, w)
     if any(is_boolean(q) for q in queries):
         return _boolean(dom, queries, s, comp, neighbours, method)
     if has_clauses(queries):
-        return _clauses(dom, queries, s, comp, neighbours, method, time_limit)
+        return solve_clauses(dom, queries, s, comp, neighbours, method, time_limit)
     if method == "auto" and len(queries) >= recover.RECOVER_MIN_QUERIES:
         recovery = recover_families(dom, queries, w)
         if recovery is not None:
-            return _recovered(dom, queries, s, comp, neighbours, time_limit, recovery)
+            return structured.solve_recovered(dom, queries, s, comp, neighbours, time_limit,
+                                              recovery)
     deadline = None if time_limit is None else time.monotonic() + float(time_limit)
     if neighbours is Neighbours.SUBSTITUTE:
-        return _substitute(dom, queries, s, comp, method, time_limit)
-    return _add_remove(dom, queries, s, comp, method, deadline)
-
-
-def _recovered(
-    dom: Domain, queries: Sequence[Query], s: npt.NDArray[np.float64], comp: Definition,
-    neighbours: Neighbours, time_limit: float | None, recovery: Recovery,
-) -> OverlapResult:
-    """Solve the recovered structure (:mod:`.recover`), then re-check its witness on the
-    original queries: the bound holds for them (same scores, each query in exactly one place)."""
-    res = _structured(recovery.workload, recovery.weights, dom, comp, neighbours, time_limit,
-                      "auto")
-    wit = res.witness
-    note = (f"recovered {len(recovery.workload.partitions):,} families of disjoint cells from "
-            f"{recovery.n_recovered:,} of the {len(queries):,} queries")
-    return _result(dom, queries, s, comp, neighbours, res.score_bound,
-                   None if wit is None else wit.x, None if wit is None else res.score_achieved,
-                   res.exact, f"recovered families ({res.method})", (note, *res.notes),
-                   None if wit is None else wit.y)
+        return solve_substitute(dom, queries, s, comp, method, time_limit)
+    return solve_add_remove(dom, queries, s, comp, method, deadline)
 
 
 def scores(comp: Definition, w: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
@@ -317,7 +269,7 @@ def witness_score(scores: npt.NDArray[np.float64]) -> tuple[float, float]:
     return total, total if Fraction(total) >= exact else math.nextafter(total, math.inf)
 
 
-def _result(
+def checked(
     dom: Domain, queries: Sequence[Query], s: npt.NDArray[np.float64], comp: Definition,
     neighbours: Neighbours, upper: float, x: tuple[int, ...] | None, claimed: float | None,
     exact: bool, method: str, notes: tuple[str, ...] = (), y: tuple[int, ...] | None = None,
@@ -346,7 +298,7 @@ def _result(
                          len(queries), math.fsum(s.tolist()), notes)
 
 
-def _add_remove(
+def solve_add_remove(
     dom: Domain, queries: Sequence[Query], s: npt.NDArray[np.float64], comp: Definition,
     method: str, deadline: float | None,
 ) -> OverlapResult:
@@ -370,21 +322,21 @@ def _direct_route(
         fast = range_max_point(dom, queries, s)
         if fast is not None:
             value, x = fast
-            return _result(dom, queries, s, comp, add_remove, value, x, value, True, "sweep",
+            return checked(dom, queries, s, comp, add_remove, value, x, value, True, "sweep",
                            ("range workload: γ equals the overlap graph's clique number (Helly)",))
         if method == "sweep":
             raise QueryError("the sweep needs range queries over at most two attributes",
                              hint="use --method auto")
     if method == "engine":
         upper, value, x, note = engine_point(dom, queries, s)
-        return _result(dom, queries, s, comp, add_remove, upper, x, value, True, "engine",
+        return checked(dom, queries, s, comp, add_remove, upper, x, value, True, "engine",
                        (note,))
     if method == "auto" and len(queries) >= ENGINE_MIN_QUERIES:
         plan = estimate(dom, queries)
         if plan.feasible:
             try:
                 upper, value, x, note = engine_point(dom, queries, s)
-                return _result(dom, queries, s, comp, add_remove, upper, x, value, True,
+                return checked(dom, queries, s, comp, add_remove, upper, x, value, True,
                                "engine", (f"attribute graph width {plan.width}", note))
             except ResourceError:
                 pass  # the engine's own memory plan refused: search instead
@@ -393,7 +345,7 @@ def _direct_route(
         vals = sets.incidence.astype(np.float64) @ s
         i = int(np.argmax(vals)) if len(vals) else 0
         x = tuple(int(c) for c in sets.points[i])
-        return _result(dom, queries, s, comp, add_remove, float(vals[i]), x, float(vals[i]),
+        return checked(dom, queries, s, comp, add_remove, float(vals[i]), x, float(vals[i]),
                        True, "enumerate")
     if method in ("colouring", "split"):
         if method == "colouring":
@@ -401,9 +353,17 @@ def _direct_route(
             note = f"greedy/DSatur colouring with {k} colours"
         else:
             ub, note = split_bound(dom, queries, s), "Lagrangian split bound"
-        return _result(dom, queries, s, comp, add_remove, _safe_upper(ub, s), None, None,
+        return checked(dom, queries, s, comp, add_remove, _safe_upper(ub, s), None, None,
                        False, method, (note,))
     return None
+
+
+def _nodes_note(nodes: int) -> str:
+    """How much search the proof took, in words a user reads: no nodes means the first bound
+    already met the best solution."""
+    if nodes == 0:
+        return "proved at the root (no branching needed)"
+    return f"{nodes} search node" + ("" if nodes == 1 else "s")
 
 
 def _search_route(
@@ -441,12 +401,12 @@ def _search_route(
                 else max_point(dom, queries, s, time_limit=seconds, part=part))
 
     def proven(sol: PointSolution, name: str, note: str) -> OverlapResult:
-        return _result(dom, queries, s, comp, Neighbours.ADD_REMOVE, sol.upper, sol.x,
+        return checked(dom, queries, s, comp, Neighbours.ADD_REMOVE, sol.upper, sol.x,
                        sol.lower, True, name, (note,))
 
     sol = run_search(limit)
     if sol.exact:
-        return proven(sol, search, f"{sol.nodes} search nodes")
+        return proven(sol, search, _nodes_note(sol.nodes))
     bounds = {search: sol.upper}
     if portfolio:
         left = remaining()
@@ -464,7 +424,7 @@ def _search_route(
             if left is None or left > 0.1:
                 again = run_search(None if left is None else 0.9 * left)
                 if again.exact:
-                    return proven(again, search, f"{again.nodes} search nodes")
+                    return proven(again, search, _nodes_note(again.nodes))
                 bounds[search] = min(bounds[search], again.upper)
                 if again.lower > sol.lower:
                     sol = again
@@ -496,7 +456,7 @@ def _stopped_early(
     if not exact and method == "auto" and len(part.active) <= TOULBAR2_MAX_QUERIES \
             and not wcsp_available():
         notes += ('the exact solver ToulBar2 may prove this one: pip install "tessera-dp[exact]"',)
-    return _result(dom, queries, s, comp, Neighbours.ADD_REMOVE, upper, sol.x, sol.lower, exact,
+    return checked(dom, queries, s, comp, Neighbours.ADD_REMOVE, upper, sol.x, sol.lower, exact,
                    f"{search} (anytime, best bound: {name})", notes)
 
 
@@ -510,7 +470,7 @@ def _boolean(
                          "(BDD) queries", hint="use --method auto or engine")
     upper, value, x, note = engine_point(dom, queries, s)
     if neighbours is Neighbours.ADD_REMOVE:
-        return _result(dom, queries, s, comp, Neighbours.ADD_REMOVE, upper, x, value, True,
+        return checked(dom, queries, s, comp, Neighbours.ADD_REMOVE, upper, x, value, True,
                        "engine", (note,))
     # substitution: S_sub ≤ min(2·S, Σ s); the pair (x, best row over the queries x misses)
     total = math.fsum(s.tolist())
@@ -519,12 +479,12 @@ def _boolean(
     ix = touched(dom, queries, x) ^ touched(dom, queries, y)
     achieved = math.fsum(s[ix].tolist())
     bound = min(2.0 * upper, total)
-    return _result(dom, queries, s, comp, Neighbours.SUBSTITUTE, max(bound, achieved), x, None,
+    return checked(dom, queries, s, comp, Neighbours.SUBSTITUTE, max(bound, achieved), x, None,
                    bound <= achieved, "engine, bound min(2·S_add/remove, Σ h(w))",
                    ("S_sub ≤ 2·S: I(x)ΔI(y) ⊆ I(x) ∪ I(y)", note), y=y)
 
 
-def _clauses(
+def solve_clauses(
     dom: Domain, queries: Sequence[Query | BooleanClause], s: npt.NDArray[np.float64],
     comp: Definition, neighbours: Neighbours, method: str, time_limit: float | None,
 ) -> OverlapResult:
@@ -553,7 +513,7 @@ def _clauses(
             eps = float(np.finfo(np.float64).eps)
             upper = (value if _integral(s) else
                      max(value, achieved) + 4.0 * (len(s) + 1) * eps * total)
-            return _result(dom, queries, s, comp, sub, upper, x, achieved,
+            return checked(dom, queries, s, comp, sub, upper, x, achieved,
                            upper - achieved <= 1e-9 * abs(upper),
                            "enumerate (pairs of overlap patterns)", (ex.describe(),), y=y)
         except ResourceError:
@@ -561,7 +521,7 @@ def _clauses(
                 raise
     left = None if deadline is None else max(0.0, deadline - time.monotonic())
     if ex.exact and method != "engine":
-        res = _substitute(dom, ex.queries, ex.scores(s), comp, method, left)
+        res = solve_substitute(dom, ex.queries, ex.scores(s), comp, method, left)
         assert res.witness is not None and res.witness.y is not None
         x, y = res.witness.x, res.witness.y
         upper = min(res.score_bound, total)
@@ -581,7 +541,7 @@ def _clauses(
         notes = ("S_sub ≤ 2·S: I(x)ΔI(y) ⊆ I(x) ∪ I(y)", *base.notes)
     ix = touched(dom, queries, x) ^ touched(dom, queries, y)
     achieved = math.fsum(s[ix].tolist())
-    return _result(dom, queries, s, comp, sub, max(upper, achieved), x, None,
+    return checked(dom, queries, s, comp, sub, max(upper, achieved), x, None,
                    upper <= achieved, name, notes, y=y)
 
 
@@ -594,26 +554,26 @@ def _clauses_add_remove(
     if method == "engine" or (method == "auto" and estimate(dom, queries).feasible):
         try:
             upper, value, x, note = engine_point(dom, queries, s)
-            return _result(dom, queries, s, comp, add_remove, upper, x, value, True, "engine",
+            return checked(dom, queries, s, comp, add_remove, upper, x, value, True, "engine",
                            (note,))
         except ResourceError:
             if method == "engine":
                 raise
-    res = _add_remove(dom, ex.queries, ex.scores(s), comp,
-                      "auto" if method == "engine" else method, deadline)
+    res = solve_add_remove(dom, ex.queries, ex.scores(s), comp,
+                           "auto" if method == "engine" else method, deadline)
     x = res.witness.x if res.witness is not None else None
     name = f"{res.method}, on the clauses' disjoint terms"
     if ex.exact:  # the same objective: the witness scores what the solver claimed
-        return _result(dom, queries, s, comp, add_remove, res.score_bound, x,
+        return checked(dom, queries, s, comp, add_remove, res.score_bound, x,
                        None if x is None else res.score_achieved, res.exact, name,
                        (ex.describe(), *res.notes))
     achieved = 0.0 if x is None else math.fsum(s[touched(dom, queries, x)].tolist())
     upper = res.score_bound
-    return _result(dom, queries, s, comp, add_remove, max(upper, achieved), x, None,
+    return checked(dom, queries, s, comp, add_remove, max(upper, achieved), x, None,
                    upper - achieved <= 1e-9 * abs(upper), name, (ex.describe(), *res.notes))
 
 
-def _substitute(
+def solve_substitute(
     dom: Domain, queries: Sequence[Query], s: npt.NDArray[np.float64], comp: Definition,
     method: str, time_limit: float | None,
 ) -> OverlapResult:
@@ -634,7 +594,7 @@ def _substitute(
             upper = (value if _integral(s) else
                      max(value, achieved) + 4.0 * (len(s) + 1) * eps * total)
             tight = upper - achieved <= 1e-9 * abs(upper)
-            return _result(dom, queries, s, comp, Neighbours.SUBSTITUTE, upper, x, achieved, tight,
+            return checked(dom, queries, s, comp, Neighbours.SUBSTITUTE, upper, x, achieved, tight,
                            "enumerate (pairs of overlap patterns)", y=y)
         except ResourceError:
             if method == "enumerate":
@@ -649,8 +609,9 @@ def _substitute(
             n_attrs <= TOULBAR2_SUBSTITUTION_MAX_ATTRIBUTES
             or len(queries) <= TOULBAR2_SUBSTITUTION_MAX_QUERIES)))
     share = 0.5 if exact_next else 1.0
-    base = _add_remove(dom, queries, s, comp, "auto" if method in ("auto", "toulbar2") else method,
-                       None if time_limit is None else start + share * time_limit / 2)
+    base = solve_add_remove(dom, queries, s, comp,
+                            "auto" if method in ("auto", "toulbar2") else method,
+                            None if time_limit is None else start + share * time_limit / 2)
     upper = min(2.0 * base.score_bound, total)
     x = base.witness.x if base.witness else tuple([0] * len(dom))
     miss = ~touched(dom, queries, x)
@@ -678,150 +639,11 @@ def _substitute(
                          "time limit reached: ToulBar2's proven dual bound",)
     if proved:
         # its bound and the re-checked pair agree up to the rounding of scaled costs
-        return _result(dom, queries, s, comp, Neighbours.SUBSTITUTE, upper, x, achieved, True,
+        return checked(dom, queries, s, comp, Neighbours.SUBSTITUTE, upper, x, achieved, True,
                        "toulbar2", notes, y=y)
     exact = upper <= achieved
-    return _result(dom, queries, s, comp, Neighbours.SUBSTITUTE, max(upper, achieved), x, None,
+    return checked(dom, queries, s, comp, Neighbours.SUBSTITUTE, max(upper, achieved), x, None,
                    exact, name, notes, y=y)
-
-
-def _structured(
-    workload: Any, weights: npt.ArrayLike | None, domain: Domain | None, comp: Definition,
-    neighbours: Neighbours, time_limit: float | None, method: str,
-) -> OverlapResult:
-    """γ_w of a workload with structured families: the partition bound (:mod:`.families`).
-
-    S ≤ S_pred + Σ_P (a family's share: its heaviest cell; its two heaviest under substitution),
-    S_pred bounded by the ordinary solvers on the predicate queries alone. The witness is their
-    row (pair), improved by a local search when it does not attain the families' share; when the
-    bound is still not attained and the expanded workload is small (≤ ``EXPANDED_MAX_QUERIES``),
-    the ordinary solvers run on every query for an exact answer or a tighter bound."""
-    start = time.monotonic()
-    deadline = None if time_limit is None else start + float(time_limit)
-    sub = neighbours is Neighbours.SUBSTITUTE
-    dom = workload.domain if domain is None else domain
-    queries = tuple(workload.queries)
-    w_pred, fam_w = _unpack_structured(workload, weights, dom)
-    s_raw = scores(comp, w_pred)
-    tables: list[FamilyTable] = []
-    offset = len(queries)
-    maps: dict[Any, Any] = {}  # code maps shared by the families that cut an attribute alike
-    for p, fw in zip(workload.partitions, fam_w):
-        tables.append(FamilyTable.build(dom, p, offset, _family_scores(comp, p, fw), maps))
-        offset += tables[-1].n_cells
-    n_queries = offset
-    # under substitution a tautology or a contradiction never separates two rows (as _substitute)
-    s_pred = s_raw if not sub else np.where([separates(q) for q in queries], s_raw, 0.0)
-    total = float(Fraction(math.fsum(s_pred.tolist()))
-                  + sum((t.total(sub) for t in tables), Fraction(0)))
-    # uniform families that cover their attributes are attained at every row (add/remove): then
-    # the predicate part alone decides, and gets all the time
-    attained_anywhere = not sub and all(t.uniform is not None and t.covers for t in tables)
-    may_expand = (not attained_anywhere and n_queries <= EXPANDED_MAX_QUERIES
-                  and not any(is_boolean(q) for q in queries))
-    x: tuple[int, ...] = (0,) * len(dom)
-    y: tuple[int, ...] | None = x if sub else None
-    pred_upper, pred_exact, route = 0.0, True, "partition bound"
-    notes: list[str] = []
-    if queries:
-        share = None if time_limit is None else (0.5 if may_expand else 1.0) * time_limit
-        pred = max_overlap(queries, w_pred, domain=dom, comp=comp, neighbours=neighbours,
-                           time_limit=share, method=method)  # type: ignore[arg-type]
-        pred_upper, pred_exact = pred.score_bound, pred.exact
-        if pred.witness is not None:
-            x, y = pred.witness.x, (pred.witness.y if sub else None)
-        route += f" + {pred.method} ({len(queries):,} predicate queries)"
-        notes.extend(f"predicate queries: {n}" for n in pred.notes)
-    pieces = [v for t in tables for v in (t.substitution_bound() if sub else
-                                          t.add_remove_bound())]
-    upper = upper_sum([pred_upper, *pieces])
-    share_word = "two heaviest cells" if sub else "heaviest cell"
-    notes.insert(0, f"partition bound: {len(tables):,} families ({n_queries - len(queries):,} "
-                    f"cells), each adding its {share_word} at most")
-    objective = Objective(dom, queries, s_pred, tuple(tables))
-    claimed = float(objective.values(np.array([x]), None if y is None else np.array([y]))[0])
-
-    def tight(value: float) -> bool:
-        return upper - value <= 1e-9 * abs(upper)
-
-    if not tight(claimed) and pred_exact:
-        stop = time.monotonic() + ASCENT_SECONDS
-        x2, y2, value = ascend(objective, x, y, target=upper,
-                               deadline=stop if deadline is None else min(stop, deadline))
-        if value > claimed:
-            x, y, claimed = x2, y2, value
-            route += ", local search"
-    if not tight(claimed) and may_expand and pred_exact and (
-            deadline is None or time.monotonic() < deadline):
-        expanded = workload.expanded(max_queries=EXPANDED_MAX_QUERIES)
-        s_all = np.concatenate([s_raw] + [np.full(t.n_cells, t.uniform) if t.uniform is not None
-                                          else t.table for t in tables])
-        left = None if deadline is None else max(0.0, deadline - time.monotonic())
-        if has_clauses(queries):
-            res = _clauses(dom, expanded.queries, s_all, comp, neighbours, "auto", left)
-        else:
-            res = (_substitute(dom, expanded.queries, s_all, comp, "auto", left) if sub else
-                   _add_remove(dom, expanded.queries, s_all, comp, "auto", deadline))
-        notes.append(f"the partition bound ({upper:.6g}) was not attained: solved expanded "
-                     f"({n_queries:,} queries) by {res.method}, bound {res.score_bound:.6g}")
-        if res.score_bound < upper:
-            upper, route = res.score_bound, f"expanded: {res.method}"
-        if res.witness is not None and res.score_achieved > claimed:
-            x, y, claimed = res.witness.x, res.witness.y, res.score_achieved
-    return _family_result(objective, comp, neighbours, upper, x, y, claimed, route,
-                          tuple(notes), n_queries, total, pred_exact)
-
-
-def _family_scores(comp: Definition, p: Any,
-                   weights: float | npt.NDArray[np.float64]) -> float | npt.NDArray[np.float64]:
-    """h(w) of one family's weight (or of each cell's), refused like :func:`scores` refuses."""
-    try:
-        s = scores(comp, np.atleast_1d(np.asarray(weights, dtype=np.float64)))
-    except QueryError as e:
-        raise QueryError(f"family {p.name!r}: {e.message}", hint=e.hint) from None
-    return float(s[0]) if isinstance(weights, float) else s
-
-
-def _family_result(
-    objective: Objective, comp: Definition, neighbours: Neighbours, upper: float,
-    x: tuple[int, ...], y: tuple[int, ...] | None, claimed: float, method: str,
-    notes: tuple[str, ...], n_queries: int, total: float, pred_exact: bool,
-) -> OverlapResult:
-    """Re-check the witness (predicate queries evaluated on x, y; each family's cell of x, y
-    from its code maps, confirmed on the family's groups themselves), then package like
-    :func:`_result`; witness queries are indices in expanded order."""
-    dom, queries = objective.domain, objective.queries
-    ix = touched(dom, queries, x)
-    if y is not None:
-        ix = ix ^ touched(dom, queries, y)
-    index = np.flatnonzero(ix).tolist()
-    hit = objective.scores[ix].tolist()
-    cxs = objective.cells(np.array([x]))[0].tolist()
-    cys = objective.cells(np.array([y]))[0].tolist() if y is not None else [-1] * len(cxs)
-    for t, cx, cy in zip(objective.tables, cxs, cys):
-        # the cells of I(x) Δ I(y) (of I(x) under add/remove), each with the row it holds
-        cells = ([(cx, x, None)] if cx >= 0 else []) if y is None else (
-            [] if cx == cy else [(c, r, o) for c, r, o in ((cx, x, y), (cy, y, x)) if c >= 0])
-        for c, row, other in cells:
-            if not t.check_cell(c, row) or (other is not None and t.check_cell(c, other)):
-                raise RuntimeError(f"family {t.partition.name!r}: cell {c} misplaced")
-            index.append(t.offset + c)
-            hit.extend(t.scores_of(np.array([c])).tolist())
-    achieved, achieved_up = witness_score(np.asarray(hit, dtype=np.float64))
-    if not math.isclose(achieved, claimed, rel_tol=1e-9, abs_tol=1e-9):
-        raise RuntimeError(f"{method}: witness scores {achieved}, search claimed {claimed}")
-    exact = upper - achieved <= 1e-9 * abs(upper)
-    if exact:
-        upper = max(upper, achieved_up)  # as in _result: never below the witness's exact score
-        exact = upper - achieved <= 1e-9 * abs(upper)
-    elif pred_exact:
-        notes += ("the bound is not attained by the witness: an upper bound, not exact",)
-    else:
-        notes += ("the predicate part is an upper bound (time limit): so is the total",)
-    if not (upper >= achieved and math.isfinite(upper)):  # fail closed, NaN included
-        raise RuntimeError(f"{method}: upper bound {upper} below the witness's {achieved}")
-    return OverlapResult(comp, neighbours, float(upper), achieved, exact, method,
-                         Witness(tuple(x), tuple(sorted(index)), y), n_queries, total, notes)
 
 
 def maximal_overlapping_sets(

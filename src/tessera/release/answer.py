@@ -4,6 +4,8 @@
 
 1. **plan** — per-query noise from the public inputs alone (:func:`~.plan.noise_plan`):
    γ_w exact or a proven upper bound, the allocation, a re-check of what it costs a row;
+   then the data is read and validated against the schema (errors go to the curator, before
+   any budget is spent);
 2. **charge** — if a ledger is given, the release's per-query costs are charged in a
    committed SQLite transaction (refused when the total would be exceeded);
 3. **count** — exact answers on the data (DuckDB), held only in this function;
@@ -27,8 +29,8 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from tessera.counts import count
-from tessera.data import CsvOptions
+from tessera.counts import count_encoded
+from tessera.data import CsvOptions, encode
 from tessera.errors import TesseraError
 from tessera.mechanisms import NoiseSource, discrete_gaussian, discrete_laplace
 from tessera.mechanisms.record import MechanismRecord
@@ -152,6 +154,13 @@ def answer(
     plan = noise_plan(workload, budget, neighbours=neighbours, allocation=allocation,
                       time_limit=time_limit)
     timings["plan"] = time.perf_counter() - start
+    # Validate and code the data BEFORE the charge: a data error (values outside the schema,
+    # a malformed file) is reported to the curator without spending budget, and nothing that
+    # depends on the data is computed or raised between the charge and the noisy release.
+    t0 = time.perf_counter()
+    table_ = encode(data, workload.domain, on_invalid=on_invalid, csv=csv,  # type: ignore[arg-type]
+                    table=table)
+    timings["encode"] = time.perf_counter() - t0
     book = Ledger.open(ledger) if isinstance(ledger, (str, Path)) else ledger
     charge = None
     if book is not None:
@@ -161,11 +170,11 @@ def answer(
                              time_limit=60.0 if time_limit is None else max(time_limit, 1.0))
     try:
         t0 = time.perf_counter()
-        exact = count(data, workload, on_invalid=on_invalid, csv=csv,  # type: ignore[arg-type]
-                      table=table)
+        exact = count_encoded(table_, workload)
+        del table_
         timings["count"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        noisy, record = _add_noise(plan, exact.answers, source)
+        noisy, record = _add_noise(plan, exact, source)
         del exact  # the exact answers go no further
         timings["noise"] = time.perf_counter() - t0
         t0 = time.perf_counter()

@@ -8,8 +8,10 @@ mechanism provably has — plus what is *not* proven (a discrete Gaussian is not
 
 :func:`verify_certificate` recomputes the accounting from the schema and workload alone — no
 data — and lists every difference. The ``digest`` (SHA-256 of the canonical JSON of every other
-field) makes any edit visible; it is an integrity check, not a signature: it does not say *who*
-made the certificate.
+field) shows an edit made without recomputing it; it is an integrity check, not a signature:
+anyone can recompute it, so it does not say *who* made the certificate, and ``verify`` proves
+that the stated accounting follows from the public inputs — not that the certificate is
+authentic or belongs to a given answer file (sign both with your organisation's tools for that).
 """
 
 from __future__ import annotations
@@ -35,6 +37,13 @@ from tessera.workload import Workload
 
 SCHEMA_ID = "https://tessera-dp.org/schemas/certificate/1.json"
 SCHEMA_VERSION = 1
+#: How the certificate names OpenDP's secure randomness.
+SECURE_RANDOMNESS = "OpenDP secure"
+#: Every field of a version-1 certificate (docs/certificate.schema.json).
+TOP_LEVEL_KEYS = ("$schema", "schema_version", "library", "created", "private", "mechanism",
+                  "budget", "calibration", "neighbours", "workload", "allocation", "overlap",
+                  "spent", "queries", "families", "guarantees", "not_proven", "postprocessing",
+                  "ledger", "digest")
 #: Relative tolerance when a recomputed float is compared with the certificate's.
 RTOL = 1e-9
 
@@ -135,7 +144,7 @@ def build_certificate(
         "private": mechanism.private,
         "mechanism": {"id": plan.mechanism, "name": mechanism.name,
                       "definition": mechanism.definition.value, "sensitivity": 1,
-                      "randomness": "OpenDP secure" if mechanism.private
+                      "randomness": SECURE_RANDOMNESS if mechanism.private
                       else "seeded (NOT PRIVATE: tests only)"},
         **_plan_fields(plan),
         "postprocessing": postprocessing,
@@ -206,6 +215,13 @@ def verify_certificate(
                      f"{plan.budget.calibration.value!r}")
     if certificate.get("private") is not True:
         diffs.append("private: the release used seeded test randomness (NOT PRIVATE)")
+    elif (mech.get("randomness") != SECURE_RANDOMNESS
+          or "seeded" in str(mech.get("name", "")).lower()):
+        diffs.append("mechanism: says private but names seeded (test) randomness")
+    unknown = sorted(set(certificate) - set(TOP_LEVEL_KEYS))
+    missing = sorted(set(TOP_LEVEL_KEYS) - set(certificate))
+    if unknown or missing:
+        diffs.append(f"fields: unknown {unknown}, missing {missing}")
     return Verification(tuple(diffs))
 
 

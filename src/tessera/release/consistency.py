@@ -102,6 +102,12 @@ non-zeros of A and of the factorised Gram matrix (``max_nonzeros``).
 Queries with v_q = ∞ (not released) are left out of the objective and of t, and their output
 is NaN (never a number that was not released). Contradictions (coverage ∅) answer 0 exactly.
 a* is real-valued and may be negative; :func:`round_nonnegative` is the (biased) fix.
+
+Why this module is long (about 600 lines): it is one computation, the weighted least-squares
+consistency step. Building the sparse design over the unknowns, peeling the queries that
+determine their unknowns alone, the sparse factorised solve with its refinement and rank checks,
+and the limits that refuse a problem too big are stages of one solve that share its matrices
+and invariants; none is used elsewhere.
 """
 
 from __future__ import annotations

@@ -58,7 +58,8 @@ def synthetic_population(n: int = 20_000, seed: int = 2026) -> pd.DataFrame:
     edu_p = np.where(age[:, None] < 16, [0.3, 0.7, 0.0, 0.0], [0.05, 0.25, 0.45, 0.25])
     edu = np.array([rng.choice(4, p=p) for p in edu_p])
     working = (age >= 18) & (age < 67) & (rng.random(n) < 0.75)
-    hours = np.where(working, np.clip(rng.normal(36, 9, n).round(), 1, 80), 0).astype(int)
+    weekly = rng.normal(36, 9, n)  # not-privacy-noise: made-up data for the demo
+    hours = np.where(working, np.clip(weekly.round(), 1, 80), 0).astype(int)
     return pd.DataFrame({"age": age, "sex": sex, "region": region,
                          "education": np.asarray(EDUCATION)[edu], "hours": hours})
 

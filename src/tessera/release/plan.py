@@ -107,7 +107,10 @@ class NoisePlan:
             return tuple(out)
         rho = self.spent
         out = [Guarantee.zcdp(rho, n, basis=basis, note="discrete Gaussian (CKS20 Thm 4)")]
-        for delta in REPORTED_DELTAS:
+        deltas = REPORTED_DELTAS
+        if self.budget.delta is not None and self.budget.delta not in deltas:
+            deltas = (float(self.budget.delta), *deltas)  # the δ the user asked for, first
+        for delta in deltas:
             out.append(Guarantee.approx(epsilon_for_delta(rho, delta), delta, n,
                                         basis="upper bound", note="from ρ-zCDP (CKS20 Cor. 13)"))
         return tuple(out)
@@ -212,11 +215,16 @@ def _with_weights(workload: Workload, weights: npt.ArrayLike) -> Workload:
 
 
 def _costs(budget: Budget, scales: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-    """c_q = Δ/b_q (discrete Laplace, ε) or Δ²/(2σ_q²) (discrete Gaussian, ρ), Δ = 1."""
+    """c_q = Δ/b_q (discrete Laplace, ε) or Δ²/(2σ_q²) (discrete Gaussian, ρ), Δ = 1, each
+    rounded up by two ulps: the float cost is never below the mechanism's true parameter (the
+    division and the square round to nearest, each by at most half an ulp)."""
     with np.errstate(divide="ignore"):
         if budget.mechanism == DISCRETE_LAPLACE:
-            return np.where(np.isfinite(scales), 1.0 / scales, 0.0)
-        return np.where(np.isfinite(scales), 1.0 / (2.0 * scales * scales), 0.0)
+            raw = np.where(np.isfinite(scales), 1.0 / scales, 0.0)
+        else:
+            raw = np.where(np.isfinite(scales), 1.0 / (2.0 * scales * scales), 0.0)
+    up = np.nextafter(np.nextafter(raw, np.inf), np.inf)
+    return np.where(raw > 0, up, 0.0)
 
 
 def recheck_spent(
@@ -234,8 +242,9 @@ def recheck_spent(
     spent = float(res.bound)
     if spent <= total:
         return spent, bool(res.exact)
-    if res.achieved > total:
-        # a row provably pays more than the budget: the calibration is wrong, never release
+    if res.achieved > total or (res.exact and spent > total * (1.0 + 1e-9)):
+        # a row provably pays more than the budget (or the exact maximum lies above it by more
+        # than rounding): the calibration is wrong, never release
         raise TesseraError(
             f"the noise plan re-checks at {res.achieved:.17g} > budget {total:.17g}: a row "
             "pays more than the budget; refusing to release",

@@ -50,6 +50,12 @@ be replayed by :func:`ipmwu` and :func:`tessera.synth.mwem.mwem`: the rounds the
 recorded f_t and a_t instead of running the mechanisms (post-processing of the transcript, no new
 cost). Two runs from the same seeded :class:`~tessera.mechanisms.NoiseSource` also draw the same
 noise. Both are how the explicit-histogram baseline validates IPMWU.
+
+Why this module is long (about 880 lines): it is one algorithm, IPMWU, with the machinery
+its run shares with :mod:`tessera.synth.mwem`: the sensitive counts and their evaluator, the
+default parameters, the round driver (:func:`drive`) and the run's record and transcript. MWEM
+imports these pieces from here rather than duplicate them; splitting them off would leave
+this module a thin loop over names defined elsewhere.
 """
 
 from __future__ import annotations

@@ -52,18 +52,26 @@ Queries the release did not answer (weight 0, scale ∞) are not in the LP.
 is the representative of a product of value classes on which every f ∈ F is constant; a drawn
 row takes a uniform code within each class (like the engine's sampler), which changes no answer
 of F. The default m is Hoeffding's with a union bound: every query within ``accuracy`` of ⟨f, h⟩
-with probability ≥ 1 − η when m ≥ ln(2|F|/η)/(2·accuracy²) (:func:`sample_size`; accuracy
-defaults to the LP's α, so the rows are within 2α of f̂ w.p. ≥ 1 − η), capped at ``max_rows``.
+with probability ≥ 1 − η when m ≥ ln(2|F|/η)/(2·accuracy²) (:func:`sample_size`). The accuracy
+defaults to the LP's α (the rows are then within 2α of f̂ w.p. ≥ 1 − η), but never finer than
+the measurements' own noise scale (:func:`default_accuracy`); m is capped at ``max_rows``.
 
 **Guarantee** (docs/theory.md §6): the data's histogram is feasible with α = ‖f̂ − f(X)‖_∞, so
 the optimum h* has ‖⟨f, h*⟩ − f(X)‖_∞ ≤ 2‖f̂ − f(X)‖_∞ (exactly when ``alpha`` is optimal; with a
 gap, add the gap).
+
+Why this module is long (about 800 lines): it is one method, the LP synthesiser (the
+targets, the column-generation master and its pricing, the explicit-domain LP that validates it,
+and the sampling of rows from the optimum with its accuracy bound). Each part is used only by
+:func:`solve_lp` or to check it.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+import os
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -96,6 +104,8 @@ BoolArray = npt.NDArray[np.bool_]
 LP_TOLERANCE = 1e-9
 #: :func:`explicit_lp` enumerates the domain: at most this many points.
 EXPLICIT_MAX_POINTS = 1 << 16
+#: ... and builds a matrix of at most this many nonzeros (HiGHS indexes them with int32).
+EXPLICIT_MAX_NONZEROS = 200_000_000
 #: :class:`QueryEvaluator` tabulates a predicate over its attribute's codes up to this size.
 TABLE_MAX = 1 << 16
 #: Default cap on the number of synthetic rows.
@@ -217,8 +227,34 @@ def _normaliser(
 # -- the master LP ----------------------------------------------------------------------------
 
 
+_BANNER_SHOWN = False
+
+
+def _quiet_highs() -> highspy.Highs:
+    """A HiGHS instance without its banner: the first construction in a process prints it to
+    the C-level stdout before any option can be set, so fd 1 points to /dev/null meanwhile."""
+    global _BANNER_SHOWN
+    if _BANNER_SHOWN:
+        return highspy.Highs()
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:  # no usable stdout: nothing to protect
+        _BANNER_SHOWN = True
+        return highspy.Highs()
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 1)
+            h = highspy.Highs()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+    _BANNER_SHOWN = True
+    return h
+
+
 def _highs(primal: bool = False) -> highspy.Highs:
-    h = highspy.Highs()
+    h = _quiet_highs()
     h.setOptionValue("output_flag", False)
     h.setOptionValue("solver", "simplex")  # basic solutions: support ≤ |F| + 1
     if primal:  # an added column keeps the basis primal feasible: primal simplex re-optimises
@@ -623,6 +659,10 @@ def explicit_lp(
     if constraints:
         points = points[np.all(query_values(targets.domain, constraints, points), axis=1)]
     values = query_values(targets.domain, targets.functions, points)
+    nonzeros = 2 * int(values.sum()) + len(points)
+    if nonzeros > EXPLICIT_MAX_NONZEROS:
+        raise ResourceError(f"the explicit LP would have {nonzeros:,} nonzeros (limit "
+                            f"{EXPLICIT_MAX_NONZEROS:,})", hint="use solve_lp (column generation)")
     h = _highs()
     k = len(targets.values)
     inf = highspy.kHighsInf
@@ -687,7 +727,12 @@ class LPSynthesis:
         import pandas as pd
 
         dom = self.solution.targets.domain
-        frame = pd.DataFrame({a.name: a.decode(self.rows[:, i]) for i, a in enumerate(dom)})
+        columns = {}
+        for i, a in enumerate(dom):  # decode each code once, then index
+            lookup = np.empty(a.size, dtype=object)
+            lookup[:] = a.decode(np.arange(a.size))
+            columns[a.name] = lookup[self.rows[:, i]]
+        frame = pd.DataFrame(columns)
         frame.attrs["private"] = self.private
         return frame
 
@@ -717,6 +762,15 @@ def release_privacy(release: Release, targets: Targets) -> dict[str, Any]:
     }
 
 
+def default_accuracy(solution: LPSolution) -> float:
+    """The default sampling accuracy: the LP's α, but not finer than the measurements' own
+    noise scale (max_f of b_f/n or σ_f/n) nor :data:`MIN_ACCURACY` (when the LP fits exactly,
+    α = 0; rows sampled more finely than the noise buy nothing)."""
+    scales = solution.targets.scales
+    noise = float(np.max(scales)) if np.all(np.isfinite(scales)) else 0.0
+    return max(solution.alpha, noise, MIN_ACCURACY)
+
+
 def synthesize(
     release: Release,
     *,
@@ -733,14 +787,14 @@ def synthesize(
     """The LP approach end to end: targets from ``release`` (:func:`release_targets`), (P) by
     column generation (:func:`solve_lp`, ``options``), then ``m`` rows from the histogram.
 
-    Default m = :func:`sample_size` at ``accuracy`` (default: the LP's α, floored at
-    :data:`MIN_ACCURACY`) and ``failure``, capped at ``max_rows``.
+    Default m = :func:`sample_size` at ``accuracy`` (default :func:`default_accuracy`) and
+    ``failure``, capped at ``max_rows``.
     """
     targets = release_targets(release, n=n, public_n=public_n, answers=answers)
     solution = solve_lp(targets, **options)
     k = len(targets.values)
     if m is None:
-        acc = max(solution.alpha, MIN_ACCURACY) if accuracy is None else accuracy
+        acc = default_accuracy(solution) if accuracy is None else accuracy
         m = min(sample_size(k, acc, failure), int(max_rows))
     if m < 1:
         raise TesseraError(f"m = {m}: at least one row")

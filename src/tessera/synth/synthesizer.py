@@ -52,6 +52,11 @@ a ledger is an opened :class:`tessera.Ledger` (``Ledger.open(path)``) used throu
 
 ``seed`` makes every random draw reproducible, for TESTS ONLY: the run is then NOT PRIVATE, and
 its record, frames and files say so.
+
+Why this module is long (about 850 lines): it is one public object, the synthesiser and its
+fitted result. :class:`Synthesizer` validates a target, charges the ledger and runs a method;
+:class:`FittedSynthesizer` samples, evaluates, saves and describes the result; the helpers
+around them (ledger checks, decoding rows, the JSON record) exist only for these two classes.
 """
 
 from __future__ import annotations

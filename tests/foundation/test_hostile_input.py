@@ -1,0 +1,186 @@
+"""Hostile input ends in one error line (exit 2) with the location and a hint, never a traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+import tessera
+from tessera.cli.main import app
+
+SCHEMA = (
+    "attributes:\n  age: {type: integer, min: 0, max: 120}\n"
+    "  sex: {type: categorical, values: [M, F]}\n"
+)
+
+
+def run(*args: str):  # type: ignore[no-untyped-def]
+    return CliRunner().invoke(app, list(args))
+
+
+def assert_input_error(result, message: str) -> None:  # type: ignore[no-untyped-def]
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert f"error: {message}" in result.output, result.output
+
+
+@pytest.fixture
+def files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "schema.yaml").write_text(SCHEMA)
+    (tmp_path / "w.sql").write_text("age > 30\n")
+    return tmp_path
+
+
+def test_version() -> None:
+    result = run("--version")
+    assert result.exit_code == 0
+    assert result.output == f"tessera-dp {tessera.__version__}\n"
+
+
+# -- a directory as DATA -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["count", "answer"])
+def test_empty_directory_as_data(files: Path, command: str) -> None:
+    (files / "empty").mkdir()
+    extra = ["--epsilon", "1"] if command == "answer" else []
+    result = run(command, "empty", "w.sql", "-s", "schema.yaml", *extra)
+    assert_input_error(
+        result,
+        "empty is a directory with no .parquet/.csv files (hint: pass a CSV or Parquet file, "
+        "or a directory of .parquet files)",
+    )
+
+
+def test_mixed_and_csv_directories_are_refused(files: Path) -> None:
+    df = pd.DataFrame({"age": [20, 40, 50], "sex": ["M", "F", "M"]})
+    (files / "mixed").mkdir()
+    df.to_parquet(files / "mixed" / "a.parquet")
+    df.to_csv(files / "mixed" / "b.csv", index=False)
+    assert_input_error(
+        run("count", "mixed", "w.sql", "-s", "schema.yaml"),
+        "mixed is a directory with both .parquet and CSV files (1 and 1) (hint: a directory is "
+        "read as one Parquet data set: keep only its .parquet files, or pass one file)",
+    )
+    (files / "csvs").mkdir()
+    df.to_csv(files / "csvs" / "b.csv", index=False)
+    assert_input_error(
+        run("count", "csvs", "w.sql", "-s", "schema.yaml"),
+        "csvs is a directory of CSV files (1) (hint: pass one CSV file; a directory is read as "
+        "a Parquet data set)",
+    )
+
+
+def test_parquet_directory_is_read(files: Path) -> None:
+    df = pd.DataFrame({"age": [20, 40, 50], "sex": ["M", "F", "M"]})
+    (files / "pq").mkdir()
+    df.to_parquet(files / "pq" / "a.parquet")
+    df.to_parquet(files / "pq" / "b.parquet")
+    (files / "pq" / "_SUCCESS").write_text("")
+    result = run("count", "pq", "w.sql", "-s", "schema.yaml")
+    assert result.exit_code == 0, result.output
+    assert "age > 30,4" in result.output
+
+
+def test_broken_parquet_file(files: Path) -> None:
+    (files / "bad.parquet").write_text("nope")
+    result = run("count", "bad.parquet", "w.sql", "-s", "schema.yaml")
+    assert_input_error(result, "cannot read bad.parquet as Parquet: ")
+    assert "too small to be a Parquet file" in result.output
+
+
+# -- absurd integer bounds ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("bound", "shown"), [("1e23", "'1e23'"), ("1.0e+23", "1e+23"), ("0.5", "0.5"), ("true", "True")]
+)
+@pytest.mark.parametrize("command", ["schema check", "count", "overlap", "treewidth"])
+def test_non_integer_bound(files: Path, bound: str, shown: str, command: str) -> None:
+    spec = f"{{type: integer, min: 0, max: {bound}}}"
+    (files / "big.yaml").write_text(f"attributes:\n  age: {spec}\n")
+    args = ["big.yaml"] if command == "schema check" else ["w.sql", "-s", "big.yaml"]
+    if command == "count":
+        (files / "d.csv").write_text("age\n3\n")
+        args = ["d.csv", *args]
+    result = run(*command.split(), *args)
+    assert_input_error(
+        result,
+        f"big.yaml: attribute 'age' (integer): max {shown} is not an integer (hint: write max "
+        "as a whole number in digits, e.g. max: 120; a float such as 1e23 cannot name one "
+        "integer exactly)",
+    )
+
+
+def test_too_many_integer_codes(files: Path) -> None:
+    spec = "{type: integer, min: 0, max: 99999999999}"
+    (files / "wide.yaml").write_text(f"attributes:\n  age: {spec}\n")
+    assert_input_error(
+        run("schema", "check", "wide.yaml"),
+        "wide.yaml: attribute 'age' (integer): min 0 to max 99999999999 is 100,000,000,000 "
+        "values, more than 2**31 (hint: narrow the range, or declare a binned attribute "
+        "(type: binned, edges: [...]) for a wide numeric range)",
+    )
+
+
+# -- ragged CSV rows and stray quotes ----------------------------------------------------------
+
+CSV_HINT = "(hint: fix that line (quote fields that contain the delimiter), or check --delimiter)"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("age,sex\n20,M\n40,F,extra\n50,M\n", "bad.csv:3: a row of 3 fields, expected 2"),
+        ("age,sex\n20,M\n40\n50,M\n", "bad.csv:3: a row of 1 field, expected 2"),
+        ('age,sex\n20,M\n40,"F\n50,M\n', "bad.csv:3: a value with an unterminated quote"),
+    ],
+)
+@pytest.mark.parametrize(
+    "flags", [[], ["--no-header", "--delimiter", ",", "--skip-rows", "1"]], ids=["sniffed", "given"]
+)
+def test_ragged_csv_names_the_line(files: Path, text: str, message: str, flags: list[str]) -> None:
+    (files / "bad.csv").write_text(text)
+    result = run("count", "bad.csv", "w.sql", "-s", "schema.yaml", *flags)
+    assert_input_error(result, f"{message} {CSV_HINT}")
+
+
+# -- "note: 0 search nodes" --------------------------------------------------------------------
+
+
+def test_search_note_says_proved_at_the_root(files: Path) -> None:
+    (files / "w2.sql").write_text("age > 30\nage > 40\nsex = 'M'\nage < 50 AND sex = 'F'\n")
+    result = run("overlap", "w2.sql", "-s", "schema.yaml", "--method", "branch-bound")
+    assert result.exit_code == 0, result.output
+    assert "note: proved at the root (no branching needed)" in result.output
+    assert "0 search nodes" not in result.output
+
+
+def test_search_note_counts_nodes() -> None:
+    from tessera.overlap.solve import _nodes_note
+
+    assert _nodes_note(0) == "proved at the root (no branching needed)"
+    assert _nodes_note(1) == "1 search node"
+    assert _nodes_note(12) == "12 search nodes"
+
+
+# -- query names in any script -----------------------------------------------------------------
+
+
+def test_unicode_query_name(files: Path) -> None:
+    from tessera.domain import Domain
+    from tessera.workload import Workload
+
+    (files / "u.sql").write_text("été: age > 30\nΔ_1: age < 3\n")
+    result = run("workload", "check", "u.sql", "-s", "schema.yaml")
+    assert result.exit_code == 0, result.output
+    assert "syntax error" not in result.output
+    w = Workload.load(files / "u.sql", Domain.load(files / "schema.yaml"))
+    assert w.names == ("été", "Δ_1")
+    w.save(files / "u2.sql")
+    assert (files / "u2.sql").read_text() == "été: age >= 31\nΔ_1: age <= 2\n"
