@@ -57,7 +57,7 @@ import numpy.typing as npt
 from tessera.domain import Domain
 from tessera.errors import QueryError, ResourceError
 from tessera.intervals import IntervalSet
-from tessera.query import Predicate, Query, _predicate_sql
+from tessera.query import Predicate, Query, predicate_sql
 from tessera.value_classes import ValueClasses, value_classes
 
 IntArray = npt.NDArray[np.int64]
@@ -545,7 +545,7 @@ def _classes_codes(vc: ValueClasses, classes: npt.NDArray[np.integer]) -> Interv
 
 def _sql(node: Node, domain: Domain) -> str:
     if isinstance(node, Predicate):
-        return _predicate_sql(domain[node.attribute], node.coverage)
+        return predicate_sql(domain[node.attribute], node.coverage)
     if not node.children:
         return "TRUE" if isinstance(node, And) else "FALSE"
     conjunctive = isinstance(node, And)

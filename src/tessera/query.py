@@ -110,13 +110,24 @@ class Query:
         return all(x[domain.index(p.attribute)] in p.coverage for p in self.predicates)
 
     # -- printing -----------------------------------------------------------------------------
-    def to_sql(self, domain: Domain) -> str:
-        """A WHERE clause that :func:`tessera.parse.parse_query` maps back to this query."""
+    def to_sql(self, domain: Domain, memo: dict[int, str] | None = None) -> str:
+        """A WHERE clause that :func:`tessera.parse.parse_query` maps back to this query.
+
+        ``memo`` (by predicate object) saves re-printing the predicates that many queries of a
+        large workload share."""
         if not self.predicates:
             return "TRUE"
-        return " AND ".join(
-            _predicate_sql(domain[p.attribute], p.coverage) for p in self.predicates
-        )
+        if memo is None:
+            return " AND ".join(
+                predicate_sql(domain[p.attribute], p.coverage) for p in self.predicates
+            )
+        parts = []
+        for p in self.predicates:
+            text = memo.get(id(p))
+            if text is None:
+                text = memo[id(p)] = predicate_sql(domain[p.attribute], p.coverage)
+            parts.append(text)
+        return " AND ".join(parts)
 
 
 # -- set relations (docs/theory.md §2) --------------------------------------------------------
@@ -187,7 +198,8 @@ def _literal(attr: Attribute, code: int) -> str:
     return "'" + str(value).replace("'", "''") + "'"
 
 
-def _predicate_sql(attr: Attribute, cov: IntervalSet) -> str:
+def predicate_sql(attr: Attribute, cov: IntervalSet) -> str:
+    """The SQL condition of one predicate (``FALSE`` when empty), as parse_query reads it."""
     col = _quote_name(attr.name)
     if not cov:
         return "FALSE"

@@ -43,6 +43,7 @@ next step if the formats grow.
 
 from __future__ import annotations
 
+import functools
 import gc
 import json
 import math
@@ -55,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import yaml
 
 from tessera.clause import BooleanClause
@@ -165,31 +167,41 @@ class Workload:
             out.extend([p.weight] * p.n_cells_in(self.domain))
         return tuple(out)
 
+    @functools.cached_property
+    def family_starts(self) -> npt.NDArray[np.int64]:
+        """Index (expanded order) of each family's first cell, then the end: len + 1 entries."""
+        sizes = [p.n_cells_in(self.domain) for p in self.partitions]
+        return np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]) + len(self.queries)
+
+    def family_at(self, i: int) -> tuple[int, int]:
+        """(family number, cell number within it) of query ``i`` (a cell, expanded order)."""
+        starts = self.family_starts
+        if not len(self.queries) <= i < int(starts[-1]):
+            raise IndexError(f"query {i} is not a cell of the workload's families")
+        f = int(np.searchsorted(starts, i, side="right")) - 1
+        return f, i - int(starts[f])
+
     def name_of(self, i: int) -> str:
         """The name of query ``i`` in expanded order (a cell: ``family[attr=value, …]``),
         without expanding anything."""
         if i < len(self.queries):
             return self.names[i]
-        i -= len(self.queries)
-        for p in self.partitions:
-            n = p.n_cells_in(self.domain)
-            if i < n:
-                index = np.unravel_index(i, p.shape_in(self.domain))
-                label = ", ".join(
-                    f"{a}={group_label(self.domain, a, p.axis_groups(self.domain, k)[int(j)])}"
-                    for k, (a, j) in enumerate(zip(p.attributes, index)))
-                return f"{p.name}[{label}]"
-            i -= n
-        raise IndexError(f"query {i} is past the workload's {self.n_queries} queries")
+        f, cell = self.family_at(i)
+        p = self.partitions[f]
+        index = np.unravel_index(cell, p.shape_in(self.domain))
+        parts = []
+        for k, (a, j) in enumerate(zip(p.attributes, index)):
+            if p.groups[k] is None:  # a marginal axis: one code per group
+                parts.append(f"{a}={self.domain[a].label(int(j))}")
+            else:
+                parts.append(f"{a}={group_label(self.domain, a, p.groups[k][int(j)])}")
+        return f"{p.name}[{', '.join(parts)}]"
 
     def weight_of(self, i: int) -> float:
         """The weight of query ``i`` in expanded order."""
         if i < len(self.queries):
             return self.weights[i]
-        for p, cells in self.family_slices():
-            if cells.start <= i < cells.stop:
-                return p.weight
-        raise IndexError(f"query {i} is past the workload's {self.n_queries} queries")
+        return self.partitions[self.family_at(i)[0]].weight
 
     def all_names(self) -> Iterator[str]:
         """Every query's name in expanded order (lazily)."""

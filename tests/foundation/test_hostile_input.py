@@ -162,11 +162,11 @@ def test_search_note_says_proved_at_the_root(files: Path) -> None:
 
 
 def test_search_note_counts_nodes() -> None:
-    from tessera.overlap.solve import _nodes_note
+    from tessera.overlap.solve import nodes_note
 
-    assert _nodes_note(0) == "proved at the root (no branching needed)"
-    assert _nodes_note(1) == "1 search node"
-    assert _nodes_note(12) == "12 search nodes"
+    assert nodes_note(0) == "proved at the root (no branching needed)"
+    assert nodes_note(1) == "1 search node"
+    assert nodes_note(12) == "12 search nodes"
 
 
 # -- query names in any script -----------------------------------------------------------------

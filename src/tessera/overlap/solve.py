@@ -358,7 +358,7 @@ def _direct_route(
     return None
 
 
-def _nodes_note(nodes: int) -> str:
+def nodes_note(nodes: int) -> str:
     """How much search the proof took, in words a user reads: no nodes means the first bound
     already met the best solution."""
     if nodes == 0:
@@ -406,7 +406,7 @@ def _search_route(
 
     sol = run_search(limit)
     if sol.exact:
-        return proven(sol, search, _nodes_note(sol.nodes))
+        return proven(sol, search, nodes_note(sol.nodes))
     bounds = {search: sol.upper}
     if portfolio:
         left = remaining()
@@ -424,7 +424,7 @@ def _search_route(
             if left is None or left > 0.1:
                 again = run_search(None if left is None else 0.9 * left)
                 if again.exact:
-                    return proven(again, search, _nodes_note(again.nodes))
+                    return proven(again, search, nodes_note(again.nodes))
                 bounds[search] = min(bounds[search], again.upper)
                 if again.lower > sol.lower:
                     sol = again

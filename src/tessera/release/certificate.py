@@ -30,6 +30,7 @@ from tessera import __version__
 from tessera.errors import TesseraError
 from tessera.mechanisms.record import MechanismRecord
 from tessera.privacy import Definition
+from tessera.query import Query
 from tessera.release.budget import DISCRETE_LAPLACE, Budget
 from tessera.release.ledger import Charge
 from tessera.release.plan import INTERVAL_LEVEL, NoisePlan, noise_plan
@@ -51,12 +52,17 @@ _NOT_GDP = ("μ-GDP: not proven for the discrete Gaussian that ran (a continuous
             "the same σ would be μ-GDP with μ = √(2ρ)); the proven guarantee is ρ-zCDP")
 
 
+def _sql(q: Any, domain: Any, memo: dict[int, str]) -> str:
+    return q.to_sql(domain, memo) if isinstance(q, Query) else q.to_sql(domain)
+
+
 def workload_hash(workload: Workload) -> str:
     """SHA-256 of the canonical workload: the schema, and each query's canonical SQL, name and
     weight, in order. Two files that parse to the same workload have the same hash."""
+    memo: dict[int, str] = {}  # predicates shared by many queries are printed once
     doc: dict[str, Any] = {
         "domain": workload.domain.to_dict(),
-        "queries": [[q.to_sql(workload.domain), n, float(w)]
+        "queries": [[_sql(q, workload.domain, memo), n, float(w)]
                     for q, n, w in zip(workload.queries, workload.names, workload.weights)],
     }
     if workload.partitions:  # (absent for predicate workloads: their hashes stay as they were)
