@@ -142,6 +142,11 @@ class Attribute(ABC):
         integer range can be the (valid) contradiction.
         """
 
+    def literal_note(self, literal: Any) -> str | None:
+        """Why ``attr = literal`` is valid SQL yet holds for no value (a literal outside an
+        integer range, a fraction on an integer attribute), or ``None``: a workload warning."""
+        return None
+
     def compare(self, op: Comparison, literal: Any) -> IntervalSet:
         """Coverage of ``attr op literal`` among the non-missing codes."""
         hint = (
@@ -342,6 +347,21 @@ class IntegerRange(Attribute):
         if not self.lo <= int(v) <= self.hi:
             return IntervalSet.empty()
         return IntervalSet.points([int(v) - self.lo])
+
+    def literal_note(self, literal: Any) -> str | None:
+        try:
+            v = _as_number(self, literal)
+        except QueryError:
+            return None  # code_of's error to raise
+        if isinstance(v, float) and not v.is_integer():
+            return (f"{_number_text(v)} is not an integer, and {self.name} takes integers; "
+                    "no row can have this value")
+        if isinstance(v, float) and abs(v) >= 2.0**53:
+            return None  # code_of refuses it
+        if not self.lo <= int(v) <= self.hi:
+            return (f"{int(v)} is outside {self.name}'s range {self.lo}..{self.hi}; "
+                    "no row can have this value")
+        return None
 
     def compare(self, op: Comparison, literal: Any) -> IntervalSet:
         return _halfline(op, _as_number(self, literal) - self.lo, self.n_values)

@@ -168,12 +168,16 @@ class Domain:
             )
         if "attributes" not in data:
             if all(isinstance(v, int) and not isinstance(v, bool) for v in data.values()):
-                for k, v in data.items():
-                    if v < 1:
-                        raise SchemaError(
-                            f"Private-PGM domain: attribute {k!r} has size {v}",
-                            hint="sizes are numbers of codes, ≥ 1",
-                        )
+                small = [
+                    SchemaError(
+                        f"Private-PGM domain: attribute {k!r} has size {v}",
+                        hint="sizes are numbers of codes, ≥ 1",
+                    )
+                    for k, v in data.items()
+                    if v < 1
+                ]
+                if small:
+                    raise SchemaError.combine(small)
                 return Domain(
                     tuple(IntegerRange(name=str(k), lo=0, hi=int(v) - 1) for k, v in data.items())
                 )
@@ -182,17 +186,29 @@ class Domain:
                 hint=did_you_mean(str(next(iter(data))), ["attributes"], 0.6),
             )
         attrs = data["attributes"]
+        items: list[tuple[str, Any] | SchemaError] = []
         if isinstance(attrs, Mapping):
             items = [(str(k), v) for k, v in attrs.items()]
         elif isinstance(attrs, list):
-            items = []
             for i, entry in enumerate(attrs):
                 if not isinstance(entry, Mapping) or "name" not in entry:
-                    raise SchemaError(f"attributes[{i}]: each entry needs a 'name'")
-                items.append((str(entry["name"]), entry))
+                    items.append(SchemaError(f"attributes[{i}]: each entry needs a 'name'"))
+                else:
+                    items.append((str(entry["name"]), entry))
         else:
             raise SchemaError("'attributes' must be a mapping or a list")
-        return Domain(tuple(attribute_from_dict(name, spec) for name, spec in items))
+        built: list[Attribute] = []
+        errors: list[SchemaError] = []
+        for item in items:  # every attribute's error, in order, not only the first
+            try:
+                if isinstance(item, SchemaError):
+                    raise item
+                built.append(attribute_from_dict(*item))
+            except SchemaError as e:
+                errors.append(e)
+        if errors:
+            raise SchemaError.combine(errors)
+        return Domain(tuple(built))
 
     def to_dict(self) -> dict[str, Any]:
         return {"attributes": {a.name: a.to_dict() for a in self.attributes}}
@@ -224,5 +240,9 @@ class Domain:
         if p.suffix == ".json":
             p.write_text(json.dumps(self.to_dict(), indent=2) + "\n")
             return
+        p.write_text(self.to_yaml(header=header))
+
+    def to_yaml(self, *, header: str | None = None) -> str:
+        """The schema as YAML text (what :meth:`save` writes), ``header`` comment first."""
         body = yaml.safe_dump(self.to_dict(), sort_keys=False, allow_unicode=True, width=100)
-        p.write_text((header or "") + body)
+        return (header or "") + body

@@ -8,7 +8,7 @@ exits non-zero without a traceback.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 
 class TesseraError(Exception):
@@ -34,6 +34,26 @@ class TesseraError(Exception):
 
 class SchemaError(TesseraError):
     """A malformed or inconsistent public schema (Domain)."""
+
+    @staticmethod
+    def combine(errors: Sequence[SchemaError]) -> SchemaError:
+        """Every error found in one schema: the error itself when there is one, else a
+        :class:`SchemaErrors` printed one per line (as a workload's)."""
+        return errors[0] if len(errors) == 1 else SchemaErrors(errors)
+
+
+class SchemaErrors(SchemaError):
+    """All the errors found in one schema, one per line (each keeps its hint)."""
+
+    def __init__(self, errors: Sequence[SchemaError]) -> None:
+        self.errors = list(errors)
+        super().__init__("\n".join(str(e) for e in self.errors))
+
+    def located(self, where: str) -> SchemaErrors:
+        return SchemaErrors([e.located(where) for e in self.errors])  # type: ignore[misc]
+
+    def __str__(self) -> str:
+        return self.message
 
 
 class QueryError(TesseraError):

@@ -106,6 +106,11 @@ class FastParser:
         self._terms: dict[str, _Term] = {}  # term text -> its evaluation
         self._rejects: dict[str, object] = {}  # text -> _NOT_A_TERM or _INVALID
         self._literals: dict[tuple[Any, ...], IntervalSet] = {}  # see _literal
+        # id(term) -> (term, its notes): terms with a literal that matches no value, warned
+        # about on every line they occur in (parse_query's notes, in the same order); the
+        # term is kept so that its id stays its own
+        self._noted: dict[int, tuple[_Term, tuple[str, ...]]] = {}
+        self._pending: list[str] = []  # notes of the term being evaluated
         # (attribute, spans) -> the shared Predicate (tuples hash in C; equal keys, equal
         # predicates)
         self._interned: dict[tuple[str, Any], Predicate] = {}
@@ -135,16 +140,18 @@ class FastParser:
         )
 
     # -- public -------------------------------------------------------------------------------
-    def parse(self, text: str) -> Query | BooleanClause:
-        """``parse_query(text, domain)``, through the fast path when the clause is simple.
+    def parse(self, text: str, warnings: list[str] | None = None) -> Query | BooleanClause:
+        """``parse_query(text, domain, warnings)``, through the fast path when the clause is
+        simple.
 
         Raises exactly what ``parse_query`` raises (declined clauses go there unchanged; a
-        Boolean clause across attributes comes back from it as it is).
+        Boolean clause across attributes comes back from it as it is) and appends the same
+        notes to ``warnings``.
         """
-        q = self.try_parse(text)
+        q = self.try_parse(text, warnings)
         if q is not None:
             return q
-        q = parse_query(text, self.domain)
+        q = parse_query(text, self.domain, warnings)
         if isinstance(q, BooleanClause) or not ENABLED:
             return q
         return Query(tuple(self.intern(p) for p in q.predicates))
@@ -154,9 +161,10 @@ class FastParser:
         key = (predicate.attribute, predicate.coverage.spans)
         return self._interned.setdefault(key, predicate)
 
-    def try_parse(self, text: str) -> Query | None:
+    def try_parse(self, text: str, warnings: list[str] | None = None) -> Query | None:
         """The query of a simple conjunction, or ``None`` when ``parse_query`` must decide
-        (always ``None`` while :data:`ENABLED` is false)."""
+        (always ``None`` while :data:`ENABLED` is false). ``warnings`` gets ``parse_query``'s
+        notes on literals that match no value."""
         clause = text.strip(" \t")
         if not clause or not ENABLED:
             return None
@@ -173,6 +181,11 @@ class FastParser:
             if careful is None:
                 return None
             found = careful  # type: ignore[assignment]
+        if self._noted and warnings is not None:
+            for t in found:
+                noted = self._noted.get(id(t))
+                if noted is not None:
+                    warnings.extend(noted[1])
         return self._assemble(found)  # type: ignore[arg-type]
 
     # -- internals ----------------------------------------------------------------------------
@@ -265,13 +278,17 @@ class FastParser:
         if name is None:
             return _INVALID
         index = self._index[name]
+        self._pending.clear()
         try:
             cov = self._coverage(m, index)
         except Exception:  # noqa: BLE001 -- any complaint is parse_query's to make
             return _INVALID
         if cov is None:
             return _INVALID
-        return self._make(index, name, cov)
+        term = self._make(index, name, cov)
+        if self._pending:
+            self._noted[id(term)] = (term, tuple(self._pending))
+        return term
 
     def _group(self, inner: str) -> Any:
         """``(t1 OR t2 OR ...)`` on one attribute: φ = the union of the terms' (SQL: the true
@@ -280,7 +297,11 @@ class FastParser:
         if not terms or any(t.index != terms[0].index for t in terms):
             return _NOT_A_TERM
         cov = IntervalSet.of([span for t in terms for span in t.coverage.spans])
-        return self._make(terms[0].index, terms[0].name, cov)
+        term = self._make(terms[0].index, terms[0].name, cov)
+        notes = tuple(n for t in terms for n in self._noted.get(id(t), (t, ()))[1])
+        if notes:
+            self._noted[id(term)] = (term, notes)
+        return term
 
     def _coverage(self, m: re.Match[str], index: int) -> IntervalSet | None:
         """The true part of the term in SQL three-valued logic (as tessera.parse._Parser.tri:
@@ -322,6 +343,10 @@ class FastParser:
             if len(self._literals) >= MAX_TERMS:
                 self._literals.clear()
             self._literals[key] = cov
+        if op == "=" and not cov:  # as parse_query: a literal that matches no value is noted
+            note = self.domain.attributes[index].literal_note(value)
+            if note is not None:
+                self._pending.append(note)
         return cov
 
     def _check_name(self, token: str, quoted: str | None, bare: str | None) -> str | None:

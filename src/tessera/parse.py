@@ -68,11 +68,16 @@ def quote_hyphenated(text: str, domain: Domain) -> str:
     return "".join(pieces)
 
 
-def parse_query(text: str, domain: Domain) -> Query | BooleanClause:
+def parse_query(
+    text: str, domain: Domain, warnings: list[str] | None = None
+) -> Query | BooleanClause:
     """Parse one WHERE clause into a :class:`Query` over ``domain`` (a conjunction of
     predicates) or, for any other Boolean combination, a :class:`BooleanClause`.
 
-    Raises :class:`QueryError` naming the offending part with a hint.
+    Raises :class:`QueryError` naming the offending part with a hint. Valid but suspicious
+    literals (``Pclass IN (0, 7)`` on 1..3, ``Pclass = 1.5``: they match no value) are
+    accepted; a note on each is appended to ``warnings`` when given
+    (:meth:`~tessera.domain.Attribute.literal_note`).
     """
     if not text.strip():
         raise QueryError("empty query", hint="write a WHERE clause such as: age >= 30")
@@ -95,7 +100,7 @@ def parse_query(text: str, domain: Domain) -> Query | BooleanClause:
         raise QueryError(
             "not a single WHERE clause", hint="one condition per line, no SQL keywords after it"
         )
-    parser = _Parser(domain)
+    parser = _Parser(domain, warnings)
     conj = parser.conj(where.this)
     if conj is None:
         # FALSE: a contradiction on the first attribute
@@ -140,8 +145,9 @@ def _plain_syntax_error(desc: str) -> str:
 
 
 class _Parser:
-    def __init__(self, domain: Domain) -> None:
+    def __init__(self, domain: Domain, warnings: list[str] | None = None) -> None:
         self.domain = domain
+        self.warnings = warnings
         #: conjuncts that are Boolean combinations across attributes (where each is true)
         self.clauses: list[Node] = []
 
@@ -249,7 +255,7 @@ class _Parser:
             if node.args.get("query") is not None:
                 raise QueryError("IN (SELECT ...) is not supported", hint="list the values")
             items = [item for item in node.expressions if not isinstance(item, exp.Null)]
-            spans = [span for item in items for span in attr.code_of(self._value(item, attr)).spans]
+            spans = [span for item in items for span in self._code(attr, item).spans]
             cov = IntervalSet.of(spans)
             if len(items) < len(node.expressions):
                 # SQL: x IN (a, NULL) is true for a and *unknown* elsewhere, so its NOT is
@@ -269,11 +275,11 @@ class _Parser:
                 left, right = right, left
                 op = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}.get(op, op)
             self._column(left, attr)
-            value = self._value(right, attr)
             if op == "=":
-                return _Tri(attr.code_of(value), unknown)
+                return _Tri(self._code(attr, right), unknown)
             if op == "<>":
-                return _Tri(attr.code_of(value), unknown).negate(attr)
+                return _Tri(self._code(attr, right), unknown).negate(attr)
+            value = self._value(right, attr)
             return _Tri(attr.compare(op, value), unknown)  # type: ignore[arg-type]
         if isinstance(node, (exp.Sub, exp.Add, exp.Mul, exp.Div)):
             raise QueryError(
@@ -284,6 +290,16 @@ class _Parser:
             f"unsupported condition {node.sql()!r}",
             hint="use =, <>, <, <=, >, >=, BETWEEN, IN, IS NULL, combined with AND, OR, NOT",
         )
+
+    def _code(self, attr: Attribute, node: exp.Expression) -> IntervalSet:
+        """``attr.code_of`` of the literal ``node``, noting a literal that matches no value."""
+        value = self._value(node, attr)
+        cov = attr.code_of(value)
+        if self.warnings is not None and not cov:
+            note = attr.literal_note(value)
+            if note is not None:
+                self.warnings.append(note)
+        return cov
 
     def _column(self, node: exp.Expression, attr: Attribute) -> None:
         if not isinstance(node, exp.Column):

@@ -49,7 +49,7 @@ import json
 import math
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import chain
 from operator import attrgetter
 from pathlib import Path
@@ -106,6 +106,9 @@ class Workload:
     sources: tuple[str, ...] | None = None
     #: Marginals, cube cells, hierarchy levels: disjoint cell queries, never expanded to text.
     partitions: tuple[Partition, ...] = ()
+    #: Valid but suspicious conditions read from the file, one line each (``w.sql:3: 7 is
+    #: outside Pclass's range 1..3; ...``): ``tessera workload check`` prints them.
+    warnings: tuple[str, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
         if not (len(self.queries) == len(self.names) == len(self.weights)):
@@ -128,6 +131,7 @@ class Workload:
         weights: Sequence[float] | None = None,
         sources: Sequence[str] | None = None,
         partitions: Sequence[Partition] = (),
+        warnings: Sequence[str] = (),
     ) -> Workload:
         """A workload from queries; default names are the queries' SQL, default weights 1."""
         qs = tuple(queries)
@@ -138,6 +142,7 @@ class Workload:
             tuple(float(w) for w in weights) if weights is not None else (1.0,) * len(qs),
             tuple(sources) if sources is not None else None,
             tuple(partitions),
+            tuple(warnings),
         )
 
     @staticmethod
@@ -562,6 +567,8 @@ def _load_text(p: Path, text: str, domain: Domain) -> Workload:
     names: list[str] = []
     sources: list[str] = []
     errors: list[TesseraError] = []
+    warnings: list[str] = []
+    notes: list[str] = []
     fast = FastParser(domain)
     where = f"{p}:"
     # Millions of acyclic objects: the cycle collector would only rescan them, so it is off
@@ -584,12 +591,17 @@ def _load_text(p: Path, text: str, domain: Domain) -> Workload:
                 name, clause = m.group(1), m.group(2)
             else:
                 name, clause = line, line
-            query = fast.try_parse(clause)
+            query = fast.try_parse(clause, notes)
+            if notes:
+                warnings.extend(f"{where}{lineno}: {note}" for note in notes)
+                notes.clear()
             if query is None:
                 try:
-                    query = fast.parse(clause)
+                    query = fast.parse(clause, notes)
                 except QueryError as e:
                     errors.append(e.located(f"{where}{lineno}"))
+                warnings.extend(f"{where}{lineno}: {note}" for note in notes)
+                notes.clear()
                 if collecting:
                     gc.collect(0)
                 if query is None:
@@ -608,7 +620,7 @@ def _load_text(p: Path, text: str, domain: Domain) -> Workload:
             where=str(p),
             hint="one WHERE clause per line, e.g. age >= 30",
         )
-    return Workload.of(domain, queries, names, sources=sources)
+    return Workload.of(domain, queries, names, sources=sources, warnings=warnings)
 
 
 def _load_structured(p: Path, text: str, domain: Domain) -> Workload:
@@ -638,6 +650,7 @@ def _load_structured(p: Path, text: str, domain: Domain) -> Workload:
     names: list[str] = []
     weights: list[float] = []
     sources: list[str] = []
+    warnings: list[str] = []
     for i, entry in enumerate(entries):
         where = f"{p}:queries[{i}]"
         if isinstance(entry, str):
@@ -670,11 +683,13 @@ def _load_structured(p: Path, text: str, domain: Domain) -> Workload:
                 QueryError(f"weight {entry.get('weight')!r} is not a number ≥ 0", where=where)
             )
             continue
+        notes: list[str] = []
         try:
-            queries.append(parse_query(str(entry["where"]), domain))
+            queries.append(parse_query(str(entry["where"]), domain, notes))
         except QueryError as e:
             errors.append(e.located(where))
             continue
+        warnings.extend(f"{where}: {note}" for note in notes)
         names.append(str(entry.get("name", entry["where"])))
         weights.append(weight)
         sources.append(where)
@@ -698,7 +713,7 @@ def _load_structured(p: Path, text: str, domain: Domain) -> Workload:
             errors.append(QueryError(f"malformed entry: {e}", where=where))
     if errors:
         raise WorkloadError(errors)
-    return Workload.of(domain, queries, names, weights, sources, families)
+    return Workload.of(domain, queries, names, weights, sources, families, warnings)
 
 
 #: The structured blocks of a YAML/JSON workload (module docstring).

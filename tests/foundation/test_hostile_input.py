@@ -184,3 +184,128 @@ def test_unicode_query_name(files: Path) -> None:
     assert w.names == ("été", "Δ_1")
     w.save(files / "u2.sql")
     assert (files / "u2.sql").read_text() == "été: age >= 31\nΔ_1: age <= 2\n"
+
+
+# -- literals that match no value: accepted, with a warning naming file:line -----------------
+
+PCLASS = (
+    "attributes:\n  Pclass: {type: integer, min: 1, max: 3}\n"
+    "  sex: {type: categorical, values: [M, F]}\n"
+)
+NEVER = "no row can have this value"
+
+
+def test_out_of_range_and_fractional_literals_warn(files: Path) -> None:
+    from tessera.domain import Domain
+    from tessera.workload import Workload
+
+    (files / "p.yaml").write_text(PCLASS)
+    # the same literals twice: the fast parser's memo must not swallow the second warning
+    (files / "w.sql").write_text(
+        "Pclass = 1\nPclass = 2 AND sex = 'M'\nPclass IN (0, 7)\nPclass = 1.5\n"
+        "Pclass IN (0, 7) AND sex = 'F'\nPclass = 1.5\nPclass < 1.5\n"
+    )
+    expected = [
+        f"w.sql:3: 0 is outside Pclass's range 1..3; {NEVER}",
+        f"w.sql:3: 7 is outside Pclass's range 1..3; {NEVER}",
+        f"w.sql:4: 1.5 is not an integer, and Pclass takes integers; {NEVER}",
+        f"w.sql:5: 0 is outside Pclass's range 1..3; {NEVER}",
+        f"w.sql:5: 7 is outside Pclass's range 1..3; {NEVER}",
+        f"w.sql:6: 1.5 is not an integer, and Pclass takes integers; {NEVER}",
+    ]
+    result = run("workload", "check", "w.sql", "-s", "p.yaml")
+    assert result.exit_code == 0, result.output
+    assert [line for line in result.stderr.splitlines() if line.startswith("warning:")] == [
+        f"warning: {w}" for w in expected
+    ]
+    w = Workload.load(Path("w.sql"), Domain.load(files / "p.yaml"))
+    assert list(w.warnings) == expected
+    assert not w.queries[2].predicates[0].coverage  # still accepted: a contradiction
+
+
+def test_literal_warning_in_structured_workload(files: Path) -> None:
+    (files / "p.yaml").write_text(PCLASS)
+    (files / "w.yaml").write_text('queries:\n  - {name: q, where: "Pclass <> 9"}\n')
+    result = run("workload", "check", "w.yaml", "-s", "p.yaml")
+    assert result.exit_code == 0, result.output
+    assert f"warning: w.yaml:queries[0]: 9 is outside Pclass's range 1..3; {NEVER}" in (
+        result.stderr
+    )
+
+
+# -- a broken schema reports every error ---------------------------------------------------------
+
+
+def test_schema_reports_every_error(files: Path) -> None:
+    (files / "bad.yaml").write_text(
+        "attributes:\n  a: {type: integer, min: 5, max: 1}\n  b: {type: categorical}\n"
+        "  c: {type: integer, min: 0, max: 3}\n  d: {type: intger}\n"
+    )
+    result = run("schema", "check", "bad.yaml")
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines() == [
+        "error: bad.yaml: attribute 'a': min 5 > max 1 (hint: swap them)",
+        "error: bad.yaml: attribute 'b' (categorical): 'values' must be a list, got None "
+        "(hint: values: [a, b, c])",
+        "error: bad.yaml: attribute 'd': unknown type 'intger' (hint: one of ['binned', "
+        "'boolean', 'categorical', 'integer']; did you mean 'integer'?)",
+    ]
+
+
+def test_domain_from_dict_raises_all_errors_together() -> None:
+    from tessera.domain import Domain
+    from tessera.errors import SchemaError
+
+    with pytest.raises(SchemaError) as info:
+        Domain.from_dict({"attributes": [{"name": "a", "type": "integer", "min": 2, "max": 1},
+                                         {"type": "boolean"},
+                                         {"name": "c", "type": "boolean"}]})
+    assert str(info.value).splitlines() == [
+        "attribute 'a': min 2 > max 1 (hint: swap them)",
+        "attributes[1]: each entry needs a 'name'",
+    ]
+
+
+# -- schema infer to stdout ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("flags", [[], ["-o", "-"]], ids=["no-output", "dash"])
+def test_schema_infer_to_stdout(files: Path, flags: list[str]) -> None:
+    from tessera.infer import NOT_PRIVATE_HEADER
+
+    (files / "d.csv").write_text("a,b\n1,x\n3,y\n")
+    result = run("schema", "infer", "d.csv", *flags)
+    assert result.exit_code == 0, result.output
+    assert result.stdout == NOT_PRIVATE_HEADER + (
+        "attributes:\n  a:\n    type: integer\n    min: 1\n    max: 3\n"
+        "  b:\n    type: categorical\n    values:\n    - x\n    - y\n"
+    )
+    assert "WARNING: this schema was inferred from the data and is NOT PRIVATE." in (
+        result.stderr
+    )
+    assert not (files / "-").exists()
+
+
+@pytest.mark.parametrize(
+    "clause",
+    ["Pclass IN (0, 7)", "(Pclass = 9 OR Pclass = 1) AND sex = 'M'", "Pclass NOT IN (4, 1.5)",
+     "Pclass != 0"],
+)
+def test_fast_path_warns_as_the_main_parser(clause: str) -> None:
+    from tessera.domain import Domain
+    from tessera.fastparse import FastParser
+    from tessera.parse import parse_query
+
+    domain = Domain.from_dict(yaml_load(PCLASS))
+    fast = FastParser(domain)
+    for _ in range(2):  # the second time from the memo
+        notes: list[str] = []
+        slow: list[str] = []
+        assert fast.try_parse(clause, notes) == parse_query(clause, domain, slow)
+        assert notes == slow != []
+
+
+def yaml_load(text: str):  # type: ignore[no-untyped-def]
+    import yaml
+
+    return yaml.safe_load(text)

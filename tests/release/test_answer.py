@@ -315,3 +315,17 @@ def test_structured_workload_release_end_to_end(tmp_path: Path) -> None:
     long = pd.read_csv(out, comment="#")
     assert list(long.columns[:3]) == ["family", "cell", "answer"] and len(long) == wl.n_queries
     assert long["cell"].iloc[2] == "age=0, sex=F"
+
+
+def test_a_data_error_is_reported_before_the_ledger_is_charged(tmp_path: Path) -> None:
+    """Values outside the schema reach the curator before any budget is spent, and nothing
+    data-dependent is raised after a charge (found by the privacy review)."""
+    from tessera.errors import DataError
+
+    book = Ledger.init(tmp_path / "l.sqlite", total=1.0, definition="pure",
+                       neighbours=Neighbours.ADD_REMOVE, domain=DOMAIN, dataset="t")
+    bad = _frame(100)
+    bad.loc[3, "region"] = "Z"
+    with pytest.raises(DataError, match="region"):
+        answer(bad, WL, Budget.of(epsilon=1.0), ledger=book, seed=1)
+    assert book.releases() == () and book.spent() == 0.0

@@ -232,11 +232,30 @@ class GaussianDP(TradeOff):
         while float(self.delta(hi)) > delta:
             hi *= 2.0
         root = optimize.brentq(lambda e: float(self.delta(e)) - delta, 0.0, hi, xtol=1e-14)
-        # brentq's root may sit on either side; step up until the profile is ≤ δ (safe).
+        # brentq's root may sit on either side, and δ(ε) in floating point is off by up to
+        # ~1e-11 relative for a small μ (Φ(a) − e^ε Φ(b) cancels): step up, by a step that
+        # doubles from one ulp, until even the largest δ the rounding allows is ≤ δ (safe).
         eps = float(root)
-        while float(self.delta(eps)) > delta:
-            eps = round_up(eps) + 1e-15
+        step = math.ulp(eps)
+        while self._delta_upper(eps) > delta:
+            eps += step
+            step *= 2.0
         return eps
+
+    def _delta_upper(self, e: float) -> float:
+        """δ(e) plus a bound on its floating-point error: ≥ the true δ(e).
+
+        δ = exp(a)·(−expm1(b − a)) with a = log Φ(x_a), b = e + log Φ(x_b); each log Φ is off by
+        a few ulps of itself plus x² ulps from rounding x (d log Φ/dx ≈ |x| in the tail), so
+        b − a is off by ``err`` absolute and δ by about exp(a)·err; a factor 8 covers the
+        constants."""
+        mu = self.mu
+        xa, xb = -e / mu + mu / 2.0, -e / mu - mu / 2.0
+        a = float(special.log_ndtr(xa))
+        b = e + float(special.log_ndtr(xb))
+        value = math.exp(a) * -math.expm1(min(b - a, 0.0))
+        err = (abs(a) + abs(b) + e + xa * xa + xb * xb + 4.0) * 2.0**-52
+        return max(value, 0.0) + 8.0 * err * math.exp(a)
 
     def describe(self) -> str:
         return f"G_{self.mu:.6g}"
@@ -295,6 +314,11 @@ class EpsDelta(TradeOff):
 
     def to_piecewise_linear(self, grid: int = DEFAULT_GRID) -> PiecewiseLinear:
         one = 1.0 - self.delta_
+        if 1.0 - one > self.delta_:
+            # 1 − δ rounded down: its jump 1 − f(0) would exceed δ, so ε(δ) would be ∞. The
+            # next float up has 1 − f(0) ≤ δ exactly (Sterbenz: 1 − x is exact near 1): f(0)
+            # is then off by < 2⁻⁵³, far inside the 1e-12 that every ε is rounded up by.
+            one = math.nextafter(one, 2.0)
         if one <= 0.0:
             return PiecewiseLinear(np.array([0.0, 1.0]), np.array([0.0, 0.0]), Exactness.EXACT)
         a_star = one / (1.0 + math.exp(self.eps))

@@ -22,13 +22,14 @@ True
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 from scipy.optimize import minimize_scalar
 
 from tessera.errors import TesseraError
 
-__all__ = ["delta_for_epsilon", "epsilon_for_delta", "rho_for_epsilon_delta"]
+__all__ = ["bisect", "delta_for_epsilon", "epsilon_for_delta", "rho_for_epsilon_delta"]
 
 
 def _log_delta(rho: float, eps: float, alpha: float) -> float:
@@ -47,8 +48,10 @@ def delta_for_epsilon(rho: float, eps: float) -> float:
         raise TesseraError(f"ε must be ≥ 0, got {eps!r}")
     # the minimiser is near α* = (ε + ρ)/(2ρ) + 1 (the Bun–Steinke optimum); search around it
     centre = max(1.0 + 1e-9, (eps + rho) / (2.0 * rho) + 1.0)
-    grid = centre * np.geomspace(0.05, 20.0, 161)
-    grid = grid[grid > 1.0 + 1e-12]
+    # around it, and down to α → 1⁺ (small ε with large ρ has its minimum there)
+    grid = np.concatenate([1.0 + np.geomspace(1e-9, 1.0, 81),
+                           centre * np.geomspace(0.05, 20.0, 161)])
+    grid = np.unique(grid[grid > 1.0 + 1e-12])
     values = [_log_delta(rho, eps, float(a)) for a in grid]
     i = int(np.argmin(values))
     lo = float(grid[max(i - 1, 0)])
@@ -62,6 +65,21 @@ def delta_for_epsilon(rho: float, eps: float) -> float:
     return float(min(1.0, math.exp(best)))
 
 
+def bisect(below: Callable[[float], bool], lo: float, hi: float) -> tuple[float, float]:
+    """Shrink [lo, hi] around the boundary of a monotone predicate, ``below(lo)`` true and
+    ``below(hi)`` false, to a relative width of 1e-12: the caller keeps the end that is safe
+    for it (``lo`` satisfies the predicate, ``hi`` does not)."""
+    for _ in range(100):
+        mid = 0.5 * (lo + hi)
+        if below(mid):
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-12 * hi:
+            break
+    return lo, hi
+
+
 def epsilon_for_delta(rho: float, delta: float) -> float:
     """The smallest ε found with δ(ε) ≤ ``delta`` (bisection keeping the safe, upper end)."""
     if not 0.0 < delta < 1.0:
@@ -71,16 +89,7 @@ def epsilon_for_delta(rho: float, delta: float) -> float:
     hi = rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))  # Bun–Steinke: always enough
     while delta_for_epsilon(rho, hi) > delta:  # (cannot happen in exact arithmetic)
         hi *= 1.0 + 1e-9
-    lo = 0.0
-    for _ in range(100):
-        mid = 0.5 * (lo + hi)
-        if delta_for_epsilon(rho, mid) <= delta:
-            hi = mid
-        else:
-            lo = mid
-        if hi - lo <= 1e-12 * hi:
-            break
-    return hi
+    return bisect(lambda e: delta_for_epsilon(rho, e) > delta, 0.0, hi)[1]
 
 
 def rho_for_epsilon_delta(eps: float, delta: float) -> float:
@@ -92,14 +101,7 @@ def rho_for_epsilon_delta(eps: float, delta: float) -> float:
     lo, hi = 0.0, max(eps, 1.0)
     while epsilon_for_delta(hi, delta) <= eps:
         lo, hi = hi, 2.0 * hi
-    for _ in range(100):
-        mid = 0.5 * (lo + hi)
-        if epsilon_for_delta(mid, delta) <= eps:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo <= 1e-12 * hi:
-            break
+    lo, hi = bisect(lambda r: epsilon_for_delta(r, delta) <= eps, lo, hi)
     if not (lo > 0 and epsilon_for_delta(lo, delta) <= eps):
         raise TesseraError(f"no ρ > 0 meets (ε, δ) = ({eps}, {delta})")
     return lo

@@ -12,10 +12,15 @@ from tessera.cli.common import (
     Command,
     DataArg,
     DelimiterOpt,
+    DeltaOpt,
+    LabelOpt,
     NaOpt,
     NeighboursOpt,
     NoHeaderOpt,
+    OnInvalidOpt,
+    RhoOpt,
     SchemaOpt,
+    SeedOpt,
     SkipRowsOpt,
     TableOpt,
     WorkloadArg,
@@ -44,10 +49,8 @@ def answer(
         float | None, typer.Option("--epsilon", "-e", help="Pure ε-DP (discrete Laplace), or "
                                    "(ε,δ)-DP with --delta (discrete Gaussian).")
     ] = None,
-    delta: Annotated[float | None, typer.Option("--delta", help="δ of an (ε,δ) budget.")] = None,
-    rho: Annotated[
-        float | None, typer.Option("--rho", help="ρ-zCDP (discrete Gaussian).")
-    ] = None,
+    delta: DeltaOpt = None,
+    rho: RhoOpt = None,
     mu: Annotated[
         float | None, typer.Option("--mu", help="μ-GDP target (discrete Gaussian at ρ = μ²/2; "
                                    "the certificate states what is proven).")
@@ -78,17 +81,13 @@ def answer(
         Path | None, typer.Option("--ledger", help="Budget ledger to charge before release "
                                   "(tessera ledger init).")
     ] = None,
-    label: Annotated[str | None, typer.Option("--label", help="Name of the release.")] = None,
+    label: LabelOpt = None,
     time_limit: Annotated[
         float, typer.Option("--time-limit", help="Seconds per overlap solve (past it, a proven "
                             "upper bound calibrates).")
     ] = 60.0,
-    seed: Annotated[
-        int | None, typer.Option("--seed", help="Seeded noise for TESTS: output NOT PRIVATE.")
-    ] = None,
-    on_invalid: Annotated[
-        str, typer.Option(help="Values outside the schema: 'error' (default) or 'drop'.")
-    ] = "error",
+    seed: SeedOpt = None,
+    on_invalid: OnInvalidOpt = "error",
     no_header: NoHeaderOpt = False,
     delimiter: DelimiterOpt = None,
     na: NaOpt = None,

@@ -156,6 +156,15 @@ NeighboursOpt = Annotated[
 
 # -- options of the commands that read data ------------------------------------------------------
 
+OnInvalidOpt = Annotated[
+    str, typer.Option(help="Values outside the schema: 'error' (default) or 'drop' (reported).")
+]
+SeedOpt = Annotated[
+    int | None, typer.Option("--seed", help="Seeded randomness for TESTS: output NOT PRIVATE.")
+]
+DeltaOpt = Annotated[float | None, typer.Option("--delta", help="δ of an (ε,δ) budget.")]
+RhoOpt = Annotated[float | None, typer.Option("--rho", help="ρ-zCDP (discrete Gaussian).")]
+LabelOpt = Annotated[str | None, typer.Option("--label", help="Name of the release.")]
 NoHeaderOpt = Annotated[
     bool, typer.Option("--no-header", help="CSV without a header row: columns follow the schema.")
 ]

@@ -17,6 +17,7 @@ from tessera.cli.common import (
     JsonOpt,
     NaOpt,
     NoHeaderOpt,
+    OnInvalidOpt,
     SchemaOpt,
     SkipRowsOpt,
     TableOpt,
@@ -60,9 +61,7 @@ def count(
         ),
     ] = None,
     as_json: JsonOpt = False,
-    on_invalid: Annotated[
-        str, typer.Option(help="Values outside the schema: 'error' (default) or 'drop' (reported).")
-    ] = "error",
+    on_invalid: OnInvalidOpt = "error",
     no_header: NoHeaderOpt = False,
     delimiter: DelimiterOpt = None,
     na: NaOpt = None,

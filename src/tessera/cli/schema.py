@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -40,8 +41,10 @@ def infer(
         Path, typer.Argument(help="CSV or Parquet file.", metavar="DATA", exists=True)
     ],
     output: Annotated[
-        Path, typer.Option("--output", "-o", help="Where to write the draft schema (YAML/JSON).")
-    ],
+        Path | None,
+        typer.Option("--output", "-o", help="Where to write the draft schema (YAML/JSON); "
+                     "without it (or with -), the YAML goes to stdout."),
+    ] = None,
     no_header: NoHeaderOpt = False,
     delimiter: DelimiterOpt = None,
     na: NaOpt = None,
@@ -58,14 +61,20 @@ def infer(
         max_categories=max_categories,
         bins=bins,
     )
-    domain.save(output, header=NOT_PRIVATE_HEADER)
+    to_stdout = output is None or str(output) == "-"
+    if to_stdout:
+        sys.stdout.write(domain.to_yaml(header=NOT_PRIVATE_HEADER))
+        sys.stdout.flush()
+    else:
+        domain.save(output, header=NOT_PRIVATE_HEADER)
     err.print(
         "[bold yellow]WARNING: this schema was inferred from the data and is NOT PRIVATE.[/] "
         "Its bounds and value lists leak the data; replace them with public knowledge "
         "before any private release.",
         markup=True,
     )
-    _print(domain, f"Draft schema written to {output}")
+    if not to_stdout:  # stdout holds the YAML alone
+        _print(domain, f"Draft schema written to {output}")
 
 
 @user_errors

@@ -15,11 +15,15 @@ from tessera.cli.common import (
     Command,
     DataArg,
     DelimiterOpt,
+    DeltaOpt,
     JsonOpt,
     NaOpt,
     NeighboursOpt,
     NoHeaderOpt,
+    OnInvalidOpt,
+    RhoOpt,
     SchemaOpt,
+    SeedOpt,
     SkipRowsOpt,
     TableOpt,
     WorkloadArg,
@@ -33,9 +37,6 @@ from tessera.cli.common import (
 if TYPE_CHECKING:
     from tessera.synth.synthesizer import FittedSynthesizer
 
-OnInvalidOpt = Annotated[
-    str, typer.Option(help="Values outside the schema: 'error' (default) or 'drop'.")
-]
 
 
 def register(app: typer.Typer) -> None:
@@ -55,8 +56,8 @@ def synth(
         float | None, typer.Option("--epsilon", "-e", help="Pure ε-DP, or (ε,δ)-DP with "
                                    "--delta (run as the ρ-zCDP that implies it).")
     ] = None,
-    delta: Annotated[float | None, typer.Option("--delta", help="δ of an (ε,δ) budget.")] = None,
-    rho: Annotated[float | None, typer.Option("--rho", help="ρ-zCDP.")] = None,
+    delta: DeltaOpt = None,
+    rho: RhoOpt = None,
     mu: Annotated[
         float | None, typer.Option("--mu", help="μ-GDP target (run as ρ = μ²/2-zCDP; μ-GDP "
                                    "itself is not proven).")
@@ -83,10 +84,7 @@ def synth(
         Path | None, typer.Option("--record", help="Write the run record (JSON): privacy "
                                   "spent, parameters, timings, width.")
     ] = None,
-    seed: Annotated[
-        int | None, typer.Option("--seed", help="Seeded randomness for TESTS: output NOT "
-                                 "PRIVATE.")
-    ] = None,
+    seed: SeedOpt = None,
     on_invalid: OnInvalidOpt = "error",
     no_header: NoHeaderOpt = False,
     delimiter: DelimiterOpt = None,

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from tessera.cli.common import Command, Group, SchemaOpt, WorkloadArg, out, user_errors
+from tessera.cli.common import Command, Group, SchemaOpt, WorkloadArg, err, out, user_errors
 
 if TYPE_CHECKING:
     from tessera.workload import FamilyStats, Workload
@@ -35,6 +35,8 @@ def check(workload: WorkloadArg, schema: SchemaOpt) -> None:
     from tessera.workload import Workload
 
     w = Workload.load(workload, Domain.load(schema))
+    for warning in w.warnings:
+        err.print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)
     s = w.stats()
     f = s.families
     title = f"{workload}: {s.n_queries} queries"

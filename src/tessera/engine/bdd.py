@@ -42,12 +42,37 @@ SymmetricOp = Literal["or", "and", "xor", "at_least"]
 
 
 def bdd_manager(names: Iterable[str]) -> Any:
-    """A fresh ``dd.autoref.BDD`` with ``names`` declared in this order (levels 0, 1, …)."""
+    """A fresh ``dd.autoref.BDD`` with ``names`` declared in this order (levels 0, 1, …).
+
+    Its node table is a :func:`_quiet_table`: queries kept alive until the program exits are
+    collected with their manager (in a reference cycle, or at interpreter shutdown) in any order,
+    and ``dd``'s own finaliser, run first, asserts that no node is referenced any more -- an
+    ``AssertionError`` whose report itself fails (``KeyError: '__main__'`` from ``inspect``),
+    printed as "Exception ignored in BDD.__del__"."""
     from dd.autoref import BDD
 
     mgr = BDD()
+    mgr._bdd.__class__ = _quiet_table()
     mgr.declare(*names)
     return mgr
+
+
+_QUIET: list[type] = []
+
+
+def _quiet_table() -> type:
+    """``dd.bdd.BDD`` without its finaliser: a table that is going away frees nothing and need
+    not check that its nodes are unreferenced (the ``Function`` objects that still hold them are
+    being collected with it; their own ``__del__`` only decrements counts in it)."""
+    if not _QUIET:
+        from dd.bdd import BDD as Table
+
+        class QuietTable(Table):  # type: ignore[misc]
+            def __del__(self) -> None:
+                pass
+
+        _QUIET.append(QuietTable)
+    return _QUIET[0]
 
 
 @dataclass(frozen=True)

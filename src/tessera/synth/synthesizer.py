@@ -14,8 +14,9 @@ run record (``.run_record()``). Methods:
 * ``"adaptive"`` (an AIM-like method) is planned, not implemented: asking for it is an error.
 
 **Order** (as :func:`tessera.release.answer.answer`): the budget is mapped to what the run is
-calibrated in; the ledger, if any, is charged in a committed transaction; only then is the data
-read and the run started; the ledger marks the charge ``released`` when the run succeeds and
+calibrated in; the data is read and validated against the schema (errors reach the curator
+before any budget is spent); the ledger, if any, is charged in a committed transaction; only
+then does the run start; the ledger marks the charge ``released`` when the run succeeds and
 ``aborted`` if it fails (the budget stays spent). Nothing leaves :meth:`Synthesizer.fit` before
 the charge.
 
@@ -401,11 +402,14 @@ class Synthesizer:
         if book is not None:
             _check_ledger(book, target.definition, rel)
             self.preflight(workload, budget, neighbours=rel)
+        # the data is read and validated before the charge: a data error reaches the curator
+        # without spending budget, and no data-dependent error is raised after the charge
+        counts = _sensitive_counts(data, workload, csv, table, on_invalid)
+        if book is not None:
             w, costs = ledger_charge(workload.domain, target.value, rel)
             charge = book.charge(w, costs, label=label or f"synthetic data ({self.method})",
                                  mechanism=f"synthesis:{self.method}")
         try:
-            counts = _sensitive_counts(data, workload, csv, table, on_invalid)
             run = (ipmwu if self.method == "ipmwu" else mwem)(
                 workload.domain, workload, counts, **target.kwargs(),  # type: ignore[arg-type]
                 neighbours=rel,
