@@ -154,24 +154,25 @@ def answer(
     plan = noise_plan(workload, budget, neighbours=neighbours, allocation=allocation,
                       time_limit=time_limit)
     timings["plan"] = time.perf_counter() - start
+    book = Ledger.open(ledger) if isinstance(ledger, (str, Path)) else ledger
+    if book is not None:
+        _check_ledger(book, plan)
     # Validate and code the data BEFORE the charge: a data error (values outside the schema,
     # a malformed file) is reported to the curator without spending budget, and nothing that
     # depends on the data is computed or raised between the charge and the noisy release.
     t0 = time.perf_counter()
-    table_ = encode(data, workload.domain, on_invalid=on_invalid, csv=csv,  # type: ignore[arg-type]
-                    table=table)
+    encoded = encode(data, workload.domain, on_invalid=on_invalid,  # type: ignore[arg-type]
+                     csv=csv, table=table)
     timings["encode"] = time.perf_counter() - t0
-    book = Ledger.open(ledger) if isinstance(ledger, (str, Path)) else ledger
     charge = None
     if book is not None:
-        _check_ledger(book, plan)
         charge = book.charge(workload, plan.costs, label=label or "release",
                              mechanism=plan.mechanism,
                              time_limit=60.0 if time_limit is None else max(time_limit, 1.0))
     try:
         t0 = time.perf_counter()
-        exact = count_encoded(table_, workload)
-        del table_
+        exact = count_encoded(encoded, workload)
+        del encoded
         timings["count"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         noisy, record = _add_noise(plan, exact, source)
