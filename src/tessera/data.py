@@ -387,6 +387,9 @@ def _memory_relation(con: duckdb.DuckDBPyConnection, source: Any) -> duckdb.Duck
     if module == "polars":
         return con.from_arrow(source.to_arrow())
     if module == "pandas":
+        if len(source.columns) == 0:
+            raise DataError("the DataFrame has no columns",
+                            hint="pass a table with one column per attribute of the schema")
         return con.from_df(source)
     raise DataError(
         f"cannot read data of type {type(source).__name__}",
@@ -481,9 +484,25 @@ def _open_source(
             # a value does not parse as its attribute's type: read it as written instead, so
             # the validation below names the offending values
             rel = relation(con, source, names=domain.names, text_columns=text, csv=csv, table=table)
-            rel.create("src")
+            try:
+                rel.create("src")
+            except duckdb.Error as again:
+                raise _unreadable(source, again) from None
     else:
         con.register("src", rel)
+
+
+def _unreadable(source: Any, error: duckdb.Error) -> DataError:
+    """Data DuckDB cannot give one type per column, even read as text: for a pandas frame,
+    name the object columns that mix value types (a bool beside a number, say)."""
+    mixed: list[str] = []
+    if type(source).__module__.split(".")[0] == "pandas":
+        columns = [source.iloc[:, i] for i in range(source.shape[1])]  # (names may repeat)
+        mixed = [str(c.name) for c in columns
+                 if c.dtype == object and len({type(v) for v in c.dropna()}) > 1]
+    where = f" (mixed value types in column(s) {mixed})" if mixed else ""
+    return DataError(f"cannot read the data{where}: {str(error).splitlines()[0]}",
+                     hint="give each column one type (e.g. df[col].astype(str))")
 
 
 def _check_columns(columns: list[str], domain: Domain, source: Any, csv: CsvOptions) -> None:

@@ -693,7 +693,12 @@ def _load_structured(p: Path, text: str, domain: Domain) -> Workload:
         names.append(str(entry.get("name", entry["where"])))
         weights.append(weight)
         sources.append(where)
-    for i, entry in enumerate(doc.get("prefixes") or [] if isinstance(doc, dict) else []):
+    prefix_block = doc.get("prefixes") or [] if isinstance(doc, dict) else []
+    if not isinstance(prefix_block, list):
+        errors.append(QueryError("'prefixes' must be a list", where=f"{p}:prefixes",
+                                 hint="prefixes: [{attributes: [age]}]"))
+        prefix_block = []
+    for i, entry in enumerate(prefix_block):
         where = f"{p}:prefixes[{i}]"
         try:
             if not (isinstance(entry, dict) and isinstance(entry.get("attributes"), list)

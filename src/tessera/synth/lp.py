@@ -108,6 +108,10 @@ EXPLICIT_MAX_POINTS = 1 << 16
 EXPLICIT_MAX_NONZEROS = 200_000_000
 #: :class:`QueryEvaluator` tabulates a predicate over its attribute's codes up to this size.
 TABLE_MAX = 1 << 16
+#: A master re-optimisation is stopped as stalled after max(STALL_SECONDS, STALL_FACTOR × the
+#: slowest one so far) and solved again from scratch (:meth:`Master.solve`).
+STALL_SECONDS = 2.0
+STALL_FACTOR = 20.0
 #: Default cap on the number of synthetic rows.
 MAX_ROWS = 1_000_000
 #: Floor of the default sampling accuracy (when the LP fits exactly, α = 0).
@@ -312,6 +316,8 @@ class Master:
         self.values = np.asarray(values, dtype=np.float64)
         self.k = len(self.values)
         self.n_columns = 0
+        self.slowest = 0.0  # seconds of the slowest re-optimisation so far
+        self.restarts = 0  # stalled runs solved again from scratch
         self.highs = _highs(primal=True)
         inf = highspy.kHighsInf
         self.highs.addCols(1, np.array([1.0]), np.array([0.0]), np.array([inf]), 0,
@@ -334,10 +340,26 @@ class Master:
         self.n_columns += n
 
     def solve(self) -> MasterSolution:
+        """Re-optimise from the current basis (primal simplex). A run that takes far longer
+        than the slowest one so far (a stall of the degenerate primal simplex, seen at ~1,000
+        columns on 2,500 rows) is stopped and the LP solved again from scratch by the dual
+        simplex, which is used from then on."""
         h = self.highs
+        ok = highspy.HighsModelStatus.kOptimal
+        limit = max(STALL_SECONDS, STALL_FACTOR * self.slowest)
+        h.setOptionValue("time_limit", h.getRunTime() + limit)  # HiGHS's clock is cumulative
+        t0 = time.perf_counter()
         h.run()
         status = h.getModelStatus()
-        if status != highspy.HighsModelStatus.kOptimal:
+        if status != ok:
+            self.restarts += 1
+            h.clearSolver()
+            h.setOptionValue("simplex_strategy", 1)
+            h.setOptionValue("time_limit", highspy.kHighsInf)
+            h.run()
+            status = h.getModelStatus()
+        self.slowest = max(self.slowest, time.perf_counter() - t0)
+        if status != ok:
             raise TesseraError(f"HiGHS: the master LP ended with {h.modelStatusToString(status)}")
         sol = h.getSolution()
         col = np.asarray(sol.col_value)
@@ -471,6 +493,7 @@ class LPSolution:
     history: tuple[Iteration, ...]
     timings: dict[str, float]
     classes: tuple[ValueClasses, ...] | None = None
+    restarts: int = 0  # stalled master runs solved again from scratch
 
     @property
     def gap(self) -> float:
@@ -499,7 +522,7 @@ class LPSolution:
             "status": self.status, "iterations": self.iterations, "columns": self.columns,
             "support": len(self.weights), "queries": len(self.targets.values),
             "width": self.width, "n": self.targets.n, "n_source": self.targets.n_source,
-            "timings": dict(self.timings),
+            "restarts": self.restarts, "timings": dict(self.timings),
         }
 
 
@@ -616,7 +639,7 @@ def solve_lp(
         gap_tolerance=gap_tolerance, iterations=iteration, columns=len(codes),
         width=model.width, y_minus=sol.y_minus, y_plus=sol.y_plus, mu=sol.mu,
         history=tuple(history), timings=timings,
-        classes=tuple(model.structure.compiled.classes),
+        classes=tuple(model.structure.compiled.classes), restarts=master.restarts,
     )
 
 
