@@ -11,8 +11,9 @@ is **post-processing** of the release: the rows carry the release's guarantee an
 (:attr:`LPSynthesis.privacy`).
 
 **Column generation** (never 2^d variables). The restricted master is (P) over a finite set of
-points (columns), solved by HiGHS's dual simplex, warm-started when a column is added. Its rows
-are, per query, L_f: Σ_k f(x_k) h_k + α ≥ f̂_f and U_f: Σ_k f(x_k) h_k − α ≤ f̂_f, and S: Σ_k h_k = 1.
+points (columns), re-solved by HiGHS's primal simplex from the last basis when a column is added
+(:meth:`Master.solve` for stalls). Its rows are, per query, L_f: Σ_k f(x_k) h_k + α ≥ f̂_f and
+U_f: Σ_k f(x_k) h_k − α ≤ f̂_f, and S: Σ_k h_k = 1.
 HiGHS reports row duals of a minimisation with the convention "reduced cost = c − Aᵀ·dual", so
 the dual of a ≥ row is ≥ 0 and of a ≤ row ≤ 0: y⁻_f = dual(L_f) ≥ 0, y⁺_f = −dual(U_f) ≥ 0 and
 μ = dual(S) is **free** (the corrected dual of docs/theory.md §6). The reduced cost of a point x
