@@ -68,41 +68,30 @@ MAX_STATES = 1 << 16
 
 
 @dataclass(frozen=True)
-class And:
+class _Junction:
+    """A conjunction or disjunction of ``children``, its hash and attributes cached."""
+
+    children: tuple[Node, ...]
+    _hash: int = field(init=False, repr=False, compare=False)
+    _attrs: frozenset[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((type(self).__name__, self.children)))
+        object.__setattr__(self, "_attrs", _union_attrs(self.children))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __reduce__(self) -> tuple[Any, ...]:  # the cached hash is per process: rebuild it
+        return (type(self), (self.children,))
+
+
+class And(_Junction):
     """The conjunction of ``children`` (``And(())`` is TRUE)."""
 
-    children: tuple[Node, ...]
-    _hash: int = field(init=False, repr=False, compare=False)
-    _attrs: frozenset[str] = field(init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_hash", hash(("and", self.children)))
-        object.__setattr__(self, "_attrs", _union_attrs(self.children))
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __reduce__(self) -> tuple[Any, ...]:  # the cached hash is per process: rebuild it
-        return (type(self), (self.children,))
-
-
-@dataclass(frozen=True)
-class Or:
+class Or(_Junction):
     """The disjunction of ``children`` (``Or(())`` is FALSE)."""
-
-    children: tuple[Node, ...]
-    _hash: int = field(init=False, repr=False, compare=False)
-    _attrs: frozenset[str] = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_hash", hash(("or", self.children)))
-        object.__setattr__(self, "_attrs", _union_attrs(self.children))
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __reduce__(self) -> tuple[Any, ...]:  # the cached hash is per process: rebuild it
-        return (type(self), (self.children,))
 
 
 @dataclass(frozen=True)
