@@ -1,0 +1,1 @@
+"""Apache Spark backend of the data layer (placeholder; filled in by issue #12)."""
