@@ -3,6 +3,9 @@
 * max-plus: max_x Σ_f θ_f f(x) with an argmax (LP pricing, weighted maximum overlap γ_w),
 * log-sum-product: log Z = log Σ_x exp(Σ_f θ_f f(x)), exact expectations E[f],
 * perfect i.i.d. sampling from P[x] ∝ exp(Σ_f θ_f f(x)),
+* for an iterative fit over fixed factor scopes: :func:`junction_tree` compiles the junction
+  tree once; its :class:`JunctionTree` gives log Z and every factor's marginal for new
+  log-potential tables in a fixed number of vectorised numpy calls per tree level,
 
 for predicate queries, Boolean WHERE clauses (:class:`~tessera.clause.BooleanClause`) and Boolean
 (BDD) queries, exponential only in the decomposition width.
@@ -30,6 +33,7 @@ from tessera.engine.decomposition import (
     treewidth,
 )
 from tessera.engine.factors import incidence_graph, scope
+from tessera.engine.junction import JunctionTree, junction_tree
 from tessera.engine.model import (
     GibbsModel,
     log_partition,
@@ -46,6 +50,7 @@ __all__ = [
     "BinaryEncoding",
     "BooleanQuery",
     "GibbsModel",
+    "JunctionTree",
     "MemoryPlan",
     "NiceTreeDecomposition",
     "Semiring",
@@ -58,6 +63,7 @@ __all__ = [
     "exact_treewidth",
     "from_expr",
     "incidence_graph",
+    "junction_tree",
     "lex_range",
     "log_partition",
     "maximize",

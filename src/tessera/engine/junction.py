@@ -1,0 +1,492 @@
+"""A compiled junction tree for repeated sum-product over a fixed set of factor scopes
+(docs/theory.md §4.7).
+
+The customer is an iterative fit (maximum entropy, mirror descent: docs/theory.md §5) that asks
+for the marginals of P(x) ∝ exp(Σ_s φ_s(x_s)) hundreds of times with new log-potential tables φ_s
+on the **same** scopes. :func:`junction_tree` does everything that depends only on the scopes
+once — elimination order, maximal cliques, a junction tree rooted at its centre, and every index
+array of the message-passing schedule — and :class:`JunctionTree` then runs
+
+* :meth:`~JunctionTree.log_partition`: log Z = log Σ_x exp(Σ_s φ_s(x_s)) (upward pass only),
+* :meth:`~JunctionTree.marginals`: P(x_s) for every factor s (upward + downward pass),
+* :meth:`~JunctionTree.infer`: both from one up-and-down pass,
+
+with a fixed number of vectorised numpy operations **per level** of the tree (no Python work
+per clique or per entry): the cliques of one depth are processed together.
+
+Layout. All clique tables live in one flat float64 vector, cliques ordered by depth (a virtual
+root of empty scope first; the roots of the components are its children), each clique's entries
+in C order with its *separator* variables (those shared with its parent) leading. So the entries
+with one separator value are contiguous, and the message to the parent
+
+    m_c(x_S) = log Σ_{x_C∖S} exp B_c(x_C)
+
+is a grouped log-sum-exp over contiguous runs (max-shift, exp, sum, log). The parents' tables
+receive their children's messages by one ``np.bincount`` per level (precomputed target and
+source indices). The downward (Hugin) pass forms each separator's calibrated belief from the
+parent's final table (one gather into child-separator-major order, one grouped log-sum-exp) and
+adds the correction β_S − m_c to the child's table (one ``np.repeat``). Finally every entry is
+exp(B − log Z) and each factor's marginal is one ``np.bincount`` of its host clique's entries.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import networkx as nx
+import numpy as np
+import numpy.typing as npt
+
+from tessera.engine.decomposition import (
+    DEFAULT_MEMORY_LIMIT,
+    REFUSE_MARGIN_BITS,
+    Aborted,
+    best_elimination_order,
+    check_memory,
+    eliminate,
+    memory_plan,
+    refuse_bag,
+    summarize,
+)
+from tessera.errors import QueryError
+
+__all__ = ["JunctionTree", "junction_tree"]
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.intp]
+
+
+@dataclass(frozen=True, eq=False)
+class Level:
+    """The cliques of one depth L ≥ 1 and how they talk to their parents (depth L − 1).
+
+    ``lo:hi`` is their block of the flat table vector, ``plo:phi`` their parents' block and
+    ``mlo:mhi`` their messages' block of the flat message vector (one entry per separator
+    value, child by child). ``run`` > 0: every separator value owns ``run`` contiguous entries
+    (otherwise ``runs`` per separator value and ``run_starts``). ``up_dst``/``up_src``: parent
+    entry (local to the parent block) and message entry (local) it receives, for one bincount.
+    ``down_gather``: parent entries (local), child by child, reordered separator-major, grouped
+    in runs of ``down_run`` (or ``down_runs`` with ``down_starts``).
+    """
+
+    lo: int
+    hi: int
+    plo: int
+    phi: int
+    mlo: int
+    mhi: int
+    run: int
+    runs: IntArray
+    run_starts: IntArray
+    up_dst: IntArray
+    up_src: IntArray
+    down_gather: IntArray
+    down_run: int
+    down_runs: IntArray
+    down_starts: IntArray
+
+
+def _grouped_lse(x: FloatArray, run: int, starts: IntArray, runs: IntArray) -> FloatArray:
+    """log Σ exp over consecutive groups of ``x``: of ``run`` entries each (run > 0), else
+    starting at ``starts`` with lengths ``runs``. An all −∞ group gives −∞ (no NaN)."""
+    if run == 1:
+        return x.copy()
+    if run == 2:
+        return np.logaddexp(x[0::2], x[1::2])
+    if run > 0:
+        y = x.reshape(-1, run)
+        m = y.max(axis=1)
+        m[~np.isfinite(m)] = 0.0
+        s = np.exp(y - m[:, None]).sum(axis=1)
+    else:
+        m = np.maximum.reduceat(x, starts)
+        m[~np.isfinite(m)] = 0.0
+        s = np.add.reduceat(np.exp(x - np.repeat(m, runs)), starts)
+    with np.errstate(divide="ignore"):
+        return np.log(s) + m
+
+
+def _projection(shape: Sequence[int], positions: Sequence[int],
+                sizes: Sequence[int]) -> IntArray:
+    """For every entry of a C-order table of ``shape``, the C-order flat index of its
+    coordinates at ``positions`` (a table of shape ``sizes``)."""
+    n = math.prod(shape)
+    if not positions:
+        return np.zeros(n, dtype=np.intp)
+    digits = np.unravel_index(np.arange(n, dtype=np.intp), tuple(shape)) if shape else ()
+    out = np.zeros(n, dtype=np.intp)
+    stride = 1
+    for p, s in zip(reversed(positions), reversed(sizes), strict=True):
+        out += stride * digits[p]
+        stride *= s
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class JunctionTree:
+    """A junction tree compiled for fixed factor scopes (module docstring; docs/theory.md §4.7).
+
+    Frozen: build it with :func:`junction_tree`, then call :meth:`marginals`,
+    :meth:`log_partition` or :meth:`infer` with new log-potentials as often as needed. Factor s
+    has the table shape ``shapes[s]`` (the sizes of ``scopes[s]`` in the given order); its
+    entries sit at ``offsets[s]:offsets[s + 1]`` of the flat parameter vector (C order).
+    """
+
+    sizes: tuple[int, ...]
+    scopes: tuple[tuple[int, ...], ...]
+    shapes: tuple[tuple[int, ...], ...]
+    offsets: tuple[int, ...]  # len(scopes) + 1
+    cliques: tuple[tuple[int, ...], ...]  # variables of each clique, flat-vector order
+    clique_parent: tuple[int, ...]  # −1 for the virtual root (clique 0, empty scope)
+    clique_offsets: tuple[int, ...]  # len(cliques) + 1
+    levels: tuple[Level, ...]  # depth 1, 2, …
+    n_messages: int
+    pot_dst: IntArray  # flat table entry ← flat parameter entry (one bincount)
+    pot_src: IntArray
+    fac_dst: IntArray  # flat marginal entry ← flat table entry (one bincount)
+    fac_src: IntArray
+    log_free: float  # Σ log |X_v| over variables in no scope
+    width: int  # largest clique size − 1
+
+    @property
+    def n_entries(self) -> int:
+        """Length of the flat parameter (and marginal) vector: Σ_s |table s|."""
+        return self.offsets[-1]
+
+    @property
+    def table_entries(self) -> int:
+        """Entries of all clique tables together (the work per pass is linear in this)."""
+        return self.clique_offsets[-1]
+
+    @property
+    def depth(self) -> int:
+        """Number of levels below the virtual root (numpy calls per pass grow with this)."""
+        return len(self.levels)
+
+    # -- parameters ------------------------------------------------------------------------
+    def flatten(self, log_potentials: Sequence[npt.ArrayLike] | npt.ArrayLike) -> FloatArray:
+        """The flat parameter vector of a list of tables (or a flat vector, checked)."""
+        if isinstance(log_potentials, np.ndarray) and log_potentials.ndim == 1 \
+                and log_potentials.dtype == np.float64:
+            flat = log_potentials
+        elif isinstance(log_potentials, (list, tuple)):
+            if len(log_potentials) != len(self.scopes):
+                raise QueryError(f"{len(log_potentials)} log-potential tables for "
+                                 f"{len(self.scopes)} scopes")
+            parts = []
+            for s, t in enumerate(log_potentials):
+                a = np.asarray(t, dtype=np.float64)
+                if a.shape != self.shapes[s]:
+                    raise QueryError(f"log-potential table #{s} has shape {a.shape}; its scope "
+                                     f"{self.scopes[s]} needs {self.shapes[s]}")
+                parts.append(a.ravel())
+            flat = np.concatenate(parts) if parts else np.zeros(0)
+        else:
+            flat = np.asarray(log_potentials, dtype=np.float64).reshape(-1)
+        if flat.shape != (self.n_entries,):
+            raise QueryError(f"{flat.size} log-potential entries; the scopes need "
+                             f"{self.n_entries}")
+        if not np.all(flat < np.inf):
+            raise QueryError("log-potentials must be finite or −∞ (no NaN, no +∞)",
+                             hint="−∞ marks an impossible assignment")
+        return flat
+
+    def split(self, flat: FloatArray) -> list[FloatArray]:
+        """A flat vector (parameters or marginals) as one table per scope (views)."""
+        o = self.offsets
+        return [flat[o[s]: o[s + 1]].reshape(sh) for s, sh in enumerate(self.shapes)]
+
+    # -- passes ----------------------------------------------------------------------------
+    def _tables(self, flat: FloatArray) -> FloatArray:
+        """Clique log-potentials: Σ of the factors each clique hosts, broadcast (one bincount)."""
+        b = np.bincount(self.pot_dst, weights=flat[self.pot_src], minlength=self.table_entries)
+        return b.astype(np.float64, copy=False)  # an empty bincount is int64
+
+    def _upward(self, b: FloatArray) -> FloatArray:
+        """Collect: messages m_c to the parents, added into ``b`` in place; returns them."""
+        msg = np.empty(self.n_messages)
+        for lv in reversed(self.levels):
+            m = _grouped_lse(b[lv.lo: lv.hi], lv.run, lv.run_starts, lv.runs)
+            msg[lv.mlo: lv.mhi] = m
+            b[lv.plo: lv.phi] += np.bincount(lv.up_dst, weights=m[lv.up_src],
+                                             minlength=lv.phi - lv.plo)
+        return msg
+
+    def _downward(self, b: FloatArray, msg: FloatArray) -> None:
+        """Distribute (Hugin): every table becomes log P(x_C) + log Z, in place."""
+        for lv in self.levels:
+            g = b[lv.plo: lv.phi][lv.down_gather]
+            sep = _grouped_lse(g, lv.down_run, lv.down_starts, lv.down_runs)
+            m = msg[lv.mlo: lv.mhi]
+            with np.errstate(invalid="ignore"):
+                delta = np.where(m == -np.inf, 0.0, sep - m)
+            if lv.run > 0:
+                b[lv.lo: lv.hi] += np.repeat(delta, lv.run)
+            else:
+                b[lv.lo: lv.hi] += np.repeat(delta, lv.runs)
+
+    def log_partition(self, log_potentials: Sequence[npt.ArrayLike] | npt.ArrayLike) -> float:
+        """log Z = log Σ_x exp(Σ_s φ_s(x_s)) (−∞ if every assignment has a −∞ entry)."""
+        b = self._tables(self.flatten(log_potentials))
+        self._upward(b)
+        return float(b[0]) + self.log_free
+
+    def infer(self, log_potentials: Sequence[npt.ArrayLike] | npt.ArrayLike
+              ) -> tuple[float, FloatArray]:
+        """(log Z, flat marginals): P(x_s) for every scope s, concatenated like the
+        parameters (see :meth:`split`). One upward and one downward pass."""
+        b = self._tables(self.flatten(log_potentials))
+        msg = self._upward(b)
+        log_z = float(b[0])
+        if log_z == -np.inf:
+            raise QueryError("every assignment has probability 0 (the −∞ entries exclude all)")
+        self._downward(b, msg)
+        b -= log_z
+        p = np.exp(b, out=b)
+        marg = np.bincount(self.fac_dst, weights=p[self.fac_src], minlength=self.n_entries)
+        return log_z + self.log_free, marg
+
+    def marginals(self, log_potentials: Sequence[npt.ArrayLike] | npt.ArrayLike
+                  ) -> list[FloatArray]:
+        """P(x_s) for every scope s, as tables of shape ``shapes[s]`` (each sums to 1)."""
+        return self.split(self.infer(log_potentials)[1])
+
+    def clique_marginals(self, log_potentials: Sequence[npt.ArrayLike] | npt.ArrayLike
+                         ) -> list[tuple[tuple[int, ...], FloatArray]]:
+        """(variables, P over them) for every clique of the tree, axes in the listed order."""
+        b = self._tables(self.flatten(log_potentials))
+        msg = self._upward(b)
+        if b[0] == -np.inf:
+            raise QueryError("every assignment has probability 0 (the −∞ entries exclude all)")
+        self._downward(b, msg)
+        p = np.exp(b - b[0])
+        o = self.clique_offsets
+        return [(c, p[o[k]: o[k + 1]].reshape(tuple(self.sizes[v] for v in c)))
+                for k, c in enumerate(self.cliques) if k > 0]
+
+
+def junction_tree(
+    sizes: Sequence[int],
+    scopes: Sequence[Sequence[int]],
+    *,
+    heuristic: str = "min-fill",
+    memory_limit: int = DEFAULT_MEMORY_LIMIT,
+) -> JunctionTree:
+    """Compile the junction tree of P(x) ∝ exp(Σ_s φ_s(x_s)) over variables with ``sizes``,
+    for factors over ``scopes`` (tuples of distinct variable indices; a scope may repeat, or be
+    empty). Raises :class:`~tessera.errors.QueryError` on bad scopes and
+    :class:`~tessera.errors.ResourceError` when a clique table would exceed ``memory_limit``
+    bytes (docs/theory.md §4.7)."""
+    sizes_t = tuple(int(s) for s in sizes)
+    if any(s < 1 for s in sizes_t):
+        raise QueryError(f"variable sizes must be ≥ 1, got {min(sizes_t)}")
+    scopes_t = tuple(tuple(int(v) for v in sc) for sc in scopes)
+    for k, sc in enumerate(scopes_t):
+        if len(set(sc)) != len(sc):
+            raise QueryError(f"scope #{k} {sc} repeats a variable")
+        bad = [v for v in sc if not 0 <= v < len(sizes_t)]
+        if bad:
+            raise QueryError(f"scope #{k} {sc} names variable {bad[0]}, but there are "
+                             f"{len(sizes_t)} variables")
+    shapes = tuple(tuple(sizes_t[v] for v in sc) for sc in scopes_t)
+    offsets = tuple(int(x) for x in np.cumsum([0, *(math.prod(sh) for sh in shapes)]))
+
+    # -- elimination order and bags over the variables that occur -------------------------
+    covered = sorted({v for sc in scopes_t for v in sc})
+    graph = nx.Graph()
+    graph.add_nodes_from(covered)
+    for sc in scopes_t:
+        graph.add_edges_from((a, b) for i, a in enumerate(sc) for b in sc[i + 1:])
+    cap = math.log2(max(memory_limit, 8) / 8) + REFUSE_MARGIN_BITS
+
+    def culprits(bag: Sequence[int]) -> str:
+        return summarize("variables", [str(v) for v in bag])
+
+    result = best_elimination_order(graph, heuristic, lambda v: math.log2(sizes_t[v]), cap=cap)
+    if isinstance(result, Aborted):
+        bag = result.bag
+        refuse_bag([sizes_t[v] for v in bag], memory_limit, lambda: culprits(bag))
+        raise AssertionError("refuse_bag always raises")  # pragma: no cover
+    order = list(result.order)
+    bags, parents = eliminate(graph, order)
+    plan = memory_plan(sizes_t, bags)
+    check_memory(plan, memory_limit, lambda: culprits(bags[plan.largest_bag]))
+
+    # -- maximal cliques: a bag contained in a child's bag is absorbed by that child --------
+    n = len(bags)
+    sets = [frozenset(b) for b in bags]
+    children: list[list[int]] = [[] for _ in range(n)]
+    for t, p in enumerate(parents):
+        if p >= 0:
+            children[p].append(t)
+    rep = list(range(n))  # bag t's clique
+    parent = list(parents)
+    alive = [True] * n
+    for t in range(n):  # children before parents (a parent is eliminated later)
+        big = next((c for c in children[t] if sets[t] <= sets[c]), None)
+        if big is None:
+            continue
+        alive[t] = False
+        rep[t] = big
+        parent[big] = parent[t]
+        for c in children[t]:
+            if c != big:
+                parent[c] = big
+        if parent[t] >= 0:
+            children[parent[t]] = [big if c == t else c for c in children[parent[t]]]
+        children[big] = children[big] + [c for c in children[t] if c != big]
+    for t in reversed(range(n)):
+        while not alive[rep[t]]:
+            rep[t] = rep[rep[t]]
+
+    # -- undirected clique tree, each component re-rooted at its centre -----------------------
+    nodes = [t for t in range(n) if alive[t]]
+    adj: dict[int, list[int]] = {t: [] for t in nodes}
+    for t in nodes:
+        if parent[t] >= 0:
+            adj[t].append(parent[t])
+            adj[parent[t]].append(t)
+    roots = []
+    seen: set[int] = set()
+    for t in nodes:
+        if t not in seen:
+            roots.append(_centre(adj, t, seen))
+
+    # BFS from the virtual root: depth, parent, clique order by depth
+    node_parent: dict[int, int] = {}
+    depth_of: dict[int, int] = {}
+    by_depth: list[list[int]] = [[-1]]
+    queue: deque[int] = deque()
+    for r in roots:
+        node_parent[r] = -1
+        depth_of[r] = 1
+        queue.append(r)
+    while queue:
+        t = queue.popleft()
+        d = depth_of[t]
+        if len(by_depth) <= d:
+            by_depth.append([])
+        by_depth[d].append(t)
+        for u in adj[t]:
+            if u not in depth_of:
+                depth_of[u] = d + 1
+                node_parent[u] = t
+                queue.append(u)
+
+    # cliques in depth order; clique 0 is the virtual root (empty scope)
+    index = {t: k for k, t in enumerate(t for lvl in by_depth for t in lvl)}
+    ordered = [t for lvl in by_depth for t in lvl]
+    cliques: list[tuple[int, ...]] = []
+    cparent: list[int] = []
+    for t in ordered:
+        if t < 0:
+            cliques.append(())
+            cparent.append(-1)
+            continue
+        p = node_parent[t]
+        sep = sorted(sets[t] & sets[p]) if p >= 0 else []
+        rest = sorted(sets[t] - set(sep))
+        cliques.append(tuple(sep + rest))
+        cparent.append(index[p] if p >= 0 else 0)
+    csizes = [math.prod(sizes_t[v] for v in c) for c in cliques]
+    coff = [0, *np.cumsum(csizes).tolist()]
+    shape_of = [tuple(sizes_t[v] for v in c) for c in cliques]
+    nsep = [len(set(c) & set(cliques[cparent[k]])) if k > 0 else 0
+            for k, c in enumerate(cliques)]
+
+    # -- levels ------------------------------------------------------------------------------
+    levels: list[Level] = []
+    mpos = 0
+    first = 1
+    for d in range(1, len(by_depth)):
+        ks = list(range(first, first + len(by_depth[d])))
+        first += len(ks)
+        lo, hi = coff[ks[0]], coff[ks[-1] + 1]
+        plo, phi = coff[first - len(ks) - len(by_depth[d - 1])], lo  # the level above
+        run_list, up_dst, up_src, gather, down_runs = [], [], [], [], []
+        mlo = mpos
+        for k in ks:
+            c, p = cliques[k], cparent[k]
+            sep = c[: nsep[k]]
+            sep_sizes = [sizes_t[v] for v in sep]
+            n_sep = math.prod(sep_sizes)
+            r = csizes[k] // n_sep
+            run_list.append(np.full(n_sep, r, dtype=np.intp))
+            # parent entry → separator index
+            ppos = [cliques[p].index(v) for v in sep]
+            proj = _projection(shape_of[p], ppos, sep_sizes)
+            base = coff[p] - plo
+            up_dst.append(base + np.arange(csizes[p], dtype=np.intp))
+            up_src.append(mpos - mlo + proj)
+            order_ = np.argsort(proj, kind="stable")
+            gather.append(base + order_)
+            down_runs.append(np.full(n_sep, csizes[p] // n_sep, dtype=np.intp))
+            mpos += n_sep
+        runs = np.concatenate(run_list)
+        druns = np.concatenate(down_runs)
+        run = int(runs[0]) if runs.size and np.all(runs == runs[0]) else 0
+        drun = int(druns[0]) if druns.size and np.all(druns == druns[0]) else 0
+        levels.append(Level(
+            lo=lo, hi=hi, plo=plo, phi=phi, mlo=mlo, mhi=mpos,
+            run=run, runs=runs, run_starts=_starts(runs),
+            up_dst=np.concatenate(up_dst), up_src=np.concatenate(up_src),
+            down_gather=np.concatenate(gather), down_run=drun, down_runs=druns,
+            down_starts=_starts(druns),
+        ))
+
+    # -- factors: hosted by the clique of their first-eliminated variable ---------------------
+    position = {v: i for i, v in enumerate(order)}
+    pot_dst, pot_src, fac_dst, fac_src = [], [], [], []
+    for s, sc in enumerate(scopes_t):
+        host = index[rep[min(position[v] for v in sc)]] if sc else 0
+        c = cliques[host]
+        proj = _projection(shape_of[host], [c.index(v) for v in sc], list(shapes[s]))
+        entries = coff[host] + np.arange(csizes[host], dtype=np.intp)
+        pot_dst.append(entries)
+        pot_src.append(offsets[s] + proj)
+        fac_dst.append(offsets[s] + proj)
+        fac_src.append(entries)
+
+    def cat(parts: list[IntArray]) -> IntArray:
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.intp)
+
+    occurs = set(covered)
+    log_free = math.fsum(math.log(sizes_t[v]) for v in range(len(sizes_t)) if v not in occurs)
+    return JunctionTree(
+        sizes=sizes_t, scopes=scopes_t, shapes=shapes, offsets=offsets,
+        cliques=tuple(cliques), clique_parent=tuple(cparent), clique_offsets=tuple(coff),
+        levels=tuple(levels), n_messages=mpos,
+        pot_dst=cat(pot_dst), pot_src=cat(pot_src), fac_dst=cat(fac_dst), fac_src=cat(fac_src),
+        log_free=log_free, width=max((len(c) for c in cliques), default=0) - 1,
+    )
+
+
+def _starts(runs: IntArray) -> IntArray:
+    return np.concatenate([[0], np.cumsum(runs)[:-1]]).astype(np.intp) if runs.size \
+        else np.zeros(0, dtype=np.intp)
+
+
+def _centre(adj: dict[int, list[int]], start: int, seen: set[int]) -> int:
+    """A centre of ``start``'s component (a middle node of a longest path); marks it seen."""
+    def farthest(src: int) -> tuple[int, dict[int, int]]:
+        prev = {src: -1}
+        queue = deque([src])
+        last = src
+        while queue:
+            last = queue.popleft()
+            for u in adj[last]:
+                if u not in prev:
+                    prev[u] = last
+                    queue.append(u)
+        return last, prev
+
+    a, prev = farthest(start)
+    seen.update(prev)
+    b, prev = farthest(a)
+    path = [b]
+    while prev[path[-1]] != -1:
+        path.append(prev[path[-1]])
+    return path[len(path) // 2]
