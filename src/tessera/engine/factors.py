@@ -544,3 +544,44 @@ def f_const(f: Function) -> bool:
     if isinstance(f, BooleanClause):
         return f.is_tautology()
     return bool(f.node == f.manager.true)
+
+
+@dataclass(frozen=True, eq=False)
+class FlatFactors:
+    """All factor tables of a :class:`CompiledModel` as one flat vector (groups in order, each
+    in C order: the parameter layout of :class:`~tessera.engine.junction.JunctionTree`).
+
+    log φ = ``weights`` θ + ``base`` (sum-product: hard 0/−∞ entries and log multiplicities),
+    and E[f_j] = (``indicators`` p)_j for the flat factor marginals p: one sparse product each
+    way instead of a loop over groups (docs/theory.md §4.7).
+    """
+
+    indicators: sp.csr_array  # (n_functions, entries): f_j over its evaluation table
+    weights: sp.csr_array  # its transpose, (entries, n_functions)
+    base: FloatArray  # (entries,)
+
+
+def flat_factors(compiled: CompiledModel) -> FlatFactors:
+    """The block layout of every group's indicators, hard entries and multiplicities."""
+    rows, cols, data, base = [], [], [], []
+    offset = 0
+    for g in compiled.groups:
+        if len(g.functions):
+            coo = sp.coo_array(g.indicators)
+            rows.append(np.asarray(g.functions, dtype=np.int64)[coo.row])
+            cols.append(offset + coo.col.astype(np.int64))
+            data.append(coo.data.astype(np.float64))
+        b = np.zeros(g.size)
+        if g.hard is not None:
+            b = b + g.hard
+        if g.log_multiplicity is not None:
+            b = b + g.log_multiplicity
+        base.append(b)
+        offset += g.size
+
+    def cat(parts: list[npt.NDArray], dt: type[np.generic]) -> npt.NDArray:
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=dt)
+
+    a = sp.coo_array((cat(data, np.float64), (cat(rows, np.int64), cat(cols, np.int64))),
+                     shape=(compiled.n_functions, offset)).tocsr()
+    return FlatFactors(a, a.T.tocsr(), cat(base, np.float64))

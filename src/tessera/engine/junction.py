@@ -274,12 +274,16 @@ def junction_tree(
     *,
     heuristic: str = "min-fill",
     memory_limit: int = DEFAULT_MEMORY_LIMIT,
+    order: Sequence[int] | None = None,
 ) -> JunctionTree:
     """Compile the junction tree of P(x) ∝ exp(Σ_s φ_s(x_s)) over variables with ``sizes``,
     for factors over ``scopes`` (tuples of distinct variable indices; a scope may repeat, or be
     empty). Raises :class:`~tessera.errors.QueryError` on bad scopes and
     :class:`~tessera.errors.ResourceError` when a clique table would exceed ``memory_limit``
-    bytes (docs/theory.md §4.7)."""
+    bytes (docs/theory.md §4.7).
+
+    ``order``: an elimination order to use instead of the ``heuristic``'s (it must list every
+    variable of the scopes; variables it lists beyond them get cliques of their own)."""
     sizes_t = tuple(int(s) for s in sizes)
     if any(s < 1 for s in sizes_t):
         raise QueryError(f"variable sizes must be ≥ 1, got {min(sizes_t)}")
@@ -295,22 +299,30 @@ def junction_tree(
     offsets = tuple(int(x) for x in np.cumsum([0, *(math.prod(sh) for sh in shapes)]))
 
     # -- elimination order and bags over the variables that occur -------------------------
-    covered = sorted({v for sc in scopes_t for v in sc})
+    covered = {v for sc in scopes_t for v in sc}
     graph = nx.Graph()
-    graph.add_nodes_from(covered)
+    graph.add_nodes_from(sorted(covered) if order is None else order)
     for sc in scopes_t:
         graph.add_edges_from((a, b) for i, a in enumerate(sc) for b in sc[i + 1:])
-    cap = math.log2(max(memory_limit, 8) / 8) + REFUSE_MARGIN_BITS
 
     def culprits(bag: Sequence[int]) -> str:
         return summarize("variables", [str(v) for v in bag])
 
-    result = best_elimination_order(graph, heuristic, lambda v: math.log2(sizes_t[v]), cap=cap)
-    if isinstance(result, Aborted):
-        bag = result.bag
-        refuse_bag([sizes_t[v] for v in bag], memory_limit, lambda: culprits(bag))
-        raise AssertionError("refuse_bag always raises")  # pragma: no cover
-    order = list(result.order)
+    if order is None:
+        cap = math.log2(max(memory_limit, 8) / 8) + REFUSE_MARGIN_BITS
+        result = best_elimination_order(graph, heuristic, lambda v: math.log2(sizes_t[v]),
+                                        cap=cap)
+        if isinstance(result, Aborted):
+            bag = result.bag
+            refuse_bag([sizes_t[v] for v in bag], memory_limit, lambda: culprits(bag))
+            raise AssertionError("refuse_bag always raises")  # pragma: no cover
+        order = list(result.order)
+    else:
+        order = [int(v) for v in order]
+        if len(set(order)) != len(order) or not covered <= set(order) \
+                or any(not 0 <= v < len(sizes_t) for v in order):
+            raise QueryError("the elimination order must list distinct variables, every "
+                             "variable of the scopes among them")
     bags, parents = eliminate(graph, order)
     plan = memory_plan(sizes_t, bags)
     check_memory(plan, memory_limit, lambda: culprits(bags[plan.largest_bag]))
@@ -453,7 +465,7 @@ def junction_tree(
     def cat(parts: list[IntArray]) -> IntArray:
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.intp)
 
-    occurs = set(covered)
+    occurs = set(order)
     log_free = math.fsum(math.log(sizes_t[v]) for v in range(len(sizes_t)) if v not in occurs)
     return JunctionTree(
         sizes=sizes_t, scopes=scopes_t, shapes=shapes, offsets=offsets,

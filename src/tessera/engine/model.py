@@ -63,13 +63,16 @@ from tessera.engine.decomposition import (
 from tessera.engine.factors import (
     DENSE_LIMIT,
     CompiledModel,
+    FlatFactors,
     Function,
     ModelLayout,
+    flat_factors,
     incidence_graph,
     layout_model,
     scope,
     tabulate,
 )
+from tessera.engine.junction import JunctionTree, junction_tree
 from tessera.engine.program import Forward, Program, Sampler
 from tessera.engine.semiring import LOG_SUM_PRODUCT, MAX_PLUS
 from tessera.errors import QueryError, ResourceError, TesseraError
@@ -188,6 +191,18 @@ class Structure:
         return Structure(domain, functions, all_names, len(queries), compiled, graph,
                          tuple(order), tuple(tuple(b) for b in bags), tuple(parents), plan,
                          program, heuristic)
+
+    @cached_property
+    def junction(self) -> JunctionTree:
+        """The compiled junction tree of the factor groups on the same elimination order (same
+        width): log Z and the exact marginals for any θ (docs/theory.md §4.7)."""
+        c = self.compiled
+        return junction_tree(c.sizes, [g.scope for g in c.groups], order=self.order)
+
+    @cached_property
+    def flat(self) -> FlatFactors:
+        """Every group's table as one flat vector: θ ↦ log-potentials, marginals ↦ E[f]."""
+        return flat_factors(self.compiled)
 
 
 def _culprits(
@@ -439,6 +454,20 @@ class GibbsModel:
             self._cache[semiring_name] = self.structure.program.forward(tables, semiring)
         return self._cache[semiring_name]
 
+    def _log_potentials(self) -> npt.NDArray[np.float64]:
+        """The flat sum-product log-potentials of every factor group (one sparse product)."""
+        flat = self.structure.flat
+        return np.asarray(flat.weights @ self._full_theta()) + flat.base
+
+    def _calibrated(self) -> tuple[float, npt.NDArray[np.float64]]:
+        """(log Z of the compiled factors, flat factor marginals) from the junction tree."""
+        if "junction" not in self._cache:
+            try:
+                self._cache["junction"] = self.structure.junction.infer(self._log_potentials())
+            except QueryError:
+                raise QueryError("the constraints exclude every point of the domain") from None
+        return self._cache["junction"]  # type: ignore[return-value]
+
     def _constant_offset(self) -> float:
         c = self.structure.compiled.constant
         return math.fsum(self.theta[j] * c[j] for j in range(len(self.theta)) if c[j] >= 0)
@@ -452,7 +481,12 @@ class GibbsModel:
         """log Z = log Σ_x exp(Σ_f θ_f f(x)) (−∞ if the constraints exclude every point)."""
         if not self._constant_feasible():
             return -math.inf
-        return self._forward("sum").total + self._constant_offset()
+        if "sum" in self._cache:  # a sampler's forward pass is there already
+            return self._forward("sum").total + self._constant_offset()
+        if "junction" in self._cache:
+            return self._calibrated()[0] + self._constant_offset()
+        log_z = self.structure.junction.log_partition(self._log_potentials())
+        return log_z + self._constant_offset()
 
     def max_assignment(self) -> tuple[float, IntArray]:
         """(max_x Σ_f θ_f f(x), argmax x as codes). The value is Σ θ_f f(x*) evaluated at x*."""
@@ -472,18 +506,12 @@ class GibbsModel:
         """E_P[f] for every query f (exact marginals from the up-and-down pass)."""
         if "expect" not in self._cache:
             s = self.structure
-            fwd = self._forward("sum")
-            if not math.isfinite(fwd.total):
+            if not self._constant_feasible():
                 raise QueryError("the constraints exclude every point of the domain")
-            beliefs = s.program.beliefs(fwd)
-            out = np.zeros(len(self.theta))
-            for g, group in enumerate(s.compiled.groups):
-                if len(group.functions):
-                    p = s.program.factor_marginal(beliefs, g).ravel()
-                    out[group.functions] = group.expectations(p)
-            for j in range(len(out)):
-                if s.compiled.constant[j] >= 0:
-                    out[j] = s.compiled.constant[j]
+            marginals = self._calibrated()[1]
+            out = np.asarray(s.flat.indicators @ marginals)[: len(self.theta)]
+            constant = np.asarray(s.compiled.constant[: len(self.theta)])
+            out = np.where(constant >= 0, constant, out).astype(np.float64)
             self._cache["expect"] = out
         return self._cache["expect"].copy()
 
