@@ -1,0 +1,249 @@
+"""Private-PGM's AIM and MST for ``bench/bench_synth.py``: loading, running, caching.
+
+The mechanisms are not in the ``mbi`` package on PyPI; they are scripts in the upstream
+repository (``mechanisms/aim.py``, ``mst.py``, ``mechanism.py``, ``cdp2adp.py``). Put those four
+files in a directory (not committed here) and pass it as ``--pgm-path DIR`` (or set
+``TESSERA_PGM_PATH``)::
+
+    git clone https://github.com/ryan112358/mbi /tmp/mbi-src     # or ryan112358/private-pgm
+    mkdir -p /tmp/private-pgm && cp /tmp/mbi-src/mechanisms/{aim,mst,mechanism,cdp2adp}.py \\
+        /tmp/private-pgm/
+
+They run unchanged except for two API shims applied here (the scripts trail the ``mbi`` 2.0 wheel
+on PyPI): ``Domain.attrs`` (removed in 2.0: the tuple of attribute names) and
+``MirrorDescent.estimate(potentials=...)`` (renamed ``warm_start=`` in 2.0). AIM's candidate
+selection (``worst_approximated``: one ``model.project`` per candidate clique) runs under
+``jax.disable_jit()``: compiled, every candidate's projection is a separate XLA program and the
+process exceeds the kernel's memory-map limit (``vm.max_map_count``) on NLTCS 3-way marginals.
+ε → ρ is the mechanisms' own ``cdp2adp.cdp_rho(ε, δ)``; AIM keeps its defaults
+(``max_model_size=80`` MB, ``max_iters=1000``, ``rounds=16·d``). Their randomness is numpy's
+global generator, seeded per run (``np.random.seed(seed)``).
+
+Every run is one subprocess (``python bench/bench_synth_baselines.py run ...``: its peak memory is
+its own) and is cached as JSON plus the synthetic rows (``.csv.gz``, codes) under
+``/tmp/tessera-bench-cache`` (``TESSERA_BENCH_CACHE``), keyed by (dataset, workload, method, ε,
+seed, mbi version). AIM runs take an exclusive file lock: two AIM processes never run at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import fcntl
+import gzip
+import hashlib
+import importlib.metadata
+import itertools
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+import types
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(os.environ.get("TESSERA_SHARED_DATA", REPO.parent / "shared" / "data"))
+CACHE = Path(os.environ.get("TESSERA_BENCH_CACHE", "/tmp/tessera-bench-cache"))
+DELTA = 1e-9
+PGM_FILES = ("aim.py", "mst.py", "mechanism.py", "cdp2adp.py")
+HOW_TO_GET = (
+    "Private-PGM's AIM/MST scripts are needed for the baselines (not on PyPI, not committed "
+    "here):\n"
+    "    git clone https://github.com/ryan112358/mbi /tmp/mbi-src\n"
+    "    mkdir -p /tmp/private-pgm && cp /tmp/mbi-src/mechanisms/{aim,mst,mechanism,cdp2adp}.py "
+    "/tmp/private-pgm/\n"
+    "then pass --pgm-path /tmp/private-pgm (or set TESSERA_PGM_PATH)."
+)
+
+
+def pgm_path(arg: str | None) -> Path | None:
+    """The directory holding the mechanisms' scripts, or None when missing."""
+    raw = arg or os.environ.get("TESSERA_PGM_PATH")
+    if not raw:
+        return None
+    p = Path(raw)
+    return p if all((p / f).is_file() for f in PGM_FILES) else None
+
+
+def mbi_version() -> str:
+    try:
+        return importlib.metadata.version("mbi")
+    except importlib.metadata.PackageNotFoundError:
+        return "absent"
+
+
+def workload_cliques(dataset: str, k: int) -> list[tuple[str, ...]]:
+    """All k-way attribute sets of a shared data set, in its domain file's order."""
+    names = list(json.loads((SHARED_DATA / f"{dataset}-domain.json").read_text()))
+    return list(itertools.combinations(names, k))
+
+
+def cache_key(dataset: str, workload: str, method: str, epsilon: float, seed: int) -> str:
+    raw = json.dumps([dataset, workload, method, float(epsilon), int(seed), mbi_version()])
+    digest = hashlib.sha256(raw.encode()).hexdigest()[:12]
+    return f"{dataset}-{workload}-{method}-eps{epsilon:g}-seed{seed}-mbi{mbi_version()}-{digest}"
+
+
+def cached(dataset: str, workload: str, method: str, epsilon: float,
+           seed: int) -> dict[str, Any] | None:
+    """The cached record of a run (with ``rows_path``), or None."""
+    path = CACHE / (cache_key(dataset, workload, method, epsilon, seed) + ".json")
+    if not path.is_file():
+        return None
+    rec: dict[str, Any] = json.loads(path.read_text())
+    return rec if Path(rec.get("rows_path", "")).is_file() else None
+
+
+def read_rows(rec: dict[str, Any]) -> tuple[list[str], list[list[int]]]:
+    """The synthetic rows of a cached run: (column names, rows of codes)."""
+    with gzip.open(rec["rows_path"], "rt") as f:
+        header = f.readline().rstrip("\n").split("\t")
+        rows = [[int(v) for v in line.rstrip("\n").split("\t")] for line in f if line.strip()]
+    return header, rows
+
+
+def run_cached(dataset: str, k: int, method: str, epsilon: float, seed: int, pgm: Path,
+               reuse: bool, log: Path | None = None) -> dict[str, Any]:
+    """The run's record: from the cache with ``reuse``, else a fresh subprocess (cached)."""
+    workload = f"{k}way"
+    if reuse:
+        rec = cached(dataset, workload, method, epsilon, seed)
+        if rec is not None:
+            rec["reused"] = True
+            return rec
+    cmd = [sys.executable, str(Path(__file__).resolve()), "run", "--dataset", dataset,
+           "--k", str(k), "--method", method, "--epsilon", repr(float(epsilon)),
+           "--seed", str(seed), "--pgm-path", str(pgm)]
+    CACHE.mkdir(parents=True, exist_ok=True)
+    out = log or CACHE / (cache_key(dataset, workload, method, epsilon, seed) + ".log")
+    with open(out, "w") as f:
+        proc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, check=False)
+    if proc.returncode != 0:
+        tail = out.read_text().splitlines()[-15:]
+        raise RuntimeError(f"{method} failed (exit {proc.returncode}); log {out}:\n"
+                           + "\n".join(tail))
+    rec = cached(dataset, workload, method, epsilon, seed)
+    if rec is None:
+        raise RuntimeError(f"{method} wrote no cache entry; log {out}")
+    rec["reused"] = False
+    return rec
+
+
+# -- inside the subprocess ----------------------------------------------------------------------
+
+
+def _load(pgm: Path) -> tuple[types.ModuleType, types.ModuleType]:
+    """aim and mst modules with the two mbi 2.0 shims (module docs)."""
+    import jax
+
+    jax.config.update("jax_enable_compilation_cache", False)
+    import mbi
+    from mbi import estimation
+
+    if not hasattr(mbi.Domain, "attrs"):  # removed in mbi 2.0; the scripts still use it
+        mbi.Domain.attrs = property(lambda self: tuple(self.attributes))  # type: ignore[attr-defined]
+
+    class MirrorDescent(estimation.MirrorDescent):  # type: ignore[misc]
+        def estimate(self, *args: Any, potentials: Any = None, **kwargs: Any) -> Any:
+            if potentials is not None:
+                kwargs["warm_start"] = potentials
+            return super().estimate(*args, **kwargs)
+
+    sys.path.insert(0, str(pgm))
+    import aim
+    import mst
+
+    shim = types.SimpleNamespace(MirrorDescent=MirrorDescent)
+    aim.estimation = shim
+    mst.estimation = shim
+    return aim, mst
+
+
+def _run(args: argparse.Namespace) -> None:
+    import numpy as np
+    import pandas as pd
+
+    pgm = pgm_path(args.pgm_path)
+    if pgm is None:
+        sys.exit(HOW_TO_GET)
+    aim, mst = _load(pgm)
+    CACHE.mkdir(parents=True, exist_ok=True)
+    import cdp2adp
+    import jax
+    from mbi import Dataset, Domain
+
+    config = json.loads((SHARED_DATA / f"{args.dataset}-domain.json").read_text())
+    domain = Domain.fromdict(config)
+    frame = pd.read_csv(SHARED_DATA / f"{args.dataset}.csv", usecols=list(config))
+    data = Dataset({c: frame[c].to_numpy() for c in config}, domain)
+    cliques = workload_cliques(args.dataset, args.k)
+    workload = f"{args.k}way"
+    np.random.seed(args.seed)  # not-privacy-noise: the baselines' own (numpy) randomness
+
+    lock = None
+    if args.method == "aim":
+        CACHE.mkdir(parents=True, exist_ok=True)
+        lock = open(CACHE / "aim.lock", "w")  # noqa: SIM115  (held for the whole run)
+        fcntl.flock(lock, fcntl.LOCK_EX)  # never two AIM processes at once
+    t0 = time.perf_counter()
+    if args.method == "aim":
+        class AIM(aim.AIM):  # type: ignore[misc,name-defined]
+            def worst_approximated(self, *a: Any, **k: Any) -> Any:
+                with jax.disable_jit():
+                    return super().worst_approximated(*a, **k)
+
+        _, synth = AIM(args.epsilon, DELTA).run(data, [(cl, 1.0) for cl in cliques])
+    elif args.method == "mst":
+        synth = mst.MST(data, args.epsilon, DELTA)
+    else:
+        sys.exit(f"unknown baseline {args.method!r}")
+    elapsed = time.perf_counter() - t0
+    columns = synth.to_dict()
+    names = list(config)
+    table = np.column_stack([np.asarray(columns[c]) for c in names]).astype(np.int64)
+    key = cache_key(args.dataset, workload, args.method, args.epsilon, args.seed)
+    rows_path = CACHE / f"{key}.tsv.gz"
+    with gzip.open(rows_path, "wt") as f:
+        f.write("\t".join(names) + "\n")
+        for r in table:
+            f.write("\t".join(map(str, r.tolist())) + "\n")
+    rec = {
+        "dataset": args.dataset, "workload": workload, "method": args.method,
+        "epsilon": args.epsilon, "delta": DELTA, "seed": args.seed,
+        "rho": float(cdp2adp.cdp_rho(args.epsilon, DELTA)),
+        "time_s": elapsed, "rows": int(table.shape[0]), "rows_path": str(rows_path),
+        "mbi": mbi_version(), "jax": importlib.metadata.version("jax"),
+        "pgm_source": (pgm / "SOURCE").read_text().strip() if (pgm / "SOURCE").is_file()
+        else str(pgm),
+        "measured_at": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": f"{platform.node()} ({os.cpu_count()} cores, shared)",
+        "command": " ".join(sys.argv),
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "options": {"max_model_size": 80, "max_iters": 1000} if args.method == "aim" else {},
+    }
+    (CACHE / f"{key}.json").write_text(json.dumps(rec, indent=1) + "\n")
+    if lock is not None:
+        lock.close()
+    print(json.dumps(rec))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="one baseline run (cached)")
+    r.add_argument("--dataset", choices=("nltcs", "adult"), required=True)
+    r.add_argument("--k", type=int, required=True)
+    r.add_argument("--method", choices=("aim", "mst"), required=True)
+    r.add_argument("--epsilon", type=float, required=True)
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--pgm-path", default=None)
+    args = ap.parse_args()
+    _run(args)
+
+
+if __name__ == "__main__":
+    main()
