@@ -28,12 +28,22 @@ from tessera.audit.estimators import (
 )
 from tessera.errors import TesseraError
 
-__all__ = ["DEFAULT_TRIALS", "PER_TRIAL_SHARE", "AuditRow", "audit", "audit_table"]
+__all__ = [
+    "DEFAULT_TRIALS",
+    "PER_TRIAL_SHARE",
+    "SECURE_SELECTION_SHARE",
+    "AuditRow",
+    "audit",
+    "audit_table",
+    "trials_of",
+]
 
 #: Runs per data set of the vectorised cases in ``tessera audit``.
 DEFAULT_TRIALS = 200_000
-#: The end-to-end cases (one synthesizer call per run, ~1.5 ms) get this share of the trials.
+#: The end-to-end cases (one synthesizer call per run, ~2 ms) get this share of the trials.
 PER_TRIAL_SHARE = 1 / 40
+#: With OpenDP's secure sampler, selections (one OpenDP call per run) get this share.
+SECURE_SELECTION_SHARE = 1 / 10
 
 
 @dataclass(frozen=True)
@@ -90,12 +100,23 @@ def audit_table(trials: int = DEFAULT_TRIALS, seed: int | None = 0, *,
                 cases: Sequence[AuditCase] | None = None,
                 confidence: float = DEFAULT_CONFIDENCE) -> list[AuditRow]:
     """The audit table: every honest case (and the planted bugs with ``planted``; the
-    synthesizers called once per trial with ``end_to_end``), ``trials`` runs per data set for
-    the vectorised cases and ``per_trial`` (default ``trials`` × :data:`PER_TRIAL_SHARE`, at
-    least 100) for the end-to-end ones. ``seed`` None uses OpenDP's secure randomness."""
+    synthesizers called once per trial with ``end_to_end``), with :func:`trials_of` runs per
+    data set. ``seed`` None uses OpenDP's secure randomness."""
     if cases is not None:
         chosen = list(cases)
     else:
         chosen = all_cases(end_to_end) + (planted_cases() if planted else [])
-    few = per_trial if per_trial is not None else max(100, int(trials * PER_TRIAL_SHARE))
-    return [audit(c, few if c.per_trial else trials, seed, confidence) for c in chosen]
+    return [audit(c, trials_of(c, trials, seed is None, per_trial), seed, confidence)
+            for c in chosen]
+
+
+def trials_of(case: AuditCase, trials: int, secure: bool, per_trial: int | None = None) -> int:
+    """Runs per data set for ``case``: ``trials``, or ``per_trial`` (default ``trials`` ×
+    :data:`PER_TRIAL_SHARE`) for an end-to-end case, or ``trials`` ×
+    :data:`SECURE_SELECTION_SHARE` for a selection drawn one OpenDP call at a time; at
+    least 100."""
+    if case.per_trial:
+        return per_trial if per_trial is not None else max(100, int(trials * PER_TRIAL_SHARE))
+    if secure and case.secure_per_trial:
+        return max(100, int(trials * SECURE_SELECTION_SHARE))
+    return trials
