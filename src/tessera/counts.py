@@ -52,7 +52,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tessera.clause import BooleanClause
-from tessera.data import CsvOptions, EncodedTable, InvalidValues, OnInvalid, encode
+from tessera.data import CodedTable, CsvOptions, InvalidValues, OnInvalid, ScanProgress, encode
 from tessera.domain import Domain
 from tessera.families import Partition, group_label
 from tessera.family_counts import NUMPY_MAX_ROWS as NUMPY_MAX_ROWS  # re-exported
@@ -352,20 +352,25 @@ def count(
     table: str | None = None,
     progress: Callable[[int, int], None] | None = None,
     method: Method = "auto",
+    scan_progress: ScanProgress | None = None,
 ) -> CountResult:
-    """Exact answers of ``workload`` on ``data`` (path, DataFrame, Arrow table, DuckDB relation):
-    its predicate queries and every cell of its families (:func:`count_encoded`).
+    """Exact answers of ``workload`` on ``data`` (path, DataFrame, Arrow table, DuckDB relation;
+    a Spark DataFrame or :class:`~tessera.spark_data.SparkSource` counts on Spark, only the
+    aggregates leaving it): its predicate queries and every cell of its families
+    (:func:`count_encoded`).
 
     ``progress(done, total)`` is called after each scope group of predicate queries and after
-    each family; ``method`` chooses how families are aggregated (:data:`Method`).
+    each family; ``scan_progress(fraction)`` while the data are read and coded (DuckDB);
+    ``method`` chooses how families are aggregated (:data:`Method`).
     """
-    encoded = encode(data, workload.domain, on_invalid=on_invalid, csv=csv, table=table)
+    encoded = encode(data, workload.domain, on_invalid=on_invalid, csv=csv, table=table,
+                     scan_progress=scan_progress)
     answers = count_encoded(encoded, workload, progress=progress, method=method)
     return CountResult(workload, answers, encoded.n_rows, encoded.dropped, tuple(encoded.invalid))
 
 
 def count_encoded(
-    table: EncodedTable,
+    table: CodedTable,
     workload: Workload,
     *,
     max_cells: int = 1 << 19,
@@ -406,7 +411,7 @@ def count_encoded(
 
 
 def _count_clauses(
-    table: EncodedTable,
+    table: CodedTable,
     workload: Workload,
     groups: dict[tuple[str, ...], list[int]],
     answers: np.ndarray,
@@ -443,7 +448,7 @@ def _count_clauses(
 
 
 def _count_queries(
-    table: EncodedTable,
+    table: CodedTable,
     workload: Workload,
     groups: dict[tuple[str, ...], list[int]],
     answers: np.ndarray,
@@ -491,7 +496,7 @@ def _count_queries(
             progress(done)
 
 
-def _code_cells(table: EncodedTable, names: Sequence[str]) -> float:
+def _code_cells(table: CodedTable, names: Sequence[str]) -> float:
     """Upper bound on the cells of a ``GROUP BY`` over the codes of ``names``:
     min(n_rows, ∏ occurring codes)."""
     sizes = [len(table.present[table.domain.index(n)]) for n in names]

@@ -10,7 +10,19 @@ Encoding is exact and single-sourced: the distinct values of each column are fet
 gets the code of its distinct value (matched with Arrow's ``index_in``, or with a DuckDB join
 should Arrow's equality ever disagree), so no value is encoded twice by different rules.
 
-Why this module is long (about 660 lines): reading and encoding are one pipeline with one
+Larger than memory: every connection made here (:func:`connect`) has a DuckDB ``memory_limit``
+(:func:`memory_limit`: ``TESSERA_MEMORY_LIMIT``, else half the machine's RAM) and a private
+``temp_directory`` to spill to, Parquet is scanned in place, the codes are streamed into DuckDB
+batch by batch (one byte per value for attributes of < 128 codes) and nothing is ever loaded
+into pandas, so the peak memory is bounded by the limit, not by the table. Long scans can report
+their progress (``scan_progress``: DuckDB's own query progress, polled).
+
+The same interface over Apache Spark is :mod:`tessera.spark_data`: :func:`encode` hands it a
+Spark DataFrame or a :class:`~tessera.spark_data.SparkSource`, and both return a
+:class:`CodedTable` (validation with the same errors, the same policies, marginals by
+``GROUP BY``).
+
+Why this module is long (about 760 lines): reading and encoding are one pipeline with one
 invariant, that every value is checked against the domain and encoded once, by one rule. Opening
 a source (CSV dialects, Parquet, DuckDB files, in-memory frames), checking its columns, encoding
 each column's distinct values and coding the rows share the DuckDB connection, the ``src`` table
@@ -22,11 +34,15 @@ from __future__ import annotations
 import csv as _csv
 import gzip
 import itertools
+import os
 import re
-from collections.abc import Mapping, Sequence
+import tempfile
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal, Protocol
 
 import duckdb
 import numpy as np
@@ -37,10 +53,62 @@ from tessera.domain import INVALID, Attribute, Domain
 from tessera.errors import DataError, did_you_mean
 
 OnInvalid = Literal["error", "drop"]
-_CSV_SUFFIXES = {".csv", ".tsv", ".txt", ".data", ".test", ".gz"}
-_DUCKDB_SUFFIXES = {".duckdb", ".db", ".ddb"}
+CSV_SUFFIXES = {".csv", ".tsv", ".txt", ".data", ".test", ".gz"}
+DUCKDB_SUFFIXES = {".duckdb", ".db", ".ddb"}
 #: Column types for a headerless CSV, by attribute kind (text kinds are matched as written).
 _SQL_TYPES = {"integer": "BIGINT", "binned": "DOUBLE"}
+#: ``scan_progress(fraction)``: how far a long scan of the data is, 0..1.
+ScanProgress = Callable[[float], None]
+
+
+def memory_limit() -> str:
+    """DuckDB's ``memory_limit`` for the connections made here: ``TESSERA_MEMORY_LIMIT`` (any
+    DuckDB size, e.g. ``4GB``) if set, else half the physical memory. Past it DuckDB spills to
+    its temporary directory instead of growing (its own default is 80%, too much on a shared
+    machine)."""
+    env = os.environ.get("TESSERA_MEMORY_LIMIT")
+    if env:
+        return env
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return "4GB"
+    return f"{max(total // 2 // (1 << 20), 256)}MB"
+
+
+def connect() -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with a bounded memory (:func:`memory_limit`) and a
+    ``temp_directory`` of its own (under ``TMPDIR``; DuckDB removes its files on close), so that
+    data larger than the limit spill to disk instead of failing or swapping."""
+    spill = Path(tempfile.gettempdir()) / f"tessera-duckdb-{os.getpid()}"
+    return duckdb.connect(config={"memory_limit": memory_limit(), "temp_directory": str(spill)})
+
+
+@contextmanager
+def watched(con: duckdb.DuckDBPyConnection, report: ScanProgress | None) -> Iterator[None]:
+    """Poll ``con.query_progress()`` (DuckDB's progress of the running query, −1 when it does
+    not know) every 0.2 s while the block runs, and pass it on to ``report`` as a fraction."""
+    if report is None:
+        yield
+        return
+    stop = threading.Event()
+
+    def poll() -> None:
+        while not stop.wait(0.2):
+            try:
+                done = float(con.query_progress())
+            except duckdb.Error:
+                continue
+            if done >= 0:
+                report(min(done / 100.0, 1.0))
+
+    thread = threading.Thread(target=poll, name="tessera-scan-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 @dataclass(frozen=True)
@@ -67,9 +135,37 @@ class InvalidValues:
         return f"column {self.column!r}: {self.rows} rows outside the domain: {shown}{more}"
 
 
+class CodedTable(Protocol):
+    """What the exact counts read from encoded data, on any engine: the rows kept and dropped,
+    the invalid values, the codes that may occur, and marginals by one ``GROUP BY`` each —
+    aggregates, never rows (:class:`EncodedTable` on DuckDB,
+    :class:`~tessera.spark_data.SparkEncodedTable` on Spark). ``local_rows`` says whether the
+    code columns themselves may be fetched (:meth:`EncodedTable.columns`); on Spark they may
+    not: only aggregates leave the cluster."""
+
+    domain: Domain
+    n_rows: int
+    dropped: int
+    invalid: list[InvalidValues]
+    present: list[np.ndarray]
+    local_rows: ClassVar[bool]
+
+    def coarsen(self, class_of_code: dict[str, np.ndarray]) -> str: ...
+
+    def group_by(
+        self, names: Sequence[str], table: str = "coded"
+    ) -> tuple[list[np.ndarray], np.ndarray]: ...
+
+    def codes(self) -> np.ndarray: ...
+
+    def columns(self, indices: Sequence[int]) -> dict[int, np.ndarray]: ...
+
+
 @dataclass
 class EncodedTable:
     """A DuckDB table ``coded`` with one small-integer code column ``c<i>`` per attribute."""
+
+    local_rows: ClassVar[bool] = True
 
     con: duckdb.DuckDBPyConnection
     domain: Domain
@@ -129,6 +225,15 @@ class EncodedTable:
             [np.asarray(res[f"c{i}"], dtype=np.int64) for i in range(len(self.domain))]
         )
 
+    def columns(self, indices: Sequence[int]) -> dict[int, np.ndarray]:
+        """The code columns of the attributes at ``indices``, fetched in one query (one row
+        order): for in-memory aggregation of small tables."""
+        used = sorted(set(indices))
+        if not used:
+            return {}
+        res = self.con.sql(f"SELECT {', '.join(f'c{i}' for i in used)} FROM coded").fetchnumpy()
+        return {i: np.asarray(res[f"c{i}"]) for i in used}
+
 
 def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
@@ -185,12 +290,12 @@ def _file_relation(
         return _read_parquet(con, _parquet_directory(p), p)
     if suffix == ".parquet":
         return _read_parquet(con, str(p), p)
-    if suffix in _DUCKDB_SUFFIXES:
+    if suffix in DUCKDB_SUFFIXES:
         if not table:
             raise DataError(f"{p} is a DuckDB database", hint="name the table (--table NAME)")
         con.execute(f"ATTACH {_sql_string(str(p))} AS src (READ_ONLY)")
         return con.table(f"src.{_quote(table)}")
-    if suffix in _CSV_SUFFIXES or suffix == "":
+    if suffix in CSV_SUFFIXES or suffix == "":
         return _read_csv(con, p, _csv_arguments(csv, names, text_columns, column_types))
     raise DataError(f"unknown data format {suffix!r} for {p}", hint="use CSV or Parquet")
 
@@ -202,7 +307,7 @@ def _parquet_directory(p: Path) -> str:
     Hidden and ``_``-prefixed files (``_SUCCESS``, ``.crc``) are bookkeeping and ignored."""
     files = [f for f in p.iterdir() if f.is_file() and not f.name.startswith((".", "_"))]
     parquet = [f for f in files if f.suffix.lower() == ".parquet"]
-    text = [f for f in files if f.suffix.lower() in _CSV_SUFFIXES]
+    text = [f for f in files if f.suffix.lower() in CSV_SUFFIXES]
     if parquet and text:
         raise DataError(
             f"{p} is a directory with both .parquet and CSV files "
@@ -337,7 +442,7 @@ def _ragged_csv(source: Any, domain: Domain, csv: CsvOptions) -> DataError | Non
     if not isinstance(source, (str, Path)):
         return None
     p = Path(source)
-    if not p.is_file() or p.suffix.lower() not in _CSV_SUFFIXES | {""}:
+    if not p.is_file() or p.suffix.lower() not in CSV_SUFFIXES | {""}:
         return None
     delimiter = csv.delimiter
     opener: Any = gzip.open if p.suffix.lower() == ".gz" else open
@@ -402,12 +507,20 @@ def _rescanning_is_costly(source: Any) -> bool:
     """Text files and in-memory frames are cheaper to copy once than to scan 2m + 1 times."""
     if isinstance(source, (str, Path)):
         p = Path(source)
-        return not (p.is_dir() or p.suffix.lower() in {".parquet", *_DUCKDB_SUFFIXES})
+        return not (p.is_dir() or p.suffix.lower() in {".parquet", *DUCKDB_SUFFIXES})
     return True
 
 
 def _sql_string(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
+
+
+def is_spark(source: Any) -> bool:
+    """Whether ``source`` is for the Spark engine: a :class:`~tessera.spark_data.SparkSource`
+    or a PySpark DataFrame (recognised by module, so PySpark is not imported here)."""
+    kind = type(source)
+    return kind.__name__ in ("SparkSource", "DataFrame") and kind.__module__.startswith(
+        ("tessera.spark_data", "pyspark.sql"))
 
 
 def encode(
@@ -418,32 +531,42 @@ def encode(
     csv: CsvOptions = CsvOptions(),
     table: str | None = None,
     con: duckdb.DuckDBPyConnection | None = None,
-) -> EncodedTable:
-    """Validate ``source`` against ``domain`` and materialise its codes in DuckDB.
+    scan_progress: ScanProgress | None = None,
+) -> CodedTable:
+    """Validate ``source`` against ``domain`` and materialise its codes in DuckDB — or, for a
+    Spark DataFrame or :class:`~tessera.spark_data.SparkSource`, in Spark
+    (:func:`tessera.spark_data.encode_spark`: the same checks, errors and policies).
 
     Raises :class:`DataError` for missing columns, and for values outside the domain unless
     ``on_invalid='drop'`` (then :attr:`EncodedTable.dropped` and ``.invalid`` report them).
 
     The steps: :func:`_open_source` (``src``: the data, columns checked), :func:`_encode_column`
-    per attribute (distinct values and their codes), :func:`_invalid_values_error` if the
+    per attribute (distinct values and their codes), :func:`invalid_values_error` if the
     policy is ``error``, then :func:`code_rows` (or :func:`code_rows_by_join`) for ``coded``.
+    ``scan_progress`` hears how far the longest scans are (:func:`watched`).
     """
     if on_invalid not in ("error", "drop"):
         raise DataError(f"unknown on_invalid policy {on_invalid!r}", hint="'error' or 'drop'")
-    con = con or duckdb.connect()
+    if is_spark(source):
+        from tessera.spark_data import encode_spark
+
+        return encode_spark(source, domain, on_invalid=on_invalid, csv=csv, table=table)
+    con = con or connect()
     try:
-        _open_source(con, source, domain, csv=csv, table=table)
+        with watched(con, scan_progress):
+            _open_source(con, source, domain, csv=csv, table=table)
         columns = [_encode_column(con, attr) for attr in domain]
         invalid = [c.invalid for c in columns if c.invalid is not None]
         if invalid and on_invalid == "error":
-            raise _invalid_values_error(invalid, domain)
+            raise invalid_values_error(invalid, domain)
     except DataError as e:
         # a ragged row or a stray quote shows up as a missing column or an odd value: say so
         raise _ragged_csv(source, domain, csv) or e from None
     value_sets = [c.values for c in columns]
     code_of_value = [c.code for c in columns]
     try:
-        n_rows = code_rows(con, domain, value_sets, code_of_value)
+        with watched(con, scan_progress):
+            n_rows = code_rows(con, domain, value_sets, code_of_value)
     except UnmatchedValue:
         n_rows = code_rows_by_join(con, domain, value_sets, code_of_value)
     n_total = columns[-1].rows if columns else 0
@@ -472,7 +595,7 @@ def _open_source(
     rel = relation(
         con, source, names=domain.names, text_columns=text, column_types=typed, csv=csv, table=table
     )
-    _check_columns(list(rel.columns), domain, source, csv)
+    check_columns(list(rel.columns), domain, source, csv)
     if _rescanning_is_costly(source):
         # parse once: the validation scans and the encoding join all read the source again
         try:
@@ -505,7 +628,7 @@ def _unreadable(source: Any, error: duckdb.Error) -> DataError:
                      hint="give each column one type (e.g. df[col].astype(str))")
 
 
-def _check_columns(columns: list[str], domain: Domain, source: Any, csv: CsvOptions) -> None:
+def check_columns(columns: list[str], domain: Domain, source: Any, csv: CsvOptions) -> None:
     """Step 2 of :func:`encode`: every schema attribute must be a column of the data.
 
     Without a header the columns are matched to the attributes by position, so their numbers
@@ -535,7 +658,7 @@ def _check_columns(columns: list[str], domain: Domain, source: Any, csv: CsvOpti
 
 
 @dataclass(frozen=True)
-class _ColumnCodes:
+class ColumnCodes:
     """One attribute's distinct values in ``src`` and the code each gets in ``coded``."""
 
     values: pa.Array  # the distinct values, as DuckDB grouped them (NULL included)
@@ -545,21 +668,36 @@ class _ColumnCodes:
     rows: int  # rows of ``src``
 
 
-def _encode_column(con: duckdb.DuckDBPyConnection, attr: Attribute) -> _ColumnCodes:
-    """Step 3 of :func:`encode`, per attribute: one ``GROUP BY`` for its distinct values, each
-    encoded once by :meth:`Attribute.encode` (the single rule for every value).
-
-    Values outside the attribute are collected (most frequent first) for the error or the
-    drop report; NULL gets the attribute's missing code if it declares one, else is dropped
-    like an invalid value.
-    """
+def _encode_column(con: duckdb.DuckDBPyConnection, attr: Attribute) -> ColumnCodes:
+    """Step 3 of :func:`encode`, per attribute: one ``GROUP BY`` for its distinct values,
+    encoded by :func:`column_codes`."""
     dist = con.sql(
-        f"SELECT {_quote(attr.name)} AS v, count(*) AS n FROM src GROUP BY ALL ORDER BY n DESC"
+        f"SELECT {_quote(attr.name)} AS v, count(*) AS n FROM src GROUP BY ALL"
     ).to_arrow_table()
-    column = dist.column("v")
+    return column_codes(attr, dist.column("v"), dist.column("n").to_numpy())
+
+
+def column_codes(attr: Attribute, values: pa.Array | pa.ChunkedArray,
+                 counts: np.ndarray) -> ColumnCodes:
+    """One attribute's distinct ``values`` (with their row ``counts``, as an engine grouped
+    them) each encoded once by :meth:`Attribute.encode` (the single rule for every value),
+    shared by the DuckDB and Spark engines.
+
+    Values outside the attribute are collected — most frequent first, ties by value, so every
+    engine names them in the same order — for the error or the drop report; NULL gets the
+    attribute's missing code if it declares one, else is dropped like an invalid value.
+    """
+    column = values
     if pa.types.is_dictionary(column.type):  # ENUM / pandas category: decode, keep NULLs
         column = column.cast(column.type.value_type)
-    counts = dist.column("n").to_numpy()
+    counts = np.asarray(counts, dtype=np.int64)
+    try:
+        order = pc.sort_indices(
+            pa.table({"n": counts, "v": column}),
+            sort_keys=[("n", "descending"), ("v", "ascending")])
+    except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        order = pa.array(np.argsort(-counts, kind="stable"))
+    column, counts = column.take(order), counts[order.to_numpy()]
     codes = attr.encode(column.to_numpy(zero_copy_only=False))
     bad = codes == INVALID
     invalid = None
@@ -575,8 +713,8 @@ def _encode_column(con: duckdb.DuckDBPyConnection, attr: Attribute) -> _ColumnCo
     code = np.where(bad, -1, codes).astype(np.int32)
     null = ~column.is_valid().to_numpy(zero_copy_only=False)
     code[null] = -1 if attr.missing_code is None else attr.missing_code
-    return _ColumnCodes(
-        values=column.combine_chunks(),
+    return ColumnCodes(
+        values=column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column,
         code=code,
         # a superset of the codes left after dropping: the coarsening join must miss none
         present=np.unique(codes[~bad]),
@@ -585,7 +723,7 @@ def _encode_column(con: duckdb.DuckDBPyConnection, attr: Attribute) -> _ColumnCo
     )
 
 
-def _invalid_values_error(invalid: list[InvalidValues], domain: Domain) -> DataError:
+def invalid_values_error(invalid: list[InvalidValues], domain: Domain) -> DataError:
     """Step 4 of :func:`encode` under ``on_invalid='error'``: one error naming every column with
     values outside its attribute, with a hint for the most likely cause of the first one
     (undeclared NULLs, or a ``', '`` separator that left spaces around the values)."""
@@ -622,13 +760,22 @@ def code_rows(
 
     The rows stream through Arrow in batches and each column is mapped with ``index_in``
     against its distinct values (the ``GROUP BY`` above): about a third of the cost of
-    15 ``LEFT JOIN``s in DuckDB, with the same bounded memory (one batch of raw values at a
-    time; the codes are int32). Every row value must find its distinct value; if Arrow's
-    equality ever disagrees with DuckDB's (say -0.0 vs 0.0 in a DOUBLE column), this raises
-    :class:`UnmatchedValue` and the caller uses the join instead — never a silently dropped row.
+    15 ``LEFT JOIN``s in DuckDB. Each batch of codes is appended to ``coded`` at once (through
+    a second cursor, the scan streaming on), in the narrowest integer type that holds the
+    attribute's codes (:func:`code_type`), so memory is bounded by one batch plus what DuckDB
+    keeps under its limit — never the whole table in numpy. Every row value must find its
+    distinct value; if Arrow's equality ever disagrees with DuckDB's (say -0.0 vs 0.0 in a
+    DOUBLE column), this raises :class:`UnmatchedValue` and the caller uses the join instead —
+    never a silently dropped row.
     """
     cols = ", ".join(_quote(name) for name in domain.names)
-    kept: list[list[np.ndarray]] = [[] for _ in domain.names]
+    types = [code_type(attr.size) for attr in domain]
+    dtypes = [np.dtype(_NUMPY_CODE[t]) for t in types]
+    con.execute("DROP TABLE IF EXISTS coded")
+    definition = ", ".join(f"c{i} {t}" for i, t in enumerate(types)) or "one BOOLEAN"
+    con.execute(f"CREATE TABLE coded ({definition})")
+    writer = con.cursor()  # appends while ``con`` streams the scan
+    n_rows = 0
     reader = con.sql(f"SELECT {cols} FROM src").arrow()
     try:
         for batch in reader:
@@ -646,20 +793,33 @@ def code_rows(
                 c = code[position.to_numpy()]
                 keep &= c >= 0
                 codes.append(c)
-            for out, c in zip(kept, codes):
-                out.append(c[keep])
+            n_rows += int(keep.sum())
+            if not domain.names:
+                continue
+            chunk = pa.table({f"c{i}": pa.array(c[keep].astype(dt, copy=False))
+                              for i, (c, dt) in enumerate(zip(codes, dtypes))})
+            writer.register("coded_batch", chunk)
+            writer.execute("INSERT INTO coded SELECT * FROM coded_batch")
+            writer.unregister("coded_batch")
     finally:
         reader.close()
-    table = pa.table(
-        {
-            f"c{i}": pa.array(np.concatenate(parts) if parts else np.zeros(0, np.int32))
-            for i, parts in enumerate(kept)
-        }
-    )
-    con.register("coded_arrow", table)
-    con.execute("CREATE OR REPLACE TEMP TABLE coded AS SELECT * FROM coded_arrow")
-    con.unregister("coded_arrow")
-    return table.num_rows
+        writer.close()
+    return n_rows
+
+
+#: numpy dtypes of the DuckDB integer types :func:`code_type` picks.
+_NUMPY_CODE = {"TINYINT": "int8", "SMALLINT": "int16", "INTEGER": "int32"}
+
+
+def code_type(size: int) -> str:
+    """The narrowest signed DuckDB integer type holding codes ``0..size-1`` (the missing code
+    included in ``size``): one byte per value for most attributes, so the coded copy of a
+    table is a fraction of its raw size."""
+    if size <= 127:
+        return "TINYINT"
+    if size <= 32767:
+        return "SMALLINT"
+    return "INTEGER"
 
 
 def code_rows_by_join(
@@ -681,8 +841,9 @@ def code_rows_by_join(
         selects.append(f"CASE WHEN src.{col} IS NULL THEN {null_code} ELSE m{i}.code END AS c{i}")
         joins.append(f"LEFT JOIN map{i} AS m{i} ON src.{col} = m{i}.v")
     where = " AND ".join(f"c{i} IS NOT NULL" for i in range(len(domain))) or "TRUE"
+    con.execute("DROP TABLE IF EXISTS coded")
     con.execute(
-        f"CREATE OR REPLACE TEMP TABLE coded AS SELECT * FROM "
+        f"CREATE TABLE coded AS SELECT * FROM "
         f"(SELECT {', '.join(selects)} FROM src {' '.join(joins)}) WHERE {where}"
     )
     return int(con.execute("SELECT count(*) FROM coded").fetchall()[0][0])

@@ -1,1 +1,460 @@
-"""Apache Spark backend of the data layer (placeholder; filled in by issue #12)."""
+"""The data layer on Apache Spark: the interface of :mod:`tessera.data`, aggregated by Spark.
+
+Custodians whose tables live in Spark count them there: :func:`tessera.data.encode` hands a
+PySpark DataFrame, or a :class:`SparkSource` (a Parquet/CSV path, a table of the session's
+catalog or metastore, or a DataFrame, with the master URL), to :func:`encode_spark`, and every
+caller of the data layer — :func:`tessera.count`, :func:`tessera.answer`, synthesis and
+evaluation — works unchanged on the :class:`SparkEncodedTable` it returns.
+
+What runs where (docs/spark.md):
+
+1. **Validation** (docs/theory.md §1): ONE Spark job — a ``GROUP BY GROUPING SETS`` with one set
+   per attribute — returns every column's distinct values and their row counts. Each distinct
+   value is encoded on the driver by :func:`tessera.data.column_codes`, the very function the
+   DuckDB engine uses, so the values outside the domain, the error naming them
+   (:func:`tessera.data.invalid_values_error`), the missing-column error
+   (:func:`tessera.data.check_columns`) and the ``drop`` policy are the same on both engines.
+2. **Marginals**: every aggregation :mod:`tessera.counts` and :mod:`tessera.family_counts` ask
+   for is one Spark ``GROUP BY`` (:meth:`SparkEncodedTable.group_by`). On the raw values its
+   cells are mapped to codes on the driver (by :meth:`Attribute.encode` again); when the value
+   classes of a workload are coarser (:meth:`SparkEncodedTable.coarsen`), each value is mapped
+   to its class inside Spark by a broadcast join against a table of distinct values, and the
+   ``GROUP BY`` runs on the classes.
+3. **Queries** are evaluated on the collected aggregates by the same numpy code as on DuckDB.
+
+Only aggregates leave the cluster — distinct values with counts, and marginals — never rows:
+:meth:`SparkEncodedTable.codes` and :meth:`SparkEncodedTable.columns` refuse. The privacy
+guarantee is a property of the released function of the exact answers, which are the same
+integers however the rows are partitioned (sums are exact in 64-bit integers), so partitioning
+and the number of executors cannot change it.
+
+PySpark is optional (``pip install "tessera-dp[spark]"``, Java 17+): it is imported only here,
+and only when a Spark source is used; a missing PySpark or Java is a :class:`DataError` that
+says what to install.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import pyarrow as pa
+
+from tessera.data import (
+    CSV_SUFFIXES,
+    DUCKDB_SUFFIXES,
+    ColumnCodes,
+    CsvOptions,
+    InvalidValues,
+    OnInvalid,
+    check_columns,
+    column_codes,
+    invalid_values_error,
+)
+from tessera.domain import Domain
+from tessera.errors import DataError
+
+#: The master URL the CLI uses unless told otherwise: every core of this machine.
+DEFAULT_MASTER = "local[*]"
+_INSTALL_HINT = ('install PySpark: pip install "tessera-dp[spark]" '
+                 '(pip install ".[spark]" in a clone)')
+_JAVA_HINT = "Spark needs Java 17 or newer: check `java -version` (and JAVA_HOME)"
+#: A value a headerless CSV column of an ``integer`` attribute must match to be read as BIGINT
+#: (else as DOUBLE if it matches :data:`_FLOAT`, else as text, like DuckDB's sniffer).
+_INT = r"^[+-]?[0-9]+$"
+_FLOAT = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$"
+
+
+@dataclass(frozen=True)
+class SparkSource:
+    """Data for the Spark engine, accepted wherever Tessera accepts data.
+
+    ``data``: a path Spark can read (a Parquet file or directory, a CSV; any URI Spark knows,
+    ``hdfs://``, ``s3a://``, …) or a PySpark DataFrame; or ``None`` with ``table``, a table of
+    the session's catalog (a Hive metastore under ``spark-submit``). ``master``: the master URL
+    of the session to start (``local[2]``, ``spark://host:7077``, ``yarn``); ``None`` uses the
+    active session, else what ``spark-submit`` or the Spark defaults say (``local[*]``).
+    ``config``: extra Spark settings for a session started here.
+    """
+
+    data: Any = None
+    table: str | None = None
+    master: str | None = None
+    config: tuple[tuple[str, str], ...] = ()
+
+    def describe(self) -> str:
+        what = f"table {self.table}" if self.data is None else (
+            "a Spark DataFrame" if not isinstance(self.data, (str, Path)) else str(self.data))
+        return f"{what} on Spark ({self.master or 'active session'})"
+
+
+def _pyspark() -> Any:
+    """``pyspark.sql``, or a :class:`DataError` saying how to install it."""
+    try:
+        import pyspark.sql as sql
+    except ImportError:
+        raise DataError("the Spark engine needs PySpark, which is not installed",
+                        hint=_INSTALL_HINT) from None
+    return sql
+
+
+def spark_session(master: str | None = None, config: Sequence[tuple[str, str]] = ()) -> Any:
+    """The active SparkSession (``spark-submit``, a notebook) or a new one on ``master``.
+
+    A JVM that does not start (no Java, too old a Java) is a :class:`DataError` with the check
+    to run.
+    """
+    sql = _pyspark()
+    active = sql.SparkSession.getActiveSession()
+    if active is not None and master is None:
+        return active
+    builder = sql.SparkSession.builder.appName("tessera")
+    if master is not None:
+        builder = builder.master(master)
+    for key, value in config:
+        builder = builder.config(key, value)
+    try:
+        return builder.getOrCreate()
+    except Exception as e:  # the JVM did not start: Py4J/PySpark raise plain exceptions
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise DataError(f"cannot start Spark ({master or 'default master'}): {first}",
+                        hint=_JAVA_HINT) from None
+
+
+@contextmanager
+def spark_errors(what: str) -> Iterator[None]:
+    """Spark's exceptions (analysis errors, failed jobs: a malformed CSV under FAILFAST, an
+    unreadable Parquet file) as a one-line :class:`DataError`."""
+    try:
+        yield
+    except DataError:
+        raise
+    except Exception as e:
+        module = type(e).__module__
+        if not module.startswith(("pyspark", "py4j")):
+            raise
+        lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+        first = next((ln for ln in lines if not ln.startswith(("JVM stacktrace", "at "))),
+                     type(e).__name__)
+        raise DataError(f"Spark cannot read {what}: {first[:300]}",
+                        hint="check the path, format and CSV options (--delimiter, --no-header)"
+                        ) from None
+
+
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _is_local_path(path: str) -> bool:
+    return re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", path) is None
+
+
+def _frame(source: Any, domain: Domain, csv: CsvOptions, table: str | None) -> tuple[Any, Any]:
+    """The Spark DataFrame of ``source`` with the schema's columns checked, and the source for
+    error messages (a path, or the DataFrame)."""
+    if isinstance(source, SparkSource):
+        data, table = source.data, source.table or table
+        session = (spark_session(source.master, source.config)
+                   if data is None or isinstance(data, (str, Path)) else None)
+    else:
+        data, session = source, None
+    if data is None:
+        if not table:
+            raise DataError("a SparkSource needs data (a path or a DataFrame) or a table",
+                            hint="SparkSource('data.parquet') or SparkSource(table='db.t')")
+        with spark_errors(f"table {table!r}"):
+            df = session.table(table)
+        check_columns(list(df.columns), domain, df, CsvOptions())
+        return df, df
+    if isinstance(data, (str, Path)):
+        df = _read_path(session, str(data), domain, csv)
+        return df, data
+    if type(data).__name__ != "DataFrame" or not type(data).__module__.startswith("pyspark"):
+        raise DataError(f"cannot read data of type {type(data).__name__} with Spark",
+                        hint="pass a path, a table name or a PySpark DataFrame")
+    check_columns(list(data.columns), domain, data, CsvOptions())
+    return data, data
+
+
+def _read_path(spark: Any, path: str, domain: Domain, csv: CsvOptions) -> Any:
+    """A Parquet file or directory, or a CSV, read by Spark with the schema's columns checked.
+
+    A CSV is read as text and typed like DuckDB types it (:func:`_typed_csv`), so both engines
+    see the same values and name the same invalid ones."""
+    p = Path(path)
+    local = _is_local_path(path)
+    if local and not p.exists():
+        raise DataError(f"no such file: {p}", hint="check the path")
+    suffix = p.suffix.lower()
+    if suffix in DUCKDB_SUFFIXES:
+        raise DataError(f"{p} is a DuckDB database, which Spark cannot read",
+                        hint="use --engine duckdb, or export the table to Parquet")
+    if (local and p.is_dir()) or suffix == ".parquet" or (not local and suffix == ""):
+        with spark_errors(path):
+            df = spark.read.parquet(path)
+        check_columns(list(df.columns), domain, path, csv)
+        return df
+    if suffix not in CSV_SUFFIXES and suffix != "":
+        raise DataError(f"unknown data format {suffix!r} for {p}", hint="use CSV or Parquet")
+    if csv.skip_rows:
+        raise DataError("--skip-rows is not supported by the Spark engine",
+                        hint="remove the lines from the file, or use --engine duckdb")
+    header = csv.header is not False
+    with spark_errors(path):
+        df = spark.read.csv(path, header=header, sep=csv.delimiter or ",", inferSchema=False,
+                            mode="FAILFAST", enforceSchema=False)
+    columns = list(df.columns)
+    if not header and len(columns) == len(domain):
+        df = df.toDF(*domain.names)
+        columns = list(domain.names)
+    check_columns(columns, domain, path, csv)
+    return _typed_csv(df, domain, csv, header)
+
+
+def _typed_csv(df: Any, domain: Domain, csv: CsvOptions, header: bool) -> Any:
+    """The text columns of a CSV typed as DuckDB types them: the ``na`` markers become NULL;
+    categorical and boolean attributes stay text; an ``integer`` attribute's column whose
+    values all look like integers becomes BIGINT, else DOUBLE if they all look like numbers,
+    else stays text (so the invalid values are named as written); a ``binned`` one DOUBLE
+    without a header (DuckDB is told so), sniffed like an integer column with one."""
+    from pyspark.sql import functions as F
+
+    cols = {name: F.col(_quote(name)) for name in domain.names}
+    if csv.na_values:
+        cols = {name: F.when(c.isin(list(csv.na_values)), F.lit(None)).otherwise(c)
+                for name, c in cols.items()}
+    numeric = [a for a in domain if a.kind in ("integer", "binned")]
+    if numeric:
+        checks = []
+        for a in numeric:
+            c = cols[a.name]
+            for tag, pattern in (("i", _INT), ("f", _FLOAT)):
+                checks.append(F.max(F.when(c.isNotNull() & ~c.rlike(pattern), 1).otherwise(0))
+                              .alias(f"{tag}{domain.index(a.name)}"))
+        with spark_errors("the CSV"):
+            row = df.select(*checks).collect()[0]
+        for a in numeric:
+            i = domain.index(a.name)
+            ints, floats = not row[f"i{i}"], not row[f"f{i}"]
+            if ints and not (a.kind == "binned" and not header):
+                target = "BIGINT"
+            elif floats:
+                target = "DOUBLE"
+            else:
+                continue
+            cols[a.name] = cols[a.name].cast(target)  # every value matched: exact
+    return df.select(*[c.alias(name) for name, c in cols.items()])
+
+
+_ARROW_TYPES = {"LongType": pa.int64(), "IntegerType": pa.int32(), "ShortType": pa.int16(),
+                "ByteType": pa.int8(), "DoubleType": pa.float64(), "FloatType": pa.float32(),
+                "StringType": pa.string(), "BooleanType": pa.bool_()}
+
+
+def _arrow(values: list[Any], spark_type: Any) -> pa.Array:
+    """Collected values as an Arrow array of the column's own type (as DuckDB would give it)."""
+    return pa.array(values, type=_ARROW_TYPES.get(type(spark_type).__name__))
+
+
+def _collect(df: Any) -> pa.Table:
+    """A small (aggregated) DataFrame on the driver, as Arrow."""
+    if hasattr(df, "toArrow"):
+        return df.toArrow()
+    return pa.Table.from_pandas(df.toPandas(), preserve_index=False)  # PySpark < 4
+
+
+@dataclass
+class SparkEncodedTable:
+    """Data validated against a domain, left in Spark: the :class:`~tessera.data.CodedTable`
+    interface, each aggregation a Spark ``GROUP BY`` whose result alone is collected.
+
+    ``frame`` holds the schema's columns of the rows kept (the raw values: each aggregation
+    maps the values of its cells to codes, or to classes); ``values`` the distinct values of
+    every attribute with their codes (what validation collected)."""
+
+    local_rows: ClassVar[bool] = False
+
+    frame: Any
+    domain: Domain
+    n_rows: int
+    dropped: int
+    invalid: list[InvalidValues] = field(default_factory=list)
+    present: list[np.ndarray] = field(default_factory=list)
+    values: list[ColumnCodes] = field(default_factory=list)
+    classes: dict[str, np.ndarray] = field(default_factory=dict)
+    _mappings: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def coarsen(self, class_of_code: dict[str, np.ndarray]) -> str:
+        """Remember each attribute's class of every occurring code (indexed by position in
+        :attr:`present`, as :meth:`tessera.data.EncodedTable.coarsen`): the ``classed``
+        aggregations map values to classes inside Spark. Returns ``"classed"``."""
+        self.classes = dict(class_of_code)
+        self._mappings = {}
+        return "classed"
+
+    def group_by(
+        self, names: Sequence[str], table: str = "coded"
+    ) -> tuple[list[np.ndarray], np.ndarray]:
+        """One Spark ``GROUP BY`` over ``names``: the occurring cells (codes on ``coded``,
+        class indices on ``classed``) and their counts. A cell of raw values is mapped to
+        codes on the driver (cells that coincide are left for the caller to sum, as it does);
+        classes are joined in Spark (broadcast) so the aggregate stays small."""
+        from pyspark.sql import functions as F
+
+        if not names:
+            return [], np.array([self.n_rows], dtype=np.int64)
+        if table == "classed":
+            df, cols = self._classed(names)
+        else:
+            df, cols = self.frame, [_quote(n) for n in names]
+        with spark_errors("the data"):
+            res = _collect(df.groupBy(*[F.col(c) for c in cols]).count())
+        counts = np.asarray(res.column("count").to_numpy(), dtype=np.int64)
+        if int(counts.sum()) != self.n_rows:  # a value matched no distinct value: never silent
+            raise RuntimeError(f"Spark GROUP BY over {list(names)} counted {int(counts.sum())} "
+                               f"rows of {self.n_rows}: a value matched no distinct value")
+        cells = []
+        for j, name in enumerate(names):
+            column = res.column(j)
+            if table == "classed":
+                cells.append(np.asarray(column.to_numpy(), dtype=np.int64))
+                continue
+            attr = self.domain[name]
+            codes = attr.encode(column.to_numpy(zero_copy_only=False))
+            null = ~np.asarray(column.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+            if attr.missing_code is not None:
+                codes[null] = attr.missing_code
+            if (codes < 0).any():
+                raise RuntimeError(f"Spark GROUP BY over {name!r} returned a value outside "
+                                   "the domain among the rows kept")
+            cells.append(codes)
+        return cells, counts
+
+    def _classed(self, names: Sequence[str]) -> tuple[Any, list[str]]:
+        """The kept rows with a class column ``k<i>`` per name: a broadcast join of each
+        attribute's values against (distinct value, class), NULL-safe (NULL is the missing
+        code's value)."""
+        from pyspark.sql import functions as F
+        from pyspark.sql import types as T
+
+        spark = self.frame.sparkSession
+        df, cols = self.frame, []
+        for name in names:
+            i = self.domain.index(name)
+            if name not in self._mappings:  # built once per coarsening, shared by the batches
+                vc = self.values[i]
+                keep = vc.code >= 0
+                position = np.searchsorted(self.present[i], vc.code[keep])
+                cls = np.asarray(self.classes[name], dtype=np.int64)[position]
+                spark_type = self.frame.schema[name].dataType
+                schema = T.StructType([T.StructField(f"__v{i}", spark_type, True),
+                                       T.StructField(f"k{i}", T.LongType(), False)])
+                values = vc.values.filter(pa.array(keep)).to_pylist()
+                self._mappings[name] = spark.createDataFrame(
+                    list(zip(values, cls.tolist())), schema)
+            df = df.join(F.broadcast(self._mappings[name]),
+                         F.col(_quote(name)).eqNullSafe(F.col(f"__v{i}")), "inner")
+            cols.append(f"k{i}")
+        return df, cols
+
+    def codes(self) -> np.ndarray:
+        """Refused: rows never leave the cluster (count a :class:`~tessera.workload.Workload`,
+        which is aggregated by ``GROUP BY``)."""
+        raise DataError("the Spark engine never collects rows, only aggregates",
+                        hint="pass the queries as a Workload (counted by GROUP BY), or use "
+                        "--engine duckdb for row-level work on small data")
+
+    def columns(self, indices: Sequence[int]) -> dict[int, np.ndarray]:
+        """Refused, as :meth:`codes`."""
+        return {i: self.codes() for i in indices}
+
+
+def encode_spark(
+    source: Any,
+    domain: Domain,
+    *,
+    on_invalid: OnInvalid = "error",
+    csv: CsvOptions = CsvOptions(),
+    table: str | None = None,
+) -> SparkEncodedTable:
+    """Validate ``source`` (a PySpark DataFrame or a :class:`SparkSource`) against ``domain``
+    in Spark: :func:`tessera.data.encode`'s checks, errors and policies (module docs, step 1).
+    """
+    if on_invalid not in ("error", "drop"):
+        raise DataError(f"unknown on_invalid policy {on_invalid!r}", hint="'error' or 'drop'")
+    df, where = _frame(source, domain, csv, table)
+    df = df.select(*[_quote(n) for n in domain.names])
+    columns = _distinct_values(df, domain, where)
+    invalid = [c.invalid for c in columns if c.invalid is not None]
+    if invalid and on_invalid == "error":
+        raise invalid_values_error(invalid, domain)
+    n_total = columns[-1].rows if columns else _count_rows(df, where)
+    kept, n_rows = df, n_total
+    if invalid:
+        kept = df.where(_valid_rows(columns, domain))
+        with spark_errors(str(where) if isinstance(where, (str, Path)) else "the data"):
+            n_rows = kept.count()
+    return SparkEncodedTable(kept, domain, n_rows, n_total - n_rows, invalid,
+                             [c.present for c in columns], columns)
+
+
+def _count_rows(df: Any, where: Any) -> int:
+    with spark_errors(str(where) if isinstance(where, (str, Path)) else "the data"):
+        return int(df.count())
+
+
+def _distinct_values(df: Any, domain: Domain, where: Any) -> list[ColumnCodes]:
+    """Every attribute's distinct values and row counts in ONE Spark job (``GROUPING SETS``,
+    one set per attribute), each encoded by :func:`tessera.data.column_codes`."""
+    if not len(domain):
+        return []
+    view = f"tessera_src_{uuid.uuid4().hex}"
+    df.createOrReplaceTempView(view)
+    names = [_quote(n) for n in domain.names]
+    sets = ", ".join(f"({n})" for n in names)
+    query = (f"SELECT grouping_id() AS g, {', '.join(names)}, count(*) AS n FROM {view} "
+             f"GROUP BY GROUPING SETS ({sets})")
+    spark = df.sparkSession
+    try:
+        with spark_errors(str(where) if isinstance(where, (str, Path)) else "the data"):
+            rows = spark.sql(query).collect()
+    finally:
+        spark.catalog.dropTempView(view)
+    m = len(domain)
+    per_column: list[tuple[list[Any], list[int]]] = [([], []) for _ in range(m)]
+    for row in rows:
+        g = int(row[0])
+        j = m - (((1 << m) - 1) ^ g).bit_length()  # the grouped column's bit (from the left) is 0
+        values, counts = per_column[j]
+        values.append(row[1 + j])
+        counts.append(int(row[-1]))
+    out = []
+    for attr, (values, counts) in zip(domain, per_column):
+        column = _arrow(values, df.schema[attr.name].dataType)
+        out.append(column_codes(attr, column, np.asarray(counts, dtype=np.int64)))
+    return out
+
+
+def _valid_rows(columns: list[ColumnCodes], domain: Domain) -> Any:
+    """The Spark condition of a row with no value outside its attribute (``drop`` policy):
+    per attribute with invalid values, not one of them; NULL only if it has a missing code."""
+    from pyspark.sql import functions as F
+
+    condition = F.lit(True)
+    for attr, c in zip(domain, columns):
+        if c.invalid is None:
+            continue
+        col = F.col(_quote(attr.name))
+        bad = [v for v, _ in c.invalid.values if v is not None]
+        ok = ~col.isin(bad) if bad else F.lit(True)
+        if any(v is None for v, _ in c.invalid.values):
+            condition = condition & col.isNotNull() & ok
+        else:
+            condition = condition & (col.isNull() | ok)
+    return condition

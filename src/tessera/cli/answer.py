@@ -13,6 +13,7 @@ from tessera.cli.common import (
     DataArg,
     DelimiterOpt,
     DeltaOpt,
+    EngineOpt,
     LabelOpt,
     NaOpt,
     NeighboursOpt,
@@ -22,9 +23,11 @@ from tessera.cli.common import (
     SchemaOpt,
     SeedOpt,
     SkipRowsOpt,
+    SparkMasterOpt,
     TableOpt,
     WorkloadArg,
     csv_options,
+    data_source,
     err,
     out,
     user_errors,
@@ -93,6 +96,8 @@ def answer(
     na: NaOpt = None,
     skip_rows: SkipRowsOpt = 0,
     table: TableOpt = None,
+    engine: EngineOpt = "duckdb",
+    spark_master: SparkMasterOpt = "local[*]",
 ) -> None:
     """Answer WORKLOAD on DATA under a privacy budget: noisy answers, certificate, report."""
     from tessera.domain import Domain
@@ -102,11 +107,12 @@ def answer(
 
     budget = Budget.of(epsilon=epsilon, delta=delta, rho=rho, mu=mu)
     w = Workload.load(workload, Domain.load(schema))
+    source = data_source(data, engine, spark_master)
     steps = tuple(s for s, on in (("consistency", consistency), ("nonnegative", nonnegative))
                   if on)
     with err.status(f"answering {len(w):,} queries…", spinner="dots"):
         release = private_answer(
-            str(data), w, budget, neighbours=neighbours, allocation=weights,  # type: ignore[arg-type]
+            source, w, budget, neighbours=neighbours, allocation=weights,  # type: ignore[arg-type]
             postprocess=steps, ledger=ledger, label=label or workload.stem,
             time_limit=time_limit, seed=seed, csv=csv_options(no_header, delimiter, na, skip_rows),
             table=table, on_invalid=on_invalid,

@@ -184,6 +184,38 @@ TableOpt = Annotated[
 ]
 
 
+EngineOpt = Annotated[
+    str,
+    typer.Option(
+        "--engine",
+        help="Where the data are counted: duckdb (embedded, larger than memory) or spark "
+        "(pip install '.[spark]', Java 17+; only aggregates leave Spark).",
+    ),
+]
+SparkMasterOpt = Annotated[
+    str,
+    typer.Option("--spark-master", help="Spark master URL with --engine spark (local[2], "
+                 "spark://host:7077, yarn).", metavar="URL"),
+]
+#: The default of ``--spark-master``: every core of this machine.
+DEFAULT_SPARK_MASTER = "local[*]"
+
+
+def data_source(data: Path | str, engine: str = "duckdb",
+                spark_master: str = DEFAULT_SPARK_MASTER) -> Any:
+    """What the library reads for DATA: the path itself (DuckDB), or a
+    :class:`~tessera.spark_data.SparkSource` on ``spark_master`` for ``--engine spark``; an
+    unknown engine is a one-line error."""
+    if engine == "duckdb":
+        return str(data)
+    if engine == "spark":
+        from tessera.spark_data import SparkSource
+
+        return SparkSource(str(data), master=spark_master)
+    fail(f"--engine {engine!r}: use 'duckdb' or 'spark'")
+    raise AssertionError  # unreachable: fail exits
+
+
 def csv_options(
     no_header: bool, delimiter: str | None, na: list[str] | None, skip_rows: int
 ) -> CsvOptions:

@@ -14,15 +14,18 @@ from tessera.cli.common import (
     Command,
     DataArg,
     DelimiterOpt,
+    EngineOpt,
     JsonOpt,
     NaOpt,
     NoHeaderOpt,
     OnInvalidOpt,
     SchemaOpt,
     SkipRowsOpt,
+    SparkMasterOpt,
     TableOpt,
     WorkloadArg,
     csv_options,
+    data_source,
     err,
     fail,
     user_errors,
@@ -67,6 +70,8 @@ def count(
     na: NaOpt = None,
     skip_rows: SkipRowsOpt = 0,
     table: TableOpt = None,
+    engine: EngineOpt = "duckdb",
+    spark_master: SparkMasterOpt = "local[*]",
 ) -> None:
     """Exact answers of WORKLOAD on DATA as `query,answer` rows. NOT PRIVATE.
 
@@ -83,8 +88,9 @@ def count(
     w = Workload.load(workload, Domain.load(schema))
     if wide is not None and not w.partitions:
         fail("--wide writes one table per family, and the workload has no families")
+    source = data_source(data, engine, spark_master)
     with Progress(
-        TextColumn("counting"),
+        TextColumn("{task.description}"),
         BarColumn(),
         TextColumn("{task.completed}/{task.total} " + _steps(w)),
         TimeElapsedColumn(),
@@ -92,15 +98,19 @@ def count(
         transient=True,
         disable=not err.is_terminal,
     ) as bar:
-        task = bar.add_task("count", total=None)
+        # a long scan (reading, validating and coding the data) shows DuckDB's own progress
+        scan = bar.add_task("reading", total=100, visible=False)
+        task = bar.add_task("counting", total=None)
         result = exact_counts(
-            str(data),
+            source,
             w,
             on_invalid=on_invalid,  # type: ignore[arg-type]
             csv=csv_options(no_header, delimiter, na, skip_rows),
             table=table,
             progress=lambda done, total: bar.update(task, completed=done, total=total),
+            scan_progress=lambda f: bar.update(scan, completed=100 * f, visible=f < 1),
         )
+        bar.update(scan, visible=False)
     _report(result)
     if wide is not None:
         index = result.write_wide(wide)

@@ -1,0 +1,46 @@
+"""One SparkSession for the Spark tests: local mode, two cores, two shuffle partitions, no UI.
+
+The tests run in CI (``.ci/run`` installs the ``spark`` extra and Java 17). Without PySpark or
+Java they are skipped locally, and fail under ``CI=true`` so CI cannot silently skip them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        pytest.fail(f"the Spark tests must run in CI: {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """A local SparkSession (``local[2]``, ``spark.sql.shuffle.partitions=2``, no UI), shared by
+    every Spark test of this worker and stopped at the end."""
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        _unavailable('PySpark is not installed: pip install ".[dev,spark]"')
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        _unavailable("Java (17+) is not installed: Spark needs it (java -version)")
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("tessera-tests")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.adaptive.enabled", "true")
+        .config("spark.driver.memory", "1g")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
