@@ -22,11 +22,12 @@ with one separator value are contiguous, and the message to the parent
     m_c(x_S) = log Σ_{x_C∖S} exp B_c(x_C)
 
 is a grouped log-sum-exp over contiguous runs (max-shift, exp, sum, log). The parents' tables
-receive their children's messages by one ``np.bincount`` per level (precomputed target and
-source indices). The downward (Hugin) pass forms each separator's calibrated belief from the
-parent's final table (one gather into child-separator-major order, one grouped log-sum-exp) and
-adds the correction β_S − m_c to the child's table (one ``np.repeat``). Finally every entry is
-exp(B − log Z) and each factor's marginal is one ``np.bincount`` of its host clique's entries.
+receive their children's messages by one sparse 0/1 product per level (precomputed). The
+downward (Hugin) pass forms each separator's calibrated belief from the parent's final table
+(one gather into child-separator-major order, one grouped log-sum-exp) and adds the correction
+β_S − m_c to the child's table (one ``np.repeat``). Factor tables enter their host cliques (the
+smallest clique containing the scope) by one sparse 0/1 product, and the marginals leave by its
+transpose applied to exp(B − log Z).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from dataclasses import dataclass
 import networkx as nx
 import numpy as np
 import numpy.typing as npt
+import scipy.sparse as sp
 
 from tessera.engine.decomposition import (
     DEFAULT_MEMORY_LIMIT,
@@ -66,8 +68,8 @@ class Level:
     ``lo:hi`` is their block of the flat table vector, ``plo:phi`` their parents' block and
     ``mlo:mhi`` their messages' block of the flat message vector (one entry per separator
     value, child by child). ``run`` > 0: every separator value owns ``run`` contiguous entries
-    (otherwise ``runs`` per separator value and ``run_starts``). ``up_dst``/``up_src``: parent
-    entry (local to the parent block) and message entry (local) it receives, for one bincount.
+    (otherwise ``runs`` per separator value and ``run_starts``). ``up``: which message entry
+    (local) each parent entry (local to the parent block) receives, a 0/1 sparse matrix.
     ``down_gather``: parent entries (local), child by child, reordered separator-major, grouped
     in runs of ``down_run`` (or ``down_runs`` with ``down_starts``).
     """
@@ -81,8 +83,7 @@ class Level:
     run: int
     runs: IntArray
     run_starts: IntArray
-    up_dst: IntArray
-    up_src: IntArray
+    up: sp.csr_array  # (parent block, level messages): 1 where the entry receives the message
     down_gather: IntArray
     down_run: int
     down_runs: IntArray
@@ -144,10 +145,10 @@ class JunctionTree:
     clique_offsets: tuple[int, ...]  # len(cliques) + 1
     levels: tuple[Level, ...]  # depth 1, 2, …
     n_messages: int
-    pot_dst: IntArray  # flat table entry ← flat parameter entry (one bincount)
-    pot_src: IntArray
-    fac_dst: IntArray  # flat marginal entry ← flat table entry (one bincount)
-    fac_src: IntArray
+    #: (table entries, parameters), 0/1: clique log-potentials = this @ flat parameters
+    potential_map: sp.csr_array
+    #: its transpose: flat factor marginals = this @ flat clique probabilities
+    marginal_map: sp.csr_array
     log_free: float  # Σ log |X_v| over variables in no scope
     width: int  # largest clique size − 1
 
@@ -176,14 +177,12 @@ class JunctionTree:
             if len(log_potentials) != len(self.scopes):
                 raise QueryError(f"{len(log_potentials)} log-potential tables for "
                                  f"{len(self.scopes)} scopes")
-            parts = []
-            for s, t in enumerate(log_potentials):
-                a = np.asarray(t, dtype=np.float64)
-                if a.shape != self.shapes[s]:
-                    raise QueryError(f"log-potential table #{s} has shape {a.shape}; its scope "
-                                     f"{self.scopes[s]} needs {self.shapes[s]}")
-                parts.append(a.ravel())
-            flat = np.concatenate(parts) if parts else np.zeros(0)
+            arrays = [np.asarray(t, dtype=np.float64) for t in log_potentials]
+            if tuple(a.shape for a in arrays) != self.shapes:
+                s = next(s for s, a in enumerate(arrays) if a.shape != self.shapes[s])
+                raise QueryError(f"log-potential table #{s} has shape {arrays[s].shape}; its "
+                                 f"scope {self.scopes[s]} needs {self.shapes[s]}")
+            flat = np.concatenate([a.ravel() for a in arrays]) if arrays else np.zeros(0)
         else:
             flat = np.asarray(log_potentials, dtype=np.float64).reshape(-1)
         if flat.shape != (self.n_entries,):
@@ -201,9 +200,9 @@ class JunctionTree:
 
     # -- passes ----------------------------------------------------------------------------
     def _tables(self, flat: FloatArray) -> FloatArray:
-        """Clique log-potentials: Σ of the factors each clique hosts, broadcast (one bincount)."""
-        b = np.bincount(self.pot_dst, weights=flat[self.pot_src], minlength=self.table_entries)
-        return b.astype(np.float64, copy=False)  # an empty bincount is int64
+        """Clique log-potentials: Σ of the factors each clique hosts, broadcast (one sparse
+        product; −∞ entries stay −∞: the map is 0/1 and no +∞ is allowed)."""
+        return np.asarray(self.potential_map @ flat, dtype=np.float64)
 
     def _upward(self, b: FloatArray) -> FloatArray:
         """Collect: messages m_c to the parents, added into ``b`` in place; returns them."""
@@ -211,8 +210,7 @@ class JunctionTree:
         for lv in reversed(self.levels):
             m = _grouped_lse(b[lv.lo: lv.hi], lv.run, lv.run_starts, lv.runs)
             msg[lv.mlo: lv.mhi] = m
-            b[lv.plo: lv.phi] += np.bincount(lv.up_dst, weights=m[lv.up_src],
-                                             minlength=lv.phi - lv.plo)
+            b[lv.plo: lv.phi] += lv.up @ m
         return msg
 
     def _downward(self, b: FloatArray, msg: FloatArray) -> None:
@@ -246,8 +244,7 @@ class JunctionTree:
         self._downward(b, msg)
         b -= log_z
         p = np.exp(b, out=b)
-        marg = np.bincount(self.fac_dst, weights=p[self.fac_src], minlength=self.n_entries)
-        return log_z + self.log_free, marg
+        return log_z + self.log_free, np.asarray(self.marginal_map @ p, dtype=np.float64)
 
     def marginals(self, log_potentials: Sequence[npt.ArrayLike] | npt.ArrayLike
                   ) -> list[FloatArray]:
@@ -444,26 +441,34 @@ def junction_tree(
         levels.append(Level(
             lo=lo, hi=hi, plo=plo, phi=phi, mlo=mlo, mhi=mpos,
             run=run, runs=runs, run_starts=_starts(runs),
-            up_dst=np.concatenate(up_dst), up_src=np.concatenate(up_src),
+            up=_zero_one(np.concatenate(up_dst), np.concatenate(up_src), (phi - plo, mpos - mlo)),
             down_gather=np.concatenate(gather), down_run=drun, down_runs=druns,
             down_starts=_starts(druns),
         ))
 
-    # -- factors: hosted by the clique of their first-eliminated variable ---------------------
+    # -- factors: hosted by the smallest clique containing their scope -------------------------
+    # (the bag of the first-eliminated variable always contains it; a smaller one costs less)
     position = {v: i for i, v in enumerate(order)}
-    pot_dst, pot_src, fac_dst, fac_src = [], [], [], []
+    holding: dict[int, set[int]] = {}
+    for k, c in enumerate(cliques):
+        for v in c:
+            holding.setdefault(v, set()).add(k)
+    pot_dst, pot_src = [], []
     for s, sc in enumerate(scopes_t):
-        host = index[rep[min(position[v] for v in sc)]] if sc else 0
+        host = 0
+        if sc:
+            host = index[rep[min(position[v] for v in sc)]]
+            inside = set.intersection(*(holding[v] for v in sc))
+            host = min(inside, key=lambda k: (csizes[k], k != host, k))
         c = cliques[host]
         proj = _projection(shape_of[host], [c.index(v) for v in sc], list(shapes[s]))
-        entries = coff[host] + np.arange(csizes[host], dtype=np.intp)
-        pot_dst.append(entries)
+        pot_dst.append(coff[host] + np.arange(csizes[host], dtype=np.intp))
         pot_src.append(offsets[s] + proj)
-        fac_dst.append(offsets[s] + proj)
-        fac_src.append(entries)
 
     def cat(parts: list[IntArray]) -> IntArray:
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.intp)
+
+    potential_map = _zero_one(cat(pot_dst), cat(pot_src), (coff[-1], offsets[-1]))
 
     occurs = set(order)
     log_free = math.fsum(math.log(sizes_t[v]) for v in range(len(sizes_t)) if v not in occurs)
@@ -471,9 +476,15 @@ def junction_tree(
         sizes=sizes_t, scopes=scopes_t, shapes=shapes, offsets=offsets,
         cliques=tuple(cliques), clique_parent=tuple(cparent), clique_offsets=tuple(coff),
         levels=tuple(levels), n_messages=mpos,
-        pot_dst=cat(pot_dst), pot_src=cat(pot_src), fac_dst=cat(fac_dst), fac_src=cat(fac_src),
+        potential_map=potential_map, marginal_map=potential_map.T.tocsr(),
         log_free=log_free, width=max((len(c) for c in cliques), default=0) - 1,
     )
+
+
+def _zero_one(rows: IntArray, cols: IntArray, shape: tuple[int, int]) -> sp.csr_array:
+    """The 0/1 matrix with ones at (rows[i], cols[i]) (pairs distinct), CSR."""
+    data = np.ones(rows.size)
+    return sp.csr_array((data, (rows, cols)), shape=shape)
 
 
 def _starts(runs: IntArray) -> IntArray:
