@@ -68,7 +68,7 @@ def workload(domain: Domain) -> Workload:
 @pytest.fixture(scope="module")
 def fitted(data: pd.DataFrame, workload: Workload) -> dict[str, FittedSynthesizer]:
     out = {m: Synthesizer(m, rows=300).fit(data, workload, Budget.of(epsilon=2.0), seed=3)
-           for m in ("ipmwu", "mwem")}
+           for m in ("adaptive", "ipmwu", "mwem")}
     release = answer(data, workload, Budget.of(epsilon=2.0), neighbours="substitute", seed=3)
     out["lp"] = Synthesizer("lp", rows=300).fit(data, workload, release=release, seed=3)
     return out
@@ -77,7 +77,7 @@ def fitted(data: pd.DataFrame, workload: Workload) -> dict[str, FittedSynthesize
 # -- rows in the schema's values, exact answers ------------------------------------------------
 
 
-@pytest.mark.parametrize("method", ["ipmwu", "mwem", "lp"])
+@pytest.mark.parametrize("method", ["adaptive", "ipmwu", "mwem", "lp"])
 def test_sample_is_in_the_schemas_values(fitted: dict[str, FittedSynthesizer],
                                          method: str) -> None:
     f = fitted[method]
@@ -95,7 +95,7 @@ def test_sample_is_in_the_schemas_values(fitted: dict[str, FittedSynthesizer],
     assert f.sample(50, rng=1).equals(fresh)  # sampling is seeded post-processing
 
 
-@pytest.mark.parametrize("method", ["ipmwu", "mwem", "lp"])
+@pytest.mark.parametrize("method", ["adaptive", "ipmwu", "mwem", "lp"])
 def test_answers_are_those_of_the_output_distribution(fitted: dict[str, FittedSynthesizer],
                                                       workload: Workload, domain: Domain,
                                                       method: str) -> None:
@@ -136,15 +136,15 @@ def test_seeded_fits_are_reproducible(data: pd.DataFrame, workload: Workload) ->
 # -- methods and options -------------------------------------------------------------------------
 
 
-def test_adaptive_is_refused_with_the_available_methods() -> None:
-    with pytest.raises(TesseraError, match="not implemented") as e:
-        Synthesizer("adaptive")
-    assert "ipmwu, mwem, lp" in str(e.value.hint)
-    with pytest.raises(TesseraError, match="unknown method"):
+def test_methods_and_the_default() -> None:
+    with pytest.raises(TesseraError, match="unknown method") as e:
         Synthesizer("pgm")
+    assert "adaptive, ipmwu, mwem, lp" in str(e.value.hint)
+    with pytest.raises(TesseraError, match="no option 'step'"):
+        Synthesizer("adaptive", step=0.1)
     with pytest.raises(TesseraError, match="no option 'epsilon'"):
         Synthesizer("ipmwu", epsilon=1.0)
-    assert Synthesizer().method == "ipmwu" and tessera.Synthesizer is Synthesizer
+    assert Synthesizer().method == "adaptive" and tessera.Synthesizer is Synthesizer
     assert Synthesizer("mwem", rounds=3) == Synthesizer("mwem", rounds=3)  # a frozen config
 
 
@@ -388,8 +388,8 @@ def test_cli_synth_and_evaluate(tmp_path: Path, data: pd.DataFrame) -> None:
     assert not refused.exists() and Ledger.open(led).spent() == 1.0
 
     r = runner.invoke(app, ["synth", str(csv), str(wl), "--schema", str(schema), "--epsilon",
-                            "1", "-o", str(refused), "--method", "adaptive"])
-    assert r.exit_code == 2 and "not implemented" in r.output and not refused.exists()
+                            "1", "-o", str(refused), "--method", "pgm"])
+    assert r.exit_code == 2 and "unknown method" in r.output and not refused.exists()
 
     png = tmp_path / "errors.png"
     r = runner.invoke(app, ["evaluate", str(csv), str(out), str(wl), "--schema", str(schema),

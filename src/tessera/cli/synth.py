@@ -63,16 +63,17 @@ def synth(
                                    "itself is not proven).")
     ] = None,
     method: Annotated[
-        str, typer.Option("--method", "-m", help="ipmwu (implicit weights, the default), mwem "
-                          "(explicit histogram, ≤ 2^20 points) or lp (LP over a private "
-                          "release); adaptive is planned.")
-    ] = "ipmwu",
+        str, typer.Option("--method", "-m", help="adaptive (AIM-style, the default), ipmwu "
+                          "(paper 2's implicit weights), mwem (explicit histogram, ≤ 2^20 "
+                          "points) or lp (LP over a private release).")
+    ] = "adaptive",
     rows: Annotated[
         int | None, typer.Option("--rows", help="Synthetic rows (default: the method's).")
     ] = None,
     rounds: Annotated[
         int | None, typer.Option("--rounds", help="Rounds T of ipmwu/mwem (default: paper 2's "
-                                 "theory).")
+                                 "theory); for adaptive, AIM's T setting the initial noise "
+                                 "(default 16 × attributes).")
     ] = None,
     neighbours: NeighboursOpt = "substitute",
     ledger: Annotated[

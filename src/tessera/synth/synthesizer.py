@@ -5,13 +5,15 @@
 values), the fitted output distribution (``.answers()``: its exact answers) and a JSON-ready
 run record (``.run_record()``). Methods:
 
-* ``"ipmwu"`` (the default): :func:`tessera.synth.ipmwu.ipmwu`, paper 2's Algorithm 1 on the
-  engine's implicit Gibbs weights (any domain whose workload has a small width);
+* ``"adaptive"`` (the default): :func:`tessera.synth.adaptive.adaptive`, AIM's selection over
+  whole marginals and budget schedule with a maximum-entropy fit on the exact engine (any
+  workload: it measures only what keeps the model under its memory cap);
+* ``"ipmwu"``: :func:`tessera.synth.ipmwu.ipmwu`, paper 2's Algorithm 1 on the engine's
+  implicit Gibbs weights (any domain whose workload has a small width);
 * ``"mwem"``: :func:`tessera.synth.mwem.mwem`, the same rounds on an explicit histogram
   (domains of at most 2^20 points);
 * ``"lp"``: :func:`tessera.synth.lp.synthesize`, the LP approach: post-processing of a private
   release of the workload (``fit(..., release=tessera.answer(...))``; module docs below);
-* ``"adaptive"`` (an AIM-like method) is planned, not implemented: asking for it is an error.
 
 **Order** (as :func:`tessera.release.answer.answer`): the budget is mapped to what the run is
 calibrated in; the data is read and validated against the schema (errors reach the curator
@@ -86,6 +88,9 @@ from tessera.families import Partition
 from tessera.mechanisms import NoiseSource
 from tessera.privacy import Definition, Neighbours
 from tessera.query import Query
+from tessera.synth.accounting import Budget as RunBudget
+from tessera.synth.adaptive import AdaptiveResult, adaptive, candidate_workload
+from tessera.synth.candidates import DEFAULT_MAX_CELLS, candidates
 from tessera.synth.ipmwu import (
     Evaluator,
     IPMWUResult,
@@ -102,14 +107,12 @@ from tessera.workload import Workload
 if TYPE_CHECKING:  # the release layer is a sibling of synth: no runtime import (lint-imports)
     from tessera.release.answer import Release
     from tessera.release.budget import Budget as ReleaseBudget
-    from tessera.synth.accounting import Budget as RunBudget
     from tessera.synth.lp import LPSynthesis
 
 __all__ = [
     "IDENTITY_MAX_CELLS",
     "METHODS",
     "NOT_PRIVATE_MARK",
-    "PLANNED_METHODS",
     "REPORTED_DELTAS",
     "FittedSynthesizer",
     "LedgerLike",
@@ -120,10 +123,8 @@ __all__ = [
     "ledger_charge",
 ]
 
-#: Methods :class:`Synthesizer` runs.
-METHODS = ("ipmwu", "mwem", "lp")
-#: Methods of the issue not implemented yet (refused with the list of :data:`METHODS`).
-PLANNED_METHODS = ("adaptive",)
+#: Methods :class:`Synthesizer` runs (the first is the default).
+METHODS = ("adaptive", "ipmwu", "mwem", "lp")
 #: δ values at which the run record states (ε, δ)-DP (as release certificates do).
 REPORTED_DELTAS = (1e-5, 1e-6, 1e-9)
 #: Largest domain (points) a substitute-neighbour ledger is charged over: the identity family
@@ -259,7 +260,9 @@ def _opened(ledger: Any) -> LedgerLike | None:
 
 
 def _method_options(method: str) -> set[str]:
-    if method == "ipmwu":
+    if method == "adaptive":
+        names = set(inspect.signature(adaptive).parameters) - {"workload", "counts", "budget"}
+    elif method == "ipmwu":
         names = set(inspect.signature(ipmwu).parameters)
     elif method == "mwem":
         names = set(inspect.signature(mwem).parameters)
@@ -273,10 +276,6 @@ def _method_options(method: str) -> set[str]:
 
 
 def _check_method(method: str) -> str:
-    if method in PLANNED_METHODS:
-        raise TesseraError(
-            f"method {method!r} is not implemented yet",
-            hint="available: " + ", ".join(METHODS) + " (the default is 'ipmwu')")
     if method not in METHODS:
         raise TesseraError(f"unknown method {method!r}",
                            hint="available: " + ", ".join(METHODS))
@@ -296,7 +295,7 @@ class Synthesizer:
     method: str
     options: tuple[tuple[str, Any], ...]
 
-    def __init__(self, method: str = "ipmwu", **options: Any) -> None:
+    def __init__(self, method: str = "adaptive", **options: Any) -> None:
         _check_method(method)
         unknown = sorted(set(options) - _method_options(method))
         if unknown:
@@ -320,6 +319,9 @@ class Synthesizer:
         ``tessera synth --method lp`` before answering."""
         domain = workload.domain
         opts = self.settings
+        if self.method == "adaptive":
+            _adaptive_preflight(workload, opts, neighbours)
+            return
         functions, _ = query_functions(domain, workload)  # the structured-workload guards
         if self.method == "lp":
             check_lp_workload(workload, neighbours)
@@ -402,19 +404,28 @@ class Synthesizer:
         if book is not None:
             _check_ledger(book, target.definition, rel)
             self.preflight(workload, budget, neighbours=rel)
+        if self.method == "adaptive":
+            _adaptive_preflight(workload, self.settings, rel)
         # the data is read and validated before the charge: a data error reaches the curator
         # without spending budget, and no data-dependent error is raised after the charge
-        counts = _sensitive_counts(data, workload, csv, table, on_invalid)
+        read = workload if self.method != "adaptive" else candidate_workload(
+            workload, self.settings.get("max_cells", DEFAULT_MAX_CELLS))
+        counts = _sensitive_counts(data, read, csv, table, on_invalid)
         if book is not None:
             w, costs = ledger_charge(workload.domain, target.value, rel)
             charge = book.charge(w, costs, label=label or f"synthetic data ({self.method})",
                                  mechanism=f"synthesis:{self.method}")
+        source = NoiseSource.secure() if seed is None else NoiseSource.seeded(seed)
         try:
-            run = (ipmwu if self.method == "ipmwu" else mwem)(
-                workload.domain, workload, counts, **target.kwargs(),  # type: ignore[arg-type]
-                neighbours=rel,
-                source=NoiseSource.secure() if seed is None else NoiseSource.seeded(seed),
-                rng=seed, on_invalid=on_invalid, progress=progress, **self.settings)
+            if self.method == "adaptive":
+                run: Any = adaptive(workload, counts, RunBudget.of(**target.kwargs(),
+                                                                   neighbours=rel),
+                                    source=source, rng=seed, progress=progress, **self.settings)
+            else:
+                run = (ipmwu if self.method == "ipmwu" else mwem)(
+                    workload.domain, workload, counts, **target.kwargs(),  # type: ignore
+                    neighbours=rel, source=source, rng=seed, on_invalid=on_invalid,
+                    progress=progress, **self.settings)
         except BaseException as e:
             if book is not None and charge is not None:
                 try:
@@ -464,6 +475,26 @@ class Synthesizer:
             options["callback"] = progress
         run = synthesize(release, n=n, rng=seed, **options)
         return FittedSynthesizer(self, workload, run, None, rel, release.charge, seed)
+
+
+def _adaptive_preflight(workload: Workload, opts: dict[str, Any],
+                        neighbours: Neighbours | str) -> None:
+    """The public checks of the adaptive method: something to measure, option values, and
+    the candidate workload's size (its counts are read before the charge)."""
+    Neighbours.parse(neighbours)
+    cands = candidates(workload, opts.get("max_cells", DEFAULT_MAX_CELLS))
+    if not cands:
+        raise QueryError("the workload mentions no attribute: the adaptive method has nothing "
+                         "to measure", hint="add queries or marginals over the schema")
+    for key in ("rounds", "rows", "iterations", "final_iterations", "sample_size",
+                "max_model_size", "max_cells"):
+        v = opts.get(key)
+        if v is not None and (isinstance(v, bool) or int(v) != v or v < (0 if key == "rows"
+                                                                          else 1)):
+            raise TesseraError(f"{key} must be a positive integer, got {v!r}")
+    f = opts.get("measure_fraction", 0.9)
+    if not 0.0 < f < 1.0:
+        raise TesseraError(f"measure_fraction must be in (0, 1), got {f!r}")
 
 
 def check_lp_workload(workload: Workload, neighbours: Neighbours | str) -> None:
@@ -524,7 +555,7 @@ class FittedSynthesizer:
 
     synthesizer: Synthesizer
     workload: Workload
-    result: IPMWUResult | MWEMResult | LPSynthesis
+    result: AdaptiveResult | IPMWUResult | MWEMResult | LPSynthesis
     target: Target | None
     neighbours: Neighbours
     charge: Any = None
@@ -569,6 +600,8 @@ class FittedSynthesizer:
             raise TesseraError(f"n must be an integer ≥ 0, got {n!r}")
         gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
         res = self.result
+        if isinstance(res, AdaptiveResult):
+            return res.sample(int(n), gen)
         if isinstance(res, IPMWUResult):
             r = res.record
             model = res.model
@@ -602,6 +635,8 @@ class FittedSynthesizer:
             raise QueryError("the workload is over another schema than the fitted one")
         res = self.result
         same = w is self.workload or w == self.workload
+        if isinstance(res, AdaptiveResult):
+            return res.answers(w)
         if isinstance(res, IPMWUResult):
             return res.average_answers() if same else _ipmwu_answers(res, w, self.settings)
         functions, _ = query_functions(self.domain, w)
@@ -678,7 +713,8 @@ class FittedSynthesizer:
             "mechanisms": len(r.steps),
             "parameters": params,
             "timings": {"setup": t.setup, "rounds": sum(t.rounds), "mean_round": t.mean_round,
-                        "output": t.output, "total": t.total, "n_rounds": len(t.rounds)},
+                        "output": t.output, "total": t.total, "n_rounds": len(t.rounds),
+                        **({"fit": t.fit} if hasattr(t, "fit") else {})},
             "width": r.width,
             "rows": int(self.rows.shape[0]),
             "workload": _workload_dict(self.workload),

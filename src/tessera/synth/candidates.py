@@ -1,0 +1,159 @@
+"""What the adaptive synthesizer may measure: candidate groups and the size of a model
+(docs/theory.md §5, "the adaptive method").
+
+A **candidate** is a group of counting queries measured together by one noisy vector:
+
+* a **marginal** over a set of attributes S (every cell of the product of S's domains): it
+  answers every workload query whose scope lies inside S, and one row changes it by 1 in L1 and
+  L2 under add/remove, by 2 in L1 and √2 in L2 under substitution — whatever the number of
+  workload queries it answers;
+* a **query** of the workload whose scope is too large for a dense marginal (a wide predicate,
+  a Boolean clause or a BDD query over many attributes): it is measured on its own, as a single
+  count, and enters the model as a feature θ_q·q(x) that the engine handles through its own
+  decomposition.
+
+The candidate set is AIM's (McKenna, Mullins, Sheldon, Miklau, "AIM: An Adaptive and Iterative
+Mechanism for Differentially Private Synthetic Data", VLDB 2022, §4): the *downward closure* of
+the workload's scopes (every non-empty subset of a scope is a candidate: a cheap low-order
+measurement is often the best use of a small budget), with weight
+
+    w_r = Σ_{s ∈ W} |r ∩ s|,
+
+the number of attributes r shares with the workload's scopes (each distinct scope once), so that
+selection prefers candidates relevant to many workload queries.
+
+The **size** of a model is that of the tables its junction tree holds: the bags of a min-fill
+elimination of the attribute graph whose edges join the attributes of each measured scope,
+Σ_bags Π_{a ∈ bag} |a| entries of 8 bytes. A candidate that would push the size past the memory
+guard is never offered to the selection (it is excluded before selection, from public
+information only: the scopes already chosen and the domain).
+
+>>> from tessera.domain import Domain
+>>> dom = Domain.from_dict({"a": 2, "b": 3, "c": 4})
+>>> sorted(downward_closure([(0, 1), (1, 2)]))
+[(0,), (0, 1), (1,), (1, 2), (2,)]
+>>> model_size(dom.sizes, [(0, 1), (1, 2)])  # bags {a, b}, {b, c}: 6 + 12 entries
+144
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import networkx as nx
+
+from tessera.domain import Domain
+from tessera.engine.decomposition import eliminate, elimination_order
+from tessera.engine.factors import Function, scope
+from tessera.workload import Workload
+
+__all__ = [
+    "DEFAULT_MAX_CELLS",
+    "Candidate",
+    "candidates",
+    "downward_closure",
+    "model_size",
+    "workload_scopes",
+]
+
+#: Largest marginal (number of cells) measured as one dense vector; a query whose scope is
+#: larger is measured on its own.
+DEFAULT_MAX_CELLS = 1 << 20
+
+Scope = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A group measured by one noisy vector: a marginal over ``scope`` (``query`` is None) or
+    the single workload query number ``query`` (expanded order) over ``scope``."""
+
+    scope: Scope
+    cells: int
+    weight: float
+    query: int | None = None
+
+    @property
+    def is_marginal(self) -> bool:
+        return self.query is None
+
+    def label(self, domain: Domain) -> str:
+        names = ", ".join(domain.names[i] for i in self.scope)
+        return f"marginal({names})" if self.query is None else f"query #{self.query} ({names})"
+
+
+def workload_scopes(workload: Workload) -> tuple[list[Scope], list[tuple[int, Function]]]:
+    """The distinct scopes of the workload's families and queries, and the queries whose own
+    scope is wider than :data:`DEFAULT_MAX_CELLS` allows (index in expanded order, function).
+
+    Families (marginals, cube faces, hierarchy levels, grids) contribute their attributes: the
+    marginal over them answers every cell."""
+    dom = workload.domain
+    scopes: dict[Scope, None] = {}
+    wide: list[tuple[int, Function]] = []
+    for j, q in enumerate(workload.queries):
+        s = scope(dom, q)
+        if not s:
+            continue
+        if _cells(dom, s) > DEFAULT_MAX_CELLS:
+            wide.append((j, q))
+        else:
+            scopes.setdefault(s)
+    for p in workload.partitions:
+        s = tuple(sorted(dom.index(a) for a in p.attributes))
+        if s:
+            scopes.setdefault(s)
+    return list(scopes), wide
+
+
+def downward_closure(scopes: Iterable[Scope]) -> set[Scope]:
+    """Every non-empty subset of every scope."""
+    out: set[Scope] = set()
+    for s in scopes:
+        for k in range(1, len(s) + 1):
+            out.update(itertools.combinations(s, k))
+    return out
+
+
+def _cells(domain: Domain, s: Scope) -> int:
+    return math.prod(domain.sizes[i] for i in s)
+
+
+def candidates(workload: Workload, max_cells: int = DEFAULT_MAX_CELLS) -> list[Candidate]:
+    """The candidate groups of a workload (module docstring): marginals over the downward
+    closure of its scopes (at most ``max_cells`` cells each), then its wide queries one by one;
+    weights w_r = Σ_{s ∈ W} |r ∩ s| (at least 1)."""
+    dom = workload.domain
+    scopes, wide = workload_scopes(workload)
+    sets = [frozenset(s) for s in scopes]
+    out: list[Candidate] = []
+    for r in sorted(downward_closure(scopes), key=lambda s: (len(s), s)):
+        cells = _cells(dom, r)
+        if cells > max_cells:
+            continue
+        weight = float(max(1, sum(len(t.intersection(r)) for t in sets)))
+        out.append(Candidate(r, cells, weight))
+    for j, q in wide:
+        out.append(Candidate(scope(dom, q), 1, 1.0, query=j))
+    return out
+
+
+def model_size(sizes: Sequence[int], scopes: Iterable[Scope]) -> int:
+    """Bytes of the junction tree of ``scopes`` (module docstring): 8 Σ_bags Π_{a∈bag} |a| over
+    the maximal bags of a min-fill elimination of the attributes the scopes mention."""
+    g = nx.Graph()
+    for s in scopes:
+        g.add_nodes_from(s)
+        g.add_edges_from(itertools.combinations(s, 2))
+    if g.number_of_nodes() == 0:
+        return 0
+    order = elimination_order(g, "min-fill", lambda v: math.log(sizes[v]))
+    bags, _ = eliminate(g, order)
+    cliques: list[frozenset[int]] = []  # the maximal bags: the junction tree's cliques
+    for bag in sorted((frozenset(b) for b in bags), key=len, reverse=True):
+        if not any(bag <= c for c in cliques):
+            cliques.append(bag)
+    return 8 * sum(math.prod(sizes[v] for v in c) for c in cliques)
