@@ -5,6 +5,7 @@ mbi.
     python bench/bench_engine.py --part scaling        # tree-MRF d = 64 … 4096
     python bench/bench_engine.py --part enumeration    # vs the explicit 2^d histogram
     python bench/bench_engine.py --part mbi            # vs Private-PGM's junction tree
+    python bench/bench_engine.py --part mbi --no-samples   # marginals only (cold and warm)
     python bench/bench_engine.py --part scale-queries  # t = 1k, 5k, 20k queries, 15 attributes
 
 Every table compares against its baseline in the same run and prints the ratio.
@@ -111,7 +112,47 @@ def enumeration(sizes: list[int], samples: int, repeat: int) -> None:
               f"{t_es:.3f} | {t_es / t_gs:,.1f}× | {abs(lz_e - lz_g):.1e} |")
 
 
-def mbi_comparison(sizes: list[int], samples: int, repeat: int) -> None:
+def tree_factors(model: GibbsModel, edges: list[tuple[int, int]]
+                 ) -> tuple[list[tuple[int, ...]], list[np.ndarray]]:
+    """The tree-MRF as dense factors: one-way tables [0, θ(x_i = 1)] and the 2×2 edge tables."""
+    d, theta = len(model.domain), model.theta
+    scopes: list[tuple[int, ...]] = [(i,) for i in range(d)] + [tuple(e) for e in edges]
+    tables = [np.array([0.0, theta[i]]) for i in range(d)]
+    tables += [theta[d + 4 * e: d + 4 * e + 4].reshape(2, 2).copy() for e in range(len(edges))]
+    return scopes, tables
+
+
+def bucket_expectations(model: GibbsModel) -> np.ndarray:
+    """E[f] by the bucket program's up-and-down pass (the path GibbsModel used before the
+    compiled junction tree): the baseline of the 'before' column."""
+    from tessera.engine.semiring import LOG_SUM_PRODUCT
+
+    s = model.structure
+    theta = np.zeros(s.compiled.n_functions)
+    theta[: len(model.theta)] = model.theta
+    fwd = s.program.forward([g.log_table(theta, True) for g in s.compiled.groups],
+                            LOG_SUM_PRODUCT)
+    beliefs = s.program.beliefs(fwd)
+    out = np.zeros(len(model.theta))
+    for g, group in enumerate(s.compiled.groups):
+        if len(group.functions):
+            out[group.functions] = group.expectations(
+                s.program.factor_marginal(beliefs, g).ravel())
+    return out
+
+
+def peak_bytes(fn: Callable[[], object]) -> int:
+    """Peak traced (numpy + Python) allocation of one call."""
+    import tracemalloc
+
+    tracemalloc.start()
+    fn()
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return peak
+
+
+def mbi_comparison(sizes: list[int], samples: int, repeat: int, with_samples: bool) -> None:
     try:
         import jax
 
@@ -122,33 +163,38 @@ def mbi_comparison(sizes: list[int], samples: int, repeat: int) -> None:
     except ImportError:
         print("\nmbi is not installed (pip install mbi): skipping the Private-PGM comparison")
         return
+    import resource
     from importlib.metadata import version
+
+    from tessera.engine import junction_tree
 
     print(f"\n## Against Private-PGM (`mbi` {version('mbi')}, JAX {jax.__version__} CPU, x64) "
           "on the same tree-MRF\n")
-    print("mbi: cliques = tree edges, potentials = the same log-potential tables; marginals by "
-          "`message_passing_hugin` (calibrated, normalised), samples by "
-          "`MarkovRandomField.synthetic_data(method='sample')`. First call includes JIT "
-          "compilation (cold); warm = best of later calls. Tessera: log Z + all exact "
-          "expectations (up-and-down pass), sampling incl. its conditional tables.\n")
-    print("| d | Tessera marginals (s) | mbi cold (s) | mbi warm (s) | ratio warm | "
-          f"Tessera {samples:,} samples (s) | mbi samples (s) | ratio | max abs Δ marginal |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("Both sides: cliques = tree edges plus one-way cliques, the same log-potential tables; "
+          "every clique/factor marginal (calibrated, normalised). mbi: "
+          "`message_passing_hugin`; cold = first call (JIT compilation included), warm = best "
+          "of later calls. Tessera: `junction_tree(sizes, scopes)` then "
+          "`.marginals(tables)` (list of tables in, list out; docs/theory.md §4.7); cold = "
+          "compile + first call (best of runs, each compiling afresh), warm = best later call "
+          "on the compiled tree. Ratios = mbi / Tessera (> 1: Tessera faster). 'GibbsModel' is "
+          "the query-level path: E[f] for all queries on a model with new θ (structure "
+          "shared; θ → tables, junction tree, E[f]); 'before' is the bucket program's "
+          "up-and-down pass that GibbsModel ran until now, in the same run. "
+          "Peak = tracemalloc peak of one Tessera cold run.\n")
+    print("| d | depth | Tessera cold (s) | Tessera warm (s) | mbi cold (s) | mbi warm (s) "
+          "| ratio cold | ratio warm | GibbsModel (s) | before (s) | Tessera peak (MB) "
+          "| max abs Δ vs mbi | max abs Δ vs before |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    sampled = []
     for d in sizes:
         model, edges = tree_model(d)
-        theta = model.theta
+        scopes, tables = tree_factors(model, edges)
         names = model.domain.names
         dom = mbi.Domain(names, [2] * d)
-        tables = {}
-        for e, (i, j) in enumerate(edges):
-            t = theta[d + 4 * e : d + 4 * e + 4].reshape(2, 2).copy()
-            cl = (names[i], names[j])
-            tables[cl] = mbi.Factor(dom.project(cl), jax.numpy.asarray(t))
-        # unary θ(x_i = 1) as one-way cliques
-        for i in range(d):
-            cl = (names[i],)
-            tables[cl] = mbi.Factor(dom.project(cl), jax.numpy.asarray([0.0, theta[i]]))
-        pot = mbi.CliqueVector(dom, list(tables), tables)
+        cl = [tuple(names[v] for v in sc) for sc in scopes]
+        pot_tables = {c: mbi.Factor(dom.project(c), jax.numpy.asarray(t))
+                      for c, t in zip(cl, tables, strict=True)}
+        pot = mbi.CliqueVector(dom, cl, pot_tables)
 
         def run_mbi():  # noqa: ANN202
             m = marginal_oracles.message_passing_hugin(pot, 1.0)
@@ -157,20 +203,39 @@ def mbi_comparison(sizes: list[int], samples: int, repeat: int) -> None:
 
         t_cold, marg = best(run_mbi, 1)
         t_warm, marg = best(run_mbi, repeat)
-        def run_ours():  # noqa: ANN202
-            m = fresh(model)
-            return m.log_partition(), m.expectations()
 
-        t_ours, _ = best(run_ours, repeat)
-        ours = fresh(model).expectations()
-        diff = max(abs(float(marg.project((names[i],)).datavector()[1]) - ours[i])
-                   for i in range(min(d, 64)))
-        mrf = mbi.MarkovRandomField(potentials=pot, marginals=marg, total=samples)
-        np.random.seed(0)
-        t_ms, _ = best(lambda: mrf.synthetic_data(samples, method="sample"), 1)
-        t_os, _ = best(lambda: fresh(model).sample(samples, np.random.default_rng(0)), 1)
-        print(f"| {d} | {t_ours:.3f} | {t_cold:.2f} | {t_warm:.3f} | {t_warm / t_ours:.1f}× | "
-              f"{t_os:.3f} | {t_ms:.2f} | {t_ms / t_os:.1f}× | {diff:.1e} |")
+        def cold():  # noqa: ANN202
+            jt = junction_tree([2] * d, scopes)
+            return jt, jt.marginals(tables)
+
+        t_tcold, (jt, ours) = best(cold, repeat)
+        t_twarm, ours = best(lambda: jt.marginals(tables), max(repeat, 10))
+        t_gibbs, _ = best(lambda: fresh(model).expectations(), max(repeat, 10))
+        t_before, ref = best(lambda: bucket_expectations(model), repeat)
+        peak = peak_bytes(cold)
+        diff_mbi = max(float(np.abs(np.asarray(marg[c].datavector(flatten=False)) - o).max())
+                       for c, o in zip(cl, ours, strict=True))
+        mine = np.concatenate([[o[1] for o in ours[:d]], *(o.ravel() for o in ours[d:])])
+        diff_gibbs = float(np.abs(mine - ref).max())
+        print(f"| {d} | {jt.depth} | {t_tcold:.4f} | {t_twarm:.5f} | {t_cold:.2f} | "
+              f"{t_warm:.4f} | {t_cold / t_tcold:,.0f}× | {t_warm / t_twarm:,.1f}× | "
+              f"{t_gibbs:.4f} | {t_before:.3f} | {peak / 2**20:.1f} | {diff_mbi:.1e} | "
+              f"{diff_gibbs:.1e} |")
+        if with_samples:
+            mrf = mbi.MarkovRandomField(potentials=pot, marginals=marg, total=samples)
+            np.random.seed(0)
+            t_ms, _ = best(lambda: mrf.synthetic_data(samples, method="sample"), 1)
+            t_os, _ = best(lambda: fresh(model).sample(samples, np.random.default_rng(0)), 1)
+            sampled.append((d, t_os, t_ms))
+    if sampled:
+        print(f"\nSampling {samples:,} rows: Tessera `GibbsModel.sample` (incl. its conditional "
+              "tables) vs mbi `MarkovRandomField.synthetic_data(method='sample')`.\n")
+        print("| d | Tessera (s) | mbi (s) | ratio |")
+        print("|---|---|---|---|")
+        for d, t_os, t_ms in sampled:
+            print(f"| {d} | {t_os:.3f} | {t_ms:.2f} | {t_ms / t_os:.1f}× |")
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"\nPeak resident memory of the whole run (Tessera + JAX + mbi): {rss:,.0f} MB")
 
 
 def tree_cells(k: int, n_attr: int = 15, seed: int = 0):  # noqa: ANN201
@@ -295,6 +360,8 @@ def main() -> None:
     ap.add_argument("--mbi-sizes", type=int, nargs="*", default=[64, 256, 1024])
     ap.add_argument("--samples", type=int, default=100_000)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--no-samples", action="store_true",
+                    help="mbi part: skip the sampling comparison (minutes at d = 1024)")
     args = ap.parse_args()
     print(f"numpy {np.__version__}, {os.cpu_count()} cores")
     if args.part in ("all", "scaling"):
@@ -302,7 +369,7 @@ def main() -> None:
     if args.part in ("all", "enumeration"):
         enumeration(args.enum_sizes, args.samples, args.repeat)
     if args.part in ("all", "mbi"):
-        mbi_comparison(args.mbi_sizes, args.samples, args.repeat)
+        mbi_comparison(args.mbi_sizes, args.samples, args.repeat, not args.no_samples)
     if args.part in ("all", "scale-queries"):
         scale_queries(args.scale_sizes, args.repeat, args.nx_max)
 
