@@ -459,25 +459,24 @@ def _count_queries(
     classes = segment_classes(workload)
     n_classes = {name: vc.n_classes for name, vc in classes.items()}
     batches = _pack(list(groups), n_classes, table.n_rows, max_cells)
-    coarsened = False
+    # When the GROUP BY on the codes themselves already fits, its codes are mapped to classes
+    # in numpy (SegmentClasses.class_of, as in coarsen) instead of materialising a coarsened
+    # copy of the table; _project sums the class tuples that coincide.
+    kinds = ["coded" if _code_cells(table, union) <= max_cells else "classed"
+             for union, _ in batches]
+    if "classed" in kinds:  # once, shared by every large batch
+        table.coarsen(
+            {
+                name: vc.class_of(table.present[workload.domain.index(name)])
+                for name, vc in classes.items()
+            }
+        )
     done = 0
-    for union, scopes in batches:
-        if _code_cells(table, union) <= max_cells:
-            # The GROUP BY on the codes themselves already fits: map codes to classes in numpy
-            # (SegmentClasses.class_of, as in coarsen) instead of materialising
-            # a coarsened copy of the table; _project sums the class tuples that coincide.
-            codes, counts = table.group_by(union, "coded")
-            cells = [classes[name].class_of(c) for name, c in zip(union, codes)]
-        else:
-            if not coarsened:  # once, shared by every large batch
-                table.coarsen(
-                    {
-                        name: vc.class_of(table.present[workload.domain.index(name)])
-                        for name, vc in classes.items()
-                    }
-                )
-                coarsened = True
-            cells, counts = table.group_by(union, "classed")
+    # one GROUP BY per batch, fetched lazily (Spark runs several in one job)
+    results = table.group_by_many([(union, kind) for (union, _), kind in zip(batches, kinds)])
+    for (union, scopes), kind, (cells, counts) in zip(batches, kinds, results):
+        if kind == "coded":
+            cells = [classes[name].class_of(c) for name, c in zip(union, cells)]
         # intp once per batch: every gather below would otherwise convert the indices again
         column = {name: np.asarray(c, dtype=np.intp) for name, c in zip(union, cells)}
         for scope in scopes:

@@ -156,6 +156,10 @@ class CodedTable(Protocol):
         self, names: Sequence[str], table: str = "coded"
     ) -> tuple[list[np.ndarray], np.ndarray]: ...
 
+    def group_by_many(
+        self, requests: Sequence[tuple[Sequence[str], str]]
+    ) -> Iterator[tuple[list[np.ndarray], np.ndarray]]: ...
+
     def codes(self) -> np.ndarray: ...
 
     def columns(self, indices: Sequence[int]) -> dict[int, np.ndarray]: ...
@@ -216,6 +220,14 @@ class EncodedTable:
             f"SELECT {', '.join(cols)}, count(*) AS n FROM {table} GROUP BY ALL"
         ).fetchnumpy()
         return [np.asarray(res[c]) for c in cols], np.asarray(res["n"], dtype=np.int64)
+
+    def group_by_many(
+        self, requests: Sequence[tuple[Sequence[str], str]]
+    ) -> Iterator[tuple[list[np.ndarray], np.ndarray]]:
+        """:meth:`group_by` of each ``(names, table)`` in turn, lazily (an engine with a cost
+        per query, Spark, answers several in one job instead)."""
+        for names, table in requests:
+            yield self.group_by(names, table)
 
     def codes(self) -> np.ndarray:
         """All rows as an (n, m) code matrix (small data and tests)."""

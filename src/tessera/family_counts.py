@@ -87,6 +87,11 @@ def count_families(
         method == "numpy" or (method == "auto" and table.n_rows <= NUMPY_MAX_ROWS))
     rows = table.columns([i for s in order for i in s]) if use_numpy else None
     kept: dict[tuple[int, ...], _Cells] = {}
+    # the scopes no other scope contains always need their own aggregation: asked for at once,
+    # fetched lazily in order (Spark answers several in one job); the others on demand
+    alone = [s for s in order if s and not supersets.get(s)] if rows is None else []
+    fetched = iter(table.group_by_many([([domain.names[i] for i in s], "coded")
+                                        for s in alone]))
     done = 0
     for scope in order:
         fams = members[scope]
@@ -98,7 +103,11 @@ def count_families(
                 if len(fams) > 1 or pending[scope]:
                     cells = _compress(cells, scope, domain)
             else:
-                codes, counts = table.group_by([domain.names[i] for i in scope], "coded")
+                if alone and scope == alone[0]:
+                    alone.pop(0)
+                    codes, counts = next(fetched)
+                else:
+                    codes, counts = table.group_by([domain.names[i] for i in scope], "coded")
                 cells = _Cells(dict(zip(scope, codes)), counts, len(counts))
             if pending[scope] and cells.size <= table.n_rows // 2:
                 kept[scope] = cells

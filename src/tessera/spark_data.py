@@ -69,6 +69,10 @@ _JAVA_HINT = "Spark needs Java 17 or newer: check `java -version` (and JAVA_HOME
 #: (else as DOUBLE if it matches :data:`_FLOAT`, else as text, like DuckDB's sniffer).
 _INT = r"^[+-]?[0-9]+$"
 _FLOAT = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$"
+#: At most this many GROUP BYs share one Spark job (:meth:`SparkEncodedTable.group_by_many`)…
+MAX_SETS_PER_JOB = 64
+#: … and at most about this many cells come back from one job.
+MAX_CELLS_PER_JOB = 1 << 22
 
 
 @dataclass(frozen=True)
@@ -315,13 +319,83 @@ class SparkEncodedTable:
             df, cols = self.frame, [_quote(n) for n in names]
         with spark_errors("the data"):
             res = _collect(df.groupBy(*[F.col(c) for c in cols]).count())
-        counts = np.asarray(res.column("count").to_numpy(), dtype=np.int64)
+        return self._cells(names, table, [res.column(j) for j in range(len(names))],
+                           res.column("count").to_numpy())
+
+    def group_by_many(
+        self, requests: Sequence[tuple[Sequence[str], str]]
+    ) -> Iterator[tuple[list[np.ndarray], np.ndarray]]:
+        """:meth:`group_by` of each ``(names, table)``, in order, lazily; consecutive requests
+        on the same table share ONE Spark job — ``GROUP BY … GROUPING SETS``, one set per
+        request — up to :data:`MAX_SETS_PER_JOB` sets and about :data:`MAX_CELLS_PER_JOB`
+        cells, so the data are scanned once per job instead of once per marginal."""
+        chunk: list[tuple[Sequence[str], str]] = []
+        cells = 0.0
+        for names, table in requests:
+            size = self._size(names, table)
+            if chunk and (len(chunk) >= MAX_SETS_PER_JOB or chunk[0][1] != table
+                          or cells + size > MAX_CELLS_PER_JOB):
+                yield from self._grouping_sets(chunk)
+                chunk, cells = [], 0.0
+            chunk.append((names, table))
+            cells += size
+        if chunk:
+            yield from self._grouping_sets(chunk)
+
+    def _size(self, names: Sequence[str], table: str) -> float:
+        """At most how many cells a ``GROUP BY`` over ``names`` returns."""
+        sizes = [float(len(self.values[self.domain.index(n)].code)) if table == "coded"
+                 else float(np.max(self.classes[n], initial=0) + 1) for n in names]
+        return min(float(self.n_rows), float(np.prod(sizes)))
+
+    def _grouping_sets(
+        self, chunk: Sequence[tuple[Sequence[str], str]]
+    ) -> Iterator[tuple[list[np.ndarray], np.ndarray]]:
+        """The requests of one job (same table), as ONE ``GROUPING SETS`` aggregation; each
+        request's cells are the rows whose ``grouping_id()`` marks exactly its columns."""
+        table = chunk[0][1]
+        if len(chunk) == 1 or any(not names for names, _ in chunk):
+            for names, kind in chunk:
+                yield self.group_by(names, kind)
+            return
+        union = list(dict.fromkeys(n for names, _ in chunk for n in names))
+        if table == "classed":
+            df, cols = self._classed(union)
+        else:
+            df, cols = self.frame, [_quote(n) for n in union]
+        column_of = dict(zip(union, cols))
+        sets = list(dict.fromkeys(tuple(names) for names, _ in chunk))
+        view = f"tessera_sets_{uuid.uuid4().hex}"
+        df.createOrReplaceTempView(view)
+        grouping = ", ".join(f"({', '.join(column_of[n] for n in s)})" for s in sets)
+        query = (f"SELECT grouping_id() AS __g, {', '.join(cols)}, count(*) AS __n FROM {view} "
+                 f"GROUP BY {', '.join(cols)} GROUPING SETS ({grouping})")
+        spark = self.frame.sparkSession
+        try:
+            with spark_errors("the data"):
+                res = _collect(spark.sql(query))
+        finally:
+            spark.catalog.dropTempView(view)
+        g = res.column("__g").to_numpy()
+        top = len(union) - 1
+        for names, _ in chunk:
+            # grouping_id(): bit (top - j) is set when column j is NOT grouped in the row's set
+            mask = sum(1 << (top - j) for j, n in enumerate(union) if n not in names)
+            rows = pa.array(np.flatnonzero(g == mask))
+            yield self._cells(names, table,
+                              [res.column(1 + union.index(n)).take(rows) for n in names],
+                              res.column("__n").take(rows).to_numpy())
+
+    def _cells(self, names: Sequence[str], table: str, columns: Sequence[Any],
+               counts: Any) -> tuple[list[np.ndarray], np.ndarray]:
+        """A collected ``GROUP BY`` as (cells per name, counts): raw values mapped to codes on
+        the driver by :meth:`Attribute.encode`, or class indices as they are."""
+        counts = np.asarray(counts, dtype=np.int64)
         if int(counts.sum()) != self.n_rows:  # a value matched no distinct value: never silent
             raise RuntimeError(f"Spark GROUP BY over {list(names)} counted {int(counts.sum())} "
                                f"rows of {self.n_rows}: a value matched no distinct value")
         cells = []
-        for j, name in enumerate(names):
-            column = res.column(j)
+        for name, column in zip(names, columns):
             if table == "classed":
                 cells.append(np.asarray(column.to_numpy(), dtype=np.int64))
                 continue
