@@ -67,6 +67,8 @@ __all__ = [
     "Budget",
     "Plan",
     "Step",
+    "dyadic_exponent",
+    "exact_scores",
     "measure",
     "noise_cost",
     "plan",
@@ -225,12 +227,50 @@ def plan(budget: Budget, rounds: int, total: CountNoise | None = None) -> Plan:
 # -- the two private steps of a round ---------------------------------------------------------
 
 
+def dyadic_exponent(bound: float) -> int:
+    """The largest k ≥ 0 with every value of magnitude ≤ ``bound`` a multiple of 2^-k that
+    needs at most 52 bits: k = 52 − ⌈log₂(bound + 1)⌉ − 1 (at least 0)."""
+    return max(0, 52 - math.ceil(math.log2(float(bound) + 1.0)) - 1)
+
+
 def selection_scores(counts: npt.ArrayLike, synthetic: npt.ArrayLike,
                      normaliser: float) -> npt.NDArray[np.float64]:
-    """s_f = |q_f(X) − N·v_f| in count units (sensitivity 1): N·|f(X) − v_f| of paper 2."""
-    q = np.asarray(counts, dtype=np.float64)
-    v = np.asarray(synthetic, dtype=np.float64)
-    return np.abs(q - float(normaliser) * v)
+    """s_f = |q_f(X) − N·v_f| in count units, computed **exactly** (sensitivity exactly 1).
+
+    N·v_f is public (a function of past outputs); it is rounded to a multiple of 2^-k
+    (:func:`dyadic_exponent`) and the difference with the integer count taken in integer
+    arithmetic, so every returned float is exact and one row moves s_f by at most 1 — a float
+    subtraction could move it by 1 + ulp."""
+    q = np.asarray(counts, dtype=np.int64)
+    e = float(normaliser) * np.asarray(synthetic, dtype=np.float64)
+    if q.size == 0:
+        return np.zeros(0)
+    k = dyadic_exponent(float(np.abs(q).max()) + float(np.abs(e).max()))
+    e_int = np.rint(e * float(2**k)).astype(np.int64)
+    return np.abs(q * (1 << k) - e_int) / float(2**k)
+
+
+def exact_scores(exact: Sequence[npt.NDArray[np.int64]], synthetic: Sequence[npt.ArrayLike],
+                 bias: Sequence[float], weights: Sequence[int]) -> npt.NDArray[np.float64]:
+    """s_r = w_r (‖y_r − e_r‖₁ − b_r) for groups r, computed exactly (the adaptive method's
+    quality score, docs/theory.md §5).
+
+    ``exact`` y_r (integer counts: the data), ``synthetic`` e_r (public), ``bias`` b_r (public)
+    and integer ``weights`` w_r. e_r and b_r are rounded to multiples of 2^-k, k the largest with
+    every |score| below 2^52 in units of 2^-k; then all arithmetic is on integers and the returned
+    floats are exact: one row moving y_r by Δ₁ in L1 moves s_r by at most w_r Δ₁, exactly."""
+    bound = max((int(w) * (int(np.abs(y).sum()) + float(np.abs(np.asarray(e)).sum())
+                           + abs(b) + 1)
+                 for y, e, b, w in zip(exact, synthetic, bias, weights, strict=True)),
+                default=1.0)
+    k = dyadic_exponent(bound)
+    scale = float(2**k)
+    out = np.empty(len(exact))
+    for i, (y, e, b, w) in enumerate(zip(exact, synthetic, bias, weights, strict=True)):
+        e_int = np.rint(np.asarray(e, dtype=np.float64) * scale).astype(np.int64)
+        l1 = int(np.abs(np.asarray(y, dtype=np.int64) * (1 << k) - e_int).sum())
+        out[i] = int(w) * (l1 - int(round(b * scale))) / scale  # |·| < 2^52: exact
+    return out
 
 
 def select(mechanism: ExponentialMechanism, counts: npt.ArrayLike, synthetic: npt.ArrayLike,

@@ -27,7 +27,8 @@ Differentially Private Synthetic Data", VLDB 2022, Algorithm 1) with these parts
 * **output**: rows sampled from the final model by the engine's perfect sampler (``rows``
   defaults to N).
 
-**Privacy.** Scores are computed *exactly* on a dyadic grid (:func:`exact_scores`): the
+**Privacy.** Scores are computed *exactly* on a dyadic grid
+(:func:`tessera.synth.accounting.exact_scores`): the
 synthetic part N μ̂_r (public) is rounded to multiples of 2^-k and the data part is an integer,
 so ‖y_r − N μ̂_r‖₁ moves by at most Δ₁ (1 under add/remove, 2 under substitution) when one row
 changes, with no floating-point slack, and s_r by at most w_r Δ₁: the mechanism is calibrated to
@@ -59,7 +60,7 @@ from tessera.errors import TesseraError
 from tessera.families import Partition
 from tessera.mechanisms import DiscreteGaussian, DiscreteLaplace, ExponentialMechanism, NoiseSource
 from tessera.privacy import Definition, Neighbours
-from tessera.synth.accounting import Budget, Step, prove, step_cost
+from tessera.synth.accounting import Budget, Step, exact_scores, prove, step_cost
 from tessera.synth.candidates import (
     DEFAULT_MAX_CELLS,
     Candidate,
@@ -79,7 +80,7 @@ __all__ = [
     "AdaptiveTimings",
     "adaptive",
     "candidate_workload",
-    "exact_scores",
+    "selection_sensitivity",
 ]
 
 FloatArray = npt.NDArray[np.float64]
@@ -128,31 +129,6 @@ def _split_counts(cands: Sequence[Candidate], counts: SensitiveCounts) -> _Exact
     if at != counts.counts.size:
         raise TesseraError("the counts do not match the candidate workload")
     return _Exact(tuple(per), counts.n)
-
-
-# -- exact selection scores -----------------------------------------------------------------
-
-
-def exact_scores(exact: Sequence[npt.NDArray[np.int64]], synthetic: Sequence[FloatArray],
-                 bias: Sequence[float], weights: Sequence[int]) -> FloatArray:
-    """s_r = w_r (‖y_r − e_r‖₁ − b_r) computed exactly (module docstring).
-
-    ``exact`` y_r (integer counts: the data), ``synthetic`` e_r = N μ̂_r, ``bias`` b_r and
-    integer ``weights`` w_r (public). e_r and b_r are rounded to multiples of 2^-k, k the largest
-    with every |score| below 2^53 in units of 2^-k; then every operation is integer arithmetic
-    and the returned floats are exact: one row moves ‖y_r − e_r‖₁ by at most its L1 change, with
-    no rounding slack."""
-    bound = max((int(w) * (int(np.abs(y).sum()) + float(np.abs(e).sum()) + abs(b) + 1)
-                 for y, e, b, w in zip(exact, synthetic, bias, weights)), default=1.0)
-    k = max(0, 52 - math.ceil(math.log2(bound + 1)) - 1)
-    scale = float(2**k)
-    out = np.empty(len(exact))
-    for i, (y, e, b, w) in enumerate(zip(exact, synthetic, bias, weights)):
-        e_int = np.rint(np.asarray(e, dtype=np.float64) * scale).astype(np.int64)
-        l1 = int(np.abs(np.asarray(y, dtype=np.int64) * (1 << k) - e_int).sum())
-        s = int(w) * (l1 - int(round(b * scale)))
-        out[i] = s / scale  # |s| < 2^53: exact
-    return out
 
 
 # -- records --------------------------------------------------------------------------------
@@ -567,9 +543,9 @@ def adaptive(
     substitute = budget.neighbours is Neighbours.SUBSTITUTE
     l1, l2 = (2.0, math.sqrt(2.0)) if substitute else (1.0, 1.0)
     weights = [int(c.weight) if c.is_marginal else 1 for c in cands]
-    sel_sensitivity = max(w * (l1 if c.is_marginal else 1.0) for w, c in zip(weights, cands))
-    schedule = _Schedule(budget, l1, l2, sel_sensitivity, measure_fraction)
-    attrs = sorted({a for c in cands for a in c.scope})
+    schedule = _Schedule(budget, l1, l2, selection_sensitivity(cands, substitute),
+                         measure_fraction)
+    attrs = sorted({c.scope[0] for c in cands if c.is_marginal and len(c.scope) == 1})
     T = int(rounds) if rounds is not None else 16 * len(attrs)
     if T < 1:
         raise TesseraError(f"rounds must be a positive integer, got {rounds!r}")
@@ -680,6 +656,12 @@ def adaptive(
         model_size(sizes, _model_scopes(measurements)), source.label)
     return AdaptiveResult(model, fitted, tuple(measurements), record,
                           np.asarray(synthetic, dtype=np.int64), workload)
+
+
+def selection_sensitivity(cands: Sequence[Candidate], substitute: bool) -> float:
+    """Δ of the quality scores: max_r w_r Δ₁(r), Δ₁ = 2 for a marginal under substitution (a
+    row leaves one cell and enters another), 1 otherwise (module docstring)."""
+    return max(int(c.weight) * (2.0 if substitute and c.is_marginal else 1.0) for c in cands)
 
 
 def _model_scopes(measurements: Sequence[GroupMeasurement]) -> list[tuple[int, ...]]:

@@ -85,9 +85,10 @@ class Candidate:
         return f"marginal({names})" if self.query is None else f"query #{self.query} ({names})"
 
 
-def workload_scopes(workload: Workload) -> tuple[list[Scope], list[tuple[int, Function]]]:
+def workload_scopes(workload: Workload, max_cells: int = DEFAULT_MAX_CELLS
+                    ) -> tuple[list[Scope], list[tuple[int, Function]]]:
     """The distinct scopes of the workload's families and queries, and the queries whose own
-    scope is wider than :data:`DEFAULT_MAX_CELLS` allows (index in expanded order, function).
+    scope has more than ``max_cells`` cells (index in expanded order, function).
 
     Families (marginals, cube faces, hierarchy levels, grids) contribute their attributes: the
     marginal over them answers every cell."""
@@ -98,7 +99,7 @@ def workload_scopes(workload: Workload) -> tuple[list[Scope], list[tuple[int, Fu
         s = scope(dom, q)
         if not s:
             continue
-        if _cells(dom, s) > DEFAULT_MAX_CELLS:
+        if _cells(dom, s) > max_cells:
             wide.append((j, q))
         else:
             scopes.setdefault(s)
@@ -124,13 +125,15 @@ def _cells(domain: Domain, s: Scope) -> int:
 
 def candidates(workload: Workload, max_cells: int = DEFAULT_MAX_CELLS) -> list[Candidate]:
     """The candidate groups of a workload (module docstring): marginals over the downward
-    closure of its scopes (at most ``max_cells`` cells each), then its wide queries one by one;
-    weights w_r = Σ_{s ∈ W} |r ∩ s| (at least 1)."""
+    closure of its scopes (at most ``max_cells`` cells each) and the one-way marginals of the
+    attributes of its wide queries, then the wide queries one by one; weights
+    w_r = Σ_{s ∈ W} |r ∩ s| (at least 1)."""
     dom = workload.domain
-    scopes, wide = workload_scopes(workload)
+    scopes, wide = workload_scopes(workload, max_cells)
     sets = [frozenset(s) for s in scopes]
     out: list[Candidate] = []
-    for r in sorted(downward_closure(scopes), key=lambda s: (len(s), s)):
+    singles = {(a,) for _, q in wide for a in scope(dom, q)}  # a wide query's attributes
+    for r in sorted(downward_closure(scopes) | singles, key=lambda s: (len(s), s)):
         cells = _cells(dom, r)
         if cells > max_cells:
             continue

@@ -1,0 +1,272 @@
+"""The adaptive method (tessera.synth.adaptive, maxent, candidates, rows) against brute force.
+
+* selection scores are exact: one row moves a score by at most its sensitivity, with no
+  floating-point slack (hypothesis);
+* the maximum-entropy fit reaches the minimum of the loss over all distributions (brute force:
+  the same quadratic over the full simplex, scipy SLSQP, d ≤ 6);
+* the model's marginals and answers equal those of its explicit joint distribution;
+* rows from clique marginals: i.i.d. rows match the model (4σ), systematic rows are within 1 of
+  n·P in every group;
+* a run spends exactly what the accounting proves, never more than the budget, under both
+  neighbour relations and both definitions; the model never passes its size cap.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from fractions import Fraction
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.optimize import minimize
+
+from tessera.counts import count
+from tessera.domain import Domain
+from tessera.families import k_way_marginals
+from tessera.mechanisms import NoiseSource
+from tessera.privacy import Neighbours
+from tessera.synth.accounting import Budget, exact_scores, prove, selection_scores
+from tessera.synth.adaptive import adaptive, candidate_workload, selection_sensitivity
+from tessera.synth.candidates import candidates, model_size
+from tessera.synth.ipmwu import SensitiveCounts
+from tessera.synth.maxent import GroupMeasurement, ScopeModel, fit
+from tessera.synth.rows import rows_from_cliques
+from tessera.workload import Workload
+
+# -- exact scores --------------------------------------------------------------------------------
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(st.lists(st.integers(0, 10**9), min_size=1, max_size=6),
+       st.lists(st.floats(0, 1, allow_nan=False), min_size=6, max_size=6),
+       st.floats(1, 1e9), st.integers(0, 5))
+def test_selection_scores_move_by_at_most_one(q: list[int], v: list[float], n: float,
+                                              j: int) -> None:
+    v = v[: len(q)]
+    j = j % len(q)
+    s = selection_scores(q, v, n)
+    q2 = list(q)
+    q2[j] += 1
+    s2 = selection_scores(q2, v, n)
+    # exactly (rational arithmetic on the returned floats): neighbours differ by ≤ 1
+    assert max(abs(Fraction(float(a)) - Fraction(float(b))) for a, b in zip(s, s2)) <= 1
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(st.lists(st.lists(st.integers(0, 10**6), min_size=4, max_size=4), min_size=1,
+                max_size=4),
+       st.floats(0, 1e6), st.integers(1, 400), st.integers(0, 3), st.integers(0, 3),
+       st.booleans())
+def test_group_scores_move_by_at_most_w_delta(ys: list[list[int]], bias: float, w: int,
+                                              a: int, b: int, substitute: bool) -> None:
+    rng = np.random.default_rng(len(ys))
+    exact = [np.array(y, dtype=np.int64) for y in ys]
+    synth = [rng.uniform(0, 1e6, 4) for _ in ys]
+    neighbour = [y.copy() for y in exact]
+    neighbour[0][a] += 1
+    delta = 1
+    if substitute and a != b:  # the row moves from cell b to cell a
+        neighbour[0][b] -= 1
+        delta = 2
+    s = exact_scores(exact, synth, [bias] * len(ys), [w] * len(ys))
+    s2 = exact_scores(neighbour, synth, [bias] * len(ys), [w] * len(ys))
+    diff = [abs(Fraction(float(x)) - Fraction(float(y))) for x, y in zip(s, s2)]
+    assert max(diff) <= w * delta  # exactly, in rational arithmetic
+
+
+# -- the fit against brute force -----------------------------------------------------------------
+
+
+def _explicit(model: ScopeModel, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every point of the domain and P_θ over them, by enumeration."""
+    sizes = model.domain.sizes
+    points = np.array(list(itertools.product(*(range(n) for n in sizes))))
+    logp = np.zeros(len(points))
+    for k, (s, sh) in enumerate(zip(model.scopes, model.shapes)):
+        table = theta[model.offsets[k]: model.offsets[k + 1]].reshape(sh)
+        logp += table[tuple(points[:, a] for a in s)]
+    p = np.exp(logp - logp.max())
+    return points, p / p.sum()
+
+
+def _project(points: np.ndarray, p: np.ndarray, scope: tuple[int, ...],
+             sizes: list[int]) -> np.ndarray:
+    idx = np.ravel_multi_index(tuple(points[:, a] for a in scope), [sizes[a] for a in scope])
+    return np.bincount(idx, weights=p, minlength=math.prod(sizes[a] for a in scope))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_fit_reaches_the_minimum_over_all_distributions(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    sizes = [int(x) for x in rng.integers(2, 4, size=4)]
+    dom = Domain.from_dict({f"a{i}": n for i, n in enumerate(sizes)})
+    scopes = [(0, 1), (1, 2), (2, 3), (1,)]
+    total = 500.0
+    ms = [GroupMeasurement(s, rng.uniform(0, 200, math.prod(sizes[a] for a in s)),
+                           float(rng.uniform(3, 10))) for s in scopes]
+    model = ScopeModel(dom, [(0, 1), (1, 2), (2, 3)])
+    res = fit(model, ms, total, iterations=20_000, tolerance=1e-13)
+    points = np.array(list(itertools.product(*(range(n) for n in sizes))))
+
+    def loss(p: np.ndarray) -> float:
+        return sum(float(np.sum((total * _project(points, p, m.scope, sizes) - m.y) ** 2))
+                   / (2 * m.sd ** 2) for m in ms)
+
+    best = minimize(loss, np.full(len(points), 1 / len(points)), method="SLSQP",
+                    bounds=[(0, 1)] * len(points),
+                    constraints=[{"type": "eq", "fun": lambda p: p.sum() - 1}],
+                    options={"maxiter": 2000, "ftol": 1e-14})
+    # the fit's loss is that of a distribution, so ≥ the minimum; and it reaches it
+    ours = loss(_explicit(model, res.theta)[1])
+    assert ours == pytest.approx(res.loss, rel=1e-9)
+    assert best.fun <= ours * (1 + 1e-9) + 1e-9
+    assert ours <= best.fun * (1 + 1e-3) + 1e-6
+
+
+def test_model_marginals_are_those_of_the_explicit_distribution() -> None:
+    rng = np.random.default_rng(3)
+    sizes = [2, 3, 2, 2, 3]
+    dom = Domain.from_dict({f"a{i}": n for i, n in enumerate(sizes)})
+    model = ScopeModel(dom, [(0, 1), (1, 2, 3), (3, 4), (0, 4)])
+    theta = rng.normal(size=model.n_parameters)
+    mu = model.marginals(theta)
+    points, p = _explicit(model, theta)
+    for s in [(0, 1), (1, 2, 3), (0,), (2, 3), (0, 4)]:
+        np.testing.assert_allclose(model.project(mu, s), _project(points, p, s, sizes),
+                                   atol=1e-12)
+    for variables, table in model.clique_marginals(theta) or []:
+        order = tuple(sorted(variables))
+        want = _project(points, p, order, sizes).reshape([sizes[v] for v in order])
+        got = np.transpose(table, [variables.index(v) for v in order])
+        np.testing.assert_allclose(got, want, atol=1e-12)
+
+
+# -- rows ----------------------------------------------------------------------------------------
+
+
+def test_rows_iid_match_the_model_and_systematic_rows_round() -> None:
+    rng = np.random.default_rng(5)
+    sizes = [3, 2, 4]
+    dom = Domain.from_dict({f"a{i}": n for i, n in enumerate(sizes)})
+    model = ScopeModel(dom, [(0, 1), (1, 2)])
+    theta = rng.normal(size=model.n_parameters)
+    points, p = _explicit(model, theta)
+    n = 200_000
+    x = model.sample(theta, n, np.random.default_rng(1), method="iid")
+    for s in [(0, 1), (1, 2), (0, 2)]:
+        want = _project(points, p, s, sizes)
+        got = _project(x, np.ones(n) / n, s, sizes)
+        assert np.all(np.abs(got - want) <= 4 * np.sqrt(want * (1 - want) / n) + 1e-12)
+    m = 1000
+    y = model.sample(theta, m, np.random.default_rng(2))  # systematic ("rounding")
+    for s in [(0, 1), (1, 2)]:  # every clique's counts within 1 of m·P in each group
+        want = m * _project(points, p, s, sizes)
+        got = _project(y, np.ones(m), s, sizes)
+        assert np.all(np.abs(got - want) <= 2.0 + 1e-9)
+
+
+def test_rows_from_cliques_refuses_an_unknown_method() -> None:
+    with pytest.raises(ValueError, match="unknown method"):
+        rows_from_cliques([((0,), np.array([0.5, 0.5]))], [-1], [2], 3,
+                          np.random.default_rng(0), method="sorted")  # type: ignore[arg-type]
+
+
+# -- runs ----------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def small() -> tuple[Workload, pd.DataFrame]:
+    rng = np.random.default_rng(0)
+    n = 3000
+    a = rng.integers(0, 3, n)
+    b = (a + rng.integers(0, 2, n)) % 3
+    c = rng.integers(0, 2, n)
+    d = (c ^ (rng.random(n) < 0.1)).astype(int)
+    frame = pd.DataFrame({"a": a, "b": b, "c": c, "d": d})
+    dom = Domain.from_dict({"a": 3, "b": 3, "c": 2, "d": 2})
+    return Workload.of(dom, [], partitions=k_way_marginals(dom, 2)), frame
+
+
+@pytest.mark.parametrize(("kw", "neighbours"), [
+    ({"rho": 0.5}, "add-remove"), ({"rho": 0.5}, "substitute"),
+    ({"epsilon": 2.0}, "add-remove"), ({"epsilon": 2.0}, "substitute")])
+def test_a_run_spends_what_it_proves(small: tuple[Workload, pd.DataFrame], kw: dict,
+                                     neighbours: str) -> None:
+    w, frame = small
+    cw = candidate_workload(w)
+    res = count(frame, cw)
+    budget = Budget.of(**kw, neighbours=neighbours)
+    run = adaptive(w, SensitiveCounts(res.answers, res.n_rows), budget,
+                   source=NoiseSource.seeded(1), rng=1)
+    r = run.record
+    proof = prove(r.steps, budget.definition, budget.neighbours)
+    value = proof.epsilon if "epsilon" in kw else proof.rho
+    assert value == (r.spent.epsilon if "epsilon" in kw else r.spent.rho)
+    assert value <= budget.value and value >= budget.value * (1 - 1e-9)  # all of it, no more
+    substitute = Neighbours.parse(neighbours) is Neighbours.SUBSTITUTE
+    for step in r.steps:
+        if step.role == "measurement":  # every group here is a marginal
+            if "rho" in kw:
+                assert step.sensitivity == (math.sqrt(2) if substitute else 1.0)
+            else:
+                assert step.sensitivity == (2.0 if substitute else 1.0)
+    # rows = N: n (public) under substitution, the estimate from the noisy marginals otherwise
+    assert run.rows.shape[1] == 4 and not run.private
+    if substitute:
+        assert run.rows.shape[0] == res.n_rows
+    else:
+        assert abs(run.rows.shape[0] - res.n_rows) < 0.02 * res.n_rows
+    # the fitted model is close to the data on the workload (large budget, tiny domain)
+    real = count(frame, w).answers / res.n_rows
+    assert np.max(np.abs(run.answers(w) - real)) < 0.05
+
+
+def test_selection_is_calibrated_to_the_largest_weight(small: tuple[Workload, pd.DataFrame]
+                                                       ) -> None:
+    w, _ = small
+    cands = candidates(w)
+    w_max = max(c.weight for c in cands)
+    assert selection_sensitivity(cands, substitute=False) == w_max
+    assert selection_sensitivity(cands, substitute=True) == 2 * w_max
+    # AIM's weights: a one-way candidate over a shares it with the 3 pairs containing a
+    assert {c.scope: c.weight for c in cands}[(0,)] == 3 and w_max == 6
+
+
+def test_the_model_never_passes_its_size_cap() -> None:
+    rng = np.random.default_rng(4)
+    dom = Domain.from_dict({f"x{i}": 4 for i in range(8)})
+    frame = pd.DataFrame(rng.integers(0, 4, size=(2000, 8)), columns=dom.names)
+    w = Workload.of(dom, [], partitions=k_way_marginals(dom, 3))
+    res = count(frame, candidate_workload(w))
+    cap = 8 * 4**4  # one table of 4 attributes
+    run = adaptive(w, SensitiveCounts(res.answers, res.n_rows), Budget.of(rho=5.0),
+                   source=NoiseSource.seeded(0), rng=0, max_model_size=cap, rounds=20)
+    assert all(h.model_bytes <= cap for h in run.record.history)
+    assert run.record.model_bytes <= cap
+    # a planted bug would show: without the cap the same run grows past it
+    free = adaptive(w, SensitiveCounts(res.answers, res.n_rows), Budget.of(rho=5.0),
+                    source=NoiseSource.seeded(0), rng=0, rounds=20)
+    assert max(h.model_bytes for h in free.record.history) > cap
+    assert model_size(dom.sizes, [(0, 1, 2), (2, 3, 4)]) == 8 * (64 + 64)
+
+
+def test_wide_queries_are_measured_and_fitted_as_features() -> None:
+    rng = np.random.default_rng(6)
+    dom = Domain.from_dict({f"x{i}": 3 for i in range(6)})
+    frame = pd.DataFrame(rng.integers(0, 3, size=(4000, 6)), columns=dom.names)
+    frame.loc[: 1999, "x5"] = frame.loc[: 1999, "x0"]
+    wide = "x0 = 0 AND x1 < 2 AND x2 > 0 AND x3 = 1 AND x4 < 2 AND x5 = 0"
+    w = Workload.from_sql([wide, "x1 = 1"], dom)
+    cands = candidates(w, max_cells=9)  # the 6-attribute query is too wide for a marginal
+    assert any(not c.is_marginal for c in cands)
+    cw = candidate_workload(w, max_cells=9)
+    res = count(frame, cw)
+    run = adaptive(w, SensitiveCounts(res.answers, res.n_rows), Budget.of(rho=50.0),
+                   source=NoiseSource.seeded(3), rng=3, max_cells=9, rounds=8)
+    truth = count(frame, w).answers / res.n_rows
+    got = run.answers(w)
+    assert abs(got[0] - truth[0]) < 0.02 and abs(got[1] - truth[1]) < 0.02
