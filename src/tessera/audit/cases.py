@@ -54,6 +54,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from tessera.accounting.zcdp import epsilon_for_delta as zcdp_epsilon_for_delta
 from tessera.calibration.scales import per_query_scales
 from tessera.counts import count
 from tessera.domain import Domain
@@ -255,12 +256,14 @@ class ReleaseSetup:
     data: tuple[pd.DataFrame, pd.DataFrame]
 
 
-def release_setup(epsilon: float = 1.0) -> ReleaseSetup:
-    """Plan the audit workload at ``epsilon`` (add/remove) and build D₂ (40 made-up rows) and
-    D₁ = D₂ + the witness row of γ; checks that exactly the witness queries move, by one."""
+def release_setup(epsilon: float = 1.0, rho: float | None = None) -> ReleaseSetup:
+    """Plan the audit workload at ``epsilon`` (discrete Laplace) or ``rho`` (discrete Gaussian),
+    add/remove, and build D₂ (40 made-up rows) and D₁ = D₂ + the witness row of γ; checks that
+    exactly the witness queries move, by one."""
     domain = Domain.from_dict(AUDIT_SCHEMA)
     workload = Workload.from_sql(list(AUDIT_WORKLOAD), domain)
-    plan = noise_plan(workload, Budget.of(epsilon=epsilon))
+    budget = Budget.of(epsilon=epsilon) if rho is None else Budget.of(rho=rho)
+    plan = noise_plan(workload, budget)
     witness = plan.overlap.witness
     if witness is None or not plan.overlap.exact:
         raise TesseraError("the audit workload needs an exact γ with a witness row")
@@ -289,10 +292,13 @@ def planted_scales(setup: ReleaseSetup, overlap_error: float) -> npt.NDArray[np.
 
 
 def _run_release(answers: tuple[Outputs, Outputs], scales: npt.NDArray[np.float64],
-                 which: int, trials: int, seed: int | None) -> Outputs:
+                 gaussian: bool, which: int, trials: int, seed: int | None) -> Outputs:
+    """``trials`` releases of the whole workload, noise as :func:`tessera.answer` adds it (the
+    same sampler, at the plan's per-query scales), one vectorised call."""
     a = answers[which]
     values = np.tile(a, trials)
-    noisy = discrete_laplace.sample(values, np.tile(scales, trials), source_for(seed, 4, which))
+    sampler = discrete_gaussian.sample if gaussian else discrete_laplace.sample
+    noisy = sampler(values, np.tile(scales, trials), source_for(seed, 9 if gaussian else 4, which))
     return np.asarray(noisy.values, dtype=np.int64).reshape(trials, a.size)
 
 
@@ -308,23 +314,47 @@ def _witness_events(setup: ReleaseSetup) -> tuple[Event, ...]:
     return tuple(out)
 
 
-def workload_release_case(epsilon: float = 1.0, overlap_error: float = 0.0) -> AuditCase:
-    """The audit workload answered with discrete Laplace at ``epsilon`` from the library's
-    plan; ``overlap_error`` = −1 calibrates with γ − 1 (a planted bug)."""
-    setup = release_setup(epsilon)
+def _witness_sum_events(setup: ReleaseSetup) -> tuple[Event, ...]:
+    """Σ over the witness queries of (noisy answer − D₂ answer) ≥ t: under Gaussian noise the
+    privacy loss of the vector output is increasing in this sum, so these are its likelihood-
+    ratio events."""
+    w = np.array(setup.witness)
+    base = int(setup.answers[1][w].sum())
+    out = []
+    for t in range(0, 16):
+        def test(y: Outputs, t: int = t) -> npt.NDArray[np.bool_]:
+            return np.asarray(y)[:, w].sum(axis=1) - base >= t
+        out.append(Event(f"Σ witness answers − Σ q(D₂) ≥ {t}", test))
+    return tuple(out)
+
+
+def workload_release_case(epsilon: float = 1.0, overlap_error: float = 0.0,
+                          rho: float | None = None, delta: float = AUDIT_DELTA) -> AuditCase:
+    """The audit workload answered as the library's plan says: discrete Laplace at ``epsilon``
+    (claim: the plan's pure ε) or, with ``rho``, discrete Gaussian (claim: the (ε, δ) that the
+    certificate's conversion derives from the plan's ρ, at ``delta``); ``overlap_error`` = −1
+    calibrates with γ − 1 (a planted bug)."""
+    setup = release_setup(epsilon, rho)
     plan = setup.plan
     scales = plan.scales if overlap_error == 0 else planted_scales(setup, overlap_error)
-    claim = Claim(plan.spent, 0.0,
-                  f"pure ε-DP from the plan: γ = {plan.overlap.bound:g} "
-                  f"({'exact' if plan.overlap.exact else 'bound'}), b = {plan.scales[0]:.6g}, "
-                  f"re-checked")
+    gamma = f"γ = {plan.overlap.bound:g} ({'exact' if plan.overlap.exact else 'bound'})"
+    if rho is None:
+        claim = Claim(plan.spent, 0.0, f"pure ε-DP from the plan: {gamma}, "
+                                       f"b = {plan.scales[0]:.6g}, re-checked")
+        events = _witness_events(setup)
+        name = "workload release (γ-calibrated)"
+    else:
+        claim = Claim(zcdp_epsilon_for_delta(plan.spent, delta), delta,
+                      f"ρ = {plan.spent:.6g}-zCDP from the plan: {gamma}, σ = "
+                      f"{plan.scales[0]:.6g}; (ε, δ) by the certificate's conversion")
+        events = _witness_sum_events(setup)
+        name = "workload release, Gaussian (γ-calibrated)"
     sign = "+" if overlap_error > 0 else "−"
     planted = None if overlap_error == 0 else f"calibrated with γ {sign} {abs(overlap_error):g}"
     t = setup.workload.n_queries
     return AuditCase(
-        "workload release (γ-calibrated)", claim,
-        f"{t} queries, γ = {plan.overlap.bound:g}; D₁ = D₂ + the witness row",
-        partial(_run_release, setup.answers, np.asarray(scales)), _witness_events(setup),
+        name, claim, f"{t} queries, γ = {plan.overlap.bound:g}; D₁ = D₂ + the witness row",
+        partial(_run_release, setup.answers, np.asarray(scales), rho is not None), events,
         planted=planted)
 
 
@@ -435,7 +465,8 @@ def all_cases(end_to_end: bool = False) -> list[AuditCase]:
     """The honest cases, in the order of the audit table (``end_to_end``: the synthesizer
     rounds run by calling the synthesizer once per trial)."""
     return [discrete_laplace_case(), discrete_gaussian_case(), exponential_case(),
-            workload_release_case(), synthesizer_case("ipmwu", end_to_end=end_to_end),
+            workload_release_case(), workload_release_case(rho=0.5),
+            synthesizer_case("ipmwu", end_to_end=end_to_end),
             synthesizer_case("mwem", end_to_end=end_to_end)]
 
 
