@@ -452,10 +452,11 @@ class _ModelView:
         if need_sample:
             rows = model.sample(fitted.theta, self.sample_size, self.rng, method="iid")
             keys, weights = _compress(rows, self.sizes)
+            columns = np.ascontiguousarray(keys.T)
             for i in need_sample:
                 c = self.cands[i]
                 if c.is_marginal:
-                    idx = np.ravel_multi_index(tuple(keys[:, a] for a in c.scope),
+                    idx = np.ravel_multi_index(tuple(columns[a] for a in c.scope),
                                                tuple(self.sizes[a] for a in c.scope))
                     h = np.bincount(idx, weights=weights, minlength=c.cells)
                 else:

@@ -130,14 +130,17 @@ def candidates(workload: Workload, max_cells: int = DEFAULT_MAX_CELLS) -> list[C
     w_r = Σ_{s ∈ W} |r ∩ s| (at least 1)."""
     dom = workload.domain
     scopes, wide = workload_scopes(workload, max_cells)
-    sets = [frozenset(s) for s in scopes]
+    degree = [0] * len(dom)  # |r ∩ s| summed over s is Σ_{a ∈ r} #{s : a ∈ s}
+    for s in scopes:
+        for a in s:
+            degree[a] += 1
     out: list[Candidate] = []
     singles = {(a,) for _, q in wide for a in scope(dom, q)}  # a wide query's attributes
     for r in sorted(downward_closure(scopes) | singles, key=lambda s: (len(s), s)):
         cells = _cells(dom, r)
         if cells > max_cells:
             continue
-        weight = float(max(1, sum(len(t.intersection(r)) for t in sets)))
+        weight = float(max(1, sum(degree[a] for a in r)))
         out.append(Candidate(r, cells, weight))
     for j, q in wide:
         out.append(Candidate(scope(dom, q), 1, 1.0, query=j))

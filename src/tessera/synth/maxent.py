@@ -102,6 +102,8 @@ class ScopeModel:
         self.query_offset = self.offsets[-1]
         self.query_position = {j: self.query_offset + k for k, (j, _) in enumerate(self.queries)}
         self.n_parameters = self.query_offset + len(self.queries)
+        self._scope_sets = [frozenset(s) for s in self.scopes]
+        self._containers: dict[Scope, int | None] = {}
         self._jt: JunctionTree | None = None
         self._gibbs: GibbsModel | None = None
         if not self.queries:
@@ -130,11 +132,15 @@ class ScopeModel:
 
     def container(self, scope: Scope) -> int | None:
         """The smallest model scope containing ``scope`` (its position), or None."""
-        best = None
-        for k, s in enumerate(self.scopes):
-            if set(scope) <= set(s) and (best is None or len(s) < len(self.scopes[best])):
-                best = k
-        return best
+        key = tuple(scope)
+        if key not in self._containers:
+            want = frozenset(key)
+            best = None
+            for k, s in enumerate(self._scope_sets):
+                if want <= s and (best is None or len(s) < len(self._scope_sets[best])):
+                    best = k
+            self._containers[key] = best
+        return self._containers[key]
 
     def project(self, mu: FloatArray, scope: Scope) -> FloatArray | None:
         """P(x_scope) (flat, row-major, domain order) from μ when ``scope`` lies in a model

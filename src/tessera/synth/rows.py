@@ -52,7 +52,7 @@ def rows_from_cliques(
     are uniform."""
     if method not in ("rounding", "iid"):
         raise ValueError(f"unknown method {method!r}: 'rounding' or 'iid'")
-    out = np.full((n, len(sizes)), -1, dtype=np.int64)
+    out = np.full((len(sizes), n), -1, dtype=np.int64)  # one contiguous row per variable
     done: set[int] = set()
     for k, (variables, table) in enumerate(cliques):
         parent = parents[k]
@@ -64,17 +64,19 @@ def rows_from_cliques(
         p = np.transpose(np.asarray(table, dtype=np.float64), order)
         n_sep = int(np.prod([sizes[v] for v in sep])) if sep else 1
         cond = p.reshape(n_sep, -1)
-        key = (np.ravel_multi_index(tuple(out[:, v] for v in sep), [sizes[v] for v in sep])
+        key = (np.ravel_multi_index(tuple(out[v] for v in sep), [sizes[v] for v in sep])
                if sep else np.zeros(n, dtype=np.int64))
         values = _draw(cond, key, rng, method)
-        digits = np.unravel_index(values, [sizes[v] for v in rest])
-        for v, dgt in zip(rest, digits):
-            out[:, v] = dgt
+        if len(rest) == 1:
+            out[rest[0]] = values
+        else:
+            for v, dgt in zip(rest, np.unravel_index(values, [sizes[v] for v in rest])):
+                out[v] = dgt
         done.update(rest)
     for v in range(len(sizes)):
         if v not in done:
-            out[:, v] = rng.integers(0, sizes[v], size=n)  # not-privacy-noise: post-processing
-    return out
+            out[v] = rng.integers(0, sizes[v], size=n)  # not-privacy-noise: post-processing
+    return np.ascontiguousarray(out.T)
 
 
 def _draw(cond: FloatArray, key: npt.NDArray[np.int64], rng: np.random.Generator,
@@ -104,8 +106,12 @@ def _draw(cond: FloatArray, key: npt.NDArray[np.int64], rng: np.random.Generator
         offset = rng.random(starts.size)  # not-privacy-noise: post-processing
         u = (position + offset[group]) / counts[group]
     k = key[rows]
-    flat = (cdf + np.arange(cdf.shape[0])[:, None]).ravel()
-    v = np.searchsorted(flat, u + k, side="right") - k * n_values
     out = np.empty(n, dtype=np.int64)
+    if n_values <= 16:  # a few comparisons per row beat a binary search
+        c = cdf[k]
+        v = (u[:, None] >= c[:, :-1]).sum(axis=1)
+    else:
+        flat = (cdf + np.arange(cdf.shape[0])[:, None]).ravel()
+        v = np.searchsorted(flat, u + k, side="right") - k * n_values
     out[rows] = np.minimum(v, n_values - 1)
     return out
