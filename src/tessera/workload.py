@@ -74,10 +74,26 @@ from tessera.fastparse import FastParser
 from tessera.parse import parse_query
 from tessera.query import Predicate, Query
 
+#: Most queries :meth:`Workload.expanded` materialises by default: an expanded cell is a Python
+#: query object of about 2 KB (measured: NLTCS all 7-way marginals, 1,464,320 cells, 2.7 GiB
+#: peak; docs/benchmarks.md "Resource guards"), so 10⁶ cells take ~2 GiB.
+EXPAND_MAX_QUERIES = 1_000_000
+#: Most lines :meth:`Workload.load` reads from a text workload by default: a parsed query costs
+#: about 0.6 KB (10⁶ random conjunctions: 0.7 GiB peak with the statistics), so 5·10⁶ is
+#: ~3 GiB. Counted before parsing, in a streaming pass that keeps no line.
+TEXT_MAX_QUERIES = 5_000_000
+
 #: A bare query name: a letter (any script) or underscore, then word characters, ``.``, ``-``.
 _NAME = re.compile(r"^\s*([^\W\d][\w.\-]*)\s*:(?!:)\s*(.*)$")
 _QUOTED_NAME = re.compile(r'^\s*"((?:[^"]|"")*)"\s*:(?!:)\s*(.*)$')
 _QUOTED = re.compile(r"('(?:[^']|'')*'|\"(?:[^\"]|\"\")*\")")
+
+
+def require_at_most(n: int, limit: int, what: str, hint: str) -> None:
+    """Refuse ``n`` queries above ``limit`` with the resource guards' one message,
+    ``{what} {n:,} queries, above the limit of {limit:,}``, and a hint naming how to raise it."""
+    if n > limit:
+        raise ResourceError(f"{what} {n:,} queries, above the limit of {limit:,}", hint=hint)
 
 
 class WorkloadError(TesseraError):
@@ -165,8 +181,22 @@ class Workload:
     def is_structured(self) -> bool:
         return bool(self.partitions)
 
+    @property
+    def unit_weights(self) -> bool:
+        """Every query (cells included) has weight 1, found from the families alone."""
+        return all(w == 1.0 for w in self.weights) and all(p.weight == 1.0
+                                                           for p in self.partitions)
+
+    def weight_array(self) -> npt.NDArray[np.float64]:
+        """:meth:`all_weights` as one float64 array (8 bytes a query, no Python floats)."""
+        parts = [np.asarray(self.weights, dtype=np.float64)]
+        parts += [np.full(p.n_cells_in(self.domain), p.weight) for p in self.partitions]
+        return np.concatenate(parts)
+
     def all_weights(self) -> tuple[float, ...]:
-        """One weight per query in :meth:`expanded` order (predicate queries, then cells)."""
+        """One weight per query in :meth:`expanded` order (predicate queries, then cells);
+        a tuple of Python objects (16 bytes a query): large workloads take
+        :meth:`weight_array`."""
         out = list(self.weights)
         for p in self.partitions:
             out.extend([p.weight] * p.n_cells_in(self.domain))
@@ -224,18 +254,16 @@ class Workload:
             start += n
         return out
 
-    def expanded(self, max_queries: int = 5_000_000) -> Workload:
+    def expanded(self, max_queries: int = EXPAND_MAX_QUERIES) -> Workload:
         """The same queries with every cell materialised as a predicate query (names
         ``family[attr=value, …]``), in order: predicate queries, then each family's cells in
-        row-major order. Refuses beyond ``max_queries`` (a :class:`ResourceError`)."""
+        row-major order. Refuses beyond ``max_queries`` (a :class:`ResourceError`, before
+        anything is built): an expanded cell costs about 2 KB (:data:`EXPAND_MAX_QUERIES`)."""
         if not self.partitions:
             return self
-        n = self.n_queries
-        if n > max_queries:
-            raise ResourceError(
-                f"expanding the workload gives {n:,} queries, above {max_queries:,}",
-                hint="use the structured form (commands and APIs take it as it is)",
-            )
+        require_at_most(self.n_queries, max_queries, "expanding the workload gives",
+                        "use the structured form (commands and APIs take it as it is), or "
+                        "pass max_queries= to Workload.expanded")
         queries, names, weights = list(self.queries), list(self.names), list(self.weights)
         for p in self.partitions:
             for q, label in zip(p.cell_queries(self.domain), p.cell_labels(self.domain)):
@@ -269,14 +297,23 @@ class Workload:
         )
 
     @staticmethod
-    def load(path: str | Path, domain: Domain) -> Workload:
-        """Read a text, YAML or JSON workload file (see the module docstring)."""
+    def load(path: str | Path, domain: Domain, *,
+             max_queries: int = TEXT_MAX_QUERIES) -> Workload:
+        """Read a text, YAML or JSON workload file (see the module docstring). A text file of
+        more than ``max_queries`` lines is refused before it is parsed (a
+        :class:`ResourceError`); structured families are never expanded, at any size."""
         p = Path(path)
+        structured = p.suffix in (".yaml", ".yml", ".json")
         try:
+            if not structured:
+                require_at_most(_count_lines(p), max_queries, f"{p}: the text workload has",
+                                "write marginals, cubes and hierarchies compactly as YAML "
+                                "(tessera workload build ... -o W.yaml), split the file, or "
+                                "raise the limit: Workload.load(..., max_queries=N)")
             text = p.read_text()
         except OSError as e:
             raise QueryError(f"cannot read workload: {e.strerror}", where=str(p)) from None
-        if p.suffix in (".yaml", ".yml", ".json"):
+        if structured:
             return _load_structured(p, text, domain)
         return _load_text(p, text, domain)
 
@@ -550,6 +587,19 @@ def _equal_rows(rows: np.ndarray, index: np.ndarray, base: int) -> list[list[int
     ends = np.append(starts[1:], len(order))
     members = index[order]
     return [members[a:b].tolist() for a, b in zip(starts, ends) if b - a > 1]
+
+
+def _count_lines(p: Path) -> int:
+    """Lines of a text file (an upper bound on its queries), read in 16 MiB blocks; 0 for a
+    file under 1 MiB (not worth a second read)."""
+    if p.stat().st_size < 2**20:
+        return 0
+    lines, last = 0, b"\n"
+    with p.open("rb") as f:
+        while block := f.read(2**24):
+            lines += block.count(b"\n")
+            last = block[-1:]
+    return lines + (last != b"\n")
 
 
 def _strip_comment(line: str) -> str:

@@ -12,8 +12,11 @@ with :func:`per_query_parameter` and, for a workload, :func:`overlap_counts`) an
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from tessera.accounting import pld
 from tessera.accounting.composition import homogeneous_overlap
@@ -45,19 +48,25 @@ def overlap_counts(
     workload: Workload, neighbours: Neighbours | str, time_limit: float | None = None
 ) -> OverlapCounts:
     """Both overlap figures are exact values or proven upper bounds (never lower bounds): they
-    calibrate the guarantees of :func:`compare_composition`."""
+    calibrate the guarantees of :func:`compare_composition`. Every query counts once (unit
+    weights; structured families are not expanded) and the two solves share ``time_limit``."""
     rel = Neighbours.parse(neighbours)
-    ones = [1.0] * len(workload)
-    add_remove = max_overlap(workload, ones, time_limit=time_limit)
+    t = workload.n_queries
+    # unit weights: the workload's own when they are all 1 (nothing built per cell)
+    ones = None if workload.unit_weights else np.ones(t)
+    start = time.monotonic()
+    share = None if time_limit is None else (
+        time_limit / 2 if rel is Neighbours.SUBSTITUTE else time_limit)
+    add_remove = max_overlap(workload, ones, time_limit=share)
+    left = None if time_limit is None else max(0.0, time_limit - (time.monotonic() - start))
     moved = (
-        max_overlap(workload, ones, neighbours=Neighbours.SUBSTITUTE, time_limit=time_limit)
+        max_overlap(workload, ones, neighbours=Neighbours.SUBSTITUTE, time_limit=left)
         if rel is Neighbours.SUBSTITUTE
         else add_remove
     )
     # unit weights: the bounds are integers up to rounding margins added on the safe side
-    changed = min(len(workload), math.ceil(moved.bound - 1e-9))
-    return OverlapCounts(len(workload), float(add_remove.bound), changed,
-                         add_remove.exact and moved.exact)
+    changed = min(t, math.ceil(moved.bound - 1e-9))
+    return OverlapCounts(t, float(add_remove.bound), changed, add_remove.exact and moved.exact)
 
 
 @dataclass(frozen=True)

@@ -80,7 +80,7 @@ class WorkloadCost:
         ∞ for a query of weight 0 (not released)."""
         if not (np.isfinite(budget) and budget > 0):
             raise QueryError(f"budget {budget} must be a finite number > 0")
-        return per_query_scales(self.weighted, self.workload.all_weights(), budget)
+        return per_query_scales(self.weighted, self.workload.weight_array(), budget)
 
     def witness_row(self, substituted: bool = False) -> dict[str, str] | None:
         """The witness row of γ_w as ``{attribute: value label}``; ``substituted``: the row it
@@ -135,7 +135,7 @@ def workload_cost(
     if time_limit is not None and not time_limit >= 0:
         raise QueryError(f"time limit {time_limit} must be ≥ 0 seconds")
     common = {"comp": definition, "neighbours": neighbours, "method": method}
-    two = not all(w == 1.0 for w in workload.all_weights())
+    two = not workload.unit_weights  # (from the families: no per-cell weights built)
     start = time.monotonic()
     first = time_limit if (time_limit is None or not two) else WEIGHTED_SHARE * time_limit
     weighted = max_overlap(workload, time_limit=first, **common)  # type: ignore[arg-type]

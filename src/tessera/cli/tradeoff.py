@@ -50,7 +50,7 @@ def tradeoff(
         Path | None,
         typer.Option("--schema", "-s", help="Schema of --workload.", exists=True, dir_okay=False),
     ] = None,
-    time_limit: TimeLimitOpt = None,
+    time_limit: TimeLimitOpt = 60.0,
     mechanism: Annotated[
         MechanismName, typer.Option("--mechanism", "-m", help="Noise mechanism of every query.")
     ] = MechanismName.gaussian,

@@ -4,6 +4,10 @@
 Prints tw(G(F)) as found by the heuristic (an upper bound), the decomposition the engine would
 run on (its width, number of bags, largest table, memory estimate) and, when the plan exceeds the
 memory limit, the engine's refusal naming the queries that cause it. Nothing is allocated.
+
+The incidence graph has a vertex per predicate query, and the elimination heuristics take about
+1 ms a query (20,000 random Adult conjunctions: 24 s; docs/benchmarks.md "Resource guards"):
+workloads of more than ``--max-queries`` predicate queries are refused before the graph is built.
 """
 
 from __future__ import annotations
@@ -13,6 +17,9 @@ from typing import Annotated
 import typer
 
 from tessera.cli.common import Command, SchemaOpt, WorkloadArg, out, user_errors
+
+#: Most predicate queries ``tessera treewidth`` takes by default (about 2 minutes).
+TREEWIDTH_MAX_QUERIES = 100_000
 
 
 def register(app: typer.Typer) -> None:
@@ -30,14 +37,22 @@ def treewidth(
     heuristic: Annotated[
         str, typer.Option("--heuristic", help="Elimination heuristic: min-fill or min-degree.")
     ] = "min-fill",
+    max_queries: Annotated[
+        int,
+        typer.Option("--max-queries", help="Refuse workloads of more predicate queries (the "
+                     "incidence graph has a vertex each; families count one each)."),
+    ] = TREEWIDTH_MAX_QUERIES,
 ) -> None:
     """Print the incidence-graph width, the decomposition used, its largest table and memory."""
     from tessera.domain import Domain
     from tessera.engine.decomposition import format_bytes
     from tessera.engine.model import treewidth_report
-    from tessera.workload import Workload
+    from tessera.workload import Workload, require_at_most
 
     wl = Workload.load(workload, Domain.load(schema))
+    require_at_most(len(wl.queries), max_queries, "the incidence graph would have a vertex for "
+                    "each of", f"raise --max-queries (about 1 ms a query); {workload}'s families "
+                    "(YAML marginals, cubes, hierarchies) count one vertex each")
     report = treewidth_report(wl, heuristic=heuristic, memory_limit=memory_limit)
     g = report.incidence
     if wl.partitions:

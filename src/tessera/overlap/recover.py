@@ -18,6 +18,7 @@ their predicates are disjoint, so the queries are disjoint.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -67,10 +68,13 @@ def _disjoint(covs: Sequence[IntervalSet]) -> bool:
 
 
 def recover_families(
-    domain: Domain, queries: Sequence[Query], weights: npt.NDArray[np.float64]
+    domain: Domain, queries: Sequence[Query], weights: npt.NDArray[np.float64],
+    *, deadline: float | None = None,
 ) -> Recovery | None:
     """Scope groups of pairwise-disjoint queries as families (module docstring); None when
-    they hold less than :data:`RECOVER_MIN_SHARE` of the queries."""
+    they hold less than :data:`RECOVER_MIN_SHARE` of the queries — decided as soon as the groups
+    that failed hold more than the rest may (largest groups first) — or when ``deadline``
+    (``time.monotonic()``) passes first."""
     groups: dict[tuple[str, ...], list[int]] = {}
     order = {a.name: i for i, a in enumerate(domain)}
     for i, q in enumerate(queries):
@@ -88,15 +92,23 @@ def recover_families(
     cell_origin: list[npt.NDArray[np.int64]] = []
     cell_weights: list[npt.NDArray[np.float64]] = []
     taken = np.zeros(len(queries), dtype=bool)
-    for scope, members in groups.items():
+    # queries in no group, then those of failed groups, cannot be recovered
+    lost = len(queries) - sum(map(len, groups.values()))
+    most_lost = (1.0 - RECOVER_MIN_SHARE) * len(queries)
+    for scope, members in sorted(groups.items(), key=lambda g: -len(g[1])):
+        if lost > most_lost or (deadline is not None and time.monotonic() > deadline):
+            return None
         if len(members) < 2:
+            lost += len(members)
             continue
         found = _grid(domain, scope, [queries[i] for i in members])
         if found is None:
+            lost += len(members)
             continue
         groups_of, index_of_cell, shape = found
         n_cells = int(np.prod(shape))
         if n_cells > MAX_GRID_BLOWUP * len(members):
+            lost += len(members)
             continue
         origin = np.full(n_cells, -1, dtype=np.int64)
         origin[index_of_cell] = members

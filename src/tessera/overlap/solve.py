@@ -60,6 +60,7 @@ from tessera.overlap.clauses import Expansion, exact_pair, expand, has_clauses, 
 from tessera.overlap.colouring import MAX_GRAPH_QUERIES, colouring_bound
 from tessera.overlap.engine_route import engine_point, estimate, is_boolean
 from tessera.overlap.mini_bucket import mbe_point
+from tessera.overlap.quick import even_split_bound, n_predicates
 from tessera.overlap.ranges import range_max_point
 from tessera.overlap.recover import recover_families
 from tessera.overlap.result import OverlapResult, Witness, composable, h
@@ -109,6 +110,15 @@ EXPANDED_MAX_QUERIES = 20_000
 ASCENT_SECONDS = 1.0
 #: :func:`maximal_overlapping_sets` expands a structured workload up to this many queries.
 MAXIMAL_SETS_MAX_QUERIES = 20_000
+#: Estimated set-up time of the exact routes per predicate (the engine's estimate, value
+#: classes, the incumbent, the split bound and the witness re-check: about 2·10⁻⁵ s each at 10⁶
+#: random conjunctions, docs/benchmarks.md "Resource guards"). When a ``time_limit`` is shorter
+#: than this estimate, the dispatcher does not start them (after structure recovery, which is
+#: linear and gives up early) and returns the one-pass bound of :mod:`.quick` (a proven upper
+#: bound) instead; when the limit passes during them, the same at the next check.
+SETUP_SECONDS_PER_PREDICATE = 2e-5
+#: ... but only when the estimate is at least this long (small workloads always run).
+SETUP_FLOOR_SECONDS = 1.0
 
 
 def _unpack(
@@ -204,6 +214,7 @@ def max_overlap(
     bound); explicit ``weights`` then give one weight per query in
     :meth:`~tessera.workload.Workload.expanded` order, and the witness's queries are indices in
     that order."""
+    start = time.monotonic()
     comp = composable(comp)
     try:
         neighbours = Neighbours.parse(neighbours)
@@ -223,15 +234,46 @@ def max_overlap(
         return _boolean(dom, queries, s, comp, neighbours, method)
     if has_clauses(queries):
         return solve_clauses(dom, queries, s, comp, neighbours, method, time_limit)
+    deadline = None if time_limit is None else start + float(time_limit)
     if method == "auto" and len(queries) >= recover.RECOVER_MIN_QUERIES:
-        recovery = recover_families(dom, queries, w)
+        # (linear, and it gives up early on groups that are not cells)
+        recovery = recover_families(dom, queries, w, deadline=deadline)
         if recovery is not None:
-            return structured.solve_recovered(dom, queries, s, comp, neighbours, time_limit,
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            return structured.solve_recovered(dom, queries, s, comp, neighbours, left,
                                               recovery)
-    deadline = None if time_limit is None else time.monotonic() + float(time_limit)
+    if time_limit is not None and method == "auto":
+        setup = SETUP_SECONDS_PER_PREDICATE * n_predicates(queries)
+        if setup >= SETUP_FLOOR_SECONDS and setup > time_limit:
+            return quick_result(dom, queries, s, comp, neighbours, (
+                f"time limit {time_limit:g} s is shorter than the solvers' set-up for "
+                f"{len(queries):,} queries (about {setup:.0f} s): one-pass bound, not exact; "
+                f"raise --time-limit (time_limit=) above {math.ceil(setup)} s for a tighter one"))
     if neighbours is Neighbours.SUBSTITUTE:
-        return solve_substitute(dom, queries, s, comp, method, time_limit)
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        return solve_substitute(dom, queries, s, comp, method, left)
     return solve_add_remove(dom, queries, s, comp, method, deadline)
+
+
+def quick_result(
+    dom: Domain, queries: Sequence[Query], s: npt.NDArray[np.float64], comp: Definition,
+    neighbours: Neighbours, note: str,
+) -> OverlapResult:
+    """The one-pass bound of :mod:`.quick` as a result without a witness (never exact): S, or
+    under substitution min(2·S, Σ h(w)) since I(x)ΔI(y) ⊆ I(x) ∪ I(y)."""
+    if neighbours is Neighbours.SUBSTITUTE:
+        s = np.where([separates(q) for q in queries], s, 0.0)  # as solve_substitute
+    upper = even_split_bound(queries, s)
+    if neighbours is Neighbours.SUBSTITUTE:
+        upper = min(2.0 * upper, witness_score(s)[1])
+    return checked(dom, queries, s, comp, neighbours, _safe_upper(upper, s), None, None, False,
+                   "one-pass split bound (time limit)", (note,))
+
+
+def _out_of_time(deadline: float | None, queries: Sequence[Query]) -> bool:
+    """The deadline has passed and what is left of the set-up is not small."""
+    return (deadline is not None and time.monotonic() >= deadline
+            and SETUP_SECONDS_PER_PREDICATE * n_predicates(queries) >= SETUP_FLOOR_SECONDS)
 
 
 def scores(comp: Definition, w: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
@@ -305,10 +347,16 @@ def solve_add_remove(
     """S = max_x Σ_{q∈I(x)} s_q: a direct route when one applies (:func:`_direct_route`),
     else the anytime search portfolio (:func:`_search_route`), whose proven bounds are
     combined when it stops early (:func:`_stopped_early`)."""
+    if method == "auto" and _out_of_time(deadline, queries):
+        return quick_result(dom, queries, s, comp, Neighbours.ADD_REMOVE, LATE_NOTE)
     direct = _direct_route(dom, queries, s, comp, method)
     if direct is not None:
         return direct
     return _search_route(dom, queries, s, comp, method, deadline)
+
+
+LATE_NOTE = ("time limit reached before the search started: one-pass bound, not exact; raise "
+         "--time-limit (time_limit=) for a tighter one")
 
 
 def _direct_route(
@@ -377,6 +425,8 @@ def _search_route(
         return None if deadline is None else max(0.0, deadline - time.monotonic())
 
     part = active_part(dom, queries, s)  # value classes, shared by the search and the bounds
+    if method == "auto" and _out_of_time(deadline, queries):
+        return quick_result(dom, queries, s, comp, Neighbours.ADD_REMOVE, LATE_NOTE)
     left = remaining()
     # wide predicates, or too many queries for colour-class bounds (measured: docs/benchmarks.md)
     use_mb = method == "mini-bucket" or (
@@ -439,7 +489,10 @@ def _stopped_early(
     """The search stopped at its time limit: every bound here is proven; keep the least.
     They share what is left of the time (the split bound always makes one pass, ~10 ms per
     10,000 queries)."""
-    bounds["split"] = split_bound(dom, queries, s, time_limit=remaining(), part=part)
+    late = remaining() == 0.0 and (
+        SETUP_SECONDS_PER_PREDICATE * n_predicates(queries) >= SETUP_FLOOR_SECONDS)
+    if not late:  # (on a large workload past its deadline, the search's bound stands alone)
+        bounds["split"] = split_bound(dom, queries, s, time_limit=remaining(), part=part)
     left = remaining()
     if COLOURING_QUERIES < len(queries) <= MAX_GRAPH_QUERIES // 4 and (
             left is None or graph_seconds(len(queries)) <= left):

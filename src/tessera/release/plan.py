@@ -157,7 +157,7 @@ def noise_plan(
     t = workload.n_queries
     if t == 0:
         raise TesseraError("the workload has no queries")
-    w = np.asarray(workload.all_weights(), dtype=np.float64)
+    w = workload.weight_array()
     if allocation == "auto":
         allocation = "uniform" if np.all(w == w[0]) else "shares"
     comp, total = budget.calibration, budget.total
