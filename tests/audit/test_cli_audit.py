@@ -27,7 +27,7 @@ def test_audit_prints_the_table_and_says_seeded() -> None:
     for name in ("discrete Laplace: pure ε-DP", "workload release (γ-calibrated): pure ε-DP",
                  "IPMWU, one round: pure ε-DP with ε = 1"):
         assert name in text
-    assert "seeded numpy (seed 3): not private randomness" in text
+    assert "randomness: seeded: not private randomness (numpy PCG64, seed 3)" in text
 
 
 def test_audit_exits_1_when_a_claim_is_violated(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -74,9 +74,9 @@ def audit(
     if secure:
         out.print("randomness: OpenDP secure sampler (not reproducible)")
     else:
-        out.print(f"randomness: seeded numpy (seed {seed}): not private randomness, reproducible "
-                  "(the same distributions as OpenDP's samplers; --secure audits OpenDP's)",
-                  markup=False)
+        out.print(f"randomness: seeded: not private randomness (numpy PCG64, seed {seed}): "
+                  "reproducible, the same distributions as OpenDP's samplers; --secure audits "
+                  "OpenDP's", markup=False)
     out.print("a lower bound below the claim does not prove privacy; one above it proves a "
               "bug (docs/security.md)", markup=False)
     if bad:
