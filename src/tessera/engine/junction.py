@@ -110,22 +110,6 @@ def _grouped_lse(x: FloatArray, run: int, starts: IntArray, runs: IntArray) -> F
         return np.log(s) + m
 
 
-def _projection(shape: Sequence[int], positions: Sequence[int],
-                sizes: Sequence[int]) -> IntArray:
-    """For every entry of a C-order table of ``shape``, the C-order flat index of its
-    coordinates at ``positions`` (a table of shape ``sizes``)."""
-    n = math.prod(shape)
-    if not positions:
-        return np.zeros(n, dtype=np.intp)
-    digits = np.unravel_index(np.arange(n, dtype=np.intp), tuple(shape)) if shape else ()
-    out = np.zeros(n, dtype=np.intp)
-    stride = 1
-    for p, s in zip(reversed(positions), reversed(sizes), strict=True):
-        out += stride * digits[p]
-        stride *= s
-    return out
-
-
 @dataclass(frozen=True, eq=False)
 class JunctionTree:
     """A junction tree compiled for fixed factor scopes (module docstring; docs/theory.md §4.7).
@@ -407,6 +391,8 @@ def junction_tree(
             for k, c in enumerate(cliques)]
 
     # -- levels ------------------------------------------------------------------------------
+    cstrides = [_strides(sh) for sh in shape_of]
+    cpos = [{v: i for i, v in enumerate(c)} for c in cliques]
     levels: list[Level] = []
     mpos = 0
     first = 1
@@ -415,34 +401,32 @@ def junction_tree(
         first += len(ks)
         lo, hi = coff[ks[0]], coff[ks[-1] + 1]
         plo, phi = coff[first - len(ks) - len(by_depth[d - 1])], lo  # the level above
-        run_list, up_dst, up_src, gather, down_runs = [], [], [], [], []
         mlo = mpos
+        n_sep, hosts, targets, picks = [], [], [], []
         for k in ks:
-            c, p = cliques[k], cparent[k]
-            sep = c[: nsep[k]]
-            sep_sizes = [sizes_t[v] for v in sep]
-            n_sep = math.prod(sep_sizes)
-            r = csizes[k] // n_sep
-            run_list.append(np.full(n_sep, r, dtype=np.intp))
-            # parent entry → separator index
-            ppos = [cliques[p].index(v) for v in sep]
-            proj = _projection(shape_of[p], ppos, sep_sizes)
-            base = coff[p] - plo
-            up_dst.append(base + np.arange(csizes[p], dtype=np.intp))
-            up_src.append(mpos - mlo + proj)
-            order_ = np.argsort(proj, kind="stable")
-            gather.append(base + order_)
-            down_runs.append(np.full(n_sep, csizes[p] // n_sep, dtype=np.intp))
-            mpos += n_sep
-        runs = np.concatenate(run_list)
-        druns = np.concatenate(down_runs)
+            p = cparent[k]
+            sep = cliques[k][: nsep[k]]
+            n_sep.append(math.prod(sizes_t[v] for v in sep))
+            hosts.append(p)
+            targets.append(mpos - mlo)
+            picks.append([cpos[p][v] for v in sep])
+            mpos += n_sep[-1]
+        # every parent entry (per child) and the separator value it projects to
+        seg, entry, proj = _batched_projection(hosts, picks, csizes, shape_of, cstrides)
+        parent_entry = np.asarray([coff[p] - plo for p in hosts], dtype=np.intp)[seg] + entry
+        sep_entry = np.asarray(targets, dtype=np.intp)[seg] + proj
+        nsep_a = np.asarray(n_sep, dtype=np.intp)
+        runs = np.repeat(np.asarray([csizes[k] for k in ks], dtype=np.intp) // nsep_a, nsep_a)
+        druns = np.repeat(np.asarray([csizes[p] for p in hosts], dtype=np.intp) // nsep_a,
+                          nsep_a)
         run = int(runs[0]) if runs.size and np.all(runs == runs[0]) else 0
         drun = int(druns[0]) if druns.size and np.all(druns == druns[0]) else 0
         levels.append(Level(
             lo=lo, hi=hi, plo=plo, phi=phi, mlo=mlo, mhi=mpos,
             run=run, runs=runs, run_starts=_starts(runs),
-            up=_zero_one(np.concatenate(up_dst), np.concatenate(up_src), (phi - plo, mpos - mlo)),
-            down_gather=np.concatenate(gather), down_run=drun, down_runs=druns,
+            up=_zero_one(parent_entry, sep_entry, (phi - plo, mpos - mlo)),
+            # child by child, separator value major (stable: entries keep their order)
+            down_gather=parent_entry[np.lexsort((proj, seg))], down_run=drun, down_runs=druns,
             down_starts=_starts(druns),
         ))
 
@@ -453,22 +437,22 @@ def junction_tree(
     for k, c in enumerate(cliques):
         for v in c:
             holding.setdefault(v, set()).add(k)
-    pot_dst, pot_src = [], []
-    for s, sc in enumerate(scopes_t):
+    fhosts, fpicks = [], []
+    for sc in scopes_t:
         host = 0
         if sc:
             host = index[rep[min(position[v] for v in sc)]]
-            inside = set.intersection(*(holding[v] for v in sc))
+            if len(sc) == 1:
+                inside = holding[sc[0]]
+            else:
+                inside = set.intersection(*(holding[v] for v in sc))
             host = min(inside, key=lambda k: (csizes[k], k != host, k))
-        c = cliques[host]
-        proj = _projection(shape_of[host], [c.index(v) for v in sc], list(shapes[s]))
-        pot_dst.append(coff[host] + np.arange(csizes[host], dtype=np.intp))
-        pot_src.append(offsets[s] + proj)
-
-    def cat(parts: list[IntArray]) -> IntArray:
-        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.intp)
-
-    potential_map = _zero_one(cat(pot_dst), cat(pot_src), (coff[-1], offsets[-1]))
+        fhosts.append(host)
+        fpicks.append([cpos[host][v] for v in sc])
+    seg, entry, proj = _batched_projection(fhosts, fpicks, csizes, shape_of, cstrides)
+    table_entry = np.asarray([coff[h] for h in fhosts], dtype=np.intp)[seg] + entry
+    param_entry = np.asarray(offsets[:-1], dtype=np.intp)[seg] + proj
+    potential_map = _zero_one(table_entry, param_entry, (coff[-1], offsets[-1]))
 
     occurs = set(order)
     log_free = math.fsum(math.log(sizes_t[v]) for v in range(len(sizes_t)) if v not in occurs)
@@ -485,6 +469,48 @@ def _zero_one(rows: IntArray, cols: IntArray, shape: tuple[int, int]) -> sp.csr_
     """The 0/1 matrix with ones at (rows[i], cols[i]) (pairs distinct), CSR."""
     data = np.ones(rows.size)
     return sp.csr_array((data, (rows, cols)), shape=shape)
+
+
+def _strides(shape: Sequence[int]) -> list[int]:
+    """C-order strides (in entries) of a table of ``shape``."""
+    out, acc = [], 1
+    for n in reversed(shape):
+        out.append(acc)
+        acc *= n
+    return out[::-1]
+
+
+def _batched_projection(
+    hosts: Sequence[int],
+    picks: Sequence[Sequence[int]],
+    csizes: Sequence[int],
+    shapes: Sequence[Sequence[int]],
+    strides: Sequence[Sequence[int]],
+) -> tuple[IntArray, IntArray, IntArray]:
+    """For items i (a host table ``hosts[i]`` and the axes ``picks[i]`` of it): every entry e of
+    the host table (C order) and the C-order index of its coordinates at those axes, for all
+    items at once: (item of each row, e, index). One vectorised pass, no per-item numpy call."""
+    n = np.asarray([csizes[h] for h in hosts], dtype=np.intp)
+    total = int(n.sum())
+    seg = np.repeat(np.arange(len(hosts), dtype=np.intp), n)
+    entry = np.arange(total, dtype=np.intp) - np.repeat(np.cumsum(n) - n, n)
+    width = max((len(pk) for pk in picks), default=0)
+    proj = np.zeros(total, dtype=np.intp)
+    if width == 0:
+        return seg, entry, proj
+    # per item and picked axis: host stride, axis size and the stride in the picked table
+    st_rows, sz_rows, fs_rows = [], [], []
+    for h, pk in zip(hosts, picks, strict=True):
+        pad = width - len(pk)
+        st_rows.append([strides[h][a] for a in pk] + [1] * pad)
+        sz_rows.append([shapes[h][a] for a in pk] + [1] * pad)
+        fs_rows.append(_strides([shapes[h][a] for a in pk]) + [0] * pad)
+    st = np.asarray(st_rows, dtype=np.intp)
+    sz = np.asarray(sz_rows, dtype=np.intp)
+    fs = np.asarray(fs_rows, dtype=np.intp)
+    for j in range(width):
+        proj += (entry // st[seg, j]) % sz[seg, j] * fs[seg, j]
+    return seg, entry, proj
 
 
 def _starts(runs: IntArray) -> IntArray:
