@@ -14,8 +14,10 @@ import-linter: ``lint-imports``, contract in ``pyproject.toml``):
    (trade-off functions, f-DP composition, guarantees), independent of each other;
 6. calibration: :mod:`tessera.calibration` (per-query scales, allocation, workload cost);
 7. :mod:`tessera.mechanisms` (noise and selection over OpenDP);
-8. :mod:`tessera.release` (answering, ledger, certificate, report) and :mod:`tessera.synth`;
-9. the command line: :mod:`tessera.cli`.
+8. :mod:`tessera.release` (answering, ledger, certificate, report) and :mod:`tessera.synth`
+   (synthetic data), independent of each other;
+9. :mod:`tessera.audit` (statistical privacy audits of the mechanisms);
+10. the command line: :mod:`tessera.cli`.
 
 The math is in ``docs/theory.md`` (the two papers, restated with the corrections an
 implementation needs): Smith et al., "Making the Most of Parallel Composition in Differential
