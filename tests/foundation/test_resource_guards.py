@@ -237,3 +237,48 @@ def test_a_million_cell_lines_load_check_and_overlap_in_bounded_memory(tmp_path:
     """)
     peak_kib = int(_child(code).split()[-1])
     assert peak_kib < 1.5 * 2**20, f"peak {peak_kib / 1024:.0f} MiB"
+
+
+# -- allocation (cutting planes) stopped by its time limit ---------------------------------------
+
+
+def test_allocation_stopped_at_once_still_meets_the_budget() -> None:
+    """Cutting planes and every overlap call get (almost) no time: the parameters still satisfy
+    Σ_{q∈I(x)} h(p_q) ≤ B at every row x, checked by enumerating the rows."""
+    from tessera.accounting import Guarantee
+    from tessera.calibration import allocate, overlap_from_workload
+
+    rng = np.random.default_rng(16)
+    checked = 0
+    for case in range(60):
+        dom, queries, _ = random_case(rng, max_queries=8)
+        if not queries:
+            continue
+        wl = Workload.of(dom, queries)
+        importance = rng.uniform(0.5, 4.0, len(queries))
+        target = Guarantee.pure(1.0) if case % 2 else Guarantee.zcdp(0.5)  # h(ε) = ε, h(ρ) = ρ
+        oracle = overlap_from_workload(wl, time_limit=1e-9, separation_time_limit=1e-9)
+        a = allocate(len(queries), target, importance=importance, overlap=oracle,
+                     time_limit=1e-9, max_rounds=2)
+        worst = points_max_score(dom, queries, np.asarray(a.parameters))[0]
+        assert worst <= a.budget * (1 + 1e-9), (case, worst, a.budget, a.method)
+        checked += 1
+    assert checked > 40
+
+
+def test_scales_by_name_of_too_many_queries_are_refused() -> None:
+    from tessera.calibration import cost
+
+    dom = _binary(12)
+    w = Workload.of_families(dom, k_way_marginals(dom, 4, None, 1.0))  # 495 × 16 cells
+    c = workload_cost(w)
+    assert len(c.to_dict(1.0)["scales"]) == 7_920
+    small = cost.SCALES_MAX_QUERIES
+    try:
+        cost.SCALES_MAX_QUERIES = 1_000
+        with pytest.raises(ResourceError) as e:
+            c.to_dict(1.0)
+    finally:
+        cost.SCALES_MAX_QUERIES = small
+    assert str(e.value).startswith("per-query scales by name would list 7,920 queries, above "
+                                   "the limit of 1,000 (hint: drop --budget")

@@ -30,10 +30,13 @@ from tessera.calibration.scales import per_query_scales
 from tessera.errors import QueryError
 from tessera.overlap import OverlapResult, max_overlap
 from tessera.privacy import Definition, Neighbours
-from tessera.workload import Workload
+from tessera.workload import Workload, require_at_most
 
 #: Share of the time limit that γ_w gets when γ is solved too (γ_w calibrates; γ informs).
 WEIGHTED_SHARE = 0.75
+#: :meth:`WorkloadCost.to_dict` lists per-query scales by name up to this many queries (a JSON
+#: entry is ~100 bytes; 131,761,493 cells of Adult's 4-way marginals would be ~13 GB).
+SCALES_MAX_QUERIES = 1_000_000
 
 #: How each composable definition composes, as ``tessera overlap`` names it.
 COMPOSITION_LABEL = {
@@ -111,6 +114,10 @@ class WorkloadCost:
             doc["witness_values"] = self.witness_row()
             doc["witness_queries"] = self.witness_queries()
         if budget is not None:
+            require_at_most(self.workload.n_queries, SCALES_MAX_QUERIES,
+                            "per-query scales by name would list",
+                            "drop --budget (the scales follow from γ_w and the weights), or "
+                            "answer the workload (tessera answer writes them with the answers)")
             doc["budget"] = budget
             doc["scales"] = {
                 name: (float(v) if math.isfinite(v) else None)
