@@ -219,7 +219,9 @@ class JunctionTree:
     def infer(self, log_potentials: Sequence[npt.ArrayLike] | npt.ArrayLike
               ) -> tuple[float, FloatArray]:
         """(log Z, flat marginals): P(x_s) for every scope s, concatenated like the
-        parameters (see :meth:`split`). One upward and one downward pass."""
+        parameters (see :meth:`split`). One upward and one downward pass. The flat marginals
+        are also the gradient of log Z with respect to the flat log-potentials (∂ log Z /
+        ∂φ_s(x_s) = P(x_s)), the gradient of a maximum-entropy dual."""
         b = self._tables(self.flatten(log_potentials))
         msg = self._upward(b)
         log_z = float(b[0])
@@ -453,6 +455,12 @@ def junction_tree(
     table_entry = np.asarray([coff[h] for h in fhosts], dtype=np.intp)[seg] + entry
     param_entry = np.asarray(offsets[:-1], dtype=np.intp)[seg] + proj
     potential_map = _zero_one(table_entry, param_entry, (coff[-1], offsets[-1]))
+    marginal_map = potential_map.T.tocsr()
+    for lv in levels:  # the structure is frozen: so are its index arrays
+        _freeze(lv.runs, lv.run_starts, lv.down_gather, lv.down_runs, lv.down_starts,
+                lv.up.data, lv.up.indices, lv.up.indptr)
+    _freeze(potential_map.data, potential_map.indices, potential_map.indptr,
+            marginal_map.data, marginal_map.indices, marginal_map.indptr)
 
     occurs = set(order)
     log_free = math.fsum(math.log(sizes_t[v]) for v in range(len(sizes_t)) if v not in occurs)
@@ -460,7 +468,7 @@ def junction_tree(
         sizes=sizes_t, scopes=scopes_t, shapes=shapes, offsets=offsets,
         cliques=tuple(cliques), clique_parent=tuple(cparent), clique_offsets=tuple(coff),
         levels=tuple(levels), n_messages=mpos,
-        potential_map=potential_map, marginal_map=potential_map.T.tocsr(),
+        potential_map=potential_map, marginal_map=marginal_map,
         log_free=log_free, width=max((len(c) for c in cliques), default=0) - 1,
     )
 
@@ -469,6 +477,11 @@ def _zero_one(rows: IntArray, cols: IntArray, shape: tuple[int, int]) -> sp.csr_
     """The 0/1 matrix with ones at (rows[i], cols[i]) (pairs distinct), CSR."""
     data = np.ones(rows.size)
     return sp.csr_array((data, (rows, cols)), shape=shape)
+
+
+def _freeze(*arrays: npt.NDArray) -> None:
+    for a in arrays:
+        a.flags.writeable = False
 
 
 def _strides(shape: Sequence[int]) -> list[int]:

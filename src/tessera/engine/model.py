@@ -9,6 +9,10 @@ must be 1, e.g. the validity of a binary encoding). It answers
 * :meth:`~GibbsModel.log_partition`: log Z = log Σ_x exp(Σ_f θ_f f(x));
 * :meth:`~GibbsModel.max_assignment`: (max_x Σ_f θ_f f(x), an argmax as codes);
 * :meth:`~GibbsModel.expectations`: E_P[f] for every query, exactly (one up-and-down pass);
+  log Z and E_P[f] run on the compiled junction tree of the factor groups (docs/theory.md
+  §4.7, :mod:`tessera.engine.junction`), built once per structure on the same elimination
+  order, so a weight update costs one sparse product θ → tables, one vectorised pass and one
+  sparse product marginals → E[f]; max-plus and sampling run on the bucket program;
 * :meth:`~GibbsModel.sample`: m i.i.d. rows from P (codes), vectorised, injectable generator;
 
 in time and memory exponential only in the width of the decomposition. The structure (value
