@@ -100,6 +100,7 @@ from tessera.synth.ipmwu import (
     iter_thetas,
     query_functions,
     sample_average,
+    sensitive_counts,
 )
 from tessera.synth.mwem import DEFAULT_TABLE_LIMIT, MAX_CELLS, MWEMResult, cells, mwem
 from tessera.workload import Workload
@@ -408,9 +409,13 @@ class Synthesizer:
             _adaptive_preflight(workload, self.settings, rel)
         # the data is read and validated before the charge: a data error reaches the curator
         # without spending budget, and no data-dependent error is raised after the charge
-        read = workload if self.method != "adaptive" else candidate_workload(
-            workload, self.settings.get("max_cells", DEFAULT_MAX_CELLS))
-        counts = _sensitive_counts(data, read, csv, table, on_invalid)
+        if self.method == "adaptive":  # it reads the counts of its candidates, never rows
+            read = candidate_workload(workload, self.settings.get("max_cells", DEFAULT_MAX_CELLS))
+            counts = (sensitive_counts(workload.domain, read, data)
+                      if isinstance(data, np.ndarray) else
+                      _sensitive_counts(data, read, csv, table, on_invalid))
+        else:
+            counts = _sensitive_counts(data, workload, csv, table, on_invalid)
         if book is not None:
             w, costs = ledger_charge(workload.domain, target.value, rel)
             charge = book.charge(w, costs, label=label or f"synthetic data ({self.method})",
