@@ -47,12 +47,17 @@ def treewidth(
     from tessera.domain import Domain
     from tessera.engine.decomposition import format_bytes
     from tessera.engine.model import treewidth_report
-    from tessera.workload import Workload, require_at_most
+    from tessera.workload import Workload, count_lines, require_at_most
 
+    def guard(n: int) -> None:
+        require_at_most(n, max_queries, "the incidence graph would have a vertex for each of",
+                        "raise --max-queries (about 1 ms a query); families (YAML marginals, "
+                        "cubes, hierarchies) count one vertex each")
+
+    if workload.suffix.lower() not in (".yaml", ".yml", ".json"):
+        guard(count_lines(workload))  # before parsing: a line holds at most one query
     wl = Workload.load(workload, Domain.load(schema))
-    require_at_most(len(wl.queries), max_queries, "the incidence graph would have a vertex for "
-                    "each of", f"raise --max-queries (about 1 ms a query); {workload}'s families "
-                    "(YAML marginals, cubes, hierarchies) count one vertex each")
+    guard(len(wl.queries))
     report = treewidth_report(wl, heuristic=heuristic, memory_limit=memory_limit)
     g = report.incidence
     if wl.partitions:
