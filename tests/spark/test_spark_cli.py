@@ -19,6 +19,9 @@ from tessera.spark_data import SparkSource
 from tessera.synth.evaluate import evaluate
 from tessera.workload import Workload
 
+#: one JVM for the Spark tests when run with --dist loadgroup
+pytestmark = pytest.mark.xdist_group("spark")
+
 SCHEMA = """attributes:
   age: {type: integer, min: 0, max: 20}
   job: {type: categorical, values: [a, b, c]}

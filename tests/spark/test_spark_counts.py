@@ -22,6 +22,9 @@ from tessera.errors import DataError
 from tessera.spark_data import SparkEncodedTable, SparkSource
 from tessera.workload import Workload
 
+#: one JVM for the Spark tests when run with --dist loadgroup
+pytestmark = pytest.mark.xdist_group("spark")
+
 SETTINGS = settings(max_examples=5, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow])
 

@@ -23,6 +23,9 @@ from tessera.errors import DataError
 from tessera.spark_data import SparkSource
 from tessera.workload import Workload
 
+#: one JVM for the Spark tests when run with --dist loadgroup
+pytestmark = pytest.mark.xdist_group("spark")
+
 SETTINGS = settings(max_examples=8, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow])
 #: A small schema of every kind, and clean rows for it.
