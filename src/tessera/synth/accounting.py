@@ -67,6 +67,7 @@ __all__ = [
     "Budget",
     "Plan",
     "Step",
+    "count_bound",
     "dyadic_exponent",
     "exact_scores",
     "measure",
@@ -228,39 +229,50 @@ def plan(budget: Budget, rounds: int, total: CountNoise | None = None) -> Plan:
 
 
 def dyadic_exponent(bound: float) -> int:
-    """The largest k ≥ 0 with every value of magnitude ≤ ``bound`` a multiple of 2^-k that
-    needs at most 52 bits: k = 52 − ⌈log₂(bound + 1)⌉ − 1 (at least 0)."""
+    """The largest k ≥ 0 with every multiple of 2^-k of magnitude ≤ ``bound`` an exact float
+    with room to spare: k = 52 − ⌈log₂(bound + 1)⌉ − 1 (at least 0)."""
     return max(0, 52 - math.ceil(math.log2(float(bound) + 1.0)) - 1)
+
+
+def count_bound(normaliser: float) -> int:
+    """A public cap B = 4N + 1 on one count (N public: n, or a noisy estimate of it). Counts are
+    clamped to [0, B] before scoring: clamping is 1-Lipschitz, so sensitivities are unchanged,
+    and it never acts unless n > 4N + 1."""
+    return 4 * math.ceil(max(float(normaliser), 1.0)) + 1
 
 
 def selection_scores(counts: npt.ArrayLike, synthetic: npt.ArrayLike,
                      normaliser: float) -> npt.NDArray[np.float64]:
     """s_f = |q_f(X) − N·v_f| in count units, computed **exactly** (sensitivity exactly 1).
 
-    N·v_f is public (a function of past outputs); it is rounded to a multiple of 2^-k
-    (:func:`dyadic_exponent`) and the difference with the integer count taken in integer
+    The grid 2^-k is fixed from public values only (N and the synthetic answers, never the
+    counts: a grid that moved with the data would break the bound): N·v_f is rounded to it, the
+    count clamped to [0, B] (:func:`count_bound`), and the difference taken in integer
     arithmetic, so every returned float is exact and one row moves s_f by at most 1 — a float
     subtraction could move it by 1 + ulp."""
     q = np.asarray(counts, dtype=np.int64)
     e = float(normaliser) * np.asarray(synthetic, dtype=np.float64)
     if q.size == 0:
         return np.zeros(0)
-    k = dyadic_exponent(float(np.abs(q).max()) + float(np.abs(e).max()))
+    bound = count_bound(normaliser)
+    k = dyadic_exponent(bound + float(np.abs(e).max()))
     e_int = np.rint(e * float(2**k)).astype(np.int64)
-    return np.abs(q * (1 << k) - e_int) / float(2**k)
+    return np.abs(np.clip(q, 0, bound) * (1 << k) - e_int) / float(2**k)
 
 
 def exact_scores(exact: Sequence[npt.NDArray[np.int64]], synthetic: Sequence[npt.ArrayLike],
-                 bias: Sequence[float], weights: Sequence[int]) -> npt.NDArray[np.float64]:
+                 bias: Sequence[float], weights: Sequence[int],
+                 normaliser: float) -> npt.NDArray[np.float64]:
     """s_r = w_r (‖y_r − e_r‖₁ − b_r) for groups r, computed exactly (the adaptive method's
     quality score, docs/theory.md §5).
 
-    ``exact`` y_r (integer counts: the data), ``synthetic`` e_r (public), ``bias`` b_r (public)
-    and integer ``weights`` w_r. e_r and b_r are rounded to multiples of 2^-k, k the largest with
-    every |score| below 2^52 in units of 2^-k; then all arithmetic is on integers and the returned
-    floats are exact: one row moving y_r by Δ₁ in L1 moves s_r by at most w_r Δ₁, exactly."""
-    bound = max((int(w) * (int(np.abs(y).sum()) + float(np.abs(np.asarray(e)).sum())
-                           + abs(b) + 1)
+    ``exact`` y_r (integer counts: the data), ``synthetic`` e_r, ``bias`` b_r, integer
+    ``weights`` w_r and ``normaliser`` N (all public). The grid 2^-k is fixed from public values
+    only (the weights, e_r, b_r and the cap B = :func:`count_bound` (N) on each count, to which the
+    counts are clamped); e_r and b_r are rounded to it and the rest is integer arithmetic, so the
+    returned floats are exact: one row moving y_r by Δ₁ in L1 moves s_r by at most w_r Δ₁."""
+    cap = count_bound(normaliser)
+    bound = max((int(w) * (len(y) * cap + float(np.abs(np.asarray(e)).sum()) + abs(b) + 1)
                  for y, e, b, w in zip(exact, synthetic, bias, weights, strict=True)),
                 default=1.0)
     k = dyadic_exponent(bound)
@@ -268,7 +280,8 @@ def exact_scores(exact: Sequence[npt.NDArray[np.int64]], synthetic: Sequence[npt
     out = np.empty(len(exact))
     for i, (y, e, b, w) in enumerate(zip(exact, synthetic, bias, weights, strict=True)):
         e_int = np.rint(np.asarray(e, dtype=np.float64) * scale).astype(np.int64)
-        l1 = int(np.abs(np.asarray(y, dtype=np.int64) * (1 << k) - e_int).sum())
+        y_c = np.clip(np.asarray(y, dtype=np.int64), 0, cap)
+        l1 = int(np.abs(y_c * (1 << k) - e_int).sum())
         out[i] = int(w) * (l1 - int(round(b * scale))) / scale  # |·| < 2^52: exact
     return out
 

@@ -598,7 +598,7 @@ def adaptive(
         est = view.estimates(model, fitted, eligible, total)
         bias = [_noise_l1(cal.measurement) * cands[i].cells for i in eligible]
         scores = exact_scores([exact.counts[i] for i in eligible], est, bias,
-                              [weights[i] for i in eligible])
+                              [weights[i] for i in eligible], total)
         chosen = cal.selection.select(scores, source)
         steps.append(Step("selection", t, chosen.mechanism, 1.0))
         spent += Fraction(step_cost(steps[-1], budget.definition))
