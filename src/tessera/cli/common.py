@@ -126,8 +126,11 @@ SchemaOpt = Annotated[
         dir_okay=False,
     ),
 ]
+#: Text, not a Path: with --engine spark it may be a URI (``s3a://bucket/t``), which a Path would
+#: mangle; a missing local file is the library's one-line "no such file" error.
 DataArg = Annotated[
-    Path, typer.Argument(help="CSV, Parquet or DuckDB file.", metavar="DATA", exists=True)
+    str, typer.Argument(help="CSV, Parquet or DuckDB file, or a directory of Parquet files "
+                        "(with --engine spark: any path or URI Spark reads).", metavar="DATA")
 ]
 WorkloadArg = Annotated[
     Path,
