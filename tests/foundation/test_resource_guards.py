@@ -282,3 +282,52 @@ def test_scales_by_name_of_too_many_queries_are_refused() -> None:
         cost.SCALES_MAX_QUERIES = small
     assert str(e.value).startswith("per-query scales by name would list 7,920 queries, above "
                                    "the limit of 1,000 (hint: drop --budget")
+
+
+# -- PLD composition of many copies --------------------------------------------------------------
+
+
+def test_composition_of_a_million_copies_is_bounded_or_refused() -> None:
+    from tessera.accounting import pld
+    from tessera.accounting.composition import PLD_MAX_COPIES, homogeneous_overlap
+    from tessera.accounting.tradeoff import GaussianDP
+    from tessera.calibration.comparison import compare_composition
+
+    # Laplace: pure ε·k on both sides, no PLD of 10⁶ copies (it would take tens of GiB)
+    cmp = compare_composition("laplace", 0.1, 1_000_000, 418_475)
+    assert len(cmp.sequential.guarantees) == len(cmp.overlap.guarantees) == 1
+    assert cmp.sequential.guarantees[0].epsilon == pytest.approx(100_000.0)
+    assert cmp.overlap.guarantees[0].epsilon == pytest.approx(41_847.5)
+    # Gaussian: closed form at any size
+    assert homogeneous_overlap(GaussianDP(0.01), 10**8) == GaussianDP(0.01 * 10**4)
+    # other mechanisms: refused before composing
+    with pytest.raises(ResourceError) as e:
+        compare_composition("discrete_gaussian", 0.5, 1_000_000, 20_000)
+    assert str(e.value) == (
+        f"composing 20,000 copies by privacy-loss distributions: above the limit of "
+        f"{PLD_MAX_COPIES:,} copies (memory grows with the copies) (hint: Gaussian noise "
+        "composes in closed form (GDP, zCDP); pure ε·k always holds for Laplace noise)")
+    with pytest.raises(ResourceError, match="composing 10,001 copies"):
+        homogeneous_overlap(pld.MECHANISMS["laplace"](10.0), PLD_MAX_COPIES + 1)
+
+
+def test_pld_allocation_refuses_too_many_copies_before_composing() -> None:
+    from tessera.accounting import Guarantee
+    from tessera.calibration import allocate
+
+    with pytest.raises(ResourceError, match="composing 20,000 copies by privacy-loss"):
+        allocate(20_000, Guarantee.approx(1.0, 1e-6), via="pld", mechanism="laplace")
+
+
+def test_a_release_of_too_many_cells_is_refused_before_the_plan() -> None:
+    from tessera.release.budget import Budget
+    from tessera.release.plan import noise_plan
+
+    dom = _binary(20)
+    w = Workload.of_families(dom, k_way_marginals(dom, 7, None, 1.0))  # 9,922,560 cells
+    with pytest.raises(ResourceError) as e:
+        noise_plan(w, Budget.of(epsilon=1.0), max_queries=1_000_000)
+    assert str(e.value) == (
+        "a release of 9,922,560 queries, above the limit of 1,000,000 (hint: answer fewer "
+        "families per release (the ledger composes releases), or raise the limit: "
+        "noise_plan(..., max_queries=N))")

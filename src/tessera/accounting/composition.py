@@ -40,7 +40,7 @@ from tessera.accounting.tradeoff import (
     TradeOff,
     tradeoff_of_pair,
 )
-from tessera.errors import TesseraError
+from tessera.errors import ResourceError, TesseraError
 
 #: Largest product-space size for the exact tensor of piecewise-linear functions.
 MAX_EXACT_OUTCOMES: int = 200_000
@@ -202,12 +202,37 @@ def pure_dp_from_overlap(eps: float, gamma: float) -> float:
     return eps * _gamma(gamma)
 
 
+#: Most copies composed by privacy-loss distributions: the PLD's support, hence its memory and
+#: time, grows with the copies (Laplace, per-copy ε = 0.1: 10⁴ copies 0.4 GiB and 44 s, 10⁵
+#: copies 3.4 GiB and minutes; docs/benchmarks.md "Resource guards"). Same limit as the
+#: release plan's PLD profile.
+PLD_MAX_COPIES = 10_000
+
+
+def require_pld_copies(copies: int) -> None:
+    """Refuse a PLD composition of more than :data:`PLD_MAX_COPIES` copies, before it starts."""
+    if copies > PLD_MAX_COPIES:
+        raise ResourceError(
+            f"composing {copies:,} copies by privacy-loss distributions: above the limit of "
+            f"{PLD_MAX_COPIES:,} copies (memory grows with the copies)",
+            hint="Gaussian noise composes in closed form (GDP, zCDP); pure ε·k always holds "
+            "for Laplace noise")
+
+
 def homogeneous_overlap(
     f: TradeOff, gamma: float, discretization: float = DEFAULT_DISCRETIZATION
 ) -> TradeOff:
     """t copies of an f-DP mechanism whose maximum overlap is at most γ: f^{⊗⌈γ⌉}
-    (every maximal overlapping set has at most γ members, and ⊗ is monotone)."""
+    (every maximal overlapping set has at most γ members, and ⊗ is monotone). Gaussian
+    trade-offs compose in closed form, G_μ^{⊗k} = G_{μ√k}; a PLD composition of more than
+    :data:`PLD_MAX_COPIES` copies is refused (:func:`require_pld_copies`)."""
     g = math.ceil(_gamma(gamma))
+    if g > PLD_MAX_COPIES:  # (no list of g copies either)
+        if isinstance(f, GaussianDP):
+            return GaussianDP(f.mu * math.sqrt(g))
+        if isinstance(f, Identity):
+            return f
+        require_pld_copies(g)
     return tensor([f] * g, discretization)
 
 

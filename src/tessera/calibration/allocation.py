@@ -95,6 +95,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from tessera.accounting.composition import require_pld_copies
 from tessera.accounting.guarantee import Guarantee
 from tessera.accounting.pld import DEFAULT_DISCRETIZATION, MECHANISMS, compose_plds
 from tessera.calibration.cutting_plane import DEFAULT_TOL, CuttingPlane, cutting_plane
@@ -416,6 +417,7 @@ def _allocate_pld(
         raise TesseraError(f"unknown mechanism {mechanism!r}", hint=f"one of {sorted(MECHANISMS)}")
     make = MECHANISMS[mechanism]
     copies = math.ceil(load(np.ones(t)))
+    require_pld_copies(copies)  # before the bisection's many compositions
     eps, delta = float(target.epsilon or 0.0), float(target.delta or 0.0)
 
     def eps_of(scale: float) -> float:

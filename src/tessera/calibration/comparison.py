@@ -19,9 +19,9 @@ from pathlib import Path
 import numpy as np
 
 from tessera.accounting import pld
-from tessera.accounting.composition import homogeneous_overlap
+from tessera.accounting.composition import PLD_MAX_COPIES, homogeneous_overlap
 from tessera.accounting.guarantee import Guarantee
-from tessera.accounting.tradeoff import GaussianDP, TradeOff
+from tessera.accounting.tradeoff import EpsDelta, GaussianDP, TradeOff
 from tessera.errors import TesseraError
 from tessera.overlap import max_overlap
 from tessera.privacy import Neighbours
@@ -149,7 +149,12 @@ def compare_composition(
         pure = mechanism in ("laplace", "discrete_laplace")
 
         def side(name: str, k: int, exact: bool) -> Side:
-            f = homogeneous_overlap(per, k)
+            if pure and k > PLD_MAX_COPIES:
+                # too many copies for a PLD: pure ε·k (its trade-off f_{εk,0}) is still a
+                # guarantee (basic composition)
+                g = Guarantee.pure(parameter * k, rel, basis="upper bound (Thm 6)")
+                return Side(name, k, EpsDelta(parameter * k), (g,))
+            f = homogeneous_overlap(per, k)  # (other mechanisms: refused beyond the limit)
             found: list[Guarantee] = []
             if pure:
                 found.append(Guarantee.pure(parameter * k, rel, basis="upper bound (Thm 6)"))

@@ -43,7 +43,7 @@ from tessera.mechanisms import discrete_gaussian, discrete_laplace
 from tessera.overlap import OverlapResult, max_overlap
 from tessera.privacy import Definition, Neighbours
 from tessera.release.budget import DISCRETE_LAPLACE, Budget
-from tessera.workload import Workload
+from tessera.workload import Workload, require_at_most
 
 Allocation = Literal["auto", "uniform", "shares", "importance"]
 ALLOCATIONS = ("auto", "uniform", "shares", "importance")
@@ -52,6 +52,11 @@ ALLOCATIONS = ("auto", "uniform", "shares", "importance")
 REPORTED_DELTAS = (1e-5, 1e-6, 1e-9)
 #: Share of a plan's time limit for the calibration's overlap solves (the re-check gets the rest).
 CALIBRATION_SHARE = 2.0 / 3.0
+#: Most queries a noise plan calibrates (and a release answers): the plan keeps several float
+#: arrays per query and the release a noisy answer, interval and name each (NLTCS all 7-way
+#: marginals, 1,464,320 cells: 0.44 GiB peak; Adult all 4-way, 131,761,493 cells: out of memory
+#: above 11 GiB; docs/benchmarks.md "Resource guards").
+PLAN_MAX_QUERIES = 10_000_000
 #: Interval level of the per-query intervals.
 INTERVAL_LEVEL = 0.95
 
@@ -145,6 +150,7 @@ def noise_plan(
     neighbours: Neighbours | str = Neighbours.ADD_REMOVE,
     allocation: Allocation = "auto",
     time_limit: float | None = 60.0,
+    max_queries: int = PLAN_MAX_QUERIES,
 ) -> NoisePlan:
     """Calibrate per-query noise for ``budget`` (module docs); refuse rather than overspend.
 
@@ -157,6 +163,8 @@ def noise_plan(
     t = workload.n_queries
     if t == 0:
         raise TesseraError("the workload has no queries")
+    require_at_most(t, max_queries, "a release of", "answer fewer families per release (the "
+                    "ledger composes releases), or raise the limit: noise_plan(..., max_queries=N)")
     w = workload.weight_array()
     if allocation == "auto":
         allocation = "uniform" if np.all(w == w[0]) else "shares"
