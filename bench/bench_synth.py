@@ -300,15 +300,30 @@ def machine_note() -> str:
     return (f"Machine: {platform.node()}, {os.cpu_count()} cores **shared** with other engineers' "
             f"jobs (load average {la[0]:.1f} / {la[1]:.1f} / {la[2]:.1f} when the part started), "
             f"Python {platform.python_version()}, numpy {np.__version__}, mbi "
-            f"{baselines.mbi_version()}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.")
+            f"{baselines.mbi_version()}; Tessera at {tessera_commit()}; "
+            f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.")
+
+
+def tessera_commit() -> str:
+    """The checkout's commit, and whether src/ differs from it (others edit it meanwhile)."""
+    import subprocess
+
+    def git(*a: str) -> str:
+        r = subprocess.run(["git", "-C", str(REPO), *a], capture_output=True, text=True,
+                           check=False)
+        return r.stdout.strip()
+
+    head = git("rev-parse", "--short", "HEAD") or "unknown"
+    dirty = git("status", "--porcelain", "--", "src/tessera/synth")
+    return head + (" (src/tessera/synth modified in the working tree)" if dirty else "")
 
 
 def peak_memory(part: str) -> str:
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    return (f"Peak memory (ru_maxrss) after part {part}: this process {own:,.0f} MB; baseline "
-            f"subprocesses run now {kids:,.0f} MB (cached baseline runs: their own peak in the "
-            "notes).")
+    return (f"Peak memory (ru_maxrss) after part {part}: this process {own:,.0f} MB; its child "
+            f"processes (baseline runs started now, solvers) {kids:,.0f} MB; cached baseline "
+            "runs: their own peak in the notes.")
 
 
 def mean_sd(values: Sequence[float]) -> str:
@@ -355,10 +370,19 @@ def load_runs(part: str) -> dict[tuple[str, float], list[Run]]:
     if not path.is_file():
         return out
     for doc in json.loads(path.read_text())["runs"]:
-        if doc["method"] in TESSERA_METHODS or doc["method"] == "tessera.answer":
+        if doc["method"] in (*TESSERA_METHODS, "tessera.answer"):
             r = Run(**doc)
             out.setdefault((r.method, r.epsilon), []).append(r)
     return out
+
+
+def reusable(previous: dict[tuple[str, float], list[Run]], method: str, eps: float,
+             args: argparse.Namespace) -> bool:
+    """Whether ``--reuse-tessera`` takes a cell from the last run: not when it was ``pending``
+    or is named by ``--rerun METHOD@EPS``."""
+    if (method, eps) not in previous or previous[method, eps][0].status == "pending":
+        return False
+    return f"{method}@{eps:g}" not in (args.rerun or [])
 
 
 def repeat(method: str, eps: float, seeds: int, fn: Callable[[int], Run]) -> list[Run]:
@@ -388,7 +412,7 @@ def part_nltcs(args: argparse.Namespace) -> None:
     previous = load_runs("nltcs") if args.reuse_tessera else {}
     for eps in NLTCS_EPS:  # Tessera first (the baselines may still be filling the cache)
         for method in TESSERA_METHODS:
-            if (method, eps) in previous and previous[method, eps][0].status != "pending":
+            if reusable(previous, method, eps, args):
                 runs[method, eps] = previous[method, eps]
                 continue
             opts = {} if method == "adaptive" else {"rows": n}
@@ -402,8 +426,8 @@ def part_nltcs(args: argparse.Namespace) -> None:
         if eps in NLTCS_AIM_EPS:
             runs["AIM", eps] = repeat("AIM", eps, 1, lambda s, e=eps: run_baseline(
                 "aim", "nltcs", 3, e, s, args, domain, w, real, n))
-    print("| method | ε | runs | mean L1 error (mean ± sd) | time (s, mean ± sd) | rounds | "
-          "s / round | notes |")
+    print("| method | ε | runs | mean L1 error (mean ± sd) | time (s, mean ± sd) | rounds (lp: "
+          "iterations) | s / round | notes |")
     print("|---|---:|---:|---:|---:|---:|---:|---|")
     for (method, eps), rs in runs.items():
         ok = [r for r in rs if r.status == "ok"]
@@ -486,13 +510,23 @@ def part_adult(args: argparse.Namespace) -> None:
           f"attributes_per_query=(1, 2), kind='mixed', width=(0.05, 0.5), seed=0)`: ranges and "
           "value sets covering 5–50 % of an attribute's values).\n")
     runs: dict[tuple[str, float], list[Run]] = {}
-    for eps in ADULT_EPS:
-        runs["adaptive", eps] = repeat("adaptive", eps, args.seeds, lambda s, e=eps: run_tessera(
+    previous = load_runs("adult") if args.reuse_tessera else {}
+
+    def tessera_cell(method: str, eps: float, seeds: int, fn: Callable[[int], Run]) -> None:
+        if reusable(previous, method, eps, args):
+            runs[method, eps] = previous[method, eps]
+        else:
+            runs[method, eps] = repeat(method, eps, seeds, fn)
+        save("adult", [r for rs in runs.values() for r in rs])
+
+    for eps in ADULT_EPS:  # Tessera first (the baselines may still be filling the cache)
+        tessera_cell("adaptive", eps, args.seeds, lambda s, e=eps: run_tessera(
             "adaptive", e, s, frame, w, real, n, args.run_seconds))
-        runs["ipmwu", eps] = repeat("ipmwu", eps, 1, lambda s, e=eps: run_tessera(
+        tessera_cell("ipmwu", eps, 1, lambda s, e=eps: run_tessera(
             "ipmwu", e, s, frame, w, real, n, args.run_seconds, {"rows": n}))
-        runs["tessera.answer", eps] = repeat("answer", eps, args.seeds, lambda s, e=eps:
-                                             run_answer(e, s, frame, w, real, n))
+        tessera_cell("tessera.answer", eps, args.seeds, lambda s, e=eps: run_answer(
+            e, s, frame, w, real, n))
+    for eps in ADULT_EPS:
         runs["AIM", eps] = repeat("AIM", eps, 1, lambda s, e=eps: run_baseline(
             "aim", "adult", 2, e, s, args, domain, w, real, n))
         runs["MST", eps] = repeat("MST", eps, ADULT_MST_SEEDS, lambda s, e=eps: run_baseline(
@@ -648,6 +682,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--reuse-tessera", action="store_true",
                     help="take Tessera's runs from the last run of the part (results JSON), "
                          "re-running only 'pending' methods; the tables are made again")
+    ap.add_argument("--rerun", nargs="*", metavar="METHOD@EPS",
+                    help="with --reuse-tessera: run these cells again (e.g. adaptive@10)")
     ap.add_argument("--dims", type=int, nargs="+", default=[64, 256, 1024])
     ap.add_argument("--dim-rows", type=int, default=100_000)
     ap.add_argument("--dim-rounds", type=int, default=100)
