@@ -331,3 +331,18 @@ def test_a_release_of_too_many_cells_is_refused_before_the_plan() -> None:
         "a release of 9,922,560 queries, above the limit of 1,000,000 (hint: answer fewer "
         "families per release (the ledger composes releases), or raise the limit: "
         "noise_plan(..., max_queries=N))")
+
+
+def test_consistency_past_its_time_limit_leaves_the_answers_as_released() -> None:
+    from tessera.release.consistency import consistent_answers
+
+    dom = Domain.from_dict({"a": 4, "b": 3})
+    wl = Workload.from_sql(["a <= 1", "a >= 2", "b = 0", "a <= 1 AND b = 0", "a = 3"], dom)
+    noisy = np.array([10.0, 5.0, 7.0, 3.0, 2.0])
+    variances = np.ones(5)
+    assert consistent_answers(wl, noisy, variances).applied
+    late = consistent_answers(wl, noisy, variances, time_limit=-1.0)
+    assert not late.applied
+    assert np.array_equal(late.answers, noisy)
+    assert late.note.startswith("consistency not applied: time limit -1 s reached building the "
+                                "design (")

@@ -113,6 +113,7 @@ and invariants; none is used elsewhere.
 from __future__ import annotations
 
 import math
+import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -141,6 +142,9 @@ DEFAULT_MAX_CELLS = 2_000_000
 DEFAULT_MAX_SCOPE_CELLS = 200_000
 #: Default bound on the non-zeros of the design matrix and of the Gram matrix factorised.
 DEFAULT_MAX_NONZEROS = 20_000_000
+#: Seconds :func:`consistent_answers` may take; checked after the design is built and after the
+#: solve (the size guards above bound each phase); past it, the answers are left as released.
+DEFAULT_TIME_LIMIT = 120.0
 
 #: Eigenvalues of the unit-column Gram matrix below this count as 0 (the rank tolerance: a
 #: singular value 3e-5 of the design with unit columns).
@@ -210,6 +214,7 @@ def consistent_answers(
     max_cells: int = DEFAULT_MAX_CELLS,
     max_scope_cells: int = DEFAULT_MAX_SCOPE_CELLS,
     max_nonzeros: int = DEFAULT_MAX_NONZEROS,
+    time_limit: float | None = DEFAULT_TIME_LIMIT,
 ) -> Consistency:
     """a* = the V⁻¹-orthogonal projection of ``noisy`` onto the consistent answers 𝒮.
 
@@ -217,8 +222,11 @@ def consistent_answers(
     ``inf`` for a query that was not released (left out; its output is NaN). Refuses (returns
     the released answers unchanged, ``applied=False``, a note naming the scope) when the
     unknowns exceed ``max_cells``, one scope's unknowns exceed ``max_scope_cells``, or the
-    design or its Gram matrix would exceed ``max_nonzeros`` non-zeros. Module docs: the math.
+    design or its Gram matrix would exceed ``max_nonzeros`` non-zeros, and when ``time_limit``
+    seconds have passed after building the design or after the solve (the released answers
+    are a safe result: the projection is optional post-processing). Module docs: the math.
     """
+    start = time.monotonic()
     t = len(workload)
     y = np.array(noisy, dtype=np.float64)
     v = np.asarray(variances, dtype=np.float64)
@@ -255,8 +263,14 @@ def consistent_answers(
         return Consistency(y, False, f"consistency not applied: {reason}", design.n_cells,
                            design.n_constraints, n_rel, n_rel, design.n_unknowns)
 
+    def late() -> bool:
+        return time_limit is not None and time.monotonic() - start > time_limit
+
     if design.refusal:
         return refused(design.refusal)
+    if late():
+        return refused(f"time limit {time_limit:g} s reached building the design "
+                       f"({design.n_unknowns:,} unknowns); raise time_limit=")
     out = y.copy()
     out[zero] = 0.0
     dimension = 0
@@ -279,6 +293,9 @@ def consistent_answers(
         solution = _solve(design.matrix, weight, pooled, max_nonzeros)
         if solution.refusal:
             return refused(solution.refusal)
+        if late():
+            return refused(f"time limit {time_limit:g} s reached in the solve "
+                           f"({design.n_unknowns:,} unknowns); raise time_limit=")
         out[dup] = solution.fitted[slot]
         dimension, converged = solution.rank, solution.converged
     note = (
