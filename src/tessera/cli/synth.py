@@ -147,8 +147,12 @@ def _progress() -> Iterator[tuple[Progress, TaskID]]:
 
 def _round(bar: Progress, task: TaskID, p: Any) -> None:
     left = "" if p.remaining is None else f"budget left {p.remaining:.4g}, "
-    bar.update(task, description=f"round {p.round}/{p.rounds}", completed=p.round,
-               total=p.rounds, step="", info=f"{left}est. error {p.error:.3g}")
+    if p.spent is not None and p.budget:  # the bar fills with the budget spent
+        bar.update(task, description=f"round {p.round}", completed=p.spent / p.budget,
+                   total=1.0, step="", info=f"{left}est. error {p.error:.3g}")
+    else:  # a replay spends nothing: the bar counts rounds
+        bar.update(task, description=f"round {p.round}/{p.rounds}", completed=p.round,
+                   total=p.rounds, step="", info=f"{left}est. error {p.error:.3g}")
 
 
 def _lp_step(bar: Progress, task: TaskID, it: Any) -> None:
