@@ -82,6 +82,10 @@ EXPAND_MAX_QUERIES = 1_000_000
 #: about 0.6 KB (10⁶ random conjunctions: 0.7 GiB peak with the statistics), so 5·10⁶ is
 #: ~3 GiB. Counted before parsing, in a streaming pass that keeps no line.
 TEXT_MAX_QUERIES = 5_000_000
+#: Largest YAML workload file :meth:`Workload.load` parses: PyYAML keeps ~35 bytes per byte of
+#: input (10⁵ queries, 7.3 MB: 0.25 GiB above the interpreter), so 64 MiB is ~2 GiB. JSON is
+#: parsed in C, at a fraction of that, and has no such limit.
+YAML_MAX_BYTES = 64 * 2**20
 
 #: A bare query name: a letter (any script) or underscore, then word characters, ``.``, ``-``.
 _NAME = re.compile(r"^\s*([^\W\d][\w.\-]*)\s*:(?!:)\s*(.*)$")
@@ -305,6 +309,12 @@ class Workload:
         p = Path(path)
         structured = p.suffix in (".yaml", ".yml", ".json")
         try:
+            if p.suffix in (".yaml", ".yml") and p.stat().st_size > YAML_MAX_BYTES:
+                raise ResourceError(
+                    f"{p}: a YAML workload of {p.stat().st_size:,} bytes, above the limit of "
+                    f"{YAML_MAX_BYTES:,} (the YAML parser keeps ~35 bytes a byte)",
+                    hint="write the queries as JSON (same keys) or as text lines, and families "
+                    "compactly (marginals: [{all: k}])")
             if not structured:
                 require_at_most(count_lines(p), max_queries, f"{p}: the text workload has",
                                 "write marginals, cubes and hierarchies compactly as YAML "
@@ -699,6 +709,7 @@ def _load_structured(p: Path, text: str, domain: Domain) -> Workload:
     weights: list[float] = []
     sources: list[str] = []
     warnings: list[str] = []
+    fast = FastParser(domain)
     for i, entry in enumerate(entries):
         where = f"{p}:queries[{i}]"
         if isinstance(entry, str):
@@ -732,8 +743,8 @@ def _load_structured(p: Path, text: str, domain: Domain) -> Workload:
             )
             continue
         notes: list[str] = []
-        try:
-            queries.append(parse_query(str(entry["where"]), domain, notes))
+        try:  # (the fast path for simple conjunctions, identical predicates shared)
+            queries.append(fast.parse(str(entry["where"]), notes))
         except QueryError as e:
             errors.append(e.located(where))
             continue

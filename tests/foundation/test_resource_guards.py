@@ -346,3 +346,24 @@ def test_consistency_past_its_time_limit_leaves_the_answers_as_released() -> Non
     assert np.array_equal(late.answers, noisy)
     assert late.note.startswith("consistency not applied: time limit -1 s reached building the "
                                 "design (")
+
+
+def test_a_yaml_workload_above_the_size_limit_is_refused_before_parsing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import tessera.workload as workload_module
+
+    dom = Domain.from_dict({"a": 4})
+    path = tmp_path / "w.yaml"
+    path.write_text("queries:\n" + "".join(f"  - where: a = {i % 4}\n" for i in range(200)))
+    assert len(Workload.load(path, dom)) == 200
+    monkeypatch.setattr(workload_module, "YAML_MAX_BYTES", 1_000)
+    with pytest.raises(ResourceError) as e:
+        Workload.load(path, dom)
+    assert str(e.value) == (
+        f"{path}: a YAML workload of {path.stat().st_size:,} bytes, above the limit of 1,000 "
+        "(the YAML parser keeps ~35 bytes a byte) (hint: write the queries as JSON (same keys) "
+        "or as text lines, and families compactly (marginals: [{all: k}]))")
+    json_path = tmp_path / "w.json"  # JSON: no size limit
+    json_path.write_text(json.dumps({"queries": [{"where": f"a = {i % 4}"} for i in range(200)]}))
+    assert len(Workload.load(json_path, dom)) == 200
