@@ -44,12 +44,14 @@ post-processing).
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
+import networkx as nx
 import numpy as np
 import numpy.typing as npt
 
@@ -450,9 +452,9 @@ class _ModelView:
                 continue
             need_sample.append(i)
         if need_sample:
-            rows = model.sample(fitted.theta, self.sample_size, self.rng, method="iid")
-            keys, weights = _compress(rows, self.sizes)
-            columns = np.ascontiguousarray(keys.T)
+            columns, weights = _compress(
+                model.sample(fitted.theta, self.sample_size, self.rng, method="iid",
+                             columns=True), self.sizes)
             for i in need_sample:
                 c = self.cands[i]
                 if c.is_marginal:
@@ -461,7 +463,7 @@ class _ModelView:
                     h = np.bincount(idx, weights=weights, minlength=c.cells)
                 else:
                     assert self._wide_eval is not None
-                    hit = self._wide_eval.matrix(keys)[self._wide_pos[c.query]]
+                    hit = self._wide_eval.matrix(columns.T)[self._wide_pos[c.query]]
                     h = np.array([float(weights[hit].sum())])
                 out[i] = total * h / float(self.sample_size)
         return [out[i] for i in which]
@@ -482,15 +484,15 @@ def _from_cliques(cliques: Sequence[tuple[tuple[int, ...], FloatArray]],
     return np.transpose(p, [kept.index(v) for v in scope]).ravel()
 
 
-def _compress(rows: npt.NDArray, sizes: Sequence[int]) -> tuple[npt.NDArray, FloatArray]:
-    """Distinct rows and their multiplicities (the sample's histogram, sparse): one int64 key
-    per row when the domain has fewer than 2^62 points (a 1-D sort), else rows compared whole."""
-    if math.prod(int(n) for n in sizes) < 2**62:
-        keys = np.ravel_multi_index(tuple(rows.T), tuple(sizes))
-        uniq, counts = np.unique(keys, return_counts=True)
-        return np.stack(np.unravel_index(uniq, tuple(sizes)), axis=1), counts.astype(np.float64)
-    uniq, counts = np.unique(rows, axis=0, return_counts=True)
-    return uniq, counts.astype(np.float64)
+def _compress(columns: npt.NDArray, sizes: Sequence[int]) -> tuple[npt.NDArray, FloatArray]:
+    """The sample's distinct rows (attribute-major, shape (attributes, k)) and multiplicities:
+    one int64 key per row when the domain has fewer than 2^62 points (a 1-D sort); above, rows
+    are almost surely distinct and are kept as they are."""
+    if math.prod(int(n) for n in sizes) >= 2**62:
+        return columns, np.ones(columns.shape[1])
+    keys = np.ravel_multi_index(tuple(columns), tuple(sizes))
+    uniq, counts = np.unique(keys, return_counts=True)
+    return np.stack(np.unravel_index(uniq, tuple(sizes))), counts.astype(np.float64)
 
 
 def _total(measurements: Sequence[GroupMeasurement]) -> float:
@@ -522,7 +524,7 @@ def adaptive(
     max_cells: int = DEFAULT_MAX_CELLS,
     iterations: int = 100,
     final_iterations: int = 1000,
-    sample_size: int = 100_000,
+    sample_size: int | None = None,
     progress: Callable[[AdaptiveProgress], None] | None = None,
 ) -> AdaptiveResult:
     """Run the adaptive method (module docstring) on the exact ``counts`` of
@@ -573,6 +575,10 @@ def adaptive(
     for a in attrs:
         measure(index[((a,), None)], cal.measurement, 0)
     total = float(exact.n) if substitute else _total(measurements)
+    defaulted = tuple(k for k, v in (("rounds", rounds), ("rows", rows),
+                                     ("sample_size", sample_size)) if v is None)
+    if sample_size is None:  # ~2·10^7 sampled codes per round, 10^4 … 10^5 rows
+        sample_size = int(min(100_000, max(10_000, 20_000_000 // max(len(dom), 1))))
     view = _ModelView(dom, cands, workload, sample_size, gen)
     model = _build(dom, measurements, workload, cands)
     tf = time.perf_counter()
@@ -647,8 +653,7 @@ def adaptive(
         np.zeros((0, len(dom)), dtype=np.int64)
     params = AdaptiveParameters(
         T, n_rows, measure_fraction, max_model_size, max_cells, iterations, final_iterations,
-        sample_size, len(cands), total,
-        tuple(k for k, v in (("rounds", rounds), ("rows", rows)) if v is None))
+        sample_size, len(cands), total, defaulted)
     timings = AdaptiveTimings(setup, tuple(h.seconds for h in history),
                               time.perf_counter() - t_out, fit_seconds)
     record = AdaptiveRecord(
@@ -671,15 +676,36 @@ def _model_scopes(measurements: Sequence[GroupMeasurement]) -> list[tuple[int, .
 
 def _eligible(sizes: Sequence[int], cands: Sequence[Candidate],
               scopes: Sequence[tuple[int, ...]], limit: float) -> list[int]:
-    """The candidates whose measurement keeps the model within ``limit`` bytes (public)."""
+    """The candidates whose measurement keeps the model within ``limit`` bytes (public).
+
+    Shortcuts before the full junction-tree size: a candidate inside a measured scope adds
+    nothing; if one bag of every attribute fits, anything fits; a candidate whose attributes lie
+    in pairwise different connected components of the measured scopes' graph joins them by one
+    new clique (no fill-in), so the size grows by exactly its own table."""
     sets = [frozenset(s) for s in scopes]
     union = frozenset().union(*sets)
+    graph = nx.Graph()
+    graph.add_nodes_from(union)
+    for sc in scopes:
+        graph.add_edges_from(itertools.combinations(sc, 2))
+    component = {a: k for k, comp in enumerate(nx.connected_components(graph)) for a in comp}
+    current: int | None = None
     out = []
     for i, c in enumerate(cands):
         r = frozenset(c.scope)
-        if (not c.is_marginal or any(r <= s for s in sets)
-                or 8 * math.prod(sizes[a] for a in union | r) <= limit  # one bag of all fits
-                or model_size(sizes, [*scopes, c.scope]) <= limit):
+        if not c.is_marginal or any(r <= s for s in sets) \
+                or 8 * math.prod(sizes[a] for a in union | r) <= limit:  # one bag of all fits
+            out.append(i)
+            continue
+        own = [component.get(a, ("new", a)) for a in c.scope]
+        if len(set(own)) == len(own):  # joins separate components: no fill-in
+            if current is None:
+                current = model_size(sizes, scopes)
+            grows = 8 * math.prod(sizes[a] for a in c.scope)
+            if current + grows <= limit:
+                out.append(i)
+            continue
+        if model_size(sizes, [*scopes, c.scope]) <= limit:
             out.append(i)
     return out
 

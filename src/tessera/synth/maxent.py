@@ -159,16 +159,18 @@ class ScopeModel:
         return self._jt.clique_marginals(theta)
 
     def sample(self, theta: FloatArray, m: int, rng: np.random.Generator,
-               method: RowMethod = "rounding") -> npt.NDArray[np.int64]:
+               method: RowMethod = "rounding", columns: bool = False) -> npt.NDArray[np.int64]:
         """m rows (codes) from P_θ: from the junction tree's clique marginals
         (:func:`tessera.synth.rows.rows_from_cliques`, ``method`` "rounding" or "iid"), or with
-        wide queries i.i.d. from the engine's perfect sampler."""
+        wide queries i.i.d. from the engine's perfect sampler. ``columns``: transposed (one
+        contiguous row per attribute)."""
         if self._jt is None:
             assert self._gibbs is not None
-            return np.asarray(self._gibbs.with_theta(theta).sample(m, rng), dtype=np.int64)
+            rows = np.asarray(self._gibbs.with_theta(theta).sample(m, rng), dtype=np.int64)
+            return np.ascontiguousarray(rows.T) if columns else rows
         cliques = self._jt.clique_marginals(theta)
         parents = [self._jt.clique_parent[k] - 1 for k in range(1, len(self._jt.cliques))]
-        return rows_from_cliques(cliques, parents, self.domain.sizes, m, rng, method)
+        return rows_from_cliques(cliques, parents, self.domain.sizes, m, rng, method, columns)
 
     def extend(self, theta: FloatArray, old: ScopeModel) -> FloatArray:
         """``theta`` of ``old`` carried to this model (same scopes keep their tables; a new

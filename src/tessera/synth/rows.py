@@ -44,8 +44,10 @@ def rows_from_cliques(
     n: int,
     rng: np.random.Generator,
     method: Method = "rounding",
+    columns: bool = False,
 ) -> npt.NDArray[np.int64]:
-    """n rows (codes, shape (n, len(sizes))) from the clique marginals (module docstring).
+    """n rows (codes, shape (n, len(sizes)); with ``columns``, shape (len(sizes), n): one
+    contiguous row per variable) from the clique marginals (module docstring).
 
     ``cliques[k]`` = (variables, P over them with axes in that order); ``parents[k]`` the index
     of k's parent in ``cliques`` (earlier in the list) or −1 for a root. Variables in no clique
@@ -76,7 +78,7 @@ def rows_from_cliques(
     for v in range(len(sizes)):
         if v not in done:
             out[v] = rng.integers(0, sizes[v], size=n)  # not-privacy-noise: post-processing
-    return np.ascontiguousarray(out.T)
+    return out if columns else np.ascontiguousarray(out.T)
 
 
 def _draw(cond: FloatArray, key: npt.NDArray[np.int64], rng: np.random.Generator,
