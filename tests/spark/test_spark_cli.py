@@ -92,3 +92,20 @@ def test_spark_refuses_what_it_cannot_read(spark: Any, files: dict[str, Path]) -
         count(SparkSource(str(files["csv"])), w, csv=CsvOptions(skip_rows=1))
     with pytest.raises(DataError, match="no such file"):
         count(SparkSource(str(files["csv"]) + ".missing"), w)
+
+
+def test_synth_and_evaluate_engine_spark(spark: Any, files: dict[str, Path],
+                                         tmp_path: Path) -> None:
+    """``tessera synth --engine spark`` reads the same counts as DuckDB: the same seeded run
+    writes the same rows; ``tessera evaluate --engine spark`` prints the same errors."""
+    outs = {}
+    for engine in ("duckdb", "spark"):
+        out = tmp_path / f"synth-{engine}.csv"
+        _run("synth", str(files["parquet"]), str(files["workload"]), "--schema",
+             str(files["schema"]), "--rho", "1", "--rounds", "6", "--seed", "2", "-o", str(out),
+             "--engine", engine, "--spark-master", "local[2]")
+        outs[engine] = out.read_text()
+    assert outs["spark"] == outs["duckdb"]
+    common = ["evaluate", str(files["parquet"]), str(tmp_path / "synth-duckdb.csv"),
+              str(files["workload"]), "--schema", str(files["schema"]), "--json"]
+    assert _run(*common, "--engine", "spark", "--spark-master", "local[2]") == _run(*common)

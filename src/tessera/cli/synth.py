@@ -16,6 +16,7 @@ from tessera.cli.common import (
     DataArg,
     DelimiterOpt,
     DeltaOpt,
+    EngineOpt,
     JsonOpt,
     NaOpt,
     NeighboursOpt,
@@ -25,9 +26,11 @@ from tessera.cli.common import (
     SchemaOpt,
     SeedOpt,
     SkipRowsOpt,
+    SparkMasterOpt,
     TableOpt,
     WorkloadArg,
     csv_options,
+    data_source,
     err,
     fail,
     out,
@@ -92,6 +95,8 @@ def synth(
     na: NaOpt = None,
     skip_rows: SkipRowsOpt = 0,
     table: TableOpt = None,
+    engine: EngineOpt = "duckdb",
+    spark_master: SparkMasterOpt = "local[*]",
 ) -> None:
     """Private synthetic rows for WORKLOAD from DATA under a budget, in the schema's values."""
     from tessera.domain import Domain
@@ -114,19 +119,20 @@ def synth(
     book = Ledger.open(ledger) if ledger is not None else None
     csv = csv_options(no_header, delimiter, na, skip_rows)
     common = dict(seed=seed, csv=csv, table=table, on_invalid=on_invalid)
+    source = data_source(data, engine, spark_master)
     with _progress() as (bar, task):
         if method == "lp":
             from tessera.release.answer import answer
 
             synthesizer.preflight(w, neighbours=neighbours)  # before the release is charged
             bar.update(task, description="answering")
-            release = answer(str(data), w, budget, neighbours=neighbours, ledger=book,
+            release = answer(source, w, budget, neighbours=neighbours, ledger=book,
                              label=label or f"synthetic data (lp): {workload.stem}", **common)
             bar.update(task, description="LP")
-            fitted = synthesizer.fit(str(data), w, release=release,
+            fitted = synthesizer.fit(source, w, release=release,
                                      progress=lambda it: _lp_step(bar, task, it), **common)
         else:
-            fitted = synthesizer.fit(str(data), w, budget, neighbours=neighbours, ledger=book,
+            fitted = synthesizer.fit(source, w, budget, neighbours=neighbours, ledger=book,
                                      label=label or f"synthetic data ({method}): {workload.stem}",
                                      progress=lambda p: _round(bar, task, p), **common)
     _report(fitted)
@@ -192,6 +198,8 @@ def evaluate(
     na: NaOpt = None,
     skip_rows: SkipRowsOpt = 0,
     table: TableOpt = None,
+    engine: EngineOpt = "duckdb",
+    spark_master: SparkMasterOpt = "local[*]",
 ) -> None:
     """Errors of SYNTH against DATA on WORKLOAD: max, mean, per query, per family. NOT PRIVATE."""
     import json
@@ -205,7 +213,7 @@ def evaluate(
         fail(f"--on-invalid {on_invalid!r}: use 'error' or 'drop'")
     w = Workload.load(workload, Domain.load(schema))
     with err.status(f"counting {w.n_queries:,} queries on both tables…", spinner="dots"):
-        result = evaluate_rows(str(data), synthetic, w,
+        result = evaluate_rows(data_source(data, engine, spark_master), synthetic, w,
                                csv=csv_options(no_header, delimiter, na, skip_rows),
                                table=table, on_invalid=on_invalid)  # type: ignore[arg-type]
     err.print(f"[bold red]{NOT_PRIVATE}[/] (errors against the real data)")
