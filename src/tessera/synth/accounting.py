@@ -70,6 +70,7 @@ __all__ = [
     "count_bound",
     "dyadic_exponent",
     "exact_scores",
+    "largest_float_at_most",
     "measure",
     "noise_cost",
     "plan",
@@ -173,7 +174,8 @@ def noise_cost(noise: CountNoise, definition: Definition) -> float:
     return noise.rho(1)
 
 
-def _largest_float_at_most(x: Fraction) -> float:
+def largest_float_at_most(x: Fraction) -> float:
+    """The largest float ≤ x (a budget share rounded in the safe direction)."""
     f = float(x)
     while Fraction(f) > x:
         f = math.nextafter(f, -math.inf)
@@ -182,7 +184,7 @@ def _largest_float_at_most(x: Fraction) -> float:
 
 def _count_noise(share: Fraction, definition: Definition) -> CountNoise:
     """Noise on a sensitivity-1 count costing at most ``share`` (ε or ρ)."""
-    value = _largest_float_at_most(share)
+    value = largest_float_at_most(share)
     if not value > 0:
         raise TesseraError("the budget share of a step rounds to 0")
     if definition is Definition.PURE:
@@ -209,7 +211,7 @@ def plan(budget: Budget, rounds: int, total: CountNoise | None = None) -> Plan:
         rest -= Fraction(noise_cost(total, budget.definition))
     share = rest / (2 * rounds)
     if budget.definition is Definition.PURE:
-        eps0 = _largest_float_at_most(share)
+        eps0 = largest_float_at_most(share)
         if not eps0 > 0:
             raise TesseraError("the budget per step rounds to 0", hint="fewer rounds")
         selection = ExponentialMechanism(eps0, 1.0)

@@ -62,14 +62,21 @@ from tessera.errors import TesseraError
 from tessera.families import Partition
 from tessera.mechanisms import DiscreteGaussian, DiscreteLaplace, ExponentialMechanism, NoiseSource
 from tessera.privacy import Definition, Neighbours
-from tessera.synth.accounting import Budget, Step, exact_scores, prove, step_cost
+from tessera.synth.accounting import (
+    Budget,
+    Step,
+    exact_scores,
+    largest_float_at_most,
+    prove,
+    step_cost,
+)
 from tessera.synth.candidates import (
     DEFAULT_MAX_CELLS,
     Candidate,
     candidates,
     model_size,
 )
-from tessera.synth.ipmwu import Evaluator, SensitiveCounts
+from tessera.synth.ipmwu import Evaluator, SensitiveCounts, Timings
 from tessera.synth.maxent import FitResult, GroupMeasurement, ScopeModel, fit
 from tessera.workload import Workload
 
@@ -186,22 +193,12 @@ class AdaptiveParameters:
 
 
 @dataclass(frozen=True)
-class AdaptiveTimings:
-    """Wall-clock seconds: setup (candidates, initial measurements and fit), each round, the
-    final fit and the output rows; ``fit`` is the share spent in the maximum-entropy fits."""
+class AdaptiveTimings(Timings):
+    """:class:`~tessera.synth.ipmwu.Timings` (setup: candidates, initial measurements and fit;
+    each round; output: the final fit and the rows) and ``fit``: the share of the total spent
+    in the maximum-entropy fits."""
 
-    setup: float
-    rounds: tuple[float, ...]
-    output: float
-    fit: float
-
-    @property
-    def total(self) -> float:
-        return self.setup + sum(self.rounds) + self.output
-
-    @property
-    def mean_round(self) -> float:
-        return sum(self.rounds) / len(self.rounds) if self.rounds else 0.0
+    fit: float = 0.0
 
 
 @dataclass(frozen=True, eq=False)
@@ -328,13 +325,6 @@ class _Calibration:
     cost: Fraction
 
 
-def _largest_at_most(x: Fraction) -> float:
-    f = float(x)
-    while Fraction(f) > x:
-        f = math.nextafter(f, -math.inf)
-    return f
-
-
 class _Schedule:
     """Calibrates rounds from budget shares (exact costs; module docstring)."""
 
@@ -347,7 +337,7 @@ class _Schedule:
         self.pure = budget.definition is Definition.PURE
 
     def measurement(self, share: Fraction, sensitivity: float) -> CountNoise:
-        value = _largest_at_most(share)
+        value = largest_float_at_most(share)
         if not value > 0:
             raise TesseraError("the budget share of a measurement rounds to 0",
                                hint="a larger budget, or fewer rounds")
@@ -357,7 +347,7 @@ class _Schedule:
 
     def selection(self, share: Fraction) -> ExponentialMechanism:
         if self.pure:
-            eps = _largest_at_most(share)
+            eps = largest_float_at_most(share)
         else:
             eps = math.sqrt(8.0 * float(share))
         mech = ExponentialMechanism(eps, self.sel)
@@ -638,7 +628,7 @@ def adaptive(
             progress(AdaptiveProgress(t, T, float(spent), float(budget_total), err))
         if final:
             break
-    tf = time.perf_counter()
+    tf = t_out = time.perf_counter()
     fitted = fit(model, measurements, total, theta=fitted.theta, alpha=fitted.alpha,
                  iterations=final_iterations)
     fit_seconds += time.perf_counter() - tf
@@ -648,7 +638,6 @@ def adaptive(
         raise TesseraError(f"internal error: the run spent {float(spent)!r} of {budget.value!r}"
                            f" (proof: {proven!r})")
     n_rows = int(rows) if rows is not None else max(1, int(round(total)))
-    t_out = time.perf_counter()
     synthetic = model.sample(fitted.theta, n_rows, gen) if n_rows else \
         np.zeros((0, len(dom)), dtype=np.int64)
     params = AdaptiveParameters(
