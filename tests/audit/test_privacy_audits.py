@@ -32,6 +32,7 @@ import tessera as ts
 from tessera.accounting.zcdp import epsilon_for_delta as zcdp_epsilon_for_delta
 from tessera.audit.cases import (
     AuditCase,
+    adaptive_case,
     all_cases,
     discrete_gaussian_case,
     discrete_laplace_case,
@@ -123,6 +124,36 @@ def _synth_probabilities() -> tuple[float, float]:
     return sel[0] * _laplace_tail(0, 2.0), sel[1] * _laplace_tail(1, 2.0)
 
 
+def _adaptive_probabilities(planted: bool = False) -> tuple[float, float]:
+    """The best event of one adaptive round, exactly: P[select k] (the mechanism's own law on
+    the exact scores of D₁, D₂) × P[first noisy cell ≥ f + t] × P[last ≤ l − t] (independent
+    discrete Laplace noise), maximised over k and t ∈ {0, 1}; f, l are D₁'s counts."""
+    from tessera.audit.cases import adaptive_setup as setup
+    from tessera.synth.accounting import exact_scores
+
+    _, cands, cal, counts = setup(1.0, planted)
+    b = float(cal.measurement.scale)
+    probs = []
+    for which in (0, 1):
+        n = int(counts[which][0].sum())
+        scores = exact_scores(counts[which], [np.full(c.cells, n / c.cells) for c in cands],
+                              [b * c.cells for c in cands], [int(c.weight) for c in cands], n)
+        probs.append(cal.selection.probabilities(scores))
+
+    def tail(m: int) -> float:  # P[Z ≥ m], any integer m
+        return _laplace_tail(m, b) if m >= 0 else 1.0 - _laplace_tail(1 - m, b)
+
+    best = (0.0, 1.0, 1.0)
+    for k in range(len(cands)):
+        f, last = int(counts[0][k][0]), int(counts[0][k][-1])
+        for t in (0, 1):
+            p = [probs[w][k] * tail(f + t - int(counts[w][k][0]))
+                 * tail(int(counts[w][k][-1]) - (last - t)) for w in (0, 1)]
+            if math.log(p[0] / p[1]) > best[0]:
+                best = (math.log(p[0] / p[1]), p[0], p[1])
+    return best[1], best[2]
+
+
 def _honest(case: AuditCase, p1: float, p2: float, trials: int = TRIALS,
             seed: int | None = SEED) -> float:
     row = audit(case, trials, seed)
@@ -191,6 +222,16 @@ def test_one_synthesizer_round_passes(method: str) -> None:
     case = synthesizer_case(method)
     assert case.claim.epsilon == 1.0
     _honest(case, *_synth_probabilities())
+
+
+def test_one_adaptive_round_passes() -> None:
+    case = adaptive_case()
+    assert case.claim.epsilon <= 1.0
+    _honest(case, *_adaptive_probabilities())
+
+
+def test_audit_catches_add_remove_sensitivities_in_the_adaptive_method() -> None:
+    _catches(adaptive_case(planted=True), *_adaptive_probabilities(planted=True))
 
 
 def test_the_audited_plan_is_the_one_answer_uses() -> None:
@@ -281,6 +322,7 @@ def _honest_probabilities() -> dict[str, tuple[float, float]]:
             float(release_setup(rho=0.5).plan.scales[0]), round(setup.plan.overlap.bound)),
         "IPMWU, one round": _synth_probabilities(),
         "MWEM, one round": _synth_probabilities(),
+        "adaptive synthesizer, one round": _adaptive_probabilities(),
     }
 
 

@@ -48,7 +48,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from functools import partial
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -60,6 +62,7 @@ from tessera.counts import count
 from tessera.domain import Domain
 from tessera.engine.model import GibbsModel
 from tessera.errors import TesseraError
+from tessera.families import k_way_marginals
 from tessera.mechanisms import (
     DiscreteGaussian,
     DiscreteLaplace,
@@ -71,7 +74,10 @@ from tessera.mechanisms import (
 )
 from tessera.release.budget import Budget
 from tessera.release.plan import NoisePlan, noise_plan
-from tessera.synth.accounting import select
+from tessera.synth.accounting import Budget as SynthBudget
+from tessera.synth.accounting import exact_scores, select
+from tessera.synth.adaptive import Schedule, selection_sensitivity
+from tessera.synth.candidates import candidates
 from tessera.synth.ipmwu import (
     Evaluator,
     SensitiveCounts,
@@ -458,6 +464,84 @@ def synthesizer_case(method: str = "ipmwu", epsilon: float = 1.0,
         runner, events, per_trial=end_to_end, secure_per_trial=True)
 
 
+# -- one round of the adaptive synthesizer -----------------------------------------------------
+
+ADAPTIVE_SCHEMA = {"attributes": {"a": {"type": "integer", "min": 0, "max": 3},
+                                  "b": {"type": "integer", "min": 0, "max": 1}}}
+#: cells (a, b) row-major; D₂ moves one row of D₁ from (0, 0) to (3, 1) (substitution)
+ADAPTIVE_ROWS = ((9, 3, 4, 4, 4, 4, 4, 8), (8, 3, 4, 4, 4, 4, 4, 9))
+
+
+def adaptive_setup(epsilon: float, planted: bool = False
+                    ) -> tuple[Workload, list[Any], Any, list[Any]]:
+    """The workload (the (a, b) marginal), its candidates, one round's calibration by the
+    method's own :class:`~tessera.synth.adaptive.Schedule` (pure ε, substitution) and the
+    candidates' exact counts on D₁ and D₂. ``planted``: the add/remove sensitivities (L1 = 1,
+    selection Δ = max w) used under substitution — a planted bug."""
+    domain = Domain.from_dict(ADAPTIVE_SCHEMA)
+    workload = Workload.of(domain, [], partitions=k_way_marginals(domain, 2))
+    cands = candidates(workload)
+    schedule = Schedule(SynthBudget.of(epsilon=epsilon, neighbours="substitute"),
+                        1.0 if planted else 2.0, float(np.sqrt(2.0)),
+                        selection_sensitivity(cands, substitute=not planted), 0.9)
+    cal = schedule.round(Fraction(epsilon))
+    counts = []
+    for joint in ADAPTIVE_ROWS:
+        table = np.asarray(joint, dtype=np.int64).reshape(4, 2)
+        counts.append([table.sum(axis=tuple(k for k in range(2) if k not in c.scope)).ravel()
+                       for c in cands])
+    return workload, cands, cal, counts
+
+
+def _run_adaptive(epsilon: float, planted: bool, which: int, trials: int,
+                  seed: int | None) -> Outputs:
+    """One round for all trials at once: exact scores against the uniform model (N = 40),
+    the round's exponential mechanism (runs = trials), then its discrete Laplace on the
+    selected marginal. Output per trial: (selected candidate, its first and last noisy cells:
+    the two cells the moved row leaves and enters, in every candidate)."""
+    _, cands, cal, counts = adaptive_setup(epsilon, planted)
+    source = source_for(seed, 9, which)
+    n = int(counts[which][0].sum())
+    synthetic = [np.full(c.cells, n / c.cells) for c in cands]
+    bias = [float(cal.measurement.scale) * c.cells for c in cands]
+    scores = exact_scores(counts[which], synthetic, bias, [int(c.weight) for c in cands], n)
+    chosen = np.asarray(cal.selection.select(scores, source, runs=trials).indices)
+    ends = np.empty((trials, 2), dtype=np.int64)
+    for k in range(len(cands)):
+        where = np.flatnonzero(chosen == k)
+        if where.size:
+            values = np.repeat(counts[which][k][None, :], where.size, axis=0)
+            noisy = np.asarray(cal.measurement.sample(values, source).values)
+            ends[where] = noisy[:, [0, -1]]
+    return np.concatenate([chosen.astype(np.int64)[:, None], ends], axis=1)
+
+
+def adaptive_case(epsilon: float = 1.0, planted: bool = False) -> AuditCase:
+    """One round of the adaptive synthesizer at ``epsilon`` (pure, substitution): selection
+    over the candidates with the method's exact scores and sensitivity, then the discrete
+    Laplace measurement of the selected marginal, calibrated by the method's own schedule.
+    ``planted``: calibrated with add/remove sensitivities under substitution (a planted bug;
+    the claim stays the honest one)."""
+    _, cands, cal, counts = adaptive_setup(epsilon)
+    claim = Claim(float(cal.cost), 0.0, "pure ε-DP: one round of the adaptive method's "
+                  "schedule (selection + measurement, basic composition)")
+    events = []
+    for k, c in enumerate(cands):
+        first, last = int(counts[0][k][0]), int(counts[0][k][-1])
+        events.append(Event(f"selects {c.scope}", lambda y, k=k: np.asarray(y)[:, 0] == k))
+        for t in (0, 1):
+            events.append(Event(
+                f"selects {c.scope}, first cell ≥ {first + t}, last ≤ {last - t}",
+                lambda y, k=k, lo=first + t, hi=last - t: (np.asarray(y)[:, 0] == k)
+                & (np.asarray(y)[:, 1] >= lo) & (np.asarray(y)[:, 2] <= hi)))
+    return AuditCase(
+        "adaptive synthesizer, one round", claim,
+        "(a, b) joint counts on D₁ vs D₂: one row moved from (0, 0) to (3, 1), n = 40",
+        partial(_run_adaptive, epsilon, planted), tuple(events),
+        planted="add/remove sensitivities under substitution" if planted else None,
+        secure_per_trial=True)
+
+
 # -- the collections ---------------------------------------------------------------------------
 
 
@@ -467,10 +551,11 @@ def all_cases(end_to_end: bool = False) -> list[AuditCase]:
     return [discrete_laplace_case(), discrete_gaussian_case(), exponential_case(),
             workload_release_case(), workload_release_case(rho=0.5),
             synthesizer_case("ipmwu", end_to_end=end_to_end),
-            synthesizer_case("mwem", end_to_end=end_to_end)]
+            synthesizer_case("mwem", end_to_end=end_to_end), adaptive_case()]
 
 
 def planted_cases() -> list[AuditCase]:
     """The planted bugs, each against its honest claim."""
     return [discrete_laplace_case(scale_factor=0.5), discrete_gaussian_case(sigma_factor=0.5),
-            exponential_case(sensitivity_error=-1), workload_release_case(overlap_error=-1.0)]
+            exponential_case(sensitivity_error=-1), workload_release_case(overlap_error=-1.0),
+            adaptive_case(planted=True)]

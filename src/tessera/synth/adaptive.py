@@ -82,6 +82,8 @@ from tessera.workload import Workload
 
 __all__ = [
     "AdaptiveParameters",
+    "Calibration",
+    "Schedule",
     "AdaptiveProgress",
     "AdaptiveRecord",
     "AdaptiveResult",
@@ -317,7 +319,7 @@ def _indicator(domain: Domain, f: object, s: tuple[int, ...]) -> FloatArray:
 
 
 @dataclass(frozen=True)
-class _Calibration:
+class Calibration:
     """One round's two mechanisms and their exact cost."""
 
     measurement: CountNoise
@@ -325,8 +327,10 @@ class _Calibration:
     cost: Fraction
 
 
-class _Schedule:
-    """Calibrates rounds from budget shares (exact costs; module docstring)."""
+class Schedule:
+    """Calibrates rounds from budget shares (exact costs; module docstring): ``budget``, the
+    measurements' L1 and L2 sensitivities, the selection's Δ and the measurement's share of a
+    round."""
 
     def __init__(self, budget: Budget, l1: float, l2: float, sel_sensitivity: float,
                  measure_fraction: float) -> None:
@@ -364,18 +368,18 @@ class _Schedule:
             return Fraction(noise.epsilon(sensitivity))
         return Fraction(noise.rho(sensitivity))
 
-    def round(self, share: Fraction) -> _Calibration:
+    def round(self, share: Fraction) -> Calibration:
         """A round costing at most ``share``: ``fraction`` to the measurement, the rest to the
         selection."""
         meas = self.measurement(share * self.fraction, self.l2 if not self.pure else self.l1)
         rest = share - self.cost(meas, self.l2 if not self.pure else self.l1)
         sel = self.selection(rest)
-        out = _Calibration(meas, sel, self.cost(meas, self.l2 if not self.pure else self.l1)
+        out = Calibration(meas, sel, self.cost(meas, self.l2 if not self.pure else self.l1)
                            + self._sel_cost(sel))
         assert out.cost <= share
         return out
 
-    def annealed(self, cal: _Calibration) -> _Calibration:
+    def annealed(self, cal: Calibration) -> Calibration:
         """AIM's annealing: noise halved, selection ε doubled (σ/2 costs 4× in ρ, b/2 2× in ε)."""
         if self.pure:
             meas: CountNoise = DiscreteLaplace(
@@ -385,7 +389,7 @@ class _Schedule:
             meas = DiscreteGaussian(cal.measurement.sigma / 2)  # type: ignore[union-attr]
             sel = ExponentialMechanism(cal.selection.epsilon * 2, self.sel)
         s = self.l1 if self.pure else self.l2
-        return _Calibration(meas, sel, self.cost(meas, s) + self._sel_cost(sel))
+        return Calibration(meas, sel, self.cost(meas, s) + self._sel_cost(sel))
 
 
 def _noise_sd(noise: CountNoise) -> float:
@@ -536,7 +540,7 @@ def adaptive(
     substitute = budget.neighbours is Neighbours.SUBSTITUTE
     l1, l2 = (2.0, math.sqrt(2.0)) if substitute else (1.0, 1.0)
     weights = [int(c.weight) if c.is_marginal else 1 for c in cands]
-    schedule = _Schedule(budget, l1, l2, selection_sensitivity(cands, substitute),
+    schedule = Schedule(budget, l1, l2, selection_sensitivity(cands, substitute),
                          measure_fraction)
     attrs = sorted({c.scope[0] for c in cands if c.is_marginal and len(c.scope) == 1})
     T = int(rounds) if rounds is not None else 16 * len(attrs)
