@@ -40,3 +40,15 @@ def adult_domain_json(shared_data: Path) -> Path:
     if not path.exists():
         pytest.skip(f"shared data file not found: {path}")
     return path
+
+
+def skip_slow_unless_asked(config: pytest.Config, items: list[pytest.Item],
+                           directory: Path) -> None:
+    """Skip the tests marked ``slow`` under ``directory`` unless asked for: any ``-m``
+    expression naming ``slow``, or ``TESSERA_RUN_SLOW=1`` (the long mode of a directory)."""
+    if "slow" in (config.option.markexpr or "") or os.environ.get("TESSERA_RUN_SLOW"):
+        return
+    skip = pytest.mark.skip(reason="slow: run with -m slow or TESSERA_RUN_SLOW=1")
+    for item in items:
+        if "slow" in item.keywords and directory in Path(str(item.path)).resolve().parents:
+            item.add_marker(skip)

@@ -9,18 +9,14 @@ seconds of audits with ``-n 2``).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import skip_slow_unless_asked
 
 HERE = Path(__file__).resolve().parent
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if "slow" in (config.option.markexpr or "") or os.environ.get("TESSERA_RUN_SLOW"):
-        return
-    skip = pytest.mark.skip(reason="slow: run with -m slow or TESSERA_RUN_SLOW=1")
-    for item in items:
-        if "slow" in item.keywords and HERE in Path(str(item.path)).resolve().parents:
-            item.add_marker(skip)
+    skip_slow_unless_asked(config, items, HERE)
