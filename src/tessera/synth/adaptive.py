@@ -429,14 +429,16 @@ class _ModelView:
     def estimates(self, model: ScopeModel, fitted: FitResult, which: Sequence[int],
                   total: float) -> list[FloatArray]:
         mu = fitted.marginals
-        cliques = model.clique_marginals(fitted.theta) if len(which) > 1 else None
+        cliques: list[tuple[tuple[int, ...], FloatArray]] | None = None  # one pass, if needed
         need_sample = []
         out: dict[int, FloatArray] = {}
         for i in which:
             c = self.cands[i]
             if c.is_marginal:
                 p = model.project(mu, c.scope)
-                if p is None and cliques is not None:
+                if p is None:
+                    if cliques is None:
+                        cliques = model.clique_marginals(fitted.theta) or []
                     p = _from_cliques(cliques, c.scope)
                 if p is not None:
                     out[i] = total * p
