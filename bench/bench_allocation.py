@@ -27,9 +27,9 @@ import numpy as np
 from scipy import optimize
 
 from tessera.accounting import Guarantee
-from tessera.builders import random_workload
 from tessera.calibration import allocate, overlap_from_workload, solve_master
-from tessera.domain import Domain
+from tessera.schema.domain import Domain
+from tessera.workload.builders import random_workload
 
 SHARED_DATA = Path(
     os.environ.get(

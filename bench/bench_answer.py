@@ -117,7 +117,7 @@ def mean_abs(mechanism: str, scales: np.ndarray) -> float:
 
 def workloads(quick: bool) -> list[tuple[str, Any]]:
     from tessera import Domain
-    from tessera.builders import marginals, random_workload
+    from tessera.workload.builders import marginals, random_workload
 
     domain = Domain.load(SHARED_DATA / "adult-domain.json")
     out = [("1,000 random predicates",
@@ -356,7 +356,7 @@ def opendp_side(label: str, wl: Any, tess: dict[str, Any], subset: np.ndarray, a
 def scale_worker(spec_json: str) -> None:
     """One answer() end to end in this fresh process; prints one JSON line."""
     from tessera import Budget, Domain, answer
-    from tessera.builders import marginals, random_workload
+    from tessera.workload.builders import marginals, random_workload
 
     spec = json.loads(spec_json)
     t0 = time.perf_counter()

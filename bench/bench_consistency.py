@@ -18,14 +18,14 @@ from pathlib import Path
 
 import numpy as np
 
-from tessera.builders import marginals, random_workload
-from tessera.counts import count
-from tessera.domain import Domain
-from tessera.families import hierarchy
+from tessera.data.counts import count
 from tessera.mechanisms import NoiseSource, discrete_gaussian
 from tessera.release import Budget, noise_plan
 from tessera.release.consistency import consistent_answers
-from tessera.workload import Workload
+from tessera.schema.domain import Domain
+from tessera.workload.builders import marginals, random_workload
+from tessera.workload.families import hierarchy
+from tessera.workload.workload import Workload
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("TESSERA_SHARED_DATA", REPO.parent / "shared" / "data"))

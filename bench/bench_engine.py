@@ -240,9 +240,9 @@ def mbi_comparison(sizes: list[int], samples: int, repeat: int, with_samples: bo
 
 def tree_cells(k: int, n_attr: int = 15, seed: int = 0):  # noqa: ANN201
     """1-way and 2-way cells of a random tree over ``n_attr`` attributes of size k (Query)."""
-    from tessera.domain import Domain
-    from tessera.intervals import IntervalSet
-    from tessera.query import Query
+    from tessera.schema.domain import Domain
+    from tessera.schema.intervals import IntervalSet
+    from tessera.workload.query import Query
 
     rng = np.random.default_rng(seed)
     domain = Domain.from_dict({f"a{i}": k for i in range(n_attr)})
@@ -275,10 +275,10 @@ def scale_queries(sizes: list[int], repeat: int, nx_max: int) -> None:
     import networkx as nx
     from networkx.algorithms.approximation import treewidth_min_degree
 
-    from tessera import builders
-    from tessera.domain import Domain
     from tessera.engine import incidence_graph, treewidth
     from tessera.errors import ResourceError
+    from tessera.schema.domain import Domain
+    from tessera.workload import builders
 
     def nx_baseline(g: nx.Graph) -> tuple[float, int | None]:
         if g.number_of_nodes() > nx_max:

@@ -46,10 +46,10 @@ def run_case(name: str, expanded_sample: int) -> dict[str, object]:
     import numpy as np
     import yaml
 
-    from tessera.counts import CountResult, count_encoded
-    from tessera.data import encode
-    from tessera.domain import Domain
-    from tessera.workload import Workload
+    from tessera.data.counts import CountResult, count_encoded
+    from tessera.data.source import encode
+    from tessera.schema.domain import Domain
+    from tessera.workload.workload import Workload
 
     data, doc = CASES[name]
     domain = Domain.load(SHARED_DATA / f"{data}-domain.json")

@@ -34,9 +34,9 @@ SCHEMA = ROOT.parent / "shared/data/adult-domain.json"
 CHILD = """
 import json, math, resource, sys, time
 from tessera.calibration.cost import workload_cost
-from tessera.domain import Domain
+from tessera.schema.domain import Domain
 from tessera.overlap import solve
-from tessera.workload import Workload
+from tessera.workload.workload import Workload
 path, schema, limit, mode = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
 if mode == "baseline":
     solve.SETUP_FLOOR_SECONDS = math.inf

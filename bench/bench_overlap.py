@@ -42,8 +42,6 @@ from pathlib import Path
 import networkx as nx
 import numpy as np
 
-from tessera.builders import random_workload
-from tessera.domain import Domain
 from tessera.overlap import max_overlap, max_point, overlap_graph, split_bound
 from tessera.overlap.atoms import undominated, workload_atoms
 from tessera.overlap.branch_bound import (
@@ -54,6 +52,8 @@ from tessera.overlap.branch_bound import (
 )
 from tessera.overlap.colouring import colour_class_bound, greedy_colouring
 from tessera.overlap.mini_bucket import mbe_point
+from tessera.schema.domain import Domain
+from tessera.workload.builders import random_workload
 
 ADULT = str(Path(__file__).resolve().parents[1].parent / "shared/data/adult-domain.json")
 

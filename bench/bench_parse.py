@@ -7,8 +7,8 @@ Each case loads a text workload (one WHERE clause per line) with `Workload.load`
 `Workload.stats()` (what `tessera workload check` prints), in a fresh child process, so that
 peak memory (ru_maxrss) belongs to that case alone. Same run, same files:
 
-* **fast**: the default path, `tessera.fastparse` for simple conjunctions;
-* **baseline**: the same code with `tessera.fastparse.ENABLED = False`: every line through
+* **fast**: the default path, `tessera.workload.fastparse` for simple conjunctions;
+* **baseline**: the same code with `tessera.workload.fastparse.ENABLED = False`: every line through
   sqlglot (`parse_query`), predicates not shared.
 
 Cases: 10,000 random simple conjunctions on the raw Adult schema (1–4 terms: =, <>, <, <=, >,
@@ -48,7 +48,7 @@ DISCRETE_SCHEMA = ROOT.parent / "shared/data/adult-domain.json"
 
 def simple_conjunctions(n: int, seed: int = 0) -> list[str]:
     """Random simple conjunctions over the raw Adult schema, every one valid."""
-    from tessera.domain import Categorical, Domain, IntegerRange
+    from tessera.schema.domain import Categorical, Domain, IntegerRange
 
     domain = Domain.load(RAW_SCHEMA)
     rng = np.random.default_rng(seed)
@@ -100,7 +100,7 @@ def simple_conjunctions(n: int, seed: int = 0) -> list[str]:
 
 def to_sql_lines(n: int, seed: int = 0) -> list[str]:
     from tessera import random_workload
-    from tessera.domain import Domain
+    from tessera.schema.domain import Domain
 
     domain = Domain.load(RAW_SCHEMA)
     w = random_workload(domain, n, attributes_per_query=(1, 4), seed=seed)
@@ -122,11 +122,11 @@ def marginals_file(k: int, path: Path) -> Path:
 
 
 def child(path: str, schema: str, fast: bool) -> None:
-    import tessera.fastparse
-    from tessera.domain import Domain
-    from tessera.workload import Workload
+    import tessera.workload.fastparse
+    from tessera.schema.domain import Domain
+    from tessera.workload.workload import Workload
 
-    tessera.fastparse.ENABLED = fast
+    tessera.workload.fastparse.ENABLED = fast
     domain = Domain.load(schema)
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t, c = time.perf_counter(), time.process_time()

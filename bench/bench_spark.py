@@ -67,8 +67,8 @@ def make_table(data: Path, rows: int, path: Path) -> None:
 
 
 def workloads(schema: Path, n_queries: int) -> dict[str, Any]:
-    from tessera.builders import marginal_families, random_workload
-    from tessera.domain import Domain
+    from tessera.schema.domain import Domain
+    from tessera.workload.builders import marginal_families, random_workload
 
     domain = Domain.load(schema)
     return {"predicates": random_workload(domain, n_queries, seed=1),
@@ -81,8 +81,8 @@ def child(args: argparse.Namespace) -> None:
     out = Path(args.dir) / f"answers-{args.child}-{args.workload}.npy"
     result: dict[str, Any] = {}
     if args.child == "duckdb":
-        from tessera.counts import count_encoded
-        from tessera.data import encode
+        from tessera.data.counts import count_encoded
+        from tessera.data.source import encode
 
         t0 = time.perf_counter()
         enc = encode(str(args.table), w.domain)
@@ -92,9 +92,9 @@ def child(args: argparse.Namespace) -> None:
         result["count_s"] = time.perf_counter() - t0
         result["peak_mib"] = peak_mib()
     elif args.child == "spark":
-        from tessera.counts import count_encoded
-        from tessera.data import encode
-        from tessera.spark_data import SparkSource, spark_session
+        from tessera.data.counts import count_encoded
+        from tessera.data.source import encode
+        from tessera.data.spark_source import SparkSource, spark_session
 
         t0 = time.perf_counter()
         spark = spark_session(args.master, [("spark.driver.memory", "2g"),

@@ -39,8 +39,8 @@ CASES = {
 
 def _write_text(case: str, path: str) -> dict:
     """Runs in its own process: the text form of a case, one WHERE clause per line."""
-    from tessera.domain import Domain
-    from tessera.workload import Workload
+    from tessera.schema.domain import Domain
+    from tessera.workload.workload import Workload
 
     data, spec = CASES[case]
     domain = Domain.load(DATA / f"{data}-domain.json")
@@ -54,11 +54,11 @@ def _write_text(case: str, path: str) -> dict:
 def _child(case: str, form: str, recover: bool, count: bool, time_limit: float,
            text: str | None = None) -> dict:
     """Runs inside the fresh process."""
-    from tessera.counts import count as exact_counts
-    from tessera.domain import Domain
+    from tessera.data.counts import count as exact_counts
     from tessera.overlap import max_overlap
     from tessera.overlap import recover as recovery
-    from tessera.workload import Workload
+    from tessera.schema.domain import Domain
+    from tessera.workload.workload import Workload
 
     if not recover:
         recovery.RECOVER_MIN_QUERIES = 10**12

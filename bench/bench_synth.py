@@ -53,12 +53,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_synth_baselines as baselines  # noqa: E402
 
 import tessera as ts  # noqa: E402
-from tessera.builders import marginal_families, random_workload  # noqa: E402
 from tessera.engine.families import binary_domain, random_tree  # noqa: E402
 from tessera.errors import TesseraError  # noqa: E402
-from tessera.families import Partition  # noqa: E402
 from tessera.synth.evaluate import Evaluation  # noqa: E402
 from tessera.synth.synthesizer import Target, decode_rows  # noqa: E402
+from tessera.workload.builders import marginal_families, random_workload  # noqa: E402
+from tessera.workload.families import Partition  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = baselines.SHARED_DATA

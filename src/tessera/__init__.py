@@ -1,23 +1,24 @@
 """Tessera: differential privacy for query workloads.
 
 Architecture, lowest layer first; each layer uses only the layers below it (enforced by
-import-linter: ``lint-imports``, contract in ``pyproject.toml``):
+import-linter: ``lint-imports``, contract in ``pyproject.toml``; docs/architecture.md walks a
+release and a synthesis run through them module by module):
 
 1. vocabulary: :mod:`tessera.errors`, :mod:`tessera.privacy` (neighbour relations, definitions);
-2. schema and workloads: :mod:`tessera.intervals`, :mod:`tessera.domain`, :mod:`tessera.query`,
-   :mod:`tessera.clause` (Boolean WHERE clauses), :mod:`tessera.value_classes`,
-   :mod:`tessera.parse`, :mod:`tessera.workload`, :mod:`tessera.builders`;
-3. data access and exact counts: :mod:`tessera.data` (DuckDB), :mod:`tessera.counts`,
-   :mod:`tessera.infer`;
-4. engine: :mod:`tessera.engine` (tree decompositions, one dynamic program in two semirings);
-5. :mod:`tessera.overlap` (maximum (weighted) overlap) and :mod:`tessera.accounting`
+2. :mod:`tessera.schema`: the public schema (attribute kinds, interval sets, domains);
+3. :mod:`tessera.workload`: predicate queries, Boolean clauses, value classes, structured
+   families, the SQL parsers, workload files and the standard builders;
+4. :mod:`tessera.data`: data sources behind one interface (DuckDB, Spark), validation against
+   the schema, exact counts, schema drafts;
+5. :mod:`tessera.engine`: tree decompositions, one dynamic program in two semirings;
+6. :mod:`tessera.overlap` (maximum (weighted) overlap) and :mod:`tessera.accounting`
    (trade-off functions, f-DP composition, guarantees), independent of each other;
-6. calibration: :mod:`tessera.calibration` (per-query scales, allocation, workload cost);
-7. :mod:`tessera.mechanisms` (noise and selection over OpenDP);
-8. :mod:`tessera.release` (answering, ledger, certificate, report) and :mod:`tessera.synth`
+7. :mod:`tessera.calibration`: per-query scales, allocation, workload cost;
+8. :mod:`tessera.mechanisms`: noise and selection over OpenDP;
+9. :mod:`tessera.release` (answering, ledger, certificate, report) and :mod:`tessera.synth`
    (synthetic data), independent of each other;
-9. :mod:`tessera.audit` (statistical privacy audits of the mechanisms);
-10. the command line: :mod:`tessera.cli`.
+10. :mod:`tessera.audit`: statistical privacy audits of the mechanisms;
+11. the command line: :mod:`tessera.cli`.
 
 The math is in ``docs/theory.md`` (the two papers, restated with the corrections an
 implementation needs): Smith et al., "Making the Most of Parallel Composition in Differential
@@ -35,66 +36,67 @@ __version__ = "0.1.0"
 #: Public name -> defining module. Imported on first use (PEP 562), so ``import tessera`` and
 #: the ``tessera`` command start fast; the heavy dependencies load only when needed.
 _EXPORTS: dict[str, str] = {
-    "Attribute": "tessera.domain",
+    "Attribute": "tessera.schema.domain",
     "Budget": "tessera.release",
     "BudgetExceeded": "tessera.release",
     "Ledger": "tessera.release",
     "Release": "tessera.release",
     "answer": "tessera.release",
     "verify_certificate": "tessera.release",
-    "Binned": "tessera.domain",
-    "Boolean": "tessera.domain",
-    "BooleanClause": "tessera.clause",
+    "Binned": "tessera.schema.domain",
+    "Boolean": "tessera.schema.domain",
+    "BooleanClause": "tessera.workload.clause",
     "BooleanQuery": "tessera.engine",
-    "Categorical": "tessera.domain",
-    "CountResult": "tessera.counts",
-    "CsvOptions": "tessera.data",
+    "Categorical": "tessera.schema.domain",
+    "CountResult": "tessera.data.counts",
+    "CsvOptions": "tessera.data.table",
     "DataError": "tessera.errors",
     "Definition": "tessera.privacy",
-    "Domain": "tessera.domain",
+    "Domain": "tessera.schema.domain",
     "GibbsModel": "tessera.engine",
     "Guarantee": "tessera.accounting",
-    "IntegerRange": "tessera.domain",
-    "IntervalSet": "tessera.intervals",
-    "NOT_PRIVATE": "tessera.counts",
+    "IntegerRange": "tessera.schema.domain",
+    "IntervalSet": "tessera.schema.intervals",
+    "NOT_PRIVATE": "tessera.data.counts",
     "Neighbours": "tessera.privacy",
     "OverlapResult": "tessera.overlap",
-    "Predicate": "tessera.query",
-    "Query": "tessera.query",
+    "Predicate": "tessera.workload.query",
+    "Query": "tessera.workload.query",
     "QueryError": "tessera.errors",
     "ResourceError": "tessera.errors",
     "SchemaError": "tessera.errors",
+    "SparkSource": "tessera.data.spark_source",
     "Synthesizer": "tessera.synth",
     "TesseraError": "tessera.errors",
     "TradeOff": "tessera.accounting",
     "TreeDecomposition": "tessera.engine",
-    "Workload": "tessera.workload",
-    "WorkloadError": "tessera.workload",
-    "all_ranges": "tessera.builders",
+    "Workload": "tessera.workload.workload",
+    "WorkloadError": "tessera.workload.workload",
+    "all_ranges": "tessera.workload.builders",
     "allocate": "tessera.calibration",
-    "count": "tessera.counts",
-    "disjoint": "tessera.query",
-    "encode": "tessera.data",
+    "count": "tessera.data.counts",
+    "disjoint": "tessera.workload.query",
+    "encode": "tessera.data.source",
     "gaussian_dp": "tessera.accounting",
-    "identity": "tessera.builders",
-    "infer_domain": "tessera.infer",
-    "joint_coverage": "tessera.query",
-    "jointly_overlap": "tessera.query",
+    "identity": "tessera.workload.builders",
+    "infer_domain": "tessera.data.infer",
+    "joint_coverage": "tessera.workload.query",
+    "jointly_overlap": "tessera.workload.query",
     "log_partition": "tessera.engine",
     "lower_convex_envelope": "tessera.accounting",
-    "marginals": "tessera.builders",
+    "marginals": "tessera.workload.builders",
     "max_overlap": "tessera.overlap",
     "maximal_overlapping_sets": "tessera.overlap",
     "maximize": "tessera.engine",
     "overlap_composition": "tessera.accounting",
     "per_query_scales": "tessera.calibration",
     "parallel_composition": "tessera.accounting",
-    "parse_query": "tessera.parse",
-    "prefixes": "tessera.builders",
-    "random_workload": "tessera.builders",
+    "parse_query": "tessera.workload.parse",
+    "prefixes": "tessera.workload.builders",
+    "random_workload": "tessera.workload.builders",
     "tensor": "tessera.accounting",
     "treewidth": "tessera.engine",
-    "witness": "tessera.query",
+    "witness": "tessera.workload.query",
     "workload_cost": "tessera.calibration",
 }
 
@@ -122,12 +124,12 @@ if TYPE_CHECKING:  # static type checkers and IDEs see the eager imports
         parallel_composition,
         tensor,
     )
-    from tessera.builders import all_ranges, identity, marginals, prefixes, random_workload
     from tessera.calibration import allocate, per_query_scales, workload_cost
-    from tessera.clause import BooleanClause
-    from tessera.counts import NOT_PRIVATE, CountResult, count
-    from tessera.data import CsvOptions, encode
-    from tessera.domain import Attribute, Binned, Boolean, Categorical, Domain, IntegerRange
+    from tessera.data.counts import NOT_PRIVATE, CountResult, count
+    from tessera.data.infer import infer_domain
+    from tessera.data.source import encode
+    from tessera.data.spark_source import SparkSource
+    from tessera.data.table import CsvOptions
     from tessera.engine import (
         BooleanQuery,
         GibbsModel,
@@ -137,12 +139,8 @@ if TYPE_CHECKING:  # static type checkers and IDEs see the eager imports
         treewidth,
     )
     from tessera.errors import DataError, QueryError, ResourceError, SchemaError, TesseraError
-    from tessera.infer import infer_domain
-    from tessera.intervals import IntervalSet
     from tessera.overlap import OverlapResult, max_overlap, maximal_overlapping_sets
-    from tessera.parse import parse_query
     from tessera.privacy import Definition, Neighbours
-    from tessera.query import Predicate, Query, disjoint, joint_coverage, jointly_overlap, witness
     from tessera.release import (
         Budget,
         BudgetExceeded,
@@ -151,8 +149,21 @@ if TYPE_CHECKING:  # static type checkers and IDEs see the eager imports
         answer,
         verify_certificate,
     )
+    from tessera.schema.domain import Attribute, Binned, Boolean, Categorical, Domain, IntegerRange
+    from tessera.schema.intervals import IntervalSet
     from tessera.synth import Synthesizer
-    from tessera.workload import Workload, WorkloadError
+    from tessera.workload.builders import all_ranges, identity, marginals, prefixes, random_workload
+    from tessera.workload.clause import BooleanClause
+    from tessera.workload.parse import parse_query
+    from tessera.workload.query import (
+        Predicate,
+        Query,
+        disjoint,
+        joint_coverage,
+        jointly_overlap,
+        witness,
+    )
+    from tessera.workload.workload import Workload, WorkloadError
 
 __all__ = [
     "Attribute",
@@ -182,6 +193,7 @@ __all__ = [
     "Release",
     "ResourceError",
     "SchemaError",
+    "SparkSource",
     "Synthesizer",
     "TesseraError",
     "TradeOff",

@@ -23,13 +23,13 @@ from tessera.calibration import (
     sequential_overlap,
     solve_master,
 )
-from tessera.domain import Domain
 from tessera.errors import TesseraError
-from tessera.intervals import IntervalSet
 from tessera.overlap import max_overlap
 from tessera.privacy import Neighbours
-from tessera.query import Query
-from tessera.workload import Workload
+from tessera.schema.domain import Domain
+from tessera.schema.intervals import IntervalSet
+from tessera.workload.query import Query
+from tessera.workload.workload import Workload
 
 # (target, k, c, B, u = p² ?): Var_q = c u_q^{−k}
 REGIMES = [

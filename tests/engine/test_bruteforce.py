@@ -8,7 +8,6 @@ import math
 import numpy as np
 import pytest
 
-from tessera.domain import Domain
 from tessera.engine import (
     GibbsModel,
     at_least,
@@ -20,8 +19,9 @@ from tessera.engine import (
     parity,
 )
 from tessera.engine.bdd import BooleanQuery
-from tessera.intervals import IntervalSet
-from tessera.query import Query
+from tessera.schema.domain import Domain
+from tessera.schema.intervals import IntervalSet
+from tessera.workload.query import Query
 from tests.oracles.engine import brute_force
 
 

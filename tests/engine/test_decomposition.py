@@ -8,12 +8,12 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from tessera.domain import Domain
 from tessera.engine import GibbsModel, TreeDecomposition, exact_treewidth, treewidth
 from tessera.engine.decomposition import elimination_order, format_bytes, parse_bytes
 from tessera.errors import ResourceError
-from tessera.intervals import IntervalSet
-from tessera.query import Query
+from tessera.schema.domain import Domain
+from tessera.schema.intervals import IntervalSet
+from tessera.workload.query import Query
 
 
 def random_graph(rng: np.random.Generator) -> nx.Graph:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tessera.domain import Domain
 from tessera.engine import BinaryEncoding, GibbsModel
+from tessera.schema.domain import Domain
 from tests.oracles.engine import all_points
 
 from .test_bruteforce import random_predicate_queries

@@ -173,11 +173,11 @@ def test_bad_input_is_a_clear_error() -> None:
 def test_gibbs_model_expectations_match_the_variable_elimination_path() -> None:
     """GibbsModel's expectations and log Z (now from the junction tree over its compiled
     groups) equal the bucket program's up-and-down pass (chains, hard factors, multiplicities)."""
-    from tessera.domain import Domain
     from tessera.engine import bdd_manager, disjunction, parity
     from tessera.engine.semiring import LOG_SUM_PRODUCT
-    from tessera.intervals import IntervalSet
-    from tessera.query import Query
+    from tessera.schema.domain import Domain
+    from tessera.schema.intervals import IntervalSet
+    from tessera.workload.query import Query
 
     domain = Domain.from_dict({"a": 5, "b": 2, "c": 2, "d": 2, "e": 3})
     mgr = bdd_manager(["b", "c", "d"])

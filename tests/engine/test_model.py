@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tessera.domain import Domain
 from tessera.engine import GibbsModel, bdd_manager, disjunction, log_partition
 from tessera.errors import QueryError
+from tessera.schema.domain import Domain
 from tests.oracles.engine import brute_force
 
 from .test_bruteforce import random_predicate_queries

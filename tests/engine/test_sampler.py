@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from scipy.stats import chi2
 
-from tessera.domain import Domain
 from tessera.engine import GibbsModel, bdd_manager
+from tessera.schema.domain import Domain
 from tests.oracles.engine import brute_force
 
 from .test_bruteforce import random_boolean_queries, random_predicate_queries
@@ -79,8 +79,8 @@ def test_injected_generator_is_reproducible_and_rows_vary() -> None:
 
 def test_samples_expand_atoms_uniformly() -> None:
     """Within an atom (codes no query distinguishes) samples are uniform."""
-    from tessera.intervals import IntervalSet
-    from tessera.query import Query
+    from tessera.schema.intervals import IntervalSet
+    from tessera.workload.query import Query
 
     domain = Domain.from_dict({"age": 50, "s": 2})
     q = Query.conjunction(domain, {"age": IntervalSet.range(10, 20), "s": IntervalSet.points([1])})

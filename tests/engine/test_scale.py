@@ -17,9 +17,6 @@ import scipy.sparse as sp
 import yaml
 from scipy.special import logsumexp
 
-from tessera import builders
-from tessera import value_classes as value_classes_module
-from tessera.domain import Domain
 from tessera.engine import GibbsModel, TreeDecomposition, incidence_graph, treewidth
 from tessera.engine.decomposition import (
     Aborted,
@@ -28,9 +25,12 @@ from tessera.engine.decomposition import (
     greedy_elimination,
 )
 from tessera.errors import ResourceError
-from tessera.intervals import IntervalSet
-from tessera.query import Query
-from tessera.value_classes import value_classes
+from tessera.schema.domain import Domain
+from tessera.schema.intervals import IntervalSet
+from tessera.workload import builders
+from tessera.workload import value_classes as value_classes_module
+from tessera.workload.query import Query
+from tessera.workload.value_classes import value_classes
 
 from .test_bruteforce import check
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tessera.data import CsvOptions
-from tessera.domain import Domain
+from tessera.data.table import CsvOptions
+from tessera.schema.domain import Domain
 
 REPO = Path(__file__).resolve().parents[2]
 ADULT_SCHEMA = REPO / "examples" / "adult" / "schema.yaml"

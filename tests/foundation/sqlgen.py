@@ -8,7 +8,7 @@ design; see :func:`aligned_bounds`).
 
 from __future__ import annotations
 
-from tessera.domain import Attribute, Binned, Boolean, Categorical, Domain, IntegerRange
+from tessera.schema.domain import Attribute, Binned, Boolean, Categorical, Domain, IntegerRange
 from tests.oracles.foundation import Draw, choice, coin, quote
 
 CMP = ("=", "<>", "!=", "<", "<=", ">", ">=")

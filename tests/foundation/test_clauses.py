@@ -14,16 +14,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tessera.clause import FALSE, TRUE, And, BooleanClause, Not, Or, clause_or_query
-from tessera.counts import count, count_encoded
-from tessera.data import encode
-from tessera.domain import Attribute, Binned, Boolean, Categorical, Domain, IntegerRange
+from tessera.data.counts import count, count_encoded
+from tessera.data.source import encode
 from tessera.errors import QueryError
-from tessera.fastparse import FastParser
-from tessera.intervals import IntervalSet
-from tessera.parse import parse_query
-from tessera.query import Predicate, Query
-from tessera.workload import Workload
+from tessera.schema.domain import Attribute, Binned, Boolean, Categorical, Domain, IntegerRange
+from tessera.schema.intervals import IntervalSet
+from tessera.workload.clause import FALSE, TRUE, And, BooleanClause, Not, Or, clause_or_query
+from tessera.workload.fastparse import FastParser
+from tessera.workload.parse import parse_query
+from tessera.workload.query import Predicate, Query
+from tessera.workload.workload import Workload
 from tests.oracles.foundation import (
     Draw,
     HypDraw,

@@ -15,9 +15,9 @@ import yaml
 from typer.testing import CliRunner
 
 from tessera.cli.main import app
-from tessera.counts import count
-from tessera.domain import Domain
-from tessera.workload import Workload
+from tessera.data.counts import count
+from tessera.schema.domain import Domain
+from tessera.workload.workload import Workload
 
 from .conftest import ADULT_CSV, ADULT_SCHEMA
 

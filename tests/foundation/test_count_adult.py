@@ -13,12 +13,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tessera.builders import random_workload
-from tessera.counts import count
-from tessera.domain import Categorical, Domain, IntegerRange
+from tessera.data.counts import count
 from tessera.errors import DataError
-from tessera.query import Query
-from tessera.workload import Workload
+from tessera.schema.domain import Categorical, Domain, IntegerRange
+from tessera.workload.builders import random_workload
+from tessera.workload.query import Query
+from tessera.workload.workload import Workload
 
 from .conftest import ADULT_CSV, ADULT_TEST_CSV
 

@@ -12,13 +12,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tessera.counts import count, count_encoded
-from tessera.data import encode
-from tessera.domain import Categorical, Domain, IntegerRange
+from tessera.data.counts import count, count_encoded
+from tessera.data.source import encode
 from tessera.errors import DataError
-from tessera.intervals import IntervalSet
-from tessera.query import Query
-from tessera.workload import Workload
+from tessera.schema.domain import Categorical, Domain, IntegerRange
+from tessera.schema.intervals import IntervalSet
+from tessera.workload.query import Query
+from tessera.workload.workload import Workload
 from tests.oracles.foundation import (
     SLOWEX,
     Draw,

@@ -15,8 +15,8 @@ import yaml
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from tessera.domain import INVALID, Binned, Boolean, Categorical, Domain, IntegerRange
 from tessera.errors import QueryError, SchemaError
+from tessera.schema.domain import INVALID, Binned, Boolean, Categorical, Domain, IntegerRange
 from tests.oracles.foundation import (
     FAST,
     HypDraw,

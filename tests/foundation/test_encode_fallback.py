@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import tessera.data as data
+import tessera.data.duckdb_source as data
 from tessera import Domain, count, random_workload
 
 
@@ -35,14 +35,14 @@ def _frame_and_domain() -> tuple[pd.DataFrame, Domain]:
 def test_join_fallback_gives_identical_codes_and_counts(monkeypatch: pytest.MonkeyPatch) -> None:
     df, domain = _frame_and_domain()
     workload = random_workload(domain, 300, seed=4)
-    fast = data.encode(df, domain, on_invalid="drop")
+    fast = data.encode_duckdb(df, domain, on_invalid="drop")
     fast_counts = count(df, workload, on_invalid="drop")
 
     def unmatched(*args: object, **kwargs: object) -> int:
         raise data.UnmatchedValue
 
     monkeypatch.setattr(data, "code_rows", unmatched)
-    slow = data.encode(df, domain, on_invalid="drop")
+    slow = data.encode_duckdb(df, domain, on_invalid="drop")
     slow_counts = count(df, workload, on_invalid="drop")
     assert (fast.n_rows, fast.dropped) == (slow.n_rows, slow.dropped)
     assert fast.dropped == int((df["a"] > 9).sum())

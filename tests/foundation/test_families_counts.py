@@ -19,14 +19,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from tessera.builders import build, build_structured, marginal_families, marginals
 from tessera.cli.main import app
-from tessera.counts import NOT_PRIVATE, PRIVACY_KEY, CountResult, count, count_encoded
-from tessera.data import encode
-from tessera.domain import Categorical, Domain, IntegerRange
-from tessera.families import Partition, cube, hierarchy, k_way_marginals
-from tessera.intervals import IntervalSet
-from tessera.workload import Workload
+from tessera.data.counts import NOT_PRIVATE, PRIVACY_KEY, CountResult, count, count_encoded
+from tessera.data.source import encode
+from tessera.schema.domain import Categorical, Domain, IntegerRange
+from tessera.schema.intervals import IntervalSet
+from tessera.workload.builders import build, build_structured, marginal_families, marginals
+from tessera.workload.families import Partition, cube, hierarchy, k_way_marginals
+from tessera.workload.workload import Workload
 from tests.oracles.foundation import (
     SLOWEX,
     Draw,

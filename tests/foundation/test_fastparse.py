@@ -1,5 +1,5 @@
-"""The fast path for simple clauses (tessera.fastparse) against the main parser, and the linear
-workload statistics against the obvious per-query loop.
+"""The fast path for simple clauses (tessera.workload.fastparse) against the main parser, and the
+linear workload statistics against the obvious per-query loop.
 
 The contract: whenever ``FastParser.try_parse`` answers, ``parse_query`` gives an equal query
 (and does not raise); whenever ``parse_query`` raises, the fast path declines, so every error
@@ -17,15 +17,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tessera import fastparse
-from tessera.builders import marginals, random_workload
-from tessera.domain import Attribute, Binned, Boolean, Categorical, Domain, IntegerRange
 from tessera.errors import QueryError
-from tessera.fastparse import FastParser
-from tessera.intervals import IntervalSet
-from tessera.parse import parse_query
-from tessera.query import Predicate, Query
-from tessera.workload import Workload, WorkloadError, WorkloadStats
+from tessera.schema.domain import Attribute, Binned, Boolean, Categorical, Domain, IntegerRange
+from tessera.schema.intervals import IntervalSet
+from tessera.workload import fastparse
+from tessera.workload.builders import marginals, random_workload
+from tessera.workload.fastparse import FastParser
+from tessera.workload.parse import parse_query
+from tessera.workload.query import Predicate, Query
+from tessera.workload.workload import Workload, WorkloadError, WorkloadStats
 from tests.oracles.foundation import (
     FAST,
     QUICK,

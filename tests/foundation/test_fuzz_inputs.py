@@ -1,9 +1,9 @@
 """Fuzzers for every user input: only the documented errors escape, each with a message.
 
 Documented: :class:`tessera.errors.TesseraError` and its subclasses (``SchemaError``,
-``QueryError``, ``DataError``, ``ResourceError``) and :class:`tessera.workload.WorkloadError`.
-Inputs are kept small so nothing can hang; every fuzzer counts the inputs it tried and checks
-that ``max_examples`` was honoured.
+``QueryError``, ``DataError``, ``ResourceError``) and
+:class:`tessera.workload.workload.WorkloadError`. Inputs are kept small so nothing can hang; every
+fuzzer counts the inputs it tried and checks that ``max_examples`` was honoured.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tessera
-from tessera.domain import Domain
 from tessera.errors import DataError, TesseraError
-from tessera.parse import parse_query
-from tessera.workload import Workload, WorkloadError
+from tessera.schema.domain import Domain
+from tessera.workload.parse import parse_query
+from tessera.workload.workload import Workload, WorkloadError
 
 MAX_EXAMPLES = 300
 FUZZ = settings(

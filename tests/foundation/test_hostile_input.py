@@ -173,8 +173,8 @@ def test_search_note_counts_nodes() -> None:
 
 
 def test_unicode_query_name(files: Path) -> None:
-    from tessera.domain import Domain
-    from tessera.workload import Workload
+    from tessera.schema.domain import Domain
+    from tessera.workload.workload import Workload
 
     (files / "u.sql").write_text("été: age > 30\nΔ_1: age < 3\n")
     result = run("workload", "check", "u.sql", "-s", "schema.yaml")
@@ -196,8 +196,8 @@ NEVER = "no row can have this value"
 
 
 def test_out_of_range_and_fractional_literals_warn(files: Path) -> None:
-    from tessera.domain import Domain
-    from tessera.workload import Workload
+    from tessera.schema.domain import Domain
+    from tessera.workload.workload import Workload
 
     (files / "p.yaml").write_text(PCLASS)
     # the same literals twice: the fast parser's memo must not swallow the second warning
@@ -253,8 +253,8 @@ def test_schema_reports_every_error(files: Path) -> None:
 
 
 def test_domain_from_dict_raises_all_errors_together() -> None:
-    from tessera.domain import Domain
     from tessera.errors import SchemaError
+    from tessera.schema.domain import Domain
 
     with pytest.raises(SchemaError) as info:
         Domain.from_dict({"attributes": [{"name": "a", "type": "integer", "min": 2, "max": 1},
@@ -271,7 +271,7 @@ def test_domain_from_dict_raises_all_errors_together() -> None:
 
 @pytest.mark.parametrize("flags", [[], ["-o", "-"]], ids=["no-output", "dash"])
 def test_schema_infer_to_stdout(files: Path, flags: list[str]) -> None:
-    from tessera.infer import NOT_PRIVATE_HEADER
+    from tessera.data.infer import NOT_PRIVATE_HEADER
 
     (files / "d.csv").write_text("a,b\n1,x\n3,y\n")
     result = run("schema", "infer", "d.csv", *flags)
@@ -292,9 +292,9 @@ def test_schema_infer_to_stdout(files: Path, flags: list[str]) -> None:
      "Pclass != 0"],
 )
 def test_fast_path_warns_as_the_main_parser(clause: str) -> None:
-    from tessera.domain import Domain
-    from tessera.fastparse import FastParser
-    from tessera.parse import parse_query
+    from tessera.schema.domain import Domain
+    from tessera.workload.fastparse import FastParser
+    from tessera.workload.parse import parse_query
 
     domain = Domain.from_dict(yaml_load(PCLASS))
     fast = FastParser(domain)

@@ -10,9 +10,9 @@ import pytest
 from typer.testing import CliRunner
 
 from tessera import Binned, Boolean, Categorical, Domain, IntegerRange, count, infer_domain
-from tessera.builders import marginals
 from tessera.cli.main import app
 from tessera.errors import SchemaError
+from tessera.workload.builders import marginals
 
 
 def _frame() -> pd.DataFrame:

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tessera.intervals import IntervalSet
+from tessera.schema.intervals import IntervalSet
 from tests.oracles.foundation import FAST
 
 UNIVERSE = 24

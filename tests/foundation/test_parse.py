@@ -10,14 +10,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tessera.clause import BooleanClause
-from tessera.counts import count
-from tessera.domain import Binned, Boolean, Categorical, Domain, IntegerRange
+from tessera.data.counts import count
 from tessera.errors import QueryError
-from tessera.intervals import IntervalSet
-from tessera.parse import parse_query
-from tessera.query import Query
-from tessera.workload import Workload
+from tessera.schema.domain import Binned, Boolean, Categorical, Domain, IntegerRange
+from tessera.schema.intervals import IntervalSet
+from tessera.workload.clause import BooleanClause
+from tessera.workload.parse import parse_query
+from tessera.workload.query import Query
+from tessera.workload.workload import Workload
 from tests.oracles.foundation import (
     FAST,
     SLOWEX,

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tessera.domain import Categorical, Domain, IntegerRange
-from tessera.intervals import IntervalSet
-from tessera.query import Query, disjoint, joint_coverage, jointly_overlap, witness
+from tessera.schema.domain import Categorical, Domain, IntegerRange
+from tessera.schema.intervals import IntervalSet
+from tessera.workload.query import Query, disjoint, joint_coverage, jointly_overlap, witness
 from tests.oracles.foundation import (
     FAST,
     HypDraw,

@@ -24,14 +24,14 @@ from typer.testing import CliRunner
 from tessera.calibration.comparison import overlap_counts
 from tessera.calibration.cost import workload_cost
 from tessera.cli.main import app
-from tessera.domain import Domain
 from tessera.errors import ResourceError
-from tessera.families import k_way_marginals
 from tessera.overlap import max_overlap, solve
 from tessera.overlap.quick import even_split_bound
 from tessera.overlap.recover import recover_families
 from tessera.overlap.result import g, h
-from tessera.workload import Workload
+from tessera.schema.domain import Domain
+from tessera.workload.families import k_way_marginals
+from tessera.workload.workload import Workload
 from tests.oracles.overlap import points_max_score, points_max_substitution
 from tests.overlap.cases import random_case
 
@@ -126,9 +126,9 @@ def test_cost_and_tradeoff_of_10_8_cells_build_nothing_per_cell() -> None:
     code = textwrap.dedent(f"""
         from tessera.calibration.comparison import overlap_counts
         from tessera.calibration.cost import workload_cost
-        from tessera.domain import Domain
-        from tessera.families import k_way_marginals
-        from tessera.workload import Workload
+        from tessera.schema.domain import Domain
+        from tessera.workload.families import k_way_marginals
+        from tessera.workload.workload import Workload
         d = Domain.from_dict({sizes!r})
         w = Workload.of_families(d, k_way_marginals(d, 4, None, 1.0))
         assert w.unit_weights and w.n_queries == 131_761_493
@@ -229,8 +229,8 @@ def test_a_million_cell_lines_load_check_and_overlap_in_bounded_memory(tmp_path:
         import itertools, resource
         from pathlib import Path
         from tessera.calibration.cost import workload_cost
-        from tessera.domain import Domain
-        from tessera.workload import Workload
+        from tessera.schema.domain import Domain
+        from tessera.workload.workload import Workload
         names = ["a", "b", "c", "d"]
         Path({str(path)!r}).write_text("".join(
             f"a = {{i}} AND b = {{j}} AND c = {{k}} AND d = {{m}}\\n"
@@ -358,7 +358,7 @@ def test_consistency_past_its_time_limit_leaves_the_answers_as_released() -> Non
 def test_a_yaml_workload_above_the_size_limit_is_refused_before_parsing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import tessera.workload as workload_module
+    import tessera.workload.workload as workload_module
 
     dom = Domain.from_dict({"a": 4})
     path = tmp_path / "w.yaml"

@@ -1,4 +1,5 @@
-"""tessera.value_classes: the one construction of value classes (engine, overlap, counts)."""
+"""tessera.workload.value_classes: the one construction of value classes (engine, overlap,
+counts)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,11 @@ import doctest
 import numpy as np
 import pytest
 
-import tessera.value_classes as value_classes_module
-from tessera.domain import Domain
-from tessera.intervals import IntervalSet
-from tessera.query import Query
-from tessera.value_classes import value_classes, workload_value_classes
+import tessera.workload.value_classes as value_classes_module
+from tessera.schema.domain import Domain
+from tessera.schema.intervals import IntervalSet
+from tessera.workload.query import Query
+from tessera.workload.value_classes import value_classes, workload_value_classes
 
 
 def test_docstring_example() -> None:

@@ -13,13 +13,13 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tessera.builders import all_ranges, identity, marginals, prefixes, random_workload
-from tessera.domain import Binned, Categorical, Domain, IntegerRange
 from tessera.errors import QueryError, ResourceError, TesseraError
-from tessera.intervals import IntervalSet
-from tessera.parse import parse_query
-from tessera.query import Query
-from tessera.workload import Workload, WorkloadError
+from tessera.schema.domain import Binned, Categorical, Domain, IntegerRange
+from tessera.schema.intervals import IntervalSet
+from tessera.workload.builders import all_ranges, identity, marginals, prefixes, random_workload
+from tessera.workload.parse import parse_query
+from tessera.workload.query import Query
+from tessera.workload.workload import Workload, WorkloadError
 from tests.oracles.foundation import QUICK, HypDraw, gen_domain, points
 
 D = Domain(

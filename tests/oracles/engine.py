@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import logsumexp
 
-from tessera.domain import Domain
+from tessera.schema.domain import Domain
 
 
 @dataclass(frozen=True)

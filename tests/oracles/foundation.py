@@ -19,9 +19,9 @@ import pandas as pd
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from tessera.domain import Attribute, Binned, Boolean, Categorical, Domain, IntegerRange
-from tessera.intervals import IntervalSet
-from tessera.query import Query
+from tessera.schema.domain import Attribute, Binned, Boolean, Categorical, Domain, IntegerRange
+from tessera.schema.intervals import IntervalSet
+from tessera.workload.query import Query
 
 #: Hypothesis settings shared by the suite: no deadline (first calls import sqlglot/duckdb).
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -3,7 +3,7 @@ by
 size limits. (Formerly ``tessera.overlap.brute``; nothing in the library uses them.)
 
 * :func:`subsets_max_score`: the naive 2^t enumeration, max{Σ_{q∈Q'} h(w_q) : C_{Q'} ≠ ∅}, with
-  the polynomial joint-coverage test of :func:`tessera.query.jointly_overlap`;
+  the polynomial joint-coverage test of :func:`tessera.workload.query.jointly_overlap`;
 * :func:`points_max_score`: max_x Σ_{q(x)=1} h(w_q) by enumerating every point of a tiny 𝔻;
 * :func:`points_max_substitution`: max_{x,y} Σ_q h(w_q)·[q(x) ≠ q(y)] over a tiny 𝔻;
 * :func:`is_proper`: whether a colouring of the overlap graph is proper.
@@ -16,9 +16,9 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from tessera.domain import Domain
 from tessera.errors import ResourceError
-from tessera.query import Query, jointly_overlap
+from tessera.schema.domain import Domain
+from tessera.workload.query import Query, jointly_overlap
 
 MAX_SUBSET_QUERIES = 20
 MAX_POINTS = 2_000_000

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from tessera.domain import Domain
-from tessera.intervals import IntervalSet
-from tessera.query import Query
+from tessera.schema.domain import Domain
+from tessera.schema.intervals import IntervalSet
+from tessera.workload.query import Query
 
 
 def random_domain(rng: np.random.Generator, max_attrs: int = 3, max_size: int = 5) -> Domain:

@@ -14,17 +14,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.special import logsumexp
 
-from tessera.clause import And, BooleanClause, Not, Or, clause_or_query
-from tessera.domain import Boolean, Categorical, Domain, IntegerRange
 from tessera.engine import GibbsModel, log_partition, maximize
 from tessera.engine.model import treewidth_report
-from tessera.families import Partition
-from tessera.intervals import IntervalSet
 from tessera.overlap import max_overlap, maximal_overlapping_sets
 from tessera.overlap.result import g, h
 from tessera.privacy import Definition, Neighbours
-from tessera.query import Predicate, Query
-from tessera.workload import Workload
+from tessera.schema.domain import Boolean, Categorical, Domain, IntegerRange
+from tessera.schema.intervals import IntervalSet
+from tessera.workload.clause import And, BooleanClause, Not, Or, clause_or_query
+from tessera.workload.families import Partition
+from tessera.workload.query import Predicate, Query
+from tessera.workload.workload import Workload
 
 COMPS = (Definition.PURE, Definition.GDP, Definition.ZCDP)
 BOTH = (Neighbours.ADD_REMOVE, Neighbours.SUBSTITUTE)

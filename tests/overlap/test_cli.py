@@ -10,8 +10,8 @@ import numpy as np
 from typer.testing import CliRunner
 
 from tessera.cli.main import app
-from tessera.domain import Domain
-from tessera.workload import Workload
+from tessera.schema.domain import Domain
+from tessera.workload.workload import Workload
 from tests.oracles.overlap import points_max_score, points_max_substitution
 
 SCHEMA = """attributes:

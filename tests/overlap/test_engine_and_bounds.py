@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from tessera.calibration import per_query_scales
-from tessera.domain import Domain
 from tessera.engine import at_least, bdd_manager, conjunction, disjunction, parity
 from tessera.errors import QueryError
 from tessera.overlap import max_overlap, max_point
@@ -18,6 +17,7 @@ from tessera.overlap.colouring import first_fit
 from tessera.overlap.engine_route import ENGINE_MAX_ENTRIES, estimate
 from tessera.overlap.result import g, h
 from tessera.overlap.solve import ENGINE_MIN_QUERIES
+from tessera.schema.domain import Domain
 from tests.oracles.overlap import is_proper, points_max_score, points_max_substitution
 
 from .cases import random_case, random_query
@@ -49,7 +49,7 @@ def test_auto_routes_low_width_workloads_to_the_engine() -> None:
         pair = ("a", "b", "c", "d")[i % 3 : i % 3 + 2]
         sub = Domain.from_dict({n: dom[n].size for n in pair})
         q = random_query(rng, sub, "mixed", p_constrain=0.9)
-        from tessera.query import Query
+        from tessera.workload.query import Query
 
         queries.append(Query.conjunction(dom, {p.attribute: p.coverage for p in q.predicates}))
     w = rng.random(t)
@@ -64,7 +64,7 @@ def test_auto_routes_low_width_workloads_to_the_engine() -> None:
 
 
 def test_dense_workload_is_not_sent_to_the_engine(adult_domain_json: Path) -> None:
-    from tessera.builders import random_workload
+    from tessera.workload.builders import random_workload
 
     dom = Domain.load(adult_domain_json)
     wl = random_workload(dom, 2000, attributes_per_query=(1, 4), seed=1)
@@ -128,7 +128,7 @@ def test_branch_and_bound_with_and_without_colouring_agree() -> None:
 def test_anytime_bound_on_adult_is_valid_and_tighter_with_colouring(
     adult_domain_json: Path,
 ) -> None:
-    from tessera.builders import random_workload
+    from tessera.workload.builders import random_workload
 
     dom = Domain.load(adult_domain_json)
     wl = random_workload(dom, 80, attributes_per_query=(1, 4), seed=9)

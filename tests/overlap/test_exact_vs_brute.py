@@ -60,8 +60,8 @@ def test_subset_enumeration_agrees_with_points() -> None:
 def test_set_predicates_pairwise_not_joint() -> None:
     """A = {a,b,c}; {a,b}, {b,c}, {a,c}: every pair overlaps, the triple does not (docs/theory.md
     §2)."""
-    from tessera.domain import Domain
-    from tessera.parse import parse_query
+    from tessera.schema.domain import Domain
+    from tessera.workload.parse import parse_query
 
     dom = Domain.from_dict(
         {"attributes": {"c": {"type": "categorical", "values": ["a", "b", "c"]}}})

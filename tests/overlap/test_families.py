@@ -21,17 +21,17 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from tessera.cli.main import app
-from tessera.domain import Domain
 from tessera.engine import GibbsModel, maximize, workload_incidence_graph
 from tessera.engine.model import treewidth_report
 from tessera.errors import QueryError, ResourceError
-from tessera.families import Partition, cube, hierarchy, k_way_marginals
-from tessera.intervals import IntervalSet
 from tessera.overlap import max_overlap, maximal_overlapping_sets
 from tessera.overlap import solve as solve_module
 from tessera.overlap.result import g, h
-from tessera.query import Query
-from tessera.workload import Workload
+from tessera.schema.domain import Domain
+from tessera.schema.intervals import IntervalSet
+from tessera.workload.families import Partition, cube, hierarchy, k_way_marginals
+from tessera.workload.query import Query
+from tessera.workload.workload import Workload
 from tests.oracles.overlap import (
     all_points,
     incidence,

@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 
 from tessera.calibration import per_query_scales
-from tessera.domain import Domain
 from tessera.overlap import (
     max_overlap,
     maximal_overlapping_sets,
     overlap_graph,
 )
 from tessera.overlap.result import OverlapResult, h
+from tessera.schema.domain import Domain
 from tests.oracles.overlap import (
     points_max_score,
     points_max_substitution,
@@ -76,7 +76,7 @@ def test_substitution_exact_and_bound() -> None:
 
 def test_partition_costs_two_under_substitution() -> None:
     dom = Domain.from_dict({"a": 5})
-    from tessera.parse import parse_query
+    from tessera.workload.parse import parse_query
 
     qs = [parse_query(f"a = {v}", dom) for v in range(5)]
     assert max_overlap(qs, domain=dom).bound == 1.0
@@ -93,7 +93,7 @@ def test_maximal_overlapping_sets() -> None:
 
 
 def test_anytime_on_a_hard_workload_returns_a_valid_bound(adult_domain_json: Path) -> None:
-    from tessera.builders import random_workload
+    from tessera.workload.builders import random_workload
 
     dom = Domain.load(adult_domain_json)
     wl = random_workload(dom, 60, attributes_per_query=(1, 4), seed=3)
@@ -134,10 +134,10 @@ def test_result_refuses_bound_below_witness() -> None:
 def test_substitution_ignores_heavy_tautologies() -> None:
     """A tautology never separates two rows; a heavy one used to make the pair enumeration
     cancel (own(x) + own(y) − 2·common) into a crash or a loose 'exact' bound (found by review)."""
-    from tessera.domain import Domain
-    from tessera.intervals import IntervalSet
     from tessera.overlap import max_overlap
-    from tessera.query import Query
+    from tessera.schema.domain import Domain
+    from tessera.schema.intervals import IntervalSet
+    from tessera.workload.query import Query
 
     dom = Domain.from_dict({"a0": 3})
     qs = [Query.tautology(), Query.conjunction(dom, {"a0": IntervalSet.points([0])})]

@@ -8,11 +8,11 @@ import itertools
 import numpy as np
 import pytest
 
-from tessera.builders import marginals
-from tessera.domain import Domain
 from tessera.overlap import max_overlap, recover
 from tessera.overlap.recover import recover_families
-from tessera.workload import Workload
+from tessera.schema.domain import Domain
+from tessera.workload.builders import marginals
+from tessera.workload.workload import Workload
 
 DOMAIN = Domain.from_dict({"a": 3, "b": 4, "c": 2, "d": 3})
 

@@ -12,9 +12,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tessera.domain import Domain
 from tessera.overlap import max_overlap
-from tessera.workload import Workload
+from tessera.schema.domain import Domain
+from tessera.workload.workload import Workload
 
 DOMAIN = Domain.from_dict({"a": 6, "b": 4})
 CLAUSES = ["a < 3", "a < 4", "a >= 2", "b = 1", "b >= 1 AND a < 5", "a = 2", "b < 3"]

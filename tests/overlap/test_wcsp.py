@@ -172,9 +172,9 @@ def test_review_edge_cases() -> None:
     """Found by the fuzz review: overflowing h(w) is a clear error; subnormal scores are not
     called exact when the rounding margin dwarfs them; substitution declines ToulBar2 on
     attributes with more value classes than MAX_PAIR_CLASSES (|classes|² tables)."""
-    from tessera.domain import Domain
-    from tessera.intervals import IntervalSet
-    from tessera.query import Query
+    from tessera.schema.domain import Domain
+    from tessera.schema.intervals import IntervalSet
+    from tessera.workload.query import Query
 
     dom = Domain.from_dict({"a0": 3, "a1": 3})
     qs = [Query.conjunction(dom, {"a0": IntervalSet.points([0, 2]), "a1": IntervalSet.points([1])}),

@@ -28,7 +28,7 @@ import traceback
 from typing import Any
 
 from tessera.release.ledger import BudgetExceeded, Ledger
-from tessera.workload import Workload
+from tessera.workload.workload import Workload
 
 REFUSED = 3
 

@@ -19,14 +19,14 @@ from scipy import stats
 from typer.testing import CliRunner
 
 from tessera.cli.main import app
-from tessera.domain import Domain
 from tessera.errors import QueryError, TesseraError
 from tessera.mechanisms import discrete_gaussian, discrete_laplace
 from tessera.overlap import max_overlap
 from tessera.privacy import Definition, Neighbours
 from tessera.release import Budget, BudgetExceeded, Ledger, answer, noise_plan, verify_certificate
 from tessera.release.certificate import digest
-from tessera.workload import Workload
+from tessera.schema.domain import Domain
+from tessera.workload.workload import Workload
 
 SCHEMA = {
     "attributes": {
@@ -55,7 +55,7 @@ def _frame(n: int = 3000, seed: int = 0) -> pd.DataFrame:
 
 
 def _truth(frame: pd.DataFrame, workload: Workload) -> np.ndarray:
-    from tessera.counts import count
+    from tessera.data.counts import count
 
     return count(frame, workload).answers
 
@@ -277,7 +277,7 @@ def test_structured_workload_release_end_to_end(tmp_path: Path) -> None:
     """Marginals and a hierarchy beside predicate queries: one plan, exact γ from the partition
     bound, per-family certificate entries that verify, a ledger that stores the families
     compactly, and the long answer table."""
-    from tessera.families import Partition, hierarchy
+    from tessera.workload.families import Partition, hierarchy
 
     families = (Partition.marginal(DOMAIN, ["age", "sex"]),
                 Partition.marginal(DOMAIN, ["region"], weight=2.0),

@@ -23,12 +23,12 @@ import numpy as np
 import pytest
 
 import tessera.release.consistency as consistency
-from tessera.builders import marginals, random_workload
-from tessera.domain import Domain
-from tessera.intervals import IntervalSet
-from tessera.query import Query
 from tessera.release.consistency import consistent_answers, round_nonnegative
-from tessera.workload import Workload
+from tessera.schema.domain import Domain
+from tessera.schema.intervals import IntervalSet
+from tessera.workload.builders import marginals, random_workload
+from tessera.workload.query import Query
+from tessera.workload.workload import Workload
 
 MIXED = Domain.from_dict({"attributes": {
     "age": {"type": "integer", "min": 0, "max": 6},

@@ -19,7 +19,6 @@ import pytest
 
 import tessera.release.exact_costs as exact_costs_module
 import tessera.release.ledger as ledger_module
-from tessera.domain import Domain
 from tessera.errors import TesseraError
 from tessera.privacy import Definition, Neighbours
 from tessera.release.ledger import (
@@ -30,7 +29,8 @@ from tessera.release.ledger import (
     combined_cost,
     decimal_value,
 )
-from tessera.workload import Workload
+from tessera.schema.domain import Domain
+from tessera.workload.workload import Workload
 
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parents[1] / "src"

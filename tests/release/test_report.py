@@ -15,12 +15,12 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from tessera.domain import Domain
 from tessera.release import Budget, answer
 from tessera.release import report as report_module
 from tessera.release.answer import Release
 from tessera.release.report import render_report, write_report
-from tessera.workload import Workload
+from tessera.schema.domain import Domain
+from tessera.workload.workload import Workload
 from tests.release import browser
 
 DOMAIN = Domain.from_dict({"attributes": {

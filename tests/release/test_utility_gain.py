@@ -20,11 +20,11 @@ import pandas as pd
 import pytest
 
 from tessera import Budget, Domain, count
-from tessera.builders import marginals
 from tessera.errors import TesseraError
 from tessera.mechanisms import NoiseSource, discrete_gaussian, discrete_laplace
 from tessera.release import plan as plan_module
 from tessera.release.plan import noise_plan
+from tessera.workload.builders import marginals
 
 EPSILON, RHO = 1.0, 0.5
 REPS = 2000

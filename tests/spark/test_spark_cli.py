@@ -13,11 +13,11 @@ import pytest
 from typer.testing import CliRunner
 
 from tessera.cli.main import app
-from tessera.domain import Domain
+from tessera.data.spark_source import SparkSource
 from tessera.errors import DataError
-from tessera.spark_data import SparkSource
+from tessera.schema.domain import Domain
 from tessera.synth.evaluate import evaluate
-from tessera.workload import Workload
+from tessera.workload.workload import Workload
 
 #: one JVM for the Spark tests when run with --dist loadgroup
 pytestmark = pytest.mark.xdist_group("spark")
@@ -85,8 +85,8 @@ def test_evaluate_reads_a_spark_source(spark: Any, files: dict[str, Path]) -> No
 def test_spark_refuses_what_it_cannot_read(spark: Any, files: dict[str, Path]) -> None:
     domain = Domain.load(files["schema"])
     w = Workload.load(files["workload"], domain)
-    from tessera.counts import count
-    from tessera.data import CsvOptions
+    from tessera.data.counts import count
+    from tessera.data.table import CsvOptions
 
     with pytest.raises(DataError, match="skip-rows"):
         count(SparkSource(str(files["csv"])), w, csv=CsvOptions(skip_rows=1))

@@ -14,13 +14,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tessera as ts
-from tessera.builders import marginal_families, random_workload
-from tessera.counts import count_encoded
-from tessera.data import EncodedTable, encode
-from tessera.domain import Domain
+from tessera.data.counts import count_encoded
+from tessera.data.duckdb_source import EncodedTable
+from tessera.data.source import encode
+from tessera.data.spark_source import SparkEncodedTable, SparkSource
 from tessera.errors import DataError
-from tessera.spark_data import SparkEncodedTable, SparkSource
-from tessera.workload import Workload
+from tessera.schema.domain import Domain
+from tessera.workload.builders import marginal_families, random_workload
+from tessera.workload.workload import Workload
 
 #: one JVM for the Spark tests when run with --dist loadgroup
 pytestmark = pytest.mark.xdist_group("spark")

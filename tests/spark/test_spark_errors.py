@@ -14,14 +14,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import tessera.spark_data as spark_data
-from tessera.builders import marginal_families, random_workload
-from tessera.counts import count_encoded
-from tessera.data import encode
-from tessera.domain import Domain
+import tessera.data.spark_source as spark_data
+from tessera.data.counts import count_encoded
+from tessera.data.source import encode
+from tessera.data.spark_source import SparkSource
 from tessera.errors import DataError
-from tessera.spark_data import SparkSource
-from tessera.workload import Workload
+from tessera.schema.domain import Domain
+from tessera.workload.builders import marginal_families, random_workload
+from tessera.workload.workload import Workload
 
 #: one JVM for the Spark tests when run with --dist loadgroup
 pytestmark = pytest.mark.xdist_group("spark")

@@ -24,18 +24,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import minimize
 
-from tessera.counts import count
-from tessera.domain import Domain
-from tessera.families import k_way_marginals
+from tessera.data.counts import count
 from tessera.mechanisms import NoiseSource
 from tessera.privacy import Neighbours
+from tessera.schema.domain import Domain
 from tessera.synth.accounting import Budget, exact_scores, prove, selection_scores
 from tessera.synth.adaptive import adaptive, candidate_workload, selection_sensitivity
 from tessera.synth.candidates import candidates, model_size
 from tessera.synth.ipmwu import SensitiveCounts
 from tessera.synth.maxent import GroupMeasurement, ScopeModel, fit
 from tessera.synth.rows import rows_from_cliques
-from tessera.workload import Workload
+from tessera.workload.families import k_way_marginals
+from tessera.workload.workload import Workload
 
 # -- exact scores --------------------------------------------------------------------------------
 

@@ -27,7 +27,7 @@ from tessera.synth.ipmwu import (
     ipmwu,
     sensitive_counts,
 )
-from tessera.workload import Workload
+from tessera.workload.workload import Workload
 from tests.mechanisms.checks import P_REJECT, categorical_chi_square
 
 

@@ -9,7 +9,6 @@ import math
 import numpy as np
 import pytest
 
-from tessera.domain import Domain
 from tessera.engine import GibbsModel
 from tessera.engine.bdd import BinaryEncoding, at_least, bdd_manager, from_expr, parity
 from tessera.engine.families import (
@@ -19,9 +18,8 @@ from tessera.engine.families import (
     tree_marginals,
 )
 from tessera.errors import ResourceError, TesseraError
-from tessera.families import k_way_marginals
-from tessera.intervals import IntervalSet
-from tessera.query import Query
+from tessera.schema.domain import Domain
+from tessera.schema.intervals import IntervalSet
 from tessera.synth.lp import (
     Master,
     QueryEvaluator,
@@ -35,7 +33,9 @@ from tessera.synth.lp import (
     solve_lp,
     synthesize,
 )
-from tessera.workload import Workload
+from tessera.workload.families import k_way_marginals
+from tessera.workload.query import Query
+from tessera.workload.workload import Workload
 
 TOL = 1e-7
 
@@ -359,7 +359,7 @@ def test_synthesize_from_a_release_under_add_remove() -> None:
     on_rows = QueryEvaluator(domain, t.functions)(syn.rows).mean(axis=0)
     assert np.max(np.abs(on_rows - t.values)) <= syn.record()["rows_within"]
     # the guarantee against the data: within 2‖f̂ − f(X)‖ (+ the certified gap)
-    from tessera.counts import count
+    from tessera.data.counts import count
 
     truth = count(data, wl).answers[t.indices] / len(data)
     noise = np.max(np.abs(t.values - truth)) + abs(t.n - len(data)) / len(data)
@@ -387,7 +387,7 @@ def test_n_rules() -> None:
 def test_nltcs_all_two_way_marginals(shared_data) -> None:  # noqa: ANN001
     """NLTCS (d = 16, 21,574 rows), all 120 two-way marginals (480 cells), ε = 1 under
     substitution: certified optimum, and the fit is within twice the noise of the truth."""
-    from tessera.counts import count
+    from tessera.data.counts import count
     from tessera.release import Budget, answer
 
     path = shared_data / "nltcs.csv"

@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from tessera.domain import Domain
 from tessera.engine import GibbsModel
 from tessera.engine.families import (
     Family,
@@ -27,11 +26,12 @@ from tessera.engine.families import (
     tree_marginals,
 )
 from tessera.errors import ResourceError
-from tessera.intervals import IntervalSet
 from tessera.mechanisms import NoiseSource
-from tessera.query import Query
+from tessera.schema.domain import Domain
+from tessera.schema.intervals import IntervalSet
 from tessera.synth.ipmwu import ipmwu, iter_thetas
 from tessera.synth.mwem import cells, mwem
+from tessera.workload.query import Query
 from tests.mechanisms.checks import P_REJECT, categorical_chi_square
 
 TRAJECTORY_TOLERANCE = 1e-9

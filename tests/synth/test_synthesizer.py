@@ -16,11 +16,10 @@ from typer.testing import CliRunner
 import tessera
 from tessera.accounting.zcdp import rho_for_epsilon_delta
 from tessera.cli.main import app
-from tessera.domain import Domain
 from tessera.errors import DataError, QueryError, TesseraError
-from tessera.families import Partition
 from tessera.privacy import Definition, Neighbours
 from tessera.release import Budget, BudgetExceeded, Ledger, answer
+from tessera.schema.domain import Domain
 from tessera.synth.evaluate import evaluate, synthetic_frame
 from tessera.synth.synthesizer import (
     NOT_PRIVATE_MARK,
@@ -29,7 +28,8 @@ from tessera.synth.synthesizer import (
     Target,
     ledger_charge,
 )
-from tessera.workload import Workload
+from tessera.workload.families import Partition
+from tessera.workload.workload import Workload
 
 SCHEMA = """attributes:
   sex: {type: categorical, values: [F, M], missing: true}

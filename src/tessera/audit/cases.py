@@ -58,11 +58,9 @@ import pandas as pd
 
 from tessera.accounting.zcdp import epsilon_for_delta as zcdp_epsilon_for_delta
 from tessera.calibration.scales import per_query_scales
-from tessera.counts import count
-from tessera.domain import Domain
+from tessera.data.counts import count
 from tessera.engine.model import GibbsModel
 from tessera.errors import TesseraError
-from tessera.families import k_way_marginals
 from tessera.mechanisms import (
     DiscreteGaussian,
     DiscreteLaplace,
@@ -74,6 +72,7 @@ from tessera.mechanisms import (
 )
 from tessera.release.budget import Budget
 from tessera.release.plan import NoisePlan, noise_plan
+from tessera.schema.domain import Domain
 from tessera.synth.accounting import Budget as SynthBudget
 from tessera.synth.accounting import exact_scores, select
 from tessera.synth.adaptive import Schedule, selection_sensitivity
@@ -87,7 +86,8 @@ from tessera.synth.ipmwu import (
     sensitive_counts,
 )
 from tessera.synth.mwem import cells, mwem
-from tessera.workload import Workload
+from tessera.workload.families import k_way_marginals
+from tessera.workload.workload import Workload
 
 __all__ = [
     "AUDIT_DELTA",

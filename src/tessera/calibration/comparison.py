@@ -25,7 +25,7 @@ from tessera.accounting.tradeoff import EpsDelta, GaussianDP, TradeOff
 from tessera.errors import TesseraError
 from tessera.overlap import max_overlap
 from tessera.privacy import Neighbours
-from tessera.workload import Workload
+from tessera.workload.workload import Workload
 
 #: Mechanisms of :func:`compare_composition`: the continuous Gaussian (GDP, closed form) and
 #: the PLD-accounted ones.

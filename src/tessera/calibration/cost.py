@@ -5,8 +5,8 @@ This is what ``tessera overlap`` prints, as a value: :func:`workload_cost` runs 
 (γ_w first, since it calibrates; γ for reference when the weights are not all 1) within one
 time limit, and :meth:`WorkloadCost.scales` calibrates a budget from γ_w.
 
->>> from tessera.domain import Domain
->>> from tessera.workload import Workload
+>>> from tessera.schema.domain import Domain
+>>> from tessera.workload.workload import Workload
 >>> dom = Domain.from_dict({"attributes": {"age": {"type": "integer", "min": 0, "max": 9}}})
 >>> wl = Workload.from_sql(["age < 5", "age >= 5", "age BETWEEN 3 AND 6"], dom)
 >>> cost = workload_cost(wl)
@@ -30,7 +30,7 @@ from tessera.calibration.scales import per_query_scales
 from tessera.errors import QueryError
 from tessera.overlap import OverlapResult, max_overlap
 from tessera.privacy import Definition, Neighbours
-from tessera.workload import Workload, require_at_most
+from tessera.workload.workload import Workload, require_at_most
 
 #: Share of the time limit that γ_w gets when γ is solved too (γ_w calibrates; γ informs).
 WEIGHTED_SHARE = 0.75

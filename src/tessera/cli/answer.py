@@ -100,10 +100,10 @@ def answer(
     spark_master: SparkMasterOpt = "local[*]",
 ) -> None:
     """Answer WORKLOAD on DATA under a privacy budget: noisy answers, certificate, report."""
-    from tessera.domain import Domain
     from tessera.release.answer import answer as private_answer
     from tessera.release.budget import Budget
-    from tessera.workload import Workload
+    from tessera.schema.domain import Domain
+    from tessera.workload.workload import Workload
 
     budget = Budget.of(epsilon=epsilon, delta=delta, rho=rho, mu=mu)
     w = Workload.load(workload, Domain.load(schema))
@@ -165,9 +165,9 @@ def verify(
     ] = 60.0,
 ) -> None:
     """Recompute a certificate's accounting from the schema and workload alone (no data)."""
-    from tessera.domain import Domain
     from tessera.release.certificate import read_certificate, verify_certificate
-    from tessera.workload import Workload
+    from tessera.schema.domain import Domain
+    from tessera.workload.workload import Workload
 
     doc = read_certificate(certificate)
     result = verify_certificate(doc, Workload.load(workload, Domain.load(schema)),

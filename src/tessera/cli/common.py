@@ -25,7 +25,7 @@ from tessera.errors import TesseraError
 if TYPE_CHECKING:
     import click
 
-    from tessera.data import CsvOptions
+    from tessera.data.table import CsvOptions
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -207,12 +207,12 @@ DEFAULT_SPARK_MASTER = "local[*]"
 def data_source(data: Path | str, engine: str = "duckdb",
                 spark_master: str = DEFAULT_SPARK_MASTER) -> Any:
     """What the library reads for DATA: the path itself (DuckDB), or a
-    :class:`~tessera.spark_data.SparkSource` on ``spark_master`` for ``--engine spark``; an
+    :class:`~tessera.data.spark_source.SparkSource` on ``spark_master`` for ``--engine spark``; an
     unknown engine is a one-line error."""
     if engine == "duckdb":
         return str(data)
     if engine == "spark":
-        from tessera.spark_data import SparkSource
+        from tessera.data.spark_source import SparkSource
 
         return SparkSource(str(data), master=spark_master)
     fail(f"--engine {engine!r}: use 'duckdb' or 'spark'")
@@ -222,8 +222,8 @@ def data_source(data: Path | str, engine: str = "duckdb",
 def csv_options(
     no_header: bool, delimiter: str | None, na: list[str] | None, skip_rows: int
 ) -> CsvOptions:
-    """The library's :class:`~tessera.data.CsvOptions` from the CSV flags above."""
-    from tessera.data import CsvOptions
+    """The library's :class:`~tessera.data.table.CsvOptions` from the CSV flags above."""
+    from tessera.data.table import CsvOptions
 
     return CsvOptions(
         header=False if no_header else None,

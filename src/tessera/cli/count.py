@@ -32,8 +32,8 @@ from tessera.cli.common import (
 )
 
 if TYPE_CHECKING:
-    from tessera.counts import CountResult
-    from tessera.workload import Workload
+    from tessera.data.counts import CountResult
+    from tessera.workload.workload import Workload
 
 
 def register(app: typer.Typer) -> None:
@@ -79,9 +79,9 @@ def count(
     as the long table `family,cell,answer` (predicate queries: empty family, their name as
     the cell), or with --wide one table per family.
     """
-    from tessera.counts import count as exact_counts
-    from tessera.domain import Domain
-    from tessera.workload import Workload
+    from tessera.data.counts import count as exact_counts
+    from tessera.schema.domain import Domain
+    from tessera.workload.workload import Workload
 
     if on_invalid not in ("error", "drop"):
         fail(f"--on-invalid {on_invalid!r}: use 'error' or 'drop'")
@@ -130,7 +130,7 @@ def _steps(w: Workload) -> str:
 
 def _report(result: CountResult) -> None:
     """On stderr: the NOT PRIVATE mark with the rows and queries, and any dropped rows."""
-    from tessera.counts import NOT_PRIVATE
+    from tessera.data.counts import NOT_PRIVATE
 
     w = result.workload
     what = f"{len(w):,} queries"

@@ -41,8 +41,8 @@ def init(
     dataset: Annotated[str | None, typer.Option("--dataset", help="Name of the data set.")] = None,
 ) -> None:
     """Create a ledger with a total budget for one data set."""
-    from tessera.domain import Domain
     from tessera.release.ledger import Ledger
+    from tessera.schema.domain import Domain
 
     if (epsilon is None) == (rho is None):
         raise TesseraError("give the total as exactly one of --epsilon or --rho")

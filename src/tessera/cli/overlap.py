@@ -60,8 +60,8 @@ def overlap(
 ) -> None:
     """Maximum overlap γ(Q) and weighted γ_w(Q), with the witness row and its queries."""
     from tessera.calibration.cost import workload_cost
-    from tessera.domain import Domain
-    from tessera.workload import Workload
+    from tessera.schema.domain import Domain
+    from tessera.workload.workload import Workload
 
     wl = Workload.load(workload, Domain.load(schema))
     # a spinner on a terminal: the search can take seconds on large workloads

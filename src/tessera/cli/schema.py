@@ -23,7 +23,7 @@ from tessera.cli.common import (
 )
 
 if TYPE_CHECKING:
-    from tessera.domain import Domain
+    from tessera.schema.domain import Domain
 
 
 def register(app: typer.Typer) -> None:
@@ -53,7 +53,7 @@ def infer(
     bins: Annotated[int, typer.Option(help="Bins for non-integer numeric columns.")] = 10,
 ) -> None:
     """Draft a schema from DATA. NOT PRIVATE: it reads bounds and values off the data."""
-    from tessera.infer import NOT_PRIVATE_HEADER, infer_domain
+    from tessera.data.infer import NOT_PRIVATE_HEADER, infer_domain
 
     domain = infer_domain(
         str(data),
@@ -84,15 +84,15 @@ def check(
     ],
 ) -> None:
     """Validate a schema file and print its attributes."""
-    from tessera.domain import Domain
+    from tessera.schema.domain import Domain
 
     domain = Domain.load(schema)
     _print(domain, f"{schema}: {len(domain)} attributes")
 
 
 def _print(domain: Domain, title: str) -> None:
-    """The schema as a table: one row per attribute (see :func:`tessera.infer.summarize`)."""
-    from tessera.infer import summarize
+    """The schema as a table: one row per attribute (see :func:`tessera.data.infer.summarize`)."""
+    from tessera.data.infer import summarize
 
     table = Table(title=title)
     for col in ("attribute", "kind", "codes", "values"):

@@ -99,11 +99,11 @@ def synth(
     spark_master: SparkMasterOpt = "local[*]",
 ) -> None:
     """Private synthetic rows for WORKLOAD from DATA under a budget, in the schema's values."""
-    from tessera.domain import Domain
     from tessera.release.budget import Budget
     from tessera.release.ledger import Ledger
+    from tessera.schema.domain import Domain
     from tessera.synth.synthesizer import Synthesizer
-    from tessera.workload import Workload
+    from tessera.workload.workload import Workload
 
     if on_invalid not in ("error", "drop"):
         fail(f"--on-invalid {on_invalid!r}: use 'error' or 'drop'")
@@ -204,10 +204,10 @@ def evaluate(
     """Errors of SYNTH against DATA on WORKLOAD: max, mean, per query, per family. NOT PRIVATE."""
     import json
 
-    from tessera.counts import NOT_PRIVATE
-    from tessera.domain import Domain
+    from tessera.data.counts import NOT_PRIVATE
+    from tessera.schema.domain import Domain
     from tessera.synth.evaluate import evaluate as evaluate_rows
-    from tessera.workload import Workload
+    from tessera.workload.workload import Workload
 
     if on_invalid not in ("error", "drop"):
         fail(f"--on-invalid {on_invalid!r}: use 'error' or 'drop'")

@@ -97,8 +97,8 @@ def tradeoff(
     # search stopped by its time limit, is an upper bound and the guarantee says so
     overlap_exact = overlap is None
     if workload is not None:
-        from tessera.domain import Domain
-        from tessera.workload import Workload
+        from tessera.schema.domain import Domain
+        from tessera.workload.workload import Workload
 
         if schema is None:
             raise TesseraError("--workload needs --schema")

@@ -44,10 +44,10 @@ def treewidth(
     ] = TREEWIDTH_MAX_QUERIES,
 ) -> None:
     """Print the incidence-graph width, the decomposition used, its largest table and memory."""
-    from tessera.domain import Domain
     from tessera.engine.decomposition import format_bytes
     from tessera.engine.model import treewidth_report
-    from tessera.workload import Workload, count_lines, require_at_most
+    from tessera.schema.domain import Domain
+    from tessera.workload.workload import Workload, count_lines, require_at_most
 
     def guard(n: int) -> None:
         require_at_most(n, max_queries, "the incidence graph would have a vertex for each of",

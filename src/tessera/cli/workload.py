@@ -11,7 +11,7 @@ from rich.table import Table
 from tessera.cli.common import Command, Group, SchemaOpt, WorkloadArg, err, out, user_errors
 
 if TYPE_CHECKING:
-    from tessera.workload import FamilyStats, Workload
+    from tessera.workload.workload import FamilyStats, Workload
 
 #: Most cells of a structured family ``workload build`` expands into a text file (one line
 #: each); beyond, it asks for YAML/JSON.
@@ -31,8 +31,8 @@ def register(app: typer.Typer) -> None:
 @user_errors
 def check(workload: WorkloadArg, schema: SchemaOpt) -> None:
     """Validate WORKLOAD against the schema and print its statistics."""
-    from tessera.domain import Domain
-    from tessera.workload import Workload
+    from tessera.schema.domain import Domain
+    from tessera.workload.workload import Workload
 
     w = Workload.load(workload, Domain.load(schema))
     for warning in w.warnings:
@@ -159,11 +159,11 @@ def build(
     that name the families, whatever their number of cells); to a text file, one query per
     cell, up to --max-queries.
     """
-    from tessera.builders import DEFAULT_MAX_QUERIES, STRUCTURED, build_structured
-    from tessera.builders import build as build_family
-    from tessera.domain import Domain
     from tessera.errors import ResourceError
-    from tessera.workload import Workload
+    from tessera.schema.domain import Domain
+    from tessera.workload.builders import DEFAULT_MAX_QUERIES, STRUCTURED, build_structured
+    from tessera.workload.builders import build as build_family
+    from tessera.workload.workload import Workload
 
     domain = Domain.load(schema)
     compact = output.suffix.lower() in _STRUCTURED_SUFFIXES

@@ -7,9 +7,8 @@
   tree once; its :class:`JunctionTree` gives log Z and every factor's marginal for new
   log-potential tables in a fixed number of vectorised numpy calls per tree level,
 
-for predicate queries, Boolean WHERE clauses (:class:`~tessera.clause.BooleanClause`) and Boolean
-(BDD) queries, exponential only in the decomposition width.
-See ``docs/engine.md``.
+for predicate queries, Boolean WHERE clauses (:class:`~tessera.workload.clause.BooleanClause`) and
+Boolean (BDD) queries, exponential only in the decomposition width. See ``docs/engine.md``.
 """
 
 from tessera.engine.bdd import (

@@ -34,9 +34,9 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from tessera.domain import Boolean, Domain
 from tessera.errors import QueryError
-from tessera.query import Query
+from tessera.schema.domain import Boolean, Domain
+from tessera.workload.query import Query
 
 SymmetricOp = Literal["or", "and", "xor", "at_least"]
 

@@ -2,10 +2,10 @@
 §4).
 
 A workload F is a list of functions f: 𝔻 → {0,1}, each a predicate conjunction
-(:class:`~tessera.query.Query`), a Boolean query (:class:`~tessera.engine.bdd.BooleanQuery`) or a
-Boolean WHERE clause (:class:`~tessera.clause.BooleanClause`); the model is exp(Σ_f θ_f f(x)).
-This module turns F into *factors over small tables* without ever over-counting (the trap of
-docs/theory.md §4).
+(:class:`~tessera.workload.query.Query`), a Boolean query
+(:class:`~tessera.engine.bdd.BooleanQuery`) or a Boolean WHERE clause
+(:class:`~tessera.workload.clause.BooleanClause`); the model is exp(Σ_f θ_f f(x)). This module turns
+F into *factors over small tables* without ever over-counting (the trap of docs/theory.md §4).
 
 **The exact scheme: chain compilation.** Every function is read as a layered deterministic
 automaton over its scope in a chosen order v_1..v_k: state s_0 is fixed, s_i = δ_i(s_{i-1}, x_{v_i})
@@ -36,10 +36,10 @@ tree does and is optimal for small scopes; the choice is per scope group (:func:
 
 **Value classes (atoms).** A predicate query only sees whether x_a ∈ φ_a; codes of attribute a
 with the same membership in every predicate on a form a value class
-(:mod:`tessera.value_classes`, which also gives the exactness argument). Each attribute becomes a
-variable over its classes with multiplicity n_codes (a unary factor log n_codes in sum-product,
-nothing in max-plus); the variables of Boolean queries are split into single codes. Samples and
-argmaxes are expanded back to codes (uniform within the class; its smallest code).
+(:mod:`tessera.workload.value_classes`, which also gives the exactness argument). Each attribute
+becomes a variable over its classes with multiplicity n_codes (a unary factor log n_codes in
+sum-product, nothing in max-plus); the variables of Boolean queries are split into single codes.
+Samples and argmaxes are expanded back to codes (uniform within the class; its smallest code).
 
 Why this module is long (about 550 lines, forty of them this argument): it is one scheme, the
 compilation of a workload into factors without over-counting. Value classes, automata, the
@@ -60,13 +60,13 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
-from tessera.clause import BooleanClause
-from tessera.domain import Domain
 from tessera.engine.bdd import BooleanQuery
 from tessera.errors import QueryError, ResourceError
-from tessera.intervals import IntervalSet
-from tessera.query import Query
-from tessera.value_classes import ValueClasses, value_classes, workload_value_classes
+from tessera.schema.domain import Domain
+from tessera.schema.intervals import IntervalSet
+from tessera.workload.clause import BooleanClause
+from tessera.workload.query import Query
+from tessera.workload.value_classes import ValueClasses, value_classes, workload_value_classes
 
 Function = Query | BooleanQuery | BooleanClause
 IntArray = npt.NDArray[np.int64]

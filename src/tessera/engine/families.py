@@ -11,7 +11,7 @@ their names and the paper's bound on tw(G(F)), the treewidth of the incidence gr
 * :func:`grid_marginals`: the four 2-way cells of every pair of lattice neighbours of an r × c
   grid; tw = min(r, c) (∝ the smaller side).
 
-Marginal cells are predicate conjunctions (:class:`~tessera.query.Query`) by default, or
+Marginal cells are predicate conjunctions (:class:`~tessera.workload.query.Query`) by default, or
 Boolean queries (``boolean=True``); disjunctions are always Boolean queries.
 """
 
@@ -23,11 +23,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tessera.domain import Domain
 from tessera.engine.bdd import bdd_manager, conjunction, disjunction
 from tessera.engine.factors import Function
-from tessera.intervals import IntervalSet
-from tessera.query import Query
+from tessera.schema.domain import Domain
+from tessera.schema.intervals import IntervalSet
+from tessera.workload.query import Query
 
 
 @dataclass(frozen=True, eq=False)

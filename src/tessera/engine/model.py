@@ -1,8 +1,8 @@
 """The public engine API: a Gibbs model over a workload (docs/theory.md §4, §5, §6).
 
 ``GibbsModel(domain, queries, theta)`` is P[x] ∝ exp(Σ_f θ_f f(x)) over the finite domain, for
-predicate queries (:class:`~tessera.query.Query`), Boolean WHERE clauses
-(:class:`~tessera.clause.BooleanClause`) and Boolean queries
+predicate queries (:class:`~tessera.workload.query.Query`), Boolean WHERE clauses
+(:class:`~tessera.workload.clause.BooleanClause`) and Boolean queries
 (:class:`~tessera.engine.bdd.BooleanQuery`), with optional hard ``constraints`` (functions that
 must be 1, e.g. the validity of a binary encoding). It answers
 
@@ -23,9 +23,9 @@ used for LP pricing and the weighted maximum overlap γ_w = max_x Σ_q w_q q(x).
 :func:`treewidth_report` describes the decomposition a workload's model would run on, without
 running it (``tessera treewidth``).
 
-Structured workloads (:class:`~tessera.workload.Workload` with marginals, cubes, hierarchies) are
-taken wherever queries are: their families' cells become queries in expanded order, under the
-size guards of :func:`workload_functions` (a clear :class:`~tessera.errors.ResourceError`
+Structured workloads (:class:`~tessera.workload.workload.Workload` with marginals, cubes,
+hierarchies) are taken wherever queries are: their families' cells become queries in expanded order,
+under the size guards of :func:`workload_functions` (a clear :class:`~tessera.errors.ResourceError`
 beyond them); the incidence width is found from the family scopes (one vertex per family).
 
 Why this module is long (about 580 lines): it is the engine's one public entry point.
@@ -47,7 +47,6 @@ import networkx as nx
 import numpy as np
 import numpy.typing as npt
 
-from tessera.domain import Domain
 from tessera.engine.decomposition import (
     DEFAULT_MEMORY_LIMIT,
     HEURISTICS,
@@ -80,12 +79,13 @@ from tessera.engine.junction import JunctionTree, junction_tree
 from tessera.engine.program import Forward, Program, Sampler
 from tessera.engine.semiring import LOG_SUM_PRODUCT, MAX_PLUS
 from tessera.errors import QueryError, ResourceError, TesseraError
-from tessera.workload import Workload
+from tessera.schema.domain import Domain
+from tessera.workload.workload import Workload
 
 IntArray = npt.NDArray[np.int64]
 
-#: A structured workload (:attr:`~tessera.workload.Workload.partitions`) reaches the engine with
-#: its families' cells as queries (expanded order): at most this many queries in all ...
+#: A structured workload (:attr:`~tessera.workload.workload.Workload.partitions`) reaches the engine
+#: with its families' cells as queries (expanded order): at most this many queries in all ...
 STRUCTURED_MAX_QUERIES = 200_000
 #: ... and at most this many cells in one family (a family's cells share one factor table, and
 #: compiling tabulates every cell over it: (cells)² entries, ~2.4 s and 100 MB at 10,000 cells).
@@ -96,8 +96,8 @@ def workload_functions(
     workload: Workload, *, max_queries: int | None = None, max_family_cells: int | None = None,
 ) -> tuple[tuple[Function, ...], tuple[str, ...]]:
     """The workload's queries and names for the engine: predicate queries, then every family's
-    cells row-major (:meth:`~tessera.workload.Workload.expanded` order, the order of θ and of
-    :meth:`~tessera.workload.Workload.all_weights`). Refused with a
+    cells row-major (:meth:`~tessera.workload.workload.Workload.expanded` order, the order of θ and
+    of :meth:`~tessera.workload.workload.Workload.all_weights`). Refused with a
     :class:`~tessera.errors.ResourceError` beyond the guards, before anything is built."""
     if workload.partitions:
         max_queries = STRUCTURED_MAX_QUERIES if max_queries is None else max_queries
@@ -124,8 +124,8 @@ def workload_functions(
 def _functions(
     domain: Domain, queries: Sequence[Function] | Workload, names: Sequence[str] | None
 ) -> tuple[tuple[Function, ...], tuple[str, ...] | None]:
-    """``queries`` as engine functions: a :class:`~tessera.workload.Workload` (structured or
-    not, over ``domain``) gives its queries and cells (:func:`workload_functions`)."""
+    """``queries`` as engine functions: a :class:`~tessera.workload.workload.Workload` (structured
+    or not, over ``domain``) gives its queries and cells (:func:`workload_functions`)."""
     if not isinstance(queries, Workload):
         return tuple(queries), None if names is None else tuple(names)
     if queries.domain != domain:
@@ -359,10 +359,11 @@ class GibbsModel:
 
     ``theta`` is indexed like ``queries`` (default all 0: the uniform distribution);
     ``constraints`` are hard (functions that must be 1). ``queries`` may be a
-    :class:`~tessera.workload.Workload`; a structured one brings its families' cells as queries
-    (expanded order, so θ is indexed like :meth:`~tessera.workload.Workload.all_weights`),
-    refused beyond the guards of :func:`workload_functions`. The model is immutable: weights change
-    through :meth:`with_theta` / :meth:`with_weight`, which share the compiled structure.
+    :class:`~tessera.workload.workload.Workload`; a structured one brings its families' cells as
+    queries (expanded order, so θ is indexed like
+    :meth:`~tessera.workload.workload.Workload.all_weights`), refused beyond the guards of
+    :func:`workload_functions`. The model is immutable: weights change through :meth:`with_theta` /
+    :meth:`with_weight`, which share the compiled structure.
     """
 
     def __init__(

@@ -2,11 +2,12 @@
 
 For the max-weight point problem max_x Σ_q y_q q(x) only the *membership pattern* of x_a matters:
 two codes that lie in exactly the same predicates φ_{q,a} are interchangeable. The classes are
-built once, by :mod:`tessera.value_classes` (from the interval breakpoints: an attribute with a
-million codes costs as much as its number of distinct breakpoints); this module is the overlap
-view of them: per constrained attribute, the membership of each atom in each query constraining
-it (columns indexed by ``queries``), reducible to the undominated atoms (:func:`undominated`) and
-re-indexable to a subset of the workload (:meth:`AttributeAtoms.with_queries`).
+built once, by :mod:`tessera.workload.value_classes` (from the interval breakpoints: an attribute
+with a million codes costs as much as its number of distinct breakpoints); this module is the
+overlap view of them: per constrained attribute, the membership of each atom in each query
+constraining it (columns indexed by ``queries``), reducible to the undominated atoms
+(:func:`undominated`) and re-indexable to a subset of the workload
+(:meth:`AttributeAtoms.with_queries`).
 
 Each predicate is the union of the atoms it contains, and two predicates intersect iff they
 share an atom.
@@ -20,10 +21,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 import numpy.typing as npt
 
-from tessera.domain import Domain
 from tessera.errors import ResourceError
-from tessera.query import Query
-from tessera.value_classes import ConstrainedAttribute, workload_value_classes
+from tessera.schema.domain import Domain
+from tessera.workload.query import Query
+from tessera.workload.value_classes import ConstrainedAttribute, workload_value_classes
 
 #: Largest membership matrix (atoms × predicates) built without complaint.
 MAX_MEMBERSHIP_CELLS = 400_000_000

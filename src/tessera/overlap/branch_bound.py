@@ -60,10 +60,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from tessera.domain import Domain
 from tessera.overlap.atoms import AttributeAtoms, undominated, workload_atoms
 from tessera.overlap.colouring import first_fit, greedy_colouring, overlap_graph
-from tessera.query import Query
+from tessera.schema.domain import Domain
+from tessera.workload.query import Query
 
 if TYPE_CHECKING:
     from tessera.overlap.mini_bucket import MiniBucketHeuristic

@@ -1,9 +1,10 @@
 """Boolean clauses in the overlap solvers: each clause as disjoint predicate terms (docs/theory.md
 §2, §3).
 
-A :class:`~tessera.clause.BooleanClause` c is a union of pairwise disjoint boxes (the accepting
-paths of its automaton over value classes: :meth:`~tessera.clause.BooleanClause.disjoint_terms`),
-c(x) = Σ_k q_k(x) with each term q_k a predicate query. Give every term the clause's score s_c:
+A :class:`~tessera.workload.clause.BooleanClause` c is a union of pairwise disjoint boxes (the
+accepting paths of its automaton over value classes:
+:meth:`~tessera.workload.clause.BooleanClause.disjoint_terms`), c(x) = Σ_k q_k(x) with each term q_k
+a predicate query. Give every term the clause's score s_c:
 
 * **add/remove**: Σ_{q∈I(x)} s_q is *the same function of x* for the workload and for its
   expansion (a point lies in at most one term of a clause, and in one iff the clause holds).
@@ -31,8 +32,6 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from tessera.clause import BooleanClause
-from tessera.domain import Domain
 from tessera.overlap.substitution import (
     MAX_PAIR_STATES,
     MAX_STATES,
@@ -40,7 +39,9 @@ from tessera.overlap.substitution import (
     maximal_rows,
     realisable_sets,
 )
-from tessera.query import Query
+from tessera.schema.domain import Domain
+from tessera.workload.clause import BooleanClause
+from tessera.workload.query import Query
 
 #: Terms of all the clauses of a workload together (beyond: the largest clauses are relaxed).
 EXPAND_MAX_TERMS = 200_000

@@ -18,10 +18,10 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from tessera.domain import Domain
 from tessera.errors import ResourceError
 from tessera.overlap.atoms import workload_atoms
-from tessera.query import Query
+from tessera.schema.domain import Domain
+from tessera.workload.query import Query
 
 MAX_GRAPH_QUERIES = 40_000
 

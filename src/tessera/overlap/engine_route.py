@@ -15,9 +15,9 @@ The engine then checks its own memory plan (it raises :class:`ResourceError` bey
 
 Boolean (BDD) queries (``tessera.engine.BooleanQuery``) are answered here only: the other
 solvers work on predicate conjunctions. Boolean WHERE clauses
-(:class:`~tessera.clause.BooleanClause`) come here first when the estimate passes (their atoms
-refine the value classes, their scopes are cliques of the attribute graph), else they go to the
-other solvers as disjoint predicate terms (:mod:`.clauses`).
+(:class:`~tessera.workload.clause.BooleanClause`) come here first when the estimate passes (their
+atoms refine the value classes, their scopes are cliques of the attribute graph), else they go to
+the other solvers as disjoint predicate terms (:mod:`.clauses`).
 
 Rounding: the engine adds floats in its own order. With integral scores below 2^53 the sum is
 exact; otherwise the returned upper bound is inflated by the relative margin 4(t+1)·eps, which
@@ -35,11 +35,11 @@ import networkx as nx
 import numpy as np
 import numpy.typing as npt
 
-from tessera.clause import BooleanClause
-from tessera.domain import Domain
-from tessera.intervals import IntervalSet
-from tessera.query import Query
-from tessera.value_classes import value_classes, workload_value_classes
+from tessera.schema.domain import Domain
+from tessera.schema.intervals import IntervalSet
+from tessera.workload.clause import BooleanClause
+from tessera.workload.query import Query
+from tessera.workload.value_classes import value_classes, workload_value_classes
 
 #: Try the engine when its largest table (estimated on the attribute graph) has at most this many
 #: entries (8 bytes each; the engine keeps a few tables per bucket).

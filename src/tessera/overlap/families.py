@@ -1,10 +1,10 @@
 """The partition bound: maximum overlap of structured families without a t² graph
 (docs/theory.md §3.8–3.9; the route is :func:`tessera.overlap.solve.max_overlap`'s).
 
-A family P (:class:`~tessera.families.Partition`: the cells of a marginal, one level of a
+A family P (:class:`~tessera.workload.families.Partition`: the cells of a marginal, one level of a
 hierarchy) is a set of pairwise-disjoint queries, so a row x lies in at most one of its cells
 c_P(x). With the per-query scores s = h(w) of the workload (predicate queries first, then every
-family's cells row-major: the order of :meth:`~tessera.workload.Workload.expanded`)
+family's cells row-major: the order of :meth:`~tessera.workload.workload.Workload.expanded`)
 
 * **add/remove**: score(x) = Σ_{q∈I(x)} s_q + Σ_P s_P(c_P(x)) ≤ S_pred + Σ_P max_c s_c — the
   predicate part bounded by the ordinary solvers, each family by its heaviest (non-empty) cell;
@@ -16,10 +16,10 @@ family's cells row-major: the order of :meth:`~tessera.workload.Workload.expande
 
 Both bounds are attained — hence exact — when one row (pair of rows) attains the predicate part
 and the families' bounds together; :class:`FamilyTable` scores any point or pair directly from the
-groups' code maps (:meth:`~tessera.families.Partition.code_to_group`), never by materialising
-cells, and :func:`ascend` searches for such a row by coordinate and cell moves. Always attained
-for uniform per-family weights and families that cover their attributes (marginals, data cubes,
-hierarchies) under add/remove: every row lies in exactly one cell of each.
+groups' code maps (:meth:`~tessera.workload.families.Partition.code_to_group`), never by
+materialising cells, and :func:`ascend` searches for such a row by coordinate and cell moves. Always
+attained for uniform per-family weights and families that cover their attributes (marginals, data
+cubes, hierarchies) under add/remove: every row lies in exactly one cell of each.
 """
 
 from __future__ import annotations
@@ -36,10 +36,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from tessera.clause import atoms_of
-from tessera.domain import Domain
-from tessera.families import Partition
-from tessera.query import Query
+from tessera.schema.domain import Domain
+from tessera.workload.clause import atoms_of
+from tessera.workload.families import Partition
+from tessera.workload.query import Query
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]

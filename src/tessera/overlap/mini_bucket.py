@@ -51,7 +51,6 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from tessera.domain import Domain
 from tessera.overlap.branch_bound import (
     ActivePart,
     Component,
@@ -62,7 +61,8 @@ from tessera.overlap.branch_bound import (
     independent_parts,
     owner_bound,
 )
-from tessera.query import Query
+from tessera.schema.domain import Domain
+from tessera.workload.query import Query
 
 _EPS = float(np.finfo(np.float64).eps)
 #: Largest mini-bucket table (cells).

@@ -26,7 +26,7 @@ from operator import attrgetter
 import numpy as np
 import numpy.typing as npt
 
-from tessera.query import Query
+from tessera.workload.query import Query
 
 
 def n_predicates(queries: Sequence[Query]) -> int:

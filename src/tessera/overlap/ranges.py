@@ -21,9 +21,9 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from tessera.domain import Domain
 from tessera.errors import ResourceError
-from tessera.query import Query
+from tessera.schema.domain import Domain
+from tessera.workload.query import Query
 
 MAX_SWEEP_CELLS = 2_000_000_000
 

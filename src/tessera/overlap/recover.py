@@ -6,7 +6,7 @@ conjunctions to the general solvers, which cannot prove γ = 455 among them. But
 queries with the same scope whose per-attribute predicates are pairwise disjoint *is* a family
 of disjoint cells: each row lies in at most one of them. :func:`recover_families` finds such
 groups in one pass over the queries (no t² overlap graph) and rewrites them as
-:class:`~tessera.families.Partition` grids — missing cells get weight 0 — so that
+:class:`~tessera.workload.families.Partition` grids — missing cells get weight 0 — so that
 :func:`tessera.overlap.max_overlap` applies the partition bound, then maps the witness back to
 the original queries, where it is re-checked like every other witness.
 
@@ -25,11 +25,11 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from tessera.domain import Domain
-from tessera.families import Partition
-from tessera.intervals import IntervalSet
-from tessera.query import Query
-from tessera.workload import Workload
+from tessera.schema.domain import Domain
+from tessera.schema.intervals import IntervalSet
+from tessera.workload.families import Partition
+from tessera.workload.query import Query
+from tessera.workload.workload import Workload
 
 #: Recovery is tried on workloads of at least this many queries (below, the solvers are fast).
 RECOVER_MIN_QUERIES = 20_000

@@ -19,11 +19,11 @@ query on it. Methods (``method=``):
   is the least of their proven bounds, the split bound and the colouring bound. The time limit
   covers set-up and bounds too (docs/overlap.md, "Time limit").
 
-A structured workload (:attr:`~tessera.workload.Workload.partitions`: marginals, data cubes,
-hierarchy levels) is never expanded for this: each family of disjoint cells adds its heaviest
-cell at most (its two heaviest under substitution), the predicate queries go to the methods
-above, and a witness row re-checked on every query proves exactness (:mod:`.structured`,
-:mod:`.families`). Exact for marginal, cube and hierarchy workloads.
+A structured workload (:attr:`~tessera.workload.workload.Workload.partitions`: marginals, data
+cubes, hierarchy levels) is never expanded for this: each family of disjoint cells adds its heaviest
+cell at most (its two heaviest under substitution), the predicate queries go to the methods above,
+and a witness row re-checked on every query proves exactness (:mod:`.structured`, :mod:`.families`).
+Exact for marginal, cube and hierarchy workloads.
 
 Only :attr:`OverlapResult.bound` may calibrate noise; it is exact or a proven upper bound.
 
@@ -44,8 +44,6 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from tessera.clause import BooleanClause, separates
-from tessera.domain import Domain
 from tessera.errors import QueryError, ResourceError, TesseraError
 from tessera.overlap import recover, structured
 from tessera.overlap.branch_bound import (
@@ -73,7 +71,9 @@ from tessera.overlap.wcsp import MIN_SECONDS as WCSP_MIN_SECONDS
 from tessera.overlap.wcsp import available as wcsp_available
 from tessera.overlap.wcsp import wcsp_point, wcsp_substitution
 from tessera.privacy import Definition, Neighbours
-from tessera.query import Query
+from tessera.schema.domain import Domain
+from tessera.workload.clause import BooleanClause, separates
+from tessera.workload.query import Query
 
 Method = Literal["auto", "sweep", "branch-bound", "mini-bucket", "toulbar2", "enumerate",
                  "engine", "colouring", "split"]
@@ -209,11 +209,11 @@ def max_overlap(
     """γ_w(Q) = g(max_x Σ_{q∈I(x)} h(w_q)) (add/remove) or g(max_{x,y} Σ_{I(x)ΔI(y)} h(w_q))
     (substitute), with a re-checked witness. Weights default to the workload's (or 1).
 
-    A structured workload (:attr:`~tessera.workload.Workload.partitions`) is solved from its
-    families without expanding them (:func:`.structured.solve_structured`, the partition
-    bound); explicit ``weights`` then give one weight per query in
-    :meth:`~tessera.workload.Workload.expanded` order, and the witness's queries are indices in
-    that order."""
+    A structured workload (:attr:`~tessera.workload.workload.Workload.partitions`) is solved from
+    its families without expanding them (:func:`.structured.solve_structured`, the partition bound);
+    explicit ``weights`` then give one weight per query in
+    :meth:`~tessera.workload.workload.Workload.expanded` order, and the witness's queries are
+    indices in that order."""
     start = time.monotonic()
     comp = composable(comp)
     try:
@@ -541,7 +541,7 @@ def solve_clauses(
     dom: Domain, queries: Sequence[Query | BooleanClause], s: npt.NDArray[np.float64],
     comp: Definition, neighbours: Neighbours, method: str, time_limit: float | None,
 ) -> OverlapResult:
-    """Workloads with Boolean WHERE clauses (:class:`~tessera.clause.BooleanClause`).
+    """Workloads with Boolean WHERE clauses (:class:`~tessera.workload.clause.BooleanClause`).
 
     Add/remove: the max-plus engine when its estimate passes (exact), else every clause as
     disjoint predicate terms (:mod:`.clauses`) for the predicate solvers: the same objective,

@@ -1,6 +1,6 @@
 """The structured-workload route of :func:`~.solve.max_overlap`: the partition bound.
 
-A workload with families of disjoint cells (:attr:`~tessera.workload.Workload.partitions`:
+A workload with families of disjoint cells (:attr:`~tessera.workload.workload.Workload.partitions`:
 marginals, data cubes, hierarchy levels) is never expanded to find γ_w (docs/theory.md §3): each
 family adds its heaviest cell at most (its two heaviest under substitution), the predicate
 queries go to the ordinary solvers of :mod:`.solve`, and a witness row (pair) re-checked on the
@@ -24,8 +24,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from tessera.clause import separates
-from tessera.domain import Domain
 from tessera.errors import QueryError
 from tessera.overlap import solve
 from tessera.overlap.clauses import has_clauses
@@ -34,7 +32,9 @@ from tessera.overlap.families import FamilyTable, Objective, ascend, upper_sum
 from tessera.overlap.recover import Recovery
 from tessera.overlap.result import OverlapResult, Witness
 from tessera.privacy import Definition, Neighbours
-from tessera.query import Query
+from tessera.schema.domain import Domain
+from tessera.workload.clause import separates
+from tessera.workload.query import Query
 
 
 def is_structured(workload_or_queries: Any) -> bool:
@@ -46,7 +46,8 @@ def _unpack_structured(
 ) -> tuple[npt.NDArray[np.float64], list[float | npt.NDArray[np.float64]]]:
     """The predicate queries' weights and, per family, its weight (a number when all its cells
     share it, else one per cell, row-major). Default: the workload's own weights; an explicit
-    vector has one weight per query in :meth:`~tessera.workload.Workload.expanded` order."""
+    vector has one weight per query in :meth:`~tessera.workload.workload.Workload.expanded`
+    order."""
     t = len(workload.queries)
     parts = workload.partitions
     if weights is None:

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from tessera.domain import Domain
 from tessera.errors import ResourceError
 from tessera.overlap.atoms import undominated, workload_atoms
-from tessera.query import Query
+from tessera.schema.domain import Domain
+from tessera.workload.query import Query
 
 MAX_STATES = 20_000
 MAX_PAIR_STATES = 6_000

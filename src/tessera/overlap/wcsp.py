@@ -49,10 +49,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from tessera.domain import Domain
 from tessera.overlap.atoms import undominated
 from tessera.overlap.branch_bound import ActivePart, PointSolution, active_part
-from tessera.query import Query
+from tessera.schema.domain import Domain
+from tessera.workload.query import Query
 
 #: Seconds allowed for the child process to start, build the model and report back beyond the
 #: solver's own limit before it is killed (process start, imports and model: ≈ 0.4 s at t = 100).

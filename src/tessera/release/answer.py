@@ -29,8 +29,9 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from tessera.counts import count_encoded
-from tessera.data import CsvOptions, encode
+from tessera.data.counts import count_encoded
+from tessera.data.source import encode
+from tessera.data.table import CsvOptions
 from tessera.errors import TesseraError
 from tessera.mechanisms import NoiseSource, discrete_gaussian, discrete_laplace
 from tessera.mechanisms.record import MechanismRecord
@@ -38,7 +39,7 @@ from tessera.privacy import Neighbours
 from tessera.release.budget import DISCRETE_LAPLACE, Budget
 from tessera.release.ledger import Charge, Ledger
 from tessera.release.plan import Allocation, NoisePlan, noise_plan
-from tessera.workload import Workload
+from tessera.workload.workload import Workload
 
 #: Post-processing steps :func:`answer` knows, in the order they apply.
 POSTPROCESSING = ("consistency", "nonnegative")

@@ -30,11 +30,11 @@ from tessera import __version__
 from tessera.errors import TesseraError
 from tessera.mechanisms.record import MechanismRecord
 from tessera.privacy import Definition
-from tessera.query import Query
 from tessera.release.budget import DISCRETE_LAPLACE, Budget
 from tessera.release.ledger import Charge
 from tessera.release.plan import INTERVAL_LEVEL, NoisePlan, noise_plan
-from tessera.workload import Workload
+from tessera.workload.query import Query
+from tessera.workload.workload import Workload
 
 SCHEMA_ID = "https://tessera-dp.org/schemas/certificate/1.json"
 SCHEMA_VERSION = 1

@@ -32,15 +32,15 @@ Cov Pz = PVPᵀ = PPV = PV and V − PV = (I−P)V(I−P)ᵀ ⪰ 0. ∎ Only the
 enter: this holds for discrete Laplace and discrete Gaussian noise alike.
 
 **The subspace: local consistency.** For every scope S of the workload (the attributes its
-queries constrain, :meth:`~tessera.workload.Workload.scopes`) take a vector h_S over the cells
-of S's grid, the product over a ∈ S of the elementary segments of a (a's codes cut at every
-span end of every predicate on a in the whole workload — the value classes in code order — so
-every predicate is a union of segments and q's answer is Σ_{cells ⊆ C_q} h_S[cell]); require
-that for every two scopes S, S' the marginals of h_S and h_{S'} on T = S ∩ S' agree (T = ∅: the
-totals agree). 𝒮 is the set of answer vectors of such families; the true data's marginals form
-one, so a ∈ 𝒮. Building the grids on codes instead of segments gives the same 𝒮: spreading a
-segment's value evenly over its codes, and summing codes back into segments, both commute with
-marginalisation and keep every answer.
+queries constrain, :meth:`~tessera.workload.workload.Workload.scopes`) take a vector h_S over the
+cells of S's grid, the product over a ∈ S of the elementary segments of a (a's codes cut at every
+span end of every predicate on a in the whole workload — the value classes in code order — so every
+predicate is a union of segments and q's answer is Σ_{cells ⊆ C_q} h_S[cell]); require that for
+every two scopes S, S' the marginals of h_S and h_{S'} on T = S ∩ S' agree (T = ∅: the totals
+agree). 𝒮 is the set of answer vectors of such families; the true data's marginals form one, so a ∈
+𝒮. Building the grids on codes instead of segments gives the same 𝒮: spreading a segment's value
+evenly over its codes, and summing codes back into segments, both commute with marginalisation and
+keep every answer.
 
 **Eliminating the constraints exactly (Fourier / ANOVA basis).** Work on codes. Per attribute
 a with codes 0..n_a−1 take the basis u_a = 𝟙/n_a and d_{a,β} = e_{β−1} − e_β (β = 1..n_a−1) of
@@ -126,9 +126,9 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 from scipy.sparse.linalg import SuperLU, splu
 
-from tessera.clause import BooleanClause
-from tessera.query import Query
-from tessera.workload import Workload
+from tessera.workload.clause import BooleanClause
+from tessera.workload.query import Query
+from tessera.workload.workload import Workload
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]

@@ -15,12 +15,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from tessera.domain import Domain
 from tessera.privacy import Neighbours
 from tessera.release.answer import Release, answer
 from tessera.release.budget import Budget
 from tessera.release.ledger import Ledger
-from tessera.workload import Workload
+from tessera.schema.domain import Domain
+from tessera.workload.workload import Workload
 
 REGIONS = ("North", "South", "East", "West", "Centre")
 EDUCATION = ("none", "primary", "secondary", "tertiary")

@@ -23,13 +23,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from tessera.domain import Domain
 from tessera.errors import TesseraError
 from tessera.overlap import OverlapResult, max_overlap, maximal_overlapping_sets
 from tessera.privacy import Definition, Neighbours
 from tessera.release.decimals import decimal_value, float_down, float_up
 from tessera.release.ledger_records import LedgerError
-from tessera.workload import Workload
+from tessera.schema.domain import Domain
+from tessera.workload.workload import Workload
 
 __all__ = [
     "DEFAULT_TIME_LIMIT",

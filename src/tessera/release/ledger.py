@@ -118,7 +118,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from tessera.domain import Domain
 from tessera.errors import TesseraError
 from tessera.privacy import Definition, Neighbours
 from tessera.release.decimals import (
@@ -165,7 +164,8 @@ from tessera.release.ledger_store import (
     stored_workload,
     write_transaction,
 )
-from tessera.workload import Workload
+from tessera.schema.domain import Domain
+from tessera.workload.workload import Workload
 
 __all__ = [
     "DEFAULT_TIMEOUT",

@@ -18,7 +18,7 @@ from typing import Literal
 from tessera.errors import TesseraError
 from tessera.privacy import Definition, Neighbours
 from tessera.release.decimals import format_bound, remaining_budget
-from tessera.workload import Workload
+from tessera.workload.workload import Workload
 
 __all__ = [
     "BudgetExceeded",

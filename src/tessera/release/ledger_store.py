@@ -34,14 +34,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from tessera.clause import BooleanClause
-from tessera.domain import Domain
 from tessera.errors import TesseraError
-from tessera.families import Partition
-from tessera.parse import parse_query
-from tessera.query import Query
 from tessera.release.ledger_records import Charge, LedgerBusy, LedgerError
-from tessera.workload import Workload
+from tessera.schema.domain import Domain
+from tessera.workload.clause import BooleanClause
+from tessera.workload.families import Partition
+from tessera.workload.parse import parse_query
+from tessera.workload.query import Query
+from tessera.workload.workload import Workload
 
 __all__ = [
     "APPLICATION_ID",

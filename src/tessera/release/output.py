@@ -1,7 +1,7 @@
 """Writing a release's answers: CSV or Parquet, marked NOT PRIVATE when the noise was seeded.
 
 Predicate workloads are written one row per query (:meth:`Release.to_frame`). Structured ones
-are written as the *long* table of :mod:`tessera.counts` — ``family, cell`` (the predicate
+are written as the *long* table of :mod:`tessera.data.counts` — ``family, cell`` (the predicate
 queries first, with ``family`` empty and ``cell`` the query's name) — plus the noisy answer,
 its noise scale and 95% interval and every post-processed answer, streamed family by family
 (2.6 million cells never become 2.6 million Python objects).
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
-from tessera.counts import CountResult
+from tessera.data.counts import CountResult
 from tessera.errors import TesseraError
 
 if TYPE_CHECKING:

@@ -52,7 +52,7 @@ from tessera.release.report_html import (
     kv_table,
     shorten,
 )
-from tessera.workload import WorkloadStats
+from tessera.workload.workload import WorkloadStats
 
 if TYPE_CHECKING:
     from tessera.release.answer import Release

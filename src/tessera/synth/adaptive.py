@@ -56,12 +56,11 @@ import numpy as np
 import numpy.typing as npt
 
 from tessera.accounting.guarantee import Guarantee
-from tessera.domain import Domain
 from tessera.engine.factors import scope
 from tessera.errors import TesseraError
-from tessera.families import Partition
 from tessera.mechanisms import DiscreteGaussian, DiscreteLaplace, ExponentialMechanism, NoiseSource
 from tessera.privacy import Definition, Neighbours
+from tessera.schema.domain import Domain
 from tessera.synth.accounting import (
     Budget,
     Step,
@@ -78,7 +77,8 @@ from tessera.synth.candidates import (
 )
 from tessera.synth.ipmwu import Evaluator, SensitiveCounts, Timings
 from tessera.synth.maxent import FitResult, GroupMeasurement, ScopeModel, fit
-from tessera.workload import Workload
+from tessera.workload.families import Partition
+from tessera.workload.workload import Workload
 
 __all__ = [
     "AdaptiveParameters",

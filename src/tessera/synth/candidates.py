@@ -28,7 +28,7 @@ elimination of the attribute graph whose edges join the attributes of each measu
 guard is never offered to the selection (it is excluded before selection, from public
 information only: the scopes already chosen and the domain).
 
->>> from tessera.domain import Domain
+>>> from tessera.schema.domain import Domain
 >>> dom = Domain.from_dict({"a": 2, "b": 3, "c": 4})
 >>> sorted(downward_closure([(0, 1), (1, 2)]))
 [(0,), (0, 1), (1,), (1, 2), (2,)]
@@ -45,10 +45,10 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from tessera.domain import Domain
 from tessera.engine.decomposition import eliminate, elimination_order
 from tessera.engine.factors import Function, scope
-from tessera.workload import Workload
+from tessera.schema.domain import Domain
+from tessera.workload.workload import Workload
 
 __all__ = [
     "DEFAULT_MAX_CELLS",

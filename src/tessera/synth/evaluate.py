@@ -25,11 +25,11 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from tessera.counts import NOT_PRIVATE, count
-from tessera.data import CsvOptions, OnInvalid
-from tessera.domain import Binned, Domain
+from tessera.data.counts import NOT_PRIVATE, count
+from tessera.data.table import CsvOptions, OnInvalid
 from tessera.errors import DataError, TesseraError
-from tessera.workload import Workload
+from tessera.schema.domain import Binned, Domain
+from tessera.workload.workload import Workload
 
 __all__ = ["Evaluation", "evaluate", "read_synthetic", "synthetic_frame"]
 

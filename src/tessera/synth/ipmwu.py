@@ -71,9 +71,9 @@ import numpy.typing as npt
 import pandas as pd
 
 from tessera.accounting.guarantee import Guarantee
-from tessera.counts import count
-from tessera.data import OnInvalid, encode
-from tessera.domain import Domain
+from tessera.data.counts import count
+from tessera.data.source import encode
+from tessera.data.table import OnInvalid
 from tessera.engine.bdd import BooleanQuery
 from tessera.engine.decomposition import DEFAULT_MEMORY_LIMIT
 from tessera.engine.factors import Function
@@ -81,6 +81,7 @@ from tessera.engine.model import GibbsModel, workload_functions
 from tessera.errors import DataError, QueryError, TesseraError
 from tessera.mechanisms import NoiseSource
 from tessera.privacy import Definition, Neighbours
+from tessera.schema.domain import Domain
 from tessera.synth.accounting import (
     Budget,
     Plan,
@@ -92,7 +93,7 @@ from tessera.synth.accounting import (
     select,
     split_total,
 )
-from tessera.workload import Workload
+from tessera.workload.workload import Workload
 
 __all__ = [
     "MAX_DEFAULT_ROUNDS",
@@ -242,9 +243,9 @@ def sensitive_counts(
     """The exact counts of ``queries`` on ``data`` (NOT PRIVATE; only the private steps read them).
 
     ``data``: a :class:`SensitiveCounts` (returned as is, after a length check), rows of codes
-    (an integer array of shape (n, len(domain))), or anything :func:`tessera.data.encode` reads
-    (a path, a DataFrame, an Arrow table, a DuckDB relation). A workload of predicate queries is
-    counted by :func:`tessera.counts.count` (never row by row).
+    (an integer array of shape (n, len(domain))), or anything :func:`tessera.data.source.encode`
+    reads (a path, a DataFrame, an Arrow table, a DuckDB relation). A workload of predicate queries
+    is counted by :func:`tessera.data.counts.count` (never row by row).
     """
     functions, _ = query_functions(domain, queries)
     if isinstance(data, SensitiveCounts):

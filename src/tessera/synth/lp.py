@@ -82,14 +82,14 @@ import highspy
 import numpy as np
 import numpy.typing as npt
 
-from tessera.domain import Domain
 from tessera.engine import DEFAULT_MEMORY_LIMIT, BooleanQuery, GibbsModel, workload_functions
 from tessera.engine.factors import Function
 from tessera.errors import QueryError, ResourceError, TesseraError
 from tessera.privacy import Neighbours
-from tessera.query import Query
-from tessera.value_classes import ValueClasses
-from tessera.workload import Workload
+from tessera.schema.domain import Domain
+from tessera.workload.query import Query
+from tessera.workload.value_classes import ValueClasses
+from tessera.workload.workload import Workload
 
 if TYPE_CHECKING:  # the release layer is a sibling of synth: no runtime import (lint-imports)
     import pandas as pd

@@ -33,7 +33,7 @@ a new scope a zero table.
 Everything here is post-processing of the noisy measurements: no sensitive value is read.
 
 >>> import numpy as np
->>> from tessera.domain import Domain
+>>> from tessera.schema.domain import Domain
 >>> dom = Domain.from_dict({"a": 2, "b": 2})
 >>> model = ScopeModel(dom, [(0, 1)])
 >>> y = np.array([40.0, 10.0, 10.0, 40.0])  # a noiseless 2×2 marginal of 100 rows
@@ -51,14 +51,14 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from tessera.domain import Domain
 from tessera.engine.decomposition import DEFAULT_MEMORY_LIMIT
 from tessera.engine.factors import Function
 from tessera.engine.junction import JunctionTree, junction_tree
 from tessera.engine.model import GibbsModel
-from tessera.families import Partition
+from tessera.schema.domain import Domain
 from tessera.synth.rows import Method as RowMethod
 from tessera.synth.rows import rows_from_cliques
+from tessera.workload.families import Partition
 
 __all__ = ["FitResult", "GroupMeasurement", "ScopeModel", "fit"]
 

@@ -27,12 +27,12 @@ import numpy.typing as npt
 import pandas as pd
 from scipy.special import logsumexp
 
-from tessera.data import OnInvalid
-from tessera.domain import Domain
+from tessera.data.table import OnInvalid
 from tessera.engine.factors import Function
 from tessera.errors import QueryError, ResourceError
 from tessera.mechanisms import NoiseSource
 from tessera.privacy import Neighbours
+from tessera.schema.domain import Domain
 from tessera.synth.ipmwu import (
     Evaluator,
     Expectations,
@@ -47,7 +47,7 @@ from tessera.synth.ipmwu import (
     query_functions,
     sample_average,
 )
-from tessera.workload import Workload
+from tessera.workload.workload import Workload
 
 __all__ = ["MAX_CELLS", "MWEMResult", "cells", "mwem"]
 

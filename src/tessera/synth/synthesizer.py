@@ -79,15 +79,14 @@ import pandas as pd
 
 from tessera.accounting.guarantee import Guarantee
 from tessera.accounting.zcdp import epsilon_for_delta
-from tessera.counts import count
-from tessera.data import CsvOptions, OnInvalid, encode
-from tessera.domain import Domain
+from tessera.data.counts import count
+from tessera.data.source import encode
+from tessera.data.table import CsvOptions, OnInvalid
 from tessera.engine.model import GibbsModel
 from tessera.errors import DataError, QueryError, ResourceError, TesseraError
-from tessera.families import Partition
 from tessera.mechanisms import NoiseSource
 from tessera.privacy import Definition, Neighbours
-from tessera.query import Query
+from tessera.schema.domain import Domain
 from tessera.synth.accounting import Budget as RunBudget
 from tessera.synth.adaptive import AdaptiveResult, adaptive, candidate_workload
 from tessera.synth.candidates import DEFAULT_MAX_CELLS, candidates
@@ -103,7 +102,9 @@ from tessera.synth.ipmwu import (
     sensitive_counts,
 )
 from tessera.synth.mwem import DEFAULT_TABLE_LIMIT, MAX_CELLS, MWEMResult, cells, mwem
-from tessera.workload import Workload
+from tessera.workload.families import Partition
+from tessera.workload.query import Query
+from tessera.workload.workload import Workload
 
 if TYPE_CHECKING:  # the release layer is a sibling of synth: no runtime import (lint-imports)
     from tessera.release.answer import Release

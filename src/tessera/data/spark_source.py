@@ -1,6 +1,7 @@
-"""The data layer on Apache Spark: the interface of :mod:`tessera.data`, aggregated by Spark.
+"""The Spark engine of the data layer: :class:`~tessera.data.table.CodedTable`, aggregated by
+Spark.
 
-Custodians whose tables live in Spark count them there: :func:`tessera.data.encode` hands a
+Custodians whose tables live in Spark count them there: :func:`tessera.data.source.encode` hands a
 PySpark DataFrame, or a :class:`SparkSource` (a Parquet/CSV path, a table of the session's
 catalog or metastore, or a DataFrame, with the master URL), to :func:`encode_spark`, and every
 caller of the data layer — :func:`tessera.count`, :func:`tessera.answer`, synthesis and
@@ -10,16 +11,17 @@ What runs where (docs/spark.md):
 
 1. **Validation** (docs/theory.md §1): ONE Spark job — a ``GROUP BY GROUPING SETS`` with one set
    per attribute — returns every column's distinct values and their row counts. Each distinct
-   value is encoded on the driver by :func:`tessera.data.column_codes`, the very function the
-   DuckDB engine uses, so the values outside the domain, the error naming them
-   (:func:`tessera.data.invalid_values_error`), the missing-column error
-   (:func:`tessera.data.check_columns`) and the ``drop`` policy are the same on both engines.
-2. **Marginals**: every aggregation :mod:`tessera.counts` and :mod:`tessera.family_counts` ask
-   for is one Spark ``GROUP BY`` (:meth:`SparkEncodedTable.group_by`). On the raw values its
+   value is encoded on the driver by :func:`tessera.data.validation.column_codes`, the very function
+   the DuckDB engine uses, so the values outside the domain, the error naming them
+   (:func:`tessera.data.validation.invalid_values_error`), the missing-column error
+   (:func:`tessera.data.validation.check_columns`) and the ``drop`` policy are the same on both
+   engines.
+2. **Marginals**: every aggregation :mod:`tessera.data.counts` and :mod:`tessera.data.family_counts`
+   ask for is one Spark ``GROUP BY`` (:meth:`SparkEncodedTable.group_by`). On the raw values its
    cells are mapped to codes on the driver (by :meth:`Attribute.encode` again); when the value
-   classes of a workload are coarser (:meth:`SparkEncodedTable.coarsen`), each value is mapped
-   to its class inside Spark by a broadcast join against a table of distinct values, and the
-   ``GROUP BY`` runs on the classes.
+   classes of a workload are coarser (:meth:`SparkEncodedTable.coarsen`), each value is mapped to
+   its class inside Spark by a broadcast join against a table of distinct values, and the ``GROUP
+   BY`` runs on the classes.
 3. **Queries** are evaluated on the collected aggregates by the same numpy code as on DuckDB.
 
 Only aggregates leave the cluster — distinct values with counts, and marginals — never rows:
@@ -46,19 +48,17 @@ from typing import Any, ClassVar
 import numpy as np
 import pyarrow as pa
 
-from tessera.data import (
+from tessera.data.table import (
     CSV_SUFFIXES,
     DUCKDB_SUFFIXES,
-    ColumnCodes,
     CsvOptions,
     InvalidValues,
     OnInvalid,
-    check_columns,
-    column_codes,
-    invalid_values_error,
+    ScanProgress,
 )
-from tessera.domain import Domain
+from tessera.data.validation import ColumnCodes, check_columns, column_codes, invalid_values_error
 from tessera.errors import DataError
+from tessera.schema.domain import Domain
 
 #: The master URL the CLI uses unless told otherwise: every core of this machine.
 DEFAULT_MASTER = "local[*]"
@@ -96,6 +96,14 @@ class SparkSource:
         what = f"table {self.table}" if self.data is None else (
             "a Spark DataFrame" if not isinstance(self.data, (str, Path)) else str(self.data))
         return f"{what} on Spark ({self.master or 'active session'})"
+
+
+def accepts(source: Any) -> bool:
+    """Whether ``source`` is for the Spark engine: a :class:`SparkSource` or a PySpark
+    DataFrame (recognised by its module, so PySpark is not imported to ask)."""
+    kind = type(source)
+    return isinstance(source, SparkSource) or (
+        kind.__name__ == "DataFrame" and kind.__module__.startswith("pyspark.sql"))
 
 
 def _pyspark() -> Any:
@@ -275,7 +283,7 @@ def _collect(df: Any) -> pa.Table:
 
 @dataclass
 class SparkEncodedTable:
-    """Data validated against a domain, left in Spark: the :class:`~tessera.data.CodedTable`
+    """Data validated against a domain, left in Spark: the :class:`~tessera.data.table.CodedTable`
     interface, each aggregation a Spark ``GROUP BY`` whose result alone is collected.
 
     ``frame`` holds the schema's columns of the rows kept (the raw values: each aggregation
@@ -296,8 +304,8 @@ class SparkEncodedTable:
 
     def coarsen(self, class_of_code: dict[str, np.ndarray]) -> str:
         """Remember each attribute's class of every occurring code (indexed by position in
-        :attr:`present`, as :meth:`tessera.data.EncodedTable.coarsen`): the ``classed``
-        aggregations map values to classes inside Spark. Returns ``"classed"``."""
+        :attr:`present`, as :meth:`tessera.data.duckdb_source.EncodedTable.coarsen`): the
+        ``classed`` aggregations map values to classes inside Spark. Returns ``"classed"``."""
         self.classes = dict(class_of_code)
         self._mappings = {}
         return "classed"
@@ -438,8 +446,8 @@ class SparkEncodedTable:
         return df, cols
 
     def codes(self) -> np.ndarray:
-        """Refused: rows never leave the cluster (count a :class:`~tessera.workload.Workload`,
-        which is aggregated by ``GROUP BY``)."""
+        """Refused: rows never leave the cluster (count a
+        :class:`~tessera.workload.workload.Workload`, which is aggregated by ``GROUP BY``)."""
         raise DataError("the Spark engine never collects rows, only aggregates",
                         hint="pass the queries as a Workload (counted by GROUP BY), or use "
                         "--engine duckdb for row-level work on small data")
@@ -456,9 +464,11 @@ def encode_spark(
     on_invalid: OnInvalid = "error",
     csv: CsvOptions = CsvOptions(),
     table: str | None = None,
+    scan_progress: ScanProgress | None = None,
 ) -> SparkEncodedTable:
     """Validate ``source`` (a PySpark DataFrame or a :class:`SparkSource`) against ``domain``
-    in Spark: :func:`tessera.data.encode`'s checks, errors and policies (module docs, step 1).
+    in Spark, with the same checks, errors and policies as DuckDB (:mod:`tessera.data.validation`;
+    module docs, step 1). ``scan_progress`` is not called: Spark shows its own job progress.
     """
     if on_invalid not in ("error", "drop"):
         raise DataError(f"unknown on_invalid policy {on_invalid!r}", hint="'error' or 'drop'")
@@ -485,7 +495,7 @@ def _count_rows(df: Any, where: Any) -> int:
 
 def _distinct_values(df: Any, domain: Domain, where: Any) -> list[ColumnCodes]:
     """Every attribute's distinct values and row counts in ONE Spark job (``GROUPING SETS``,
-    one set per attribute), each encoded by :func:`tessera.data.column_codes`."""
+    one set per attribute), each encoded by :func:`tessera.data.validation.column_codes`."""
     if not len(domain):
         return []
     view = f"tessera_src_{uuid.uuid4().hex}"

@@ -21,8 +21,8 @@ import numpy as np
 import numpy.typing as npt
 from sqlglot.tokens import Tokenizer
 
-from tessera.domain import Attribute, Binned, Domain
-from tessera.intervals import IntervalSet
+from tessera.schema.domain import Attribute, Binned, Domain
+from tessera.schema.intervals import IntervalSet
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +40,7 @@ class Predicate:
 class Query:
     """A conjunction of predicates, in domain order, tautologies omitted.
 
-    Build with :meth:`Query.conjunction` (normalises) or :func:`tessera.parse.parse_query`.
+    Build with :meth:`Query.conjunction` (normalises) or :func:`tessera.workload.parse.parse_query`.
     Two queries with the same coverage compare equal, except that contradictions compare by
     their (empty) predicates; use :meth:`is_contradiction` for semantics.
     """
@@ -111,7 +111,7 @@ class Query:
 
     # -- printing -----------------------------------------------------------------------------
     def to_sql(self, domain: Domain, memo: dict[int, str] | None = None) -> str:
-        """A WHERE clause that :func:`tessera.parse.parse_query` maps back to this query.
+        """A WHERE clause that :func:`tessera.workload.parse.parse_query` maps back to this query.
 
         ``memo`` (by predicate object) saves re-printing the predicates that many queries of a
         large workload share."""

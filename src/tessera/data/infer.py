@@ -13,8 +13,9 @@ from typing import Any
 
 import duckdb
 
-from tessera.data import CsvOptions, relation
-from tessera.domain import Attribute, Binned, Boolean, Categorical, Domain, IntegerRange
+from tessera.data.duckdb_source import relation
+from tessera.data.table import CsvOptions
+from tessera.schema.domain import Attribute, Binned, Boolean, Categorical, Domain, IntegerRange
 
 NOT_PRIVATE_HEADER = """\
 # DRAFT SCHEMA INFERRED FROM DATA - NOT PRIVATE.

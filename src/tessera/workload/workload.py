@@ -1,9 +1,9 @@
 """Workloads: named, weighted predicate queries, Boolean clauses and structured families over one
 domain (docs/theory.md §2).
 
-A query is a predicate conjunction (:class:`~tessera.query.Query`) or, for a WHERE clause that
-combines attributes with OR / NOT, a :class:`~tessera.clause.BooleanClause`; both are written
-back as SQL by ``save`` and read again by ``load``.
+A query is a predicate conjunction (:class:`~tessera.workload.query.Query`) or, for a WHERE clause
+that combines attributes with OR / NOT, a :class:`~tessera.workload.clause.BooleanClause`; both are
+written back as SQL by ``save`` and read again by ``load``.
 
 File formats
 ------------
@@ -12,7 +12,7 @@ File formats
   name in double quotes: ``"young adults": age < 30``).
 * **YAML / JSON**: ``{"queries": [{"name": ..., "where": ..., "weight": ...}, ...]}`` (or the list
   alone). Weights are importance weights ≥ 0 (default 1). Structured families
-  (:mod:`tessera.families`) sit beside the queries and are never expanded to text::
+  (:mod:`tessera.workload.families`) sit beside the queries and are never expanded to text::
 
       marginals:                    # a listed set of attribute sets, or all k-way ones
         - {attributes: [age, sex], weight: 2}
@@ -59,10 +59,10 @@ import numpy as np
 import numpy.typing as npt
 import yaml
 
-from tessera.clause import BooleanClause
-from tessera.domain import Domain
 from tessera.errors import QueryError, ResourceError, TesseraError
-from tessera.families import (
+from tessera.schema.domain import Domain
+from tessera.workload.clause import BooleanClause
+from tessera.workload.families import (
     Partition,
     cube,
     group_label,
@@ -70,9 +70,9 @@ from tessera.families import (
     k_way_marginals,
     prefix_queries,
 )
-from tessera.fastparse import FastParser
-from tessera.parse import parse_query
-from tessera.query import Predicate, Query
+from tessera.workload.fastparse import FastParser
+from tessera.workload.parse import parse_query
+from tessera.workload.query import Predicate, Query
 
 #: Most queries :meth:`Workload.expanded` materialises by default: an expanded cell is a Python
 #: query object of about 2 KB (measured: NLTCS all 7-way marginals, 1,464,320 cells, 2.7 GiB
@@ -114,8 +114,8 @@ class WorkloadError(TesseraError):
 @dataclass(frozen=True)
 class Workload:
     """Queries q_1..q_t over ``domain`` (predicate conjunctions or Boolean clauses) with names and
-    importance weights w_q ≥ 0, and structured families (:class:`~tessera.families.Partition`)
-    whose cells are queries too.
+    importance weights w_q ≥ 0, and structured families
+    (:class:`~tessera.workload.families.Partition`) whose cells are queries too.
     """
 
     domain: Domain
@@ -619,7 +619,7 @@ def _strip_comment(line: str) -> str:
 
 
 def _load_text(p: Path, text: str, domain: Domain) -> Workload:
-    """One query per line; simple conjunctions take :mod:`tessera.fastparse` (same queries,
+    """One query per line; simple conjunctions take :mod:`tessera.workload.fastparse` (same queries,
     identical predicates shared), everything else -- and every error -- ``parse_query``."""
     queries: list[Query | BooleanClause] = []
     names: list[str] = []

@@ -1,11 +1,11 @@
-"""Standard workload families over a :class:`~tessera.domain.Domain`.
+"""Standard workload families over a :class:`~tessera.schema.domain.Domain`.
 
 * :func:`marginals`: all k-way marginals of chosen attributes, one query per cell.
 * :func:`identity`: one query per cell of the chosen attributes' full product.
 * :func:`prefixes` / :func:`all_ranges`: prefix and all-range families on an ordered attribute.
 * :func:`random_workload`: random range / set / mixed conjunctions with a seed.
 * :func:`marginal_families`, :func:`cube_families`, :func:`hierarchy_families`: the same
-  structures as compact families (:mod:`tessera.families`), never expanded.
+  structures as compact families (:mod:`tessera.workload.families`), never expanded.
 * :func:`build`: any of them by family name (``tessera workload build``);
   :func:`build_structured` also gives the compact YAML/JSON document of a structured family.
 
@@ -22,12 +22,12 @@ from typing import Any, Literal
 
 import numpy as np
 
-from tessera.domain import Attribute, Domain
 from tessera.errors import QueryError, ResourceError
-from tessera.families import cube, hierarchy, interval_levels, k_way_marginals
-from tessera.intervals import IntervalSet
-from tessera.query import Query
-from tessera.workload import Workload
+from tessera.schema.domain import Attribute, Domain
+from tessera.schema.intervals import IntervalSet
+from tessera.workload.families import cube, hierarchy, interval_levels, k_way_marginals
+from tessera.workload.query import Query
+from tessera.workload.workload import Workload
 
 DEFAULT_MAX_QUERIES = 5_000_000
 #: Cells of structured families: 8 bytes each once counted, so far more than queries.
@@ -200,7 +200,7 @@ def marginal_families(
     max_cells: int = DEFAULT_MAX_CELLS,
 ) -> Workload:
     """All k-way marginals over ``attributes`` (default: all) as families, one per attribute
-    set (:func:`~tessera.families.k_way_marginals`): the compact form of :func:`marginals`,
+    set (:func:`~tessera.workload.families.k_way_marginals`): the compact form of :func:`marginals`,
     the same cells — in the same order when ``attributes`` are listed in domain order (the
     families always take the domain's order)."""
     attrs = _attrs(domain, attributes)
@@ -240,9 +240,10 @@ def hierarchy_families(
     weight: float = 1.0,
     max_cells: int = DEFAULT_MAX_CELLS,
 ) -> Workload:
-    """Hierarchical ranges over one or more attributes (:func:`~tessera.families.hierarchy`):
-    per attribute a ``branching``-ary tree of code intervals, ``depth`` levels (default: down
-    to single codes), and one family per combination of levels."""
+    """Hierarchical ranges over one or more attributes
+    (:func:`~tessera.workload.families.hierarchy`): per attribute a ``branching``-ary tree of code
+    intervals, ``depth`` levels (default: down to single codes), and one family per combination of
+    levels."""
     attrs = _attrs(domain, attributes)
     if not attrs:
         raise QueryError("a hierarchy needs at least one attribute")

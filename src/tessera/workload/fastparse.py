@@ -1,8 +1,8 @@
 """A fast path for the simple WHERE clauses that dominate large text workloads.
 
-:func:`tessera.parse.parse_query` builds a sqlglot tree per clause: exact and careful, but about
-5,000 clauses a second. Large text workloads (all 3-way marginals of a schema as text: millions
-of lines) are almost all *simple conjunctions*::
+:func:`tessera.workload.parse.parse_query` builds a sqlglot tree per clause: exact and careful, but
+about 5,000 clauses a second. Large text workloads (all 3-way marginals of a schema as text:
+millions of lines) are almost all *simple conjunctions*::
 
     education = 0 AND age BETWEEN 20 AND 29 AND "income>50K" IN ('<=50K', '>50K')
 
@@ -11,16 +11,17 @@ of lines) are almost all *simple conjunctions*::
 * ``attr <op> literal`` with ``=``, ``<>``, ``!=``, ``<``, ``<=``, ``>``, ``>=``;
 * ``attr [NOT] BETWEEN literal AND literal``; ``attr [NOT] IN (literal, ...)``;
 * ``attr IS [NOT] NULL``;
-* ``(term OR term ...)`` on one attribute, as :meth:`~tessera.query.Query.to_sql` writes a set
-  of ranges (φ is the union: SQL's OR is true where one side is);
+* ``(term OR term ...)`` on one attribute, as :meth:`~tessera.workload.query.Query.to_sql` writes a
+  set of ranges (φ is the union: SQL's OR is true where one side is);
 
 with ``attr`` a bare identifier, a bare hyphenated or dotted name of the domain
-(``education-num``, as :func:`tessera.parse.quote_hyphenated` quotes it) or a double-quoted
+(``education-num``, as :func:`tessera.workload.parse.quote_hyphenated` quotes it) or a double-quoted
 name, literals single-quoted strings (``''`` escapes), integers, decimals or ``TRUE``/``FALSE``,
 keywords in any case, spaces or tabs between tokens. It evaluates each term with the attribute's
-own :meth:`~tessera.domain.Attribute.code_of` / :meth:`~tessera.domain.Attribute.compare` and the
-same three-valued rules and :meth:`~tessera.query.Query.conjunction` normalisation as the main
-parser, so the :class:`~tessera.query.Query` is equal to ``parse_query``'s.
+own :meth:`~tessera.schema.domain.Attribute.code_of` /
+:meth:`~tessera.schema.domain.Attribute.compare` and the same three-valued rules and
+:meth:`~tessera.workload.query.Query.conjunction` normalisation as the main parser, so the
+:class:`~tessera.workload.query.Query` is equal to ``parse_query``'s.
 
 Anything else -- ``OR`` across attributes, ``NOT (...)``, ``TRUE``/``FALSE`` terms, bare
 booleans, functions, literals on the left, ``NULL`` in an ``IN`` list, a literal that does not fit
@@ -30,7 +31,7 @@ backslash, a comment, a name that ``quote_hyphenated`` would rewrite in an unusu
 ``parse_query``, so errors and hints are always the main parser's own.
 
 Terms are memoised by their text and identical predicates are interned (one
-:class:`~tessera.query.Predicate` object per distinct predicate): a 3-way marginal workload
+:class:`~tessera.workload.query.Predicate` object per distinct predicate): a 3-way marginal workload
 repeats a few hundred predicates millions of times.
 """
 
@@ -44,11 +45,11 @@ from typing import Any, NamedTuple
 import sqlglot
 from sqlglot import exp
 
-from tessera.clause import BooleanClause
-from tessera.domain import Attribute, Domain
-from tessera.intervals import IntervalSet
-from tessera.parse import parse_query, quote_hyphenated
-from tessera.query import Predicate, Query
+from tessera.schema.domain import Attribute, Domain
+from tessera.schema.intervals import IntervalSet
+from tessera.workload.clause import BooleanClause
+from tessera.workload.parse import parse_query, quote_hyphenated
+from tessera.workload.query import Predicate, Query
 
 #: Switch the fast path off (every clause then goes through sqlglot, predicates not interned):
 #: the baseline of ``bench/bench_parse.py``.
@@ -304,8 +305,9 @@ class FastParser:
         return term
 
     def _coverage(self, m: re.Match[str], index: int) -> IntervalSet | None:
-        """The true part of the term in SQL three-valued logic (as tessera.parse._Parser.tri:
-        a negation is true where the term is neither true nor unknown, i.e. missing)."""
+        """The true part of the term in SQL three-valued logic (as
+        tessera.workload.parse._Parser.tri: a negation is true where the term is neither true nor
+        unknown, i.e. missing)."""
         op, lit, lo, hi, bnot, items, inot, isnot = m.group(
             "op", "lit", "lo", "hi", "bnot", "items", "inot", "isnot"
         )
@@ -389,7 +391,7 @@ class FastParser:
 
 
 def _value(text: str) -> Any:
-    """The Python value parse_query reads from a literal (tessera.parse._Parser._value)."""
+    """The Python value parse_query reads from a literal (tessera.workload.parse._Parser._value)."""
     if text[0] == "'":
         return text[1:-1].replace("''", "'")
     upper = text.upper()

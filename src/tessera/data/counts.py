@@ -15,12 +15,12 @@ Strategy (never one SQL query per workload query):
    classes its own queries distinguish, and every query of the scope is evaluated on it at once:
    per attribute the membership of each class, gathered per cell, AND-ed, dotted with the counts.
 
-Boolean clauses (:class:`~tessera.clause.BooleanClause`: OR / NOT across attributes) are grouped
-by scope too; each scope's ``GROUP BY`` on the codes is coarsened to the value classes of its
-clauses' atoms and every clause is evaluated on the class representatives, vectorised
+Boolean clauses (:class:`~tessera.workload.clause.BooleanClause`: OR / NOT across attributes) are
+grouped by scope too; each scope's ``GROUP BY`` on the codes is coarsened to the value classes of
+its clauses' atoms and every clause is evaluated on the class representatives, vectorised
 (:func:`_count_clauses`).
 
-Structured families (:mod:`tessera.families`: marginals, cube cells, hierarchy levels) are
+Structured families (:mod:`tessera.workload.families`: marginals, cube cells, hierarchy levels) are
 never expanded: each is ONE aggregation over its attributes (:func:`count_families`) — a
 ``bincount`` of row-major cell indices built from the code columns in numpy, or a DuckDB
 ``GROUP BY`` on large tables — and families over the same attributes (the levels of a
@@ -35,7 +35,7 @@ Everything printed from here is marked NOT PRIVATE.
 Why this module is long (about 620 lines): it is one idea, exact answers of a workload on
 data, and :class:`CountResult`, the form they are returned and written in (long and wide
 tables, with the Arrow label machinery for the families' cells). The per-family aggregation
-itself is :mod:`tessera.family_counts`.
+itself is :mod:`tessera.data.family_counts`.
 """
 
 from __future__ import annotations
@@ -51,14 +51,15 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tessera.clause import BooleanClause
-from tessera.data import CodedTable, CsvOptions, InvalidValues, OnInvalid, ScanProgress, encode
-from tessera.domain import Domain
-from tessera.families import Partition, group_label
-from tessera.family_counts import NUMPY_MAX_ROWS as NUMPY_MAX_ROWS  # re-exported
-from tessera.family_counts import Method, count_families
-from tessera.value_classes import ValueClasses, value_classes, workload_value_classes
-from tessera.workload import Workload
+from tessera.data.family_counts import NUMPY_MAX_ROWS as NUMPY_MAX_ROWS  # re-exported
+from tessera.data.family_counts import Method, count_families
+from tessera.data.source import encode
+from tessera.data.table import CodedTable, CsvOptions, InvalidValues, OnInvalid, ScanProgress
+from tessera.schema.domain import Domain
+from tessera.workload.clause import BooleanClause
+from tessera.workload.families import Partition, group_label
+from tessera.workload.value_classes import ValueClasses, value_classes, workload_value_classes
+from tessera.workload.workload import Workload
 
 #: Largest boolean block (queries × cells) evaluated at once.
 _BLOCK = 1 << 24
@@ -317,7 +318,8 @@ class _LabelCache:
         self._prefixed: dict[tuple[str, Any], pa.Array] = {}
 
     def axis_values(self, domain: Domain, p: Partition, i: int) -> pa.Array:
-        """The label of every group of attribute i (:func:`~tessera.families.group_label`)."""
+        """The label of every group of attribute i
+        (:func:`~tessera.workload.families.group_label`)."""
         key = (p.attributes[i], p.groups[i])
         if key not in self._values:
             a = p.attributes[i]
@@ -355,7 +357,7 @@ def count(
     scan_progress: ScanProgress | None = None,
 ) -> CountResult:
     """Exact answers of ``workload`` on ``data`` (path, DataFrame, Arrow table, DuckDB relation;
-    a Spark DataFrame or :class:`~tessera.spark_data.SparkSource` counts on Spark, only the
+    a Spark DataFrame or :class:`~tessera.data.spark_source.SparkSource` counts on Spark, only the
     aggregates leaving it): its predicate queries and every cell of its families
     (:func:`count_encoded`).
 
@@ -377,7 +379,7 @@ def count_encoded(
     progress: Callable[[int, int], None] | None = None,
     method: Method = "auto",
 ) -> np.ndarray:
-    """Answers on an already encoded table (see :func:`tessera.data.encode`), one int64 per
+    """Answers on an already encoded table (see :func:`tessera.data.source.encode`), one int64 per
     query in expanded order: the predicate queries, then every family's cells.
 
     ``max_cells`` bounds the rows one ``GROUP BY`` of predicate queries may return; scopes
@@ -594,8 +596,8 @@ class SegmentClasses:
 
 def segment_classes(workload: Workload) -> dict[str, SegmentClasses]:
     """The segment classes of every constrained attribute (domain order), with the membership
-    of every query's predicate (built by :mod:`tessera.value_classes`, one difference array over
-    the span ends of the attribute's distinct predicates)."""
+    of every query's predicate (built by :mod:`tessera.workload.value_classes`, one difference array
+    over the span ends of the attribute's distinct predicates)."""
     out = {}
     for a in workload_value_classes(workload.domain, workload.queries, merge=False):
         row = np.full(len(workload), -1, dtype=np.int64)

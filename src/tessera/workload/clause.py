@@ -1,33 +1,33 @@
 """Boolean WHERE clauses: any formula of AND, OR and NOT over predicates (docs/theory.md §2).
 
-A predicate query (:class:`~tessera.query.Query`) is a conjunction of one predicate per
+A predicate query (:class:`~tessera.workload.query.Query`) is a conjunction of one predicate per
 attribute. A WHERE clause such as ``a = 1 OR b = 2`` or ``NOT (a = 1 AND b = 2)`` is not: it is a
 *Boolean query*, f(x) = F(x_a ∈ φ_1, x_b ∈ φ_2, …) for a Boolean formula F over predicates
-(:class:`~tessera.query.Predicate`, the formula's atoms). :class:`BooleanClause` holds one.
+(:class:`~tessera.workload.query.Predicate`, the formula's atoms). :class:`BooleanClause` holds one.
 
 **Two-valued form, SQL's three values already resolved.** SQL evaluates a WHERE clause in
 three-valued (Kleene) logic: a comparison is *unknown* on a NULL, ``NOT unknown`` is unknown,
-and a row counts iff the clause is *true*. :func:`tessera.parse.parse_query` resolves that
+and a row counts iff the clause is *true*. :func:`tessera.workload.parse.parse_query` resolves that
 while parsing: with T(e) and F(e) the codes (formulas) where e is true and false,
 
     T(NOT e) = F(e),  T(e ∧ e') = T(e) ∧ T(e'),  T(e ∨ e') = T(e) ∨ T(e'),
     F(NOT e) = T(e),  F(e ∧ e') = F(e) ∨ F(e'),  F(e ∨ e') = F(e) ∧ F(e'),
 
-and on one attribute the (true, unknown) code sets of :mod:`tessera.parse` give T and F as
+and on one attribute the (true, unknown) code sets of :mod:`tessera.workload.parse` give T and F as
 predicates (F = all codes − true − unknown). The clause stored is T(where): a formula over
 predicates with AND and OR only, evaluated in ordinary two-valued logic on codes (the missing
 value is a code like any other). This is exact: "is true" commutes with Kleene's AND and OR, so
 an AND/OR formula is true in SQL iff it is true with every unknown atom read as false, which is
 what a predicate's coverage says. Hence :meth:`BooleanClause.to_sql` prints each atom as
-:meth:`~tessera.query.Query.to_sql` prints a predicate, joined by AND/OR, and DuckDB selects
-exactly the rows the clause counts.
+:meth:`~tessera.workload.query.Query.to_sql` prints a predicate, joined by AND/OR, and DuckDB
+selects exactly the rows the clause counts.
 
 **Canonical form** (:meth:`BooleanClause.build`): NOT pushed to the atoms (De Morgan; ¬(x ∈ φ) is
 x ∈ A − φ over the codes), nested ANDs (ORs) flattened, atoms of one attribute under one AND (OR)
 merged into one predicate (∩, ∪), constants folded, duplicates dropped, children sorted. Equal
 formulas in this form compare equal; ``parse_query(c.to_sql(domain))`` gives back ``c``.
-:func:`clause_or_query` returns a plain :class:`~tessera.query.Query` whenever the canonical form
-is a conjunction, so conjunctions keep every predicate-query route.
+:func:`clause_or_query` returns a plain :class:`~tessera.workload.query.Query` whenever the
+canonical form is a conjunction, so conjunctions keep every predicate-query route.
 
 **Reading a clause attribute by attribute** (:meth:`BooleanClause.layers`). After the values of
 some attributes are known, what is left of the formula (its *residual*: read atoms replaced by
@@ -54,11 +54,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from tessera.domain import Domain
 from tessera.errors import QueryError, ResourceError
-from tessera.intervals import IntervalSet
-from tessera.query import Predicate, Query, predicate_sql
-from tessera.value_classes import ValueClasses, value_classes
+from tessera.schema.domain import Domain
+from tessera.schema.intervals import IntervalSet
+from tessera.workload.query import Predicate, Query, predicate_sql
+from tessera.workload.value_classes import ValueClasses, value_classes
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
@@ -212,9 +212,9 @@ class BooleanClause:
     ``scope`` (domain order) whose numbers of codes are ``sizes``.
 
     Build with :meth:`build` (any formula) or :func:`clause_or_query` /
-    :func:`tessera.parse.parse_query` (which return a :class:`~tessera.query.Query` for a
-    conjunction). A clause is self-contained: it knows the sizes of its attributes, so its
-    value classes, automaton and constancy need no domain.
+    :func:`tessera.workload.parse.parse_query` (which return a
+    :class:`~tessera.workload.query.Query` for a conjunction). A clause is self-contained: it knows
+    the sizes of its attributes, so its value classes, automaton and constancy need no domain.
     """
 
     root: Node
@@ -420,8 +420,8 @@ class BooleanClause:
 
 
 def clause_or_query(domain: Domain, formula: Formula) -> Query | BooleanClause:
-    """``formula`` as a :class:`~tessera.query.Query` when its canonical form is a conjunction
-    (TRUE, FALSE and a single predicate included), else as a :class:`BooleanClause`."""
+    """``formula`` as a :class:`~tessera.workload.query.Query` when its canonical form is a
+    conjunction (TRUE, FALSE and a single predicate included), else as a :class:`BooleanClause`."""
     clause = BooleanClause.build(domain, formula)
     if _is_false(clause.root):
         return Query.conjunction(domain, {domain.attributes[0].name: IntervalSet.empty()})

@@ -1,11 +1,11 @@
 """Value classes: the codes of one attribute that no predicate of a workload tells apart.
 
 An attribute with codes 0..size-1 is constrained by predicates φ_1..φ_k ⊆ {0..size-1}, each an
-:class:`~tessera.intervals.IntervalSet` of half-open spans. Two codes are *equivalent* when they
-lie in exactly the same predicates (u ∈ φ_i ⇔ v ∈ φ_i for every i); the equivalence classes are
+:class:`~tessera.schema.intervals.IntervalSet` of half-open spans. Two codes are *equivalent* when
+they lie in exactly the same predicates (u ∈ φ_i ⇔ v ∈ φ_i for every i); the equivalence classes are
 the attribute's **value classes** (the "atoms" of docs/theory.md §2–§4). Every predicate φ_i is
-constant on each class, so it is the union of the classes it contains, and two predicates on
-the attribute intersect iff they share a class.
+constant on each class, so it is the union of the classes it contains, and two predicates on the
+attribute intersect iff they share a class.
 
 **Construction** (cost grows with the number of spans, never with ``size``):
 
@@ -20,7 +20,7 @@ the attribute intersect iff they share a class.
 
 With ``merge=False`` the segments themselves are the classes: finer, but adjacent in code order,
 so a subset of the predicates coarsens them by merging neighbours (what
-:mod:`tessera.counts` does per scope). With ``split_all=True`` every code is its own class (the
+:mod:`tessera.data.counts` does per scope). With ``split_all=True`` every code is its own class (the
 alphabet of a BDD variable).
 
 **Why classes are exact.** Every query is q(x) = ∏_a [x_a ∈ φ_{q,a}], so with the other
@@ -36,7 +36,7 @@ uniform within the class (:meth:`ValueClasses.expand`), or its representative.
 
 Example: two predicates on 10 codes, a range and a set.
 
->>> from tessera.intervals import IntervalSet
+>>> from tessera.schema.intervals import IntervalSet
 >>> vc = value_classes(10, [IntervalSet.range(2, 5), IntervalSet.points([0, 3, 8])])
 >>> vc.starts.tolist()  # breakpoints: 8 elementary segments
 [0, 1, 2, 3, 4, 5, 8, 9, 10]
@@ -62,9 +62,9 @@ from itertools import chain
 import numpy as np
 import numpy.typing as npt
 
-from tessera.domain import Domain
-from tessera.intervals import IntervalSet
-from tessera.query import Query
+from tessera.schema.domain import Domain
+from tessera.schema.intervals import IntervalSet
+from tessera.workload.query import Query
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
@@ -215,8 +215,8 @@ def workload_value_classes(
 ) -> tuple[ConstrainedAttribute, ...]:
     """Value classes of every attribute some query constrains, in domain order.
 
-    Only predicate conjunctions (:class:`~tessera.query.Query`) count; other functions (e.g.
-    Boolean queries) are skipped but keep their index.
+    Only predicate conjunctions (:class:`~tessera.workload.query.Query`) count; other functions
+    (e.g. Boolean queries) are skipped but keep their index.
     """
     by_attr: dict[str, tuple[list[IntervalSet], list[int]]] = {}
     for i, q in enumerate(queries):

@@ -1,12 +1,12 @@
 """Exact (NOT private) counts of structured families: every cell of every family at once.
 
-Each family (:mod:`tessera.families`: marginals, cube cells, hierarchy levels) is never expanded
-into queries: families are grouped by scope (their attribute set) and each scope is aggregated
-ONCE — a ``bincount`` of row-major cell indices built from the code columns in numpy, or a
-DuckDB ``GROUP BY`` on large tables — and families over the same attributes (the levels of a
+Each family (:mod:`tessera.workload.families`: marginals, cube cells, hierarchy levels) is never
+expanded into queries: families are grouped by scope (their attribute set) and each scope is
+aggregated ONCE — a ``bincount`` of row-major cell indices built from the code columns in numpy, or
+a DuckDB ``GROUP BY`` on large tables — and families over the same attributes (the levels of a
 hierarchy) or over subsets of a small one (a data cube) share it (:func:`count_families`).
-:mod:`tessera.counts` calls this for a workload's families and packages the answers
-(:class:`~tessera.counts.CountResult`, which re-exports these names).
+:mod:`tessera.data.counts` calls this for a workload's families and packages the answers
+(:class:`~tessera.data.counts.CountResult`, which re-exports these names).
 
 These are exact counts of the sensitive data: for testing, auditing and non-private use.
 """
@@ -20,9 +20,9 @@ from typing import Literal
 
 import numpy as np
 
-from tessera.data import CodedTable
-from tessera.domain import Domain
-from tessera.families import Partition
+from tessera.data.table import CodedTable
+from tessera.schema.domain import Domain
+from tessera.workload.families import Partition
 
 #: How :func:`count_families` aggregates: ``numpy`` (a ``bincount`` of cell indices over the code
 #: columns, held in memory), ``duckdb`` (one ``GROUP BY`` per scope, parallel, out of core), or

@@ -17,7 +17,7 @@ found from the families alone, never from a t² overlap graph.
 
 Cells are materialised only on request (:meth:`Partition.cell_queries`, lazily).
 
->>> from tessera.domain import Domain
+>>> from tessera.schema.domain import Domain
 >>> dom = Domain.from_dict({"a": 3, "b": 2})
 >>> p = Partition.marginal(dom, ["a", "b"])
 >>> p.shape_in(dom), p.n_cells_in(dom), p.covers(dom)
@@ -37,10 +37,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from tessera.domain import Domain
 from tessera.errors import QueryError
-from tessera.intervals import IntervalSet
-from tessera.query import Query
+from tessera.schema.domain import Domain
+from tessera.schema.intervals import IntervalSet
+from tessera.workload.query import Query
 
 __all__ = ["Partition", "cube", "group_label", "hierarchy", "k_way_marginals", "prefix_queries"]
 

@@ -3,15 +3,15 @@
 Accepted: ``AND``, ``OR``, ``NOT``, parentheses; ``=``, ``<>``/``!=``, ``<``, ``<=``, ``>``,
 ``>=`` (literal on either side), ``BETWEEN``, ``IN``, ``IS [NOT] NULL``, ``TRUE``/``FALSE`` and a
 bare boolean column. ``OR``/``NOT`` *within one attribute* is still one predicate; a conjunction
-of predicates is a :class:`~tessera.query.Query`. Any other Boolean combination (``a = 1 OR
-b = 2``, ``NOT (a = 1 AND b = 2)``) is a :class:`~tessera.clause.BooleanClause`.
+of predicates is a :class:`~tessera.workload.query.Query`. Any other Boolean combination (``a = 1 OR
+b = 2``, ``NOT (a = 1 AND b = 2)``) is a :class:`~tessera.workload.clause.BooleanClause`.
 
 SQL's three-valued logic is honoured so that counts equal what a SQL engine returns: a comparison
 is *unknown* on the missing value, and ``NOT unknown`` is still not true. Each single-attribute
 sub-expression therefore evaluates to a pair (T, U) of code sets, true and unknown; a query's
 coverage is the T part. Across attributes, a sub-expression gives two formulas, where it is true
 and where it is false (:meth:`_Parser.truth`), and a clause is the formula where the whole
-WHERE clause is true (docs in :mod:`tessera.clause`).
+WHERE clause is true (docs in :mod:`tessera.workload.clause`).
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 
-from tessera.clause import FALSE, TRUE, And, BooleanClause, Node, Or, clause_or_query
-from tessera.domain import Attribute, Boolean, Domain
 from tessera.errors import QueryError, did_you_mean
-from tessera.intervals import IntervalSet
-from tessera.query import Predicate, Query
+from tessera.schema.domain import Attribute, Boolean, Domain
+from tessera.schema.intervals import IntervalSet
+from tessera.workload.clause import FALSE, TRUE, And, BooleanClause, Node, Or, clause_or_query
+from tessera.workload.query import Predicate, Query
 
 _PREFIX = "SELECT 1 WHERE "
 
@@ -77,7 +77,7 @@ def parse_query(
     Raises :class:`QueryError` naming the offending part with a hint. Valid but suspicious
     literals (``Pclass IN (0, 7)`` on 1..3, ``Pclass = 1.5``: they match no value) are
     accepted; a note on each is appended to ``warnings`` when given
-    (:meth:`~tessera.domain.Attribute.literal_note`).
+    (:meth:`~tessera.schema.domain.Attribute.literal_note`).
     """
     if not text.strip():
         raise QueryError("empty query", hint="write a WHERE clause such as: age >= 30")

@@ -1,5 +1,5 @@
 """The attributes of the public schema: one column each, with a finite, declared set of values
-mapped to codes ``0..k-1`` (docs/theory.md §1). A :class:`~tessera.domain.Domain` is their
+mapped to codes ``0..k-1`` (docs/theory.md §1). A :class:`~tessera.schema.domain.Domain` is their
 product.
 
 Attribute kinds:
@@ -37,7 +37,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from tessera.errors import QueryError, SchemaError, did_you_mean
-from tessera.intervals import IntervalSet
+from tessera.schema.intervals import IntervalSet
 
 __all__ = [
     "INVALID",

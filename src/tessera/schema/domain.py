@@ -2,11 +2,12 @@
 
 A :class:`Domain` is 𝔻 = A_1 × … × A_m. Each attribute maps its values to codes ``0..k-1``;
 all of Tessera's math runs on codes. The domain must never be read off the data (that leaks:
-docs/theory.md §1); :func:`tessera.infer.infer_domain` drafts one for a human to edit and says so.
+docs/theory.md §1); :func:`tessera.data.infer.infer_domain` drafts one for a human to edit and says
+so.
 
 The attributes and their kinds (:class:`Categorical`, :class:`IntegerRange`, :class:`Binned`,
-:class:`Boolean`) are in :mod:`tessera.attributes` and importable from here. This module reads
-and writes schemas: YAML or JSON files, a mapping per attribute (:func:`attribute_from_dict`,
+:class:`Boolean`) are in :mod:`tessera.schema.attributes` and importable from here. This module
+reads and writes schemas: YAML or JSON files, a mapping per attribute (:func:`attribute_from_dict`,
 checked key by key with hints), or a Private-PGM domain ``{"col": size}``.
 """
 
@@ -21,8 +22,8 @@ from typing import Any
 
 import yaml
 
-from tessera.attributes import INVALID, Attribute, Binned, Boolean, Categorical, IntegerRange
 from tessera.errors import QueryError, SchemaError, did_you_mean
+from tessera.schema.attributes import INVALID, Attribute, Binned, Boolean, Categorical, IntegerRange
 
 __all__ = [
     "INVALID",
@@ -43,7 +44,7 @@ _ALIASES = {"int": "integer", "bool": "boolean", "category": "categorical", "num
 
 
 def attribute_from_dict(name: str, spec: Mapping[str, Any]) -> Attribute:
-    """Build one attribute from its schema entry (the kinds: :mod:`tessera.attributes`)."""
+    """Build one attribute from its schema entry (the kinds: :mod:`tessera.schema.attributes`)."""
     if not isinstance(spec, Mapping):
         raise SchemaError(
             f"attribute {name!r}: expected a mapping with a 'type', got {spec!r}",

@@ -1,4 +1,5 @@
-"""Reading data into DuckDB and encoding it against the public domain (docs/theory.md §1).
+"""The DuckDB engine of the data layer: reading data into DuckDB and encoding it against the
+public domain (docs/theory.md §1), one implementation of :class:`~tessera.data.table.CodedTable`.
 
 The data are never trusted to define the domain: every value of every schema column is checked
 against its declared attribute. Values outside the domain are an error that names the column, the
@@ -17,12 +18,11 @@ batch by batch (one byte per value for attributes of < 128 codes) and nothing is
 into pandas, so the peak memory is bounded by the limit, not by the table. Long scans can report
 their progress (``scan_progress``: DuckDB's own query progress, polled).
 
-The same interface over Apache Spark is :mod:`tessera.spark_data`: :func:`encode` hands it a
-Spark DataFrame or a :class:`~tessera.spark_data.SparkSource`, and both return a
-:class:`CodedTable` (validation with the same errors, the same policies, marginals by
-``GROUP BY``).
+The validation rules (:mod:`tessera.data.validation`) and the interface
+(:mod:`tessera.data.table`) are shared with the Spark engine (:mod:`tessera.data.spark_source`);
+neither engine imports the other: :func:`tessera.data.source.encode` picks one by the source.
 
-Why this module is long (about 760 lines): reading and encoding are one pipeline with one
+Why this module is long (about 690 lines): reading and encoding are one pipeline with one
 invariant, that every value is checked against the domain and encoded once, by one rule. Opening
 a source (CSV dialects, Parquet, DuckDB files, in-memory frames), checking its columns, encoding
 each column's distinct values and coding the rows share the DuckDB connection, the ``src`` table
@@ -42,23 +42,33 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Protocol
+from typing import Any, ClassVar
 
 import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tessera.domain import INVALID, Attribute, Domain
-from tessera.errors import DataError, did_you_mean
+from tessera.data.table import (
+    CSV_SUFFIXES,
+    DUCKDB_SUFFIXES,
+    CodedTable,
+    CsvOptions,
+    InvalidValues,
+    OnInvalid,
+    ScanProgress,
+)
+from tessera.data.validation import (
+    ColumnCodes,
+    check_columns,
+    column_codes,
+    invalid_values_error,
+)
+from tessera.errors import DataError
+from tessera.schema.domain import Attribute, Domain
 
-OnInvalid = Literal["error", "drop"]
-CSV_SUFFIXES = {".csv", ".tsv", ".txt", ".data", ".test", ".gz"}
-DUCKDB_SUFFIXES = {".duckdb", ".db", ".ddb"}
 #: Column types for a headerless CSV, by attribute kind (text kinds are matched as written).
 _SQL_TYPES = {"integer": "BIGINT", "binned": "DOUBLE"}
-#: ``scan_progress(fraction)``: how far a long scan of the data is, 0..1.
-ScanProgress = Callable[[float], None]
 
 
 def memory_limit() -> str:
@@ -113,59 +123,6 @@ def watched(con: duckdb.DuckDBPyConnection, report: ScanProgress | None) -> Iter
         stop.set()
         thread.join()
 
-
-@dataclass(frozen=True)
-class CsvOptions:
-    """How to read a delimited text file (DuckDB's sniffer decides what is left as ``None``)."""
-
-    header: bool | None = None
-    delimiter: str | None = None
-    na_values: tuple[str, ...] = ()
-    skip_rows: int = 0
-
-
-@dataclass(frozen=True)
-class InvalidValues:
-    """Values of one column that are outside its declared attribute."""
-
-    column: str
-    values: tuple[tuple[Any, int], ...]  # (value, number of rows), most frequent first
-    rows: int
-
-    def describe(self, limit: int = 5) -> str:
-        shown = ", ".join(f"{v!r} ({n} rows)" for v, n in self.values[:limit])
-        more = f" and {len(self.values) - limit} more values" if len(self.values) > limit else ""
-        return f"column {self.column!r}: {self.rows} rows outside the domain: {shown}{more}"
-
-
-class CodedTable(Protocol):
-    """What the exact counts read from encoded data, on any engine: the rows kept and dropped,
-    the invalid values, the codes that may occur, and marginals by one ``GROUP BY`` each —
-    aggregates, never rows (:class:`EncodedTable` on DuckDB,
-    :class:`~tessera.spark_data.SparkEncodedTable` on Spark). ``local_rows`` says whether the
-    code columns themselves may be fetched (:meth:`EncodedTable.columns`); on Spark they may
-    not: only aggregates leave the cluster."""
-
-    domain: Domain
-    n_rows: int
-    dropped: int
-    invalid: list[InvalidValues]
-    present: list[np.ndarray]
-    local_rows: ClassVar[bool]
-
-    def coarsen(self, class_of_code: dict[str, np.ndarray]) -> str: ...
-
-    def group_by(
-        self, names: Sequence[str], table: str = "coded"
-    ) -> tuple[list[np.ndarray], np.ndarray]: ...
-
-    def group_by_many(
-        self, requests: Sequence[tuple[Sequence[str], str]]
-    ) -> Iterator[tuple[list[np.ndarray], np.ndarray]]: ...
-
-    def codes(self) -> np.ndarray: ...
-
-    def columns(self, indices: Sequence[int]) -> dict[int, np.ndarray]: ...
 
 
 @dataclass
@@ -541,15 +498,14 @@ def _stages(report: ScanProgress | None) -> Callable[[float, float], ScanProgres
     return stage
 
 
-def is_spark(source: Any) -> bool:
-    """Whether ``source`` is for the Spark engine: a :class:`~tessera.spark_data.SparkSource`
-    or a PySpark DataFrame (recognised by module, so PySpark is not imported here)."""
-    kind = type(source)
-    return kind.__name__ in ("SparkSource", "DataFrame") and kind.__module__.startswith(
-        ("tessera.spark_data", "pyspark.sql"))
+
+def accepts(source: Any) -> bool:
+    """DuckDB reads every source the engines before it in
+    :data:`tessera.data.source.ENGINES` do not: files, DuckDB tables, in-memory frames."""
+    return True
 
 
-def encode(
+def encode_duckdb(
     source: Any,
     domain: Domain,
     *,
@@ -559,9 +515,9 @@ def encode(
     con: duckdb.DuckDBPyConnection | None = None,
     scan_progress: ScanProgress | None = None,
 ) -> CodedTable:
-    """Validate ``source`` against ``domain`` and materialise its codes in DuckDB — or, for a
-    Spark DataFrame or :class:`~tessera.spark_data.SparkSource`, in Spark
-    (:func:`tessera.spark_data.encode_spark`: the same checks, errors and policies).
+    """Validate ``source`` (a file, a DuckDB table, an in-memory frame) against ``domain`` and
+    materialise its codes in DuckDB: the engine :func:`tessera.data.source.encode` picks for
+    every source that is not Spark's.
 
     Raises :class:`DataError` for missing columns, and for values outside the domain unless
     ``on_invalid='drop'`` (then :attr:`EncodedTable.dropped` and ``.invalid`` report them).
@@ -573,10 +529,6 @@ def encode(
     """
     if on_invalid not in ("error", "drop"):
         raise DataError(f"unknown on_invalid policy {on_invalid!r}", hint="'error' or 'drop'")
-    if is_spark(source):
-        from tessera.spark_data import encode_spark
-
-        return encode_spark(source, domain, on_invalid=on_invalid, csv=csv, table=table)
     con = con or connect()
     # the scans, as parts of the whole (as measured on Parquet): parsing a CSV a quarter, the
     # GROUP BYs of the columns a quarter together, coding the rows half
@@ -661,46 +613,6 @@ def _unreadable(source: Any, error: duckdb.Error) -> DataError:
                      hint="give each column one type (e.g. df[col].astype(str))")
 
 
-def check_columns(columns: list[str], domain: Domain, source: Any, csv: CsvOptions) -> None:
-    """Step 2 of :func:`encode`: every schema attribute must be a column of the data.
-
-    Without a header the columns are matched to the attributes by position, so their numbers
-    must agree. A missing column is named with its closest spelling in the data, or, when no
-    attribute matches but the counts agree, with the hint that the file has no header row.
-    """
-    if csv.header is False and len(columns) != len(domain):
-        raise DataError(
-            f"the data have {len(columns)} columns but the schema declares {len(domain)}",
-            hint="without a header the columns are matched to the schema's attributes in order",
-        )
-    absent = [name for name in domain.names if name not in columns]
-    if absent:
-        headerless = (
-            isinstance(source, (str, Path))
-            and csv.header is not False
-            and len(absent) == len(domain)
-            and len(columns) == len(domain)
-        )
-        raise DataError(
-            f"column {absent[0]!r} of the schema is not in the data"
-            + (f" ({len(absent) - 1} more missing)" if len(absent) > 1 else ""),
-            hint="the file seems to have no header row: pass --no-header (CsvOptions(header=False))"
-            if headerless
-            else did_you_mean(absent[0], columns, 0.5) or f"the data have columns {columns}",
-        )
-
-
-@dataclass(frozen=True)
-class ColumnCodes:
-    """One attribute's distinct values in ``src`` and the code each gets in ``coded``."""
-
-    values: pa.Array  # the distinct values, as DuckDB grouped them (NULL included)
-    code: np.ndarray  # int32 code per distinct value; -1 marks the rows to drop
-    present: np.ndarray  # sorted valid codes that occur: a superset of those left after drops
-    invalid: InvalidValues | None  # the values outside the attribute, if any
-    rows: int  # rows of ``src``
-
-
 def _encode_column(con: duckdb.DuckDBPyConnection, attr: Attribute) -> ColumnCodes:
     """Step 3 of :func:`encode`, per attribute: one ``GROUP BY`` for its distinct values,
     encoded by :func:`column_codes`."""
@@ -709,73 +621,6 @@ def _encode_column(con: duckdb.DuckDBPyConnection, attr: Attribute) -> ColumnCod
     ).to_arrow_table()
     return column_codes(attr, dist.column("v"), dist.column("n").to_numpy())
 
-
-def column_codes(attr: Attribute, values: pa.Array | pa.ChunkedArray,
-                 counts: np.ndarray) -> ColumnCodes:
-    """One attribute's distinct ``values`` (with their row ``counts``, as an engine grouped
-    them) each encoded once by :meth:`Attribute.encode` (the single rule for every value),
-    shared by the DuckDB and Spark engines.
-
-    Values outside the attribute are collected — most frequent first, ties by value, so every
-    engine names them in the same order — for the error or the drop report; NULL gets the
-    attribute's missing code if it declares one, else is dropped like an invalid value.
-    """
-    column = values
-    if pa.types.is_dictionary(column.type):  # ENUM / pandas category: decode, keep NULLs
-        column = column.cast(column.type.value_type)
-    counts = np.asarray(counts, dtype=np.int64)
-    try:
-        order = pc.sort_indices(
-            pa.table({"n": counts, "v": column}),
-            sort_keys=[("n", "descending"), ("v", "ascending")])
-    except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
-        order = pa.array(np.argsort(-counts, kind="stable"))
-    column, counts = column.take(order), counts[order.to_numpy()]
-    codes = attr.encode(column.to_numpy(zero_copy_only=False))
-    bad = codes == INVALID
-    invalid = None
-    if bad.any():
-        idx = np.flatnonzero(bad)
-        invalid = InvalidValues(
-            attr.name,
-            tuple((column[int(j)].as_py(), int(counts[j])) for j in idx),
-            int(counts[idx].sum()),
-        )
-    # the code each distinct value gets in ``coded``: NULL is the missing code (if
-    # declared); -1 marks the rows to drop (invalid values, undeclared NULLs)
-    code = np.where(bad, -1, codes).astype(np.int32)
-    null = ~column.is_valid().to_numpy(zero_copy_only=False)
-    code[null] = -1 if attr.missing_code is None else attr.missing_code
-    return ColumnCodes(
-        values=column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column,
-        code=code,
-        # a superset of the codes left after dropping: the coarsening join must miss none
-        present=np.unique(codes[~bad]),
-        invalid=invalid,
-        rows=int(counts.sum()),
-    )
-
-
-def invalid_values_error(invalid: list[InvalidValues], domain: Domain) -> DataError:
-    """Step 4 of :func:`encode` under ``on_invalid='error'``: one error naming every column with
-    values outside its attribute, with a hint for the most likely cause of the first one
-    (undeclared NULLs, or a ``', '`` separator that left spaces around the values)."""
-    lines = [iv.describe() for iv in invalid]
-    first = invalid[0]
-    attr = domain[first.column]
-    hint = (
-        "extend the schema to cover these values, declare missing: true for NULLs, "
-        "or pass --on-invalid drop to drop those rows (reported)"
-    )
-    if any(v is None for v, _ in first.values) and not attr.missing:
-        hint = f"declare {first.column!r} with missing: true, or pass --on-invalid drop"
-    padded = [v for v, _ in first.values if isinstance(v, str) and v != v.strip()]
-    if padded and (attr.encode([v.strip() for v in padded]) != INVALID).all():
-        hint = (
-            f"values of {first.column!r} carry surrounding spaces ({padded[0]!r}): "
-            "is the separator ', '? pass --delimiter ', ' (CsvOptions(delimiter=', '))"
-        )
-    return DataError("; ".join(lines), hint=hint)
 
 
 class UnmatchedValue(Exception):

@@ -1,6 +1,6 @@
 """Coverage sets of one attribute, as unions of half-open code intervals.
 
-Every attribute of a :class:`~tessera.domain.Domain` is encoded as codes ``0..k-1``
+Every attribute of a :class:`~tessera.schema.domain.Domain` is encoded as codes ``0..k-1``
 (docs/theory.md §1). A predicate's coverage φ ⊆ A (docs/theory.md §2) is stored as a sorted tuple
 of disjoint,
 non-adjacent half-open intervals ``[lo, hi)`` of codes. One representation serves value sets

@@ -1,0 +1,81 @@
+"""Choosing the engine that reads a data source (docs/architecture.md).
+
+Every engine is a module with two functions, the whole data-source protocol:
+
+* ``accepts(source) -> bool``: whether the source is this engine's (cheap, no heavy import);
+* an encoder ``(source, domain, *, on_invalid, csv, table, scan_progress) -> CodedTable``:
+  open the source, validate every value against the public domain with the shared rules of
+  :mod:`tessera.data.validation`, and return a :class:`~tessera.data.table.CodedTable`
+  (group-by counts per scope; the rows only where the engine allows).
+
+:data:`ENGINES` lists them, most specific first; DuckDB takes everything the others do not
+(files, DuckDB tables, pandas/polars frames, Arrow tables). A third engine (Polars, a SQL
+warehouse) is one new module and one line here. Engines are imported only when asked, so
+PySpark loads only for Spark sources.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tessera.data.table import CodedTable, CsvOptions, OnInvalid, ScanProgress
+from tessera.errors import DataError
+from tessera.schema.domain import Domain
+
+
+@dataclass(frozen=True)
+class Engine:
+    """A data engine: its module, and the name of its encoder there."""
+
+    name: str
+    module: str
+    encoder: str
+
+    def accepts(self, source: Any) -> bool:
+        accepts: Callable[[Any], bool] = self._module().accepts
+        return accepts(source)
+
+    def encode(self, source: Any, domain: Domain, **options: Any) -> CodedTable:
+        return getattr(self._module(), self.encoder)(source, domain, **options)
+
+    def _module(self) -> Any:
+        return importlib.import_module(self.module)
+
+
+#: The engines, most specific first; the last one (DuckDB) accepts every source.
+ENGINES: tuple[Engine, ...] = (
+    Engine("spark", "tessera.data.spark_source", "encode_spark"),
+    Engine("duckdb", "tessera.data.duckdb_source", "encode_duckdb"),
+)
+
+
+def engine_for(source: Any) -> Engine:
+    """The first engine of :data:`ENGINES` that accepts ``source``."""
+    return next(e for e in ENGINES if e.accepts(source))
+
+
+def encode(
+    source: Any,
+    domain: Domain,
+    *,
+    on_invalid: OnInvalid = "error",
+    csv: CsvOptions = CsvOptions(),
+    table: str | None = None,
+    scan_progress: ScanProgress | None = None,
+) -> CodedTable:
+    """Validate ``source`` against ``domain`` on the engine that reads it (:func:`engine_for`)
+    and return its :class:`~tessera.data.table.CodedTable`.
+
+    Raises :class:`DataError` for missing columns, and for values outside the domain unless
+    ``on_invalid='drop'`` (then :attr:`CodedTable.dropped` and ``.invalid`` report them): the
+    same errors and policies on every engine (:mod:`tessera.data.validation`). ``scan_progress``
+    hears how far the longest scans are, where the engine can tell.
+    """
+    if on_invalid not in ("error", "drop"):
+        raise DataError(f"unknown on_invalid policy {on_invalid!r}", hint="'error' or 'drop'")
+    engine = engine_for(source)
+    return engine.encode(source, domain, on_invalid=on_invalid, csv=csv, table=table,
+                         scan_progress=scan_progress)
