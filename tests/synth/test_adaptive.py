@@ -25,6 +25,8 @@ from hypothesis import strategies as st
 from scipy.optimize import minimize
 
 from tessera.data.counts import count
+from tessera.estimation.maxent import GroupMeasurement, ScopeModel, fit
+from tessera.estimation.rows import rows_from_cliques
 from tessera.mechanisms import NoiseSource
 from tessera.privacy import Neighbours
 from tessera.schema.domain import Domain
@@ -32,8 +34,6 @@ from tessera.synth.accounting import Budget, exact_scores, prove, selection_scor
 from tessera.synth.adaptive import adaptive, candidate_workload, selection_sensitivity
 from tessera.synth.candidates import candidates, model_size
 from tessera.synth.ipmwu import SensitiveCounts
-from tessera.synth.maxent import GroupMeasurement, ScopeModel, fit
-from tessera.synth.rows import rows_from_cliques
 from tessera.workload.families import k_way_marginals
 from tessera.workload.workload import Workload
 

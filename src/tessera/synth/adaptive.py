@@ -20,7 +20,7 @@ Differentially Private Synthetic Data", VLDB 2022, Algorithm 1) with these parts
   where y_r are the exact counts and μ̂_r the current model's marginal (exact when r lies in a
   measured scope, else from a sample of the model: post-processing either way); (3) the group is
   measured with discrete Gaussian (zCDP) or discrete Laplace (pure DP) noise; (4) the model is
-  refitted to **all** measurements so far (:func:`tessera.synth.maxent.fit`, warm-started);
+  refitted to **all** measurements so far (:func:`tessera.estimation.maxent.fit`, warm-started);
   (5) if the refit moved r's marginal by less than the expected noise, the noise is halved and
   the selection's ε doubled (AIM's annealing); when what is left would not pay two more rounds,
   a last round spends all of it;
@@ -58,6 +58,7 @@ import numpy.typing as npt
 from tessera.accounting.guarantee import Guarantee
 from tessera.engine.factors import scope
 from tessera.errors import TesseraError
+from tessera.estimation.maxent import FitResult, GroupMeasurement, ScopeModel, fit
 from tessera.mechanisms import DiscreteGaussian, DiscreteLaplace, ExponentialMechanism, NoiseSource
 from tessera.privacy import Definition, Neighbours
 from tessera.schema.domain import Domain
@@ -76,7 +77,6 @@ from tessera.synth.candidates import (
     model_size,
 )
 from tessera.synth.ipmwu import Evaluator, SensitiveCounts, Timings
-from tessera.synth.maxent import FitResult, GroupMeasurement, ScopeModel, fit
 from tessera.workload.families import Partition
 from tessera.workload.workload import Workload
 

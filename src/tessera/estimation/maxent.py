@@ -55,9 +55,9 @@ from tessera.engine.decomposition import DEFAULT_MEMORY_LIMIT
 from tessera.engine.factors import Function
 from tessera.engine.junction import JunctionTree, junction_tree
 from tessera.engine.model import GibbsModel
+from tessera.estimation.rows import Method as RowMethod
+from tessera.estimation.rows import rows_from_cliques
 from tessera.schema.domain import Domain
-from tessera.synth.rows import Method as RowMethod
-from tessera.synth.rows import rows_from_cliques
 from tessera.workload.families import Partition
 
 __all__ = ["FitResult", "GroupMeasurement", "ScopeModel", "fit"]
@@ -161,7 +161,7 @@ class ScopeModel:
     def sample(self, theta: FloatArray, m: int, rng: np.random.Generator,
                method: RowMethod = "rounding", columns: bool = False) -> npt.NDArray[np.int64]:
         """m rows (codes) from P_θ: from the junction tree's clique marginals
-        (:func:`tessera.synth.rows.rows_from_cliques`, ``method`` "rounding" or "iid"), or with
+        (:func:`tessera.estimation.rows.rows_from_cliques`, ``method`` "rounding" or "iid"), or with
         wide queries i.i.d. from the engine's perfect sampler. ``columns``: transposed (one
         contiguous row per attribute)."""
         if self._jt is None:
