@@ -1,0 +1,356 @@
+r"""Candidate strategies for a workload W, from public inputs only (docs/theory.md §10).
+
+A strategy is a workload of *counting queries* to measure (``measured``, its weights the
+budget shares) and a reconstruction: generalised least squares from its noisy answers to
+every query of W. Because the measured queries are counting queries, their noise is calibrated
+exactly as a direct release is (paper 1, Thm 6): from the strategy's own maximum weighted
+overlap γ_w — exact or a proven upper bound, :func:`tessera.calibration.workload_cost` — and
+the budget split in proportion to the shares, w_q ∝ √c_q (ρ-zCDP) or c_q (pure ε).
+
+Candidates:
+
+* ``direct`` — W itself, identical predicate queries measured once (:func:`merge_duplicates`);
+* ``identity`` — marginal workloads: the marginals over W's maximal scopes; one-attribute
+  workloads: the attribute's histogram;
+* ``residual`` — marginal workloads: every marginal of W's downward closure, allocation and GLS
+  in the residual basis (:mod:`~.marginals`, ResidualPlanner's closed form);
+* ``hierarchical`` — one-attribute workloads (ranges, prefixes, hierarchies): the b-ary interval
+  tree, b and the per-level allocation chosen by expected error (:mod:`~.intervals`).
+
+Each candidate's expected variance of every query of W is computed in closed form with the
+continuous model of the noise (σ² for the discrete Gaussian, 2b² for the discrete Laplace, both
+upper bounds on the discrete variances); a release recomputes them exactly with the discrete
+variances of the scales it used (:meth:`Strategy.estimate`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from tessera.calibration.cost import workload_cost
+from tessera.overlap import OverlapResult
+from tessera.privacy import Definition, Neighbours
+from tessera.schema.intervals import IntervalSet
+from tessera.strategy.intervals import (
+    BRANCHINGS,
+    MAX_CODES,
+    IntervalDesign,
+    Spans,
+    level_costs,
+    level_groups,
+    tree_levels,
+)
+from tessera.strategy.marginals import MarginalDesign, Scope, downward_closure, optimal_precisions
+from tessera.workload.families import Partition
+from tessera.workload.query import Query
+from tessera.workload.workload import Workload
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+#: Significant digits the shares are rounded to (the choice re-computes identically).
+SHARE_DIGITS = 6
+#: A measured marginal whose cost is below this fraction of the largest is dropped.
+DROP_BELOW = 1e-4
+
+
+class Reconstruction(Protocol):
+    """GLS from the measured queries' noisy answers (expanded order) to W's queries."""
+
+    name: str
+
+    def variances(self, noise_variance: FloatArray) -> FloatArray: ...
+
+    def answers(self, noisy: FloatArray, noise_variance: FloatArray) -> FloatArray: ...
+
+
+@dataclass(frozen=True, eq=False)
+class Strategy:
+    """What to measure, its calibration and the expected error of every query of W.
+
+    ``scales``: the noise scale of every measured query (b or σ) from ``overlap`` (γ_w of the
+    measured queries with their shares); ``expected``: Var of every query of W (expanded
+    order) under the continuous noise model; ``total``: Σ_q w_q ``expected[q]``."""
+
+    name: str
+    workload: Workload
+    measured: Workload
+    reconstruction: Reconstruction
+    overlap: OverlapResult
+    scales: FloatArray
+    expected: FloatArray
+    total: float
+
+    @property
+    def rmse(self) -> float:
+        return math.sqrt(float(np.mean(self.expected)))
+
+    def estimate(self, noisy: npt.ArrayLike, noise_variance: npt.ArrayLike
+                 ) -> tuple[FloatArray, FloatArray]:
+        """(answers, exact variances) of W's queries from the measured noisy answers and the
+        exact variance of each measured query's noise."""
+        v = np.asarray(noise_variance, dtype=np.float64)
+        y = np.asarray(noisy, dtype=np.float64)
+        return self.reconstruction.answers(y, v), self.reconstruction.variances(v)
+
+
+# -- reconstructions --------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class Copy:
+    """Direct: query q of W is measured query ``index[q]`` (duplicates share one)."""
+
+    index: IntArray
+    name: str = "direct (each query's own noisy answer; duplicates measured once)"
+
+    def variances(self, noise_variance: FloatArray) -> FloatArray:
+        return noise_variance[self.index]
+
+    def answers(self, noisy: FloatArray, noise_variance: FloatArray) -> FloatArray:
+        return noisy[self.index]
+
+
+@dataclass(frozen=True, eq=False)
+class MarginalGLS:
+    """GLS in the residual basis (:class:`~.marginals.MarginalDesign`): W's families are the
+    targets (``target_of[f]`` = the design's target of family f)."""
+
+    design: MarginalDesign
+    starts: IntArray  # first measured index of each measured scope
+    target_of: tuple[int, ...]
+    name: str = "GLS, residual basis (ResidualPlanner closed form)"
+
+    def _precisions(self, noise_variance: FloatArray) -> FloatArray:
+        return 1.0 / noise_variance[self.starts]
+
+    def variances(self, noise_variance: FloatArray) -> FloatArray:
+        per_target = self.design.variances(self._precisions(noise_variance))
+        return np.concatenate([np.full(self.design.cells(self.design.targets[t]),
+                                       per_target[t]) for t in self.target_of])
+
+    def answers(self, noisy: FloatArray, noise_variance: FloatArray) -> FloatArray:
+        d = self.design
+        bounds = list(self.starts) + [len(noisy)]
+        y = {a: noisy[bounds[k]:bounds[k + 1]] for k, a in enumerate(d.measured)}
+        u = dict(zip(d.measured, self._precisions(noise_variance)))
+        est = d.reconstruct(y, u)
+        return np.concatenate([est[d.targets[t]].ravel() for t in self.target_of])
+
+
+@dataclass(frozen=True, eq=False)
+class IntervalGLS:
+    """GLS over one attribute's histogram (:class:`~.intervals.IntervalDesign`)."""
+
+    design: IntervalDesign
+    starts: IntArray  # first measured index of each level (its groups follow in order)
+    spans: Spans
+    name: str = "GLS over one attribute (dense n × n, tree levels)"
+
+    def _split(self, noise_variance: FloatArray) -> FloatArray:
+        return 1.0 / noise_variance[self.starts]
+
+    def variances(self, noise_variance: FloatArray) -> FloatArray:
+        return self.design.variances(self._split(noise_variance), self.spans)
+
+    def answers(self, noisy: FloatArray, noise_variance: FloatArray) -> FloatArray:
+        bounds = list(self.starts) + [len(noisy)]
+        ys = [noisy[bounds[k]:bounds[k + 1]] for k in range(len(self.starts))]
+        return self.design.reconstruct(ys, self._split(noise_variance), self.spans)
+
+
+# -- the continuous noise model ---------------------------------------------------------------
+def model_variance(definition: Definition) -> Callable[[FloatArray], FloatArray]:
+    """Var of the noise of scale s: σ² (Gaussian, ρ-zCDP) or 2b² (Laplace, pure ε); both
+    bound the discrete mechanisms' variances from above."""
+    if definition is Definition.PURE:
+        return lambda s: 2.0 * s * s
+    return lambda s: s * s
+
+
+def shares_for(costs: FloatArray, definition: Definition) -> FloatArray:
+    """Weights w with the budget split c_q ∝ h(w_q): w = √c (zCDP) or c (pure), normalised
+    to max 1 and rounded to :data:`SHARE_DIGITS` significant digits."""
+    w = np.sqrt(costs) if definition is not Definition.PURE else np.asarray(costs, float)
+    w = w / w.max()
+    return np.array([float(f"{x:.{SHARE_DIGITS}g}") for x in w])
+
+
+# -- candidates -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Context:
+    """The public inputs a candidate is calibrated with."""
+
+    definition: Definition
+    total: float
+    neighbours: Neighbours
+    time_limit: float | None = 60.0
+
+
+def _calibrate(ctx: Context, workload: Workload, measured: Workload,
+               reconstruction: Reconstruction, name: str) -> Strategy:
+    cost = workload_cost(measured, definition=ctx.definition, neighbours=ctx.neighbours,
+                         time_limit=ctx.time_limit)
+    scales = cost.scales(ctx.total)
+    expected = reconstruction.variances(model_variance(ctx.definition)(scales))
+    total = float(workload.weight_array() @ expected)
+    return Strategy(name, workload, measured, reconstruction, cost.weighted, scales, expected,
+                    total)
+
+
+def merge_duplicates(workload: Workload) -> tuple[Workload, IntArray]:
+    """W with identical predicate queries kept once (the largest weight, the first name), and
+    the measured index of every query of W (expanded order). W itself when nothing repeats."""
+    first: dict[object, int] = {}
+    index = np.empty(len(workload.queries), dtype=np.int64)
+    keep: list[int] = []
+    for i, q in enumerate(workload.queries):
+        k = first.setdefault(q, len(keep))
+        if k == len(keep):
+            keep.append(i)
+        index[i] = k
+    cells = np.arange(len(keep), len(keep) + workload.n_cells, dtype=np.int64)
+    if len(keep) == len(workload.queries):
+        return workload, np.concatenate([index, cells])
+    weights = [0.0] * len(keep)
+    for i, k in enumerate(index):
+        weights[k] = max(weights[k], workload.weights[i])
+    measured = Workload(workload.domain, tuple(workload.queries[i] for i in keep),
+                        tuple(workload.names[i] for i in keep), tuple(weights), None,
+                        workload.partitions)
+    return measured, np.concatenate([index, cells])
+
+
+def direct(workload: Workload, ctx: Context) -> Strategy:
+    measured, index = merge_duplicates(workload)
+    return _calibrate(ctx, workload, measured, Copy(index), "direct")
+
+
+def _marginal_scopes(workload: Workload) -> list[Scope] | None:
+    """The scope of every family when W is marginals only (no predicates, no grouping)."""
+    if workload.queries or not workload.partitions:
+        return None
+    if any(any(g is not None for g in p.groups) for p in workload.partitions):
+        return None
+    return [p.attributes for p in workload.partitions]
+
+
+def marginal_strategy(workload: Workload, ctx: Context, kind: str) -> Strategy | None:
+    """``identity`` (W's maximal scopes) or ``residual`` (the downward closure), the
+    allocation error-optimal for Σ_q w_q Var_q (:func:`~.marginals.optimal_precisions`)."""
+    scopes = _marginal_scopes(workload)
+    if scopes is None:
+        return None
+    dom = workload.domain
+    targets = tuple(dict.fromkeys(scopes))
+    weights = np.zeros(len(targets))
+    for p, s in zip(workload.partitions, scopes):
+        weights[targets.index(s)] += p.weight
+    if kind == "identity":
+        measured_scopes = tuple(s for s in targets
+                                if not any(set(s) < set(t) for t in targets))
+    else:
+        measured_scopes = downward_closure(targets)
+    sizes = {a: dom[a].size for a in dom.names}
+    design = MarginalDesign(sizes, measured_scopes, targets)
+    costs = optimal_precisions(design, weights, zcdp=ctx.definition is not Definition.PURE,
+                               total=ctx.total)
+    keep = costs >= DROP_BELOW * costs.max()
+    kept = tuple(s for s, k in zip(measured_scopes, keep) if k)
+    if all(any(set(t) <= set(a) for a in kept) for t in targets):
+        measured_scopes, costs = kept, costs[keep]
+        design = MarginalDesign(sizes, measured_scopes, targets)
+    shares = shares_for(costs, ctx.definition)
+    families = [Partition.marginal(dom, list(s), float(w), name=f"{kind}(" + ",".join(s) + ")")
+                for s, w in zip(measured_scopes, shares)]
+    measured = Workload.of_families(dom, families)
+    starts = measured.family_starts[:-1].astype(np.int64)
+    recon = MarginalGLS(design, starts, tuple(targets.index(s) for s in scopes))
+    return _calibrate(ctx, workload, measured, recon, kind)
+
+
+def one_attribute(workload: Workload) -> tuple[str, Spans] | None:
+    """(attribute, spans of every query of W) when every query of W constrains at most one
+    and the same attribute (predicate conjunctions, and families over that attribute)."""
+    dom = workload.domain
+    attrs = {a for q in workload.queries if isinstance(q, Query) for a in q.scope}
+    attrs |= {a for p in workload.partitions for a in p.attributes}
+    if len(attrs) != 1 or any(not isinstance(q, Query) for q in workload.queries):
+        return None
+    if any(len(p.attributes) != 1 for p in workload.partitions):
+        return None
+    (a,) = attrs
+    n = dom[a].size
+    if n > MAX_CODES:
+        return None
+    lo: list[int] = []
+    hi: list[int] = []
+    owner: list[int] = []
+    k = 0
+    for q in workload.queries:
+        assert isinstance(q, Query)
+        cov = q.predicate(a)
+        for s, e in ((0, n),) if cov is None else cov.spans:
+            lo.append(s)
+            hi.append(e)
+            owner.append(k)
+        k += 1
+    for p in workload.partitions:
+        for g in p.axis_groups(dom, 0):
+            for s, e in g.spans:
+                lo.append(s)
+                hi.append(e)
+                owner.append(k)
+            k += 1
+    return a, Spans(np.array(lo, dtype=np.int64), np.array(hi, dtype=np.int64),
+                    np.array(owner, dtype=np.int64), k)
+
+
+def interval_strategy(workload: Workload, ctx: Context, kind: str) -> Strategy | None:
+    """``identity`` (the attribute's histogram) or ``hierarchical`` (the best branching in
+    :data:`~.intervals.BRANCHINGS` with per-level costs ∝ r^l, r ∈ {1, b^{1/3}, b^{1/2}}),
+    for one-attribute workloads."""
+    found = one_attribute(workload)
+    if found is None:
+        return None
+    a, spans = found
+    dom = workload.domain
+    n = dom[a].size
+    zcdp = ctx.definition is not Definition.PURE
+    w = workload.weight_array()
+    options: list[tuple[list[list[tuple[int, int]]], FloatArray]] = []
+    if kind == "identity":
+        options.append(([[(c, c + 1) for c in range(n)]], np.array([ctx.total])))
+    else:
+        for b in BRANCHINGS:
+            if b >= n:
+                continue
+            levels = tree_levels(n, b)
+            for r in sorted({1.0, b ** (1 / 3), b ** 0.5}):
+                options.append((levels, level_costs(len(levels), ctx.total, r)))
+    best: tuple[float, list[list[tuple[int, int]]], FloatArray] | None = None
+    for levels, costs in options:
+        design = IntervalDesign(n, tuple(level_groups(levels, n)))
+        u = 2.0 * costs if zcdp else 0.5 * costs * costs
+        err = float(w @ design.variances(u, spans))
+        if best is None or err < best[0]:
+            best = (err, levels, costs)
+    assert best is not None
+    _, levels, costs = best
+    shares = shares_for(costs, ctx.definition)
+    if kind == "identity":
+        families = [Partition.marginal(dom, [a], 1.0, name=f"identity({a})")]
+    else:
+        b = len(levels[1]) if len(levels) > 1 else 2
+        families = [Partition.grid(dom, {a: [IntervalSet.range(s, e) for s, e in level]}, float(wt),
+                                   f"tree{b}({a})[{lvl}]", "hierarchy")
+                    for lvl, (level, wt) in enumerate(zip(levels, shares))]
+        kind = f"hierarchical(b={b})"
+    measured = Workload.of_families(dom, families)
+    design = IntervalDesign(n, tuple(level_groups(levels, n)))
+    recon = IntervalGLS(design, measured.family_starts[:-1].astype(np.int64), spans)
+    return _calibrate(ctx, workload, measured, recon, kind)
+

@@ -1,0 +1,123 @@
+"""Choose the strategy with the least expected error (docs/theory.md §10).
+
+Every candidate of :mod:`~.candidates` that applies to W is calibrated from its own γ_w and
+its expected error computed in closed form; ``auto`` keeps the least for the objective —
+``total`` (Σ_q w_q Var_q, the default) or ``max`` (max_q w_q Var_q) — and ``direct`` on a tie,
+so it is never worse than direct by the model. The choice uses only the schema, W, the budget
+and the neighbour relation: it is public, and ``tessera verify`` recomputes it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from tessera.errors import TesseraError
+from tessera.privacy import Definition, Neighbours
+from tessera.strategy.candidates import (
+    Context,
+    Strategy,
+    direct,
+    interval_strategy,
+    marginal_strategy,
+)
+from tessera.workload.workload import Workload
+
+StrategyName = Literal["auto", "direct", "identity", "residual", "hierarchical"]
+STRATEGIES = ("auto", "direct", "identity", "residual", "hierarchical")
+OBJECTIVES = ("total", "max")
+#: Relative margin a candidate must beat direct by to be chosen (ties go to direct).
+TIE = 1e-9
+
+
+@dataclass(frozen=True, eq=False)
+class StrategyChoice:
+    """The chosen strategy and every candidate that was evaluated (the chosen one among them)."""
+
+    chosen: Strategy
+    candidates: tuple[Strategy, ...]
+    requested: str
+    objective: str
+
+    def score(self, s: Strategy) -> float:
+        return score(s, self.objective)
+
+    def table(self) -> list[dict[str, Any]]:
+        """One row per candidate: its γ_w, expected total / max error, RMSE, chosen or not."""
+        rows = []
+        for s in self.candidates:
+            w = s.workload.weight_array()
+            rows.append({
+                "strategy": s.name,
+                "measured_queries": s.measured.n_queries,
+                "gamma_w": s.overlap.bound,
+                "gamma_w_exact": s.overlap.exact,
+                "expected_total": s.total,
+                "expected_max": float(np.max(w * s.expected)),
+                "rmse": s.rmse,
+                "chosen": s is self.chosen,
+            })
+        return rows
+
+
+def score(s: Strategy, objective: str) -> float:
+    if objective == "max":
+        return float(np.max(s.workload.weight_array() * s.expected))
+    return s.total
+
+
+def choose_strategy(
+    workload: Workload,
+    definition: Definition,
+    total: float,
+    *,
+    neighbours: Neighbours | str = Neighbours.ADD_REMOVE,
+    strategy: str = "auto",
+    objective: str = "total",
+    time_limit: float | None = 60.0,
+    compare: bool = False,
+) -> StrategyChoice:
+    """The strategy to measure for W under a budget ``total`` of ``definition`` (ε or ρ).
+
+    ``strategy``: ``auto`` (the least expected error among the candidates that apply) or one
+    of them forced (a clear error when it does not apply to W); ``compare``: evaluate every
+    applicable candidate even when one is forced (for ``tessera plan``)."""
+    if strategy not in STRATEGIES:
+        raise TesseraError(f"unknown strategy {strategy!r}", hint=", ".join(STRATEGIES))
+    if objective not in OBJECTIVES:
+        raise TesseraError(f"unknown objective {objective!r}", hint=", ".join(OBJECTIVES))
+    if workload.n_queries == 0:
+        raise TesseraError("the workload has no queries")
+    ctx = Context(Definition.parse(definition), float(total), Neighbours.parse(neighbours),
+                  time_limit)
+    wanted = STRATEGIES[1:] if (strategy == "auto" or compare) else (strategy,)
+    found: list[Strategy] = []
+    for name in wanted:
+        cand: Strategy | None
+        if name == "direct":
+            cand = direct(workload, ctx)
+        elif name == "residual":
+            cand = marginal_strategy(workload, ctx, "residual")
+        elif name == "hierarchical":
+            cand = interval_strategy(workload, ctx, "hierarchical")
+        else:
+            cand = (marginal_strategy(workload, ctx, "identity")
+                    or interval_strategy(workload, ctx, "identity"))
+        if cand is not None:
+            found.append(cand)
+        elif name == strategy:
+            raise TesseraError(
+                f"strategy {strategy!r} does not apply to this workload",
+                hint="identity/residual take marginal families; identity/hierarchical take "
+                     "queries over one attribute; direct and auto take any workload")
+    if strategy == "auto":
+        base = found[0]  # direct
+        chosen = base
+        for s in found[1:]:
+            if score(s, objective) < score(chosen, objective) * (1.0 - TIE):
+                chosen = s
+    else:
+        chosen = next(s for s in found if s.name.split("(")[0] == strategy)
+    return StrategyChoice(chosen, tuple(found), strategy, objective)
