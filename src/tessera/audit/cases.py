@@ -75,7 +75,6 @@ from tessera.release.plan import NoisePlan, noise_plan
 from tessera.schema.domain import Domain
 from tessera.synth.accounting import Budget as SynthBudget
 from tessera.synth.accounting import exact_scores, select
-from tessera.synth.adaptive import Schedule, selection_sensitivity
 from tessera.synth.candidates import candidates
 from tessera.synth.ipmwu import (
     Evaluator,
@@ -86,6 +85,7 @@ from tessera.synth.ipmwu import (
     sensitive_counts,
 )
 from tessera.synth.mwem import cells, mwem
+from tessera.synth.schedule import Schedule, selection_sensitivity
 from tessera.workload.families import k_way_marginals
 from tessera.workload.workload import Workload
 
@@ -475,7 +475,7 @@ ADAPTIVE_ROWS = ((9, 3, 4, 4, 4, 4, 4, 8), (8, 3, 4, 4, 4, 4, 4, 9))
 def adaptive_setup(epsilon: float, planted: bool = False
                     ) -> tuple[Workload, list[Any], Any, list[Any]]:
     """The workload (the (a, b) marginal), its candidates, one round's calibration by the
-    method's own :class:`~tessera.synth.adaptive.Schedule` (pure ε, substitution) and the
+    method's own :class:`~tessera.synth.schedule.Schedule` (pure ε, substitution) and the
     candidates' exact counts on D₁ and D₂. ``planted``: the add/remove sensitivities (L1 = 1,
     selection Δ = max w) used under substitution — a planted bug."""
     domain = Domain.from_dict(ADAPTIVE_SCHEMA)

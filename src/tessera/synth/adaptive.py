@@ -44,14 +44,12 @@ post-processing).
 
 from __future__ import annotations
 
-import itertools
 import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-import networkx as nx
 import numpy as np
 import numpy.typing as npt
 
@@ -59,31 +57,38 @@ from tessera.accounting.guarantee import Guarantee
 from tessera.engine.factors import scope
 from tessera.errors import TesseraError
 from tessera.estimation.maxent import FitResult, GroupMeasurement, ScopeModel, fit
-from tessera.mechanisms import DiscreteGaussian, DiscreteLaplace, ExponentialMechanism, NoiseSource
+from tessera.mechanisms import NoiseSource
 from tessera.privacy import Definition, Neighbours
 from tessera.schema.domain import Domain
-from tessera.synth.accounting import (
-    Budget,
-    Step,
-    exact_scores,
-    largest_float_at_most,
-    prove,
-    step_cost,
-)
+from tessera.synth.accounting import Budget, Step, exact_scores, prove, step_cost
 from tessera.synth.candidates import (
     DEFAULT_MAX_CELLS,
     Candidate,
     candidates,
+    eligible,
     model_size,
 )
 from tessera.synth.ipmwu import Evaluator, SensitiveCounts, Timings
+from tessera.synth.model_view import (
+    ModelView,
+    build_model,
+    from_cliques,
+    model_scopes,
+    noisy_total,
+)
+from tessera.synth.schedule import (
+    CountNoise,
+    Schedule,
+    noise_l1,
+    noise_param,
+    noise_sd,
+    selection_sensitivity,
+)
 from tessera.workload.families import Partition
 from tessera.workload.workload import Workload
 
 __all__ = [
     "AdaptiveParameters",
-    "Calibration",
-    "Schedule",
     "AdaptiveProgress",
     "AdaptiveRecord",
     "AdaptiveResult",
@@ -91,15 +96,11 @@ __all__ = [
     "AdaptiveTimings",
     "adaptive",
     "candidate_workload",
-    "selection_sensitivity",
 ]
 
 FloatArray = npt.NDArray[np.float64]
-#: Noise on integer counts: discrete Gaussian (zCDP) or discrete Laplace (pure DP).
-CountNoise = DiscreteGaussian | DiscreteLaplace
 #: AIM's default cap on the model (bytes of the junction tree's tables).
 DEFAULT_MAX_MODEL_SIZE = 80 * 2**20
-_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
 
 # -- the sensitive input: exact counts of every candidate -----------------------------------
@@ -290,7 +291,7 @@ class AdaptiveResult:
             s = scope(workload.domain, f)
             p = self.model.project(self.fit.marginals, s)
             if p is None and cliques is not None:
-                p = _from_cliques(cliques, s)
+                p = from_cliques(cliques, s)
             if p is None:
                 rest.append(j)
                 continue
@@ -313,194 +314,6 @@ def _indicator(domain: Domain, f: object, s: tuple[int, ...]) -> FloatArray:
     codes = np.zeros((cells.shape[0], len(domain)), dtype=np.int64)
     codes[:, list(s)] = cells
     return Evaluator(domain, [f]).matrix(codes)[0].astype(np.float64)  # type: ignore[list-item]
-
-
-# -- the schedule ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Calibration:
-    """One round's two mechanisms and their exact cost."""
-
-    measurement: CountNoise
-    selection: ExponentialMechanism
-    cost: Fraction
-
-
-class Schedule:
-    """Calibrates rounds from budget shares (exact costs; module docstring): ``budget``, the
-    measurements' L1 and L2 sensitivities, the selection's Δ and the measurement's share of a
-    round."""
-
-    def __init__(self, budget: Budget, l1: float, l2: float, sel_sensitivity: float,
-                 measure_fraction: float) -> None:
-        self.budget = budget
-        self.total = Fraction(budget.value)
-        self.l1, self.l2, self.sel = l1, l2, sel_sensitivity
-        self.fraction = Fraction(measure_fraction)
-        self.pure = budget.definition is Definition.PURE
-
-    def measurement(self, share: Fraction, sensitivity: float) -> CountNoise:
-        value = largest_float_at_most(share)
-        if not value > 0:
-            raise TesseraError("the budget share of a measurement rounds to 0",
-                               hint="a larger budget, or fewer rounds")
-        if self.pure:
-            return DiscreteLaplace.for_epsilon(value, sensitivity)
-        return DiscreteGaussian.for_rho(value, sensitivity)
-
-    def selection(self, share: Fraction) -> ExponentialMechanism:
-        if self.pure:
-            eps = largest_float_at_most(share)
-        else:
-            eps = math.sqrt(8.0 * float(share))
-        mech = ExponentialMechanism(eps, self.sel)
-        while self._sel_cost(mech) > share:
-            eps = math.nextafter(eps, 0.0)
-            mech = ExponentialMechanism(eps, self.sel)
-        return mech
-
-    def _sel_cost(self, mech: ExponentialMechanism) -> Fraction:
-        return Fraction(mech.epsilon) if self.pure else Fraction(mech.rho())
-
-    def cost(self, noise: CountNoise, sensitivity: float) -> Fraction:
-        if isinstance(noise, DiscreteLaplace):
-            return Fraction(noise.epsilon(sensitivity))
-        return Fraction(noise.rho(sensitivity))
-
-    def round(self, share: Fraction) -> Calibration:
-        """A round costing at most ``share``: ``fraction`` to the measurement, the rest to the
-        selection."""
-        meas = self.measurement(share * self.fraction, self.l2 if not self.pure else self.l1)
-        rest = share - self.cost(meas, self.l2 if not self.pure else self.l1)
-        sel = self.selection(rest)
-        out = Calibration(meas, sel, self.cost(meas, self.l2 if not self.pure else self.l1)
-                           + self._sel_cost(sel))
-        assert out.cost <= share
-        return out
-
-    def annealed(self, cal: Calibration) -> Calibration:
-        """AIM's annealing: noise halved, selection ε doubled (σ/2 costs 4× in ρ, b/2 2× in ε)."""
-        if self.pure:
-            meas: CountNoise = DiscreteLaplace(
-                cal.measurement.scale / 2)  # type: ignore[union-attr]
-            sel = ExponentialMechanism(cal.selection.epsilon * 2, self.sel)
-        else:
-            meas = DiscreteGaussian(cal.measurement.sigma / 2)  # type: ignore[union-attr]
-            sel = ExponentialMechanism(cal.selection.epsilon * 2, self.sel)
-        s = self.l1 if self.pure else self.l2
-        return Calibration(meas, sel, self.cost(meas, s) + self._sel_cost(sel))
-
-
-def _noise_sd(noise: CountNoise) -> float:
-    return math.sqrt(noise.variance)
-
-
-def _noise_l1(noise: CountNoise) -> float:
-    """E|Z| per cell (the bias term of the score)."""
-    if isinstance(noise, DiscreteLaplace):
-        return noise.scale
-    return _SQRT_2_OVER_PI * noise.sigma
-
-
-def _noise_param(noise: CountNoise) -> float:
-    return noise.scale if isinstance(noise, DiscreteLaplace) else noise.sigma
-
-
-# -- the model side -------------------------------------------------------------------------
-
-
-class _ModelView:
-    """The current model's marginals of every candidate: exact from a measured scope that
-    contains it, else from a sample of the model (post-processing)."""
-
-    def __init__(self, domain: Domain, cands: Sequence[Candidate], workload: Workload,
-                 sample_size: int, rng: np.random.Generator) -> None:
-        self.domain = domain
-        self.sizes = tuple(domain.sizes)
-        self.cands = cands
-        self.sample_size = sample_size
-        self.rng = rng
-        wide = [c for c in cands if not c.is_marginal]
-        self._wide_eval = Evaluator(domain, [workload.queries[c.query] for c in wide]) \
-            if wide else None
-        self._wide_pos = {c.query: k for k, c in enumerate(wide)}
-
-    def estimates(self, model: ScopeModel, fitted: FitResult, which: Sequence[int],
-                  total: float) -> list[FloatArray]:
-        mu = fitted.marginals
-        cliques: list[tuple[tuple[int, ...], FloatArray]] | None = None  # one pass, if needed
-        need_sample = []
-        out: dict[int, FloatArray] = {}
-        for i in which:
-            c = self.cands[i]
-            if c.is_marginal:
-                p = model.project(mu, c.scope)
-                if p is None:
-                    if cliques is None:
-                        cliques = model.clique_marginals(fitted.theta) or []
-                    p = _from_cliques(cliques, c.scope)
-                if p is not None:
-                    out[i] = total * p
-                    continue
-            elif c.query in model.query_position:
-                out[i] = np.array([total * mu[model.query_position[c.query]]])
-                continue
-            need_sample.append(i)
-        if need_sample:
-            columns, weights = _compress(
-                model.sample(fitted.theta, self.sample_size, self.rng, method="iid",
-                             columns=True), self.sizes)
-            for i in need_sample:
-                c = self.cands[i]
-                if c.is_marginal:
-                    idx = np.ravel_multi_index(tuple(columns[a] for a in c.scope),
-                                               tuple(self.sizes[a] for a in c.scope))
-                    h = np.bincount(idx, weights=weights, minlength=c.cells)
-                else:
-                    assert self._wide_eval is not None
-                    hit = self._wide_eval.matrix(columns.T)[self._wide_pos[c.query]]
-                    h = np.array([float(weights[hit].sum())])
-                out[i] = total * h / float(self.sample_size)
-        return [out[i] for i in which]
-
-
-def _from_cliques(cliques: Sequence[tuple[tuple[int, ...], FloatArray]],
-                  scope: tuple[int, ...]) -> FloatArray | None:
-    """P(x_scope) from a clique of the junction tree that contains ``scope`` (axes in the
-    clique's own order, transposed to domain order), or None."""
-    best = min((c for c in cliques if set(scope) <= set(c[0])), key=lambda c: c[1].size,
-               default=None)
-    if best is None:
-        return None
-    variables, table = best
-    axes = tuple(i for i, v in enumerate(variables) if v not in scope)
-    kept = [v for v in variables if v in scope]
-    p = table.sum(axis=axes) if axes else table
-    return np.transpose(p, [kept.index(v) for v in scope]).ravel()
-
-
-def _compress(columns: npt.NDArray, sizes: Sequence[int]) -> tuple[npt.NDArray, FloatArray]:
-    """The sample's distinct rows (attribute-major, shape (attributes, k)) and multiplicities:
-    one int64 key per row when the domain has fewer than 2^62 points (a 1-D sort); above, rows
-    are almost surely distinct and are kept as they are."""
-    if math.prod(int(n) for n in sizes) >= 2**62:
-        return columns, np.ones(columns.shape[1])
-    keys = np.ravel_multi_index(tuple(columns), tuple(sizes))
-    uniq, counts = np.unique(keys, return_counts=True)
-    return np.stack(np.unravel_index(uniq, tuple(sizes))), counts.astype(np.float64)
-
-
-def _total(measurements: Sequence[GroupMeasurement]) -> float:
-    """N̂ = the inverse-variance weighted mean of the noisy sums of the marginal measurements."""
-    num = den = 0.0
-    for m in measurements:
-        if m.query is not None:
-            continue
-        var = m.sd * m.sd * m.y.size
-        num += float(m.y.sum()) / var
-        den += 1.0 / var
-    return max(1.0, num / den)
 
 
 # -- the run --------------------------------------------------------------------------------
@@ -563,20 +376,20 @@ def adaptive(
         step = Step("measurement", r, rel.mechanism, sens)
         steps.append(step)
         spent += Fraction(step_cost(step, budget.definition))
-        m = GroupMeasurement(c.scope, rel.values.astype(np.float64), _noise_sd(noise), c.query)
+        m = GroupMeasurement(c.scope, rel.values.astype(np.float64), noise_sd(noise), c.query)
         measurements.append(m)
         return m
 
     # initialisation: every one-way marginal (AIM), each at the round's measurement noise
     for a in attrs:
         measure(index[((a,), None)], cal.measurement, 0)
-    total = float(exact.n) if substitute else _total(measurements)
+    total = float(exact.n) if substitute else noisy_total(measurements)
     defaulted = tuple(k for k, v in (("rounds", rounds), ("rows", rows),
                                      ("sample_size", sample_size)) if v is None)
     if sample_size is None:  # ~2·10^7 sampled codes per round, 10^4 … 10^5 rows
         sample_size = int(min(100_000, max(10_000, 20_000_000 // max(len(dom), 1))))
-    view = _ModelView(dom, cands, workload, sample_size, gen)
-    model = _build(dom, measurements, workload, cands)
+    view = ModelView(dom, cands, workload, sample_size, gen)
+    model = build_model(dom, measurements, workload)
     tf = time.perf_counter()
     fitted = fit(model, measurements, total, iterations=iterations)
     fit_seconds = time.perf_counter() - tf
@@ -594,23 +407,23 @@ def adaptive(
                 break
             cal = schedule.round(remaining)
         limit = max_model_size * float(min(spent + cal.cost, budget_total) / budget_total)
-        eligible = _eligible(sizes, cands, _model_scopes(measurements), limit)
-        if not eligible:
-            eligible = [i for i, c in enumerate(cands) if c.is_marginal and len(c.scope) == 1]
-        est = view.estimates(model, fitted, eligible, total)
-        bias = [_noise_l1(cal.measurement) * cands[i].cells for i in eligible]
-        scores = exact_scores([exact.counts[i] for i in eligible], est, bias,
-                              [weights[i] for i in eligible], total)
+        offered = eligible(sizes, cands, model_scopes(measurements), limit)
+        if not offered:
+            offered = [i for i, c in enumerate(cands) if c.is_marginal and len(c.scope) == 1]
+        est = view.estimates(model, fitted, offered, total)
+        bias = [noise_l1(cal.measurement) * cands[i].cells for i in offered]
+        scores = exact_scores([exact.counts[i] for i in offered], est, bias,
+                              [weights[i] for i in offered], total)
         chosen = cal.selection.select(scores, source)
         steps.append(Step("selection", t, chosen.mechanism, 1.0))
         spent += Fraction(step_cost(steps[-1], budget.definition))
         k = int(chosen.indices[0])
-        i = eligible[k]
+        i = offered[k]
         before = est[k]
         m = measure(i, cal.measurement, t)
         if not substitute:
-            total = _total(measurements)
-        new_model = _build(dom, measurements, workload, cands)
+            total = noisy_total(measurements)
+        new_model = build_model(dom, measurements, workload)
         tf = time.perf_counter()
         fitted = fit(new_model, measurements, total, theta=new_model.extend(fitted.theta, model),
                      alpha=fitted.alpha, iterations=iterations)
@@ -620,15 +433,15 @@ def adaptive(
         used = cal
         annealed = False
         if not final and float(np.abs(after - before).sum()) <= \
-                _noise_l1(cal.measurement) * cands[i].cells:
+                noise_l1(cal.measurement) * cands[i].cells:
             nxt = schedule.annealed(cal)
             annealed = True
             cal = nxt
         history.append(AdaptiveRound(
-            t, cands[i].label(dom), cands[i].cells, _noise_param(used.measurement),
+            t, cands[i].label(dom), cands[i].cells, noise_param(used.measurement),
             used.selection.epsilon,
-            float(spent), annealed, model.width, model_size(sizes, _model_scopes(
-                measurements)), len(eligible), time.perf_counter() - tr))
+            float(spent), annealed, model.width, model_size(sizes, model_scopes(measurements)),
+            len(offered), time.perf_counter() - tr))
         if progress is not None:
             err = float(np.abs(m.y - before).sum()) / max(total * cands[i].cells, 1.0)
             progress(AdaptiveProgress(t, T, float(spent), float(budget_total), err))
@@ -654,65 +467,6 @@ def adaptive(
     record = AdaptiveRecord(
         "adaptive (AIM-style selection and schedule; maximum-entropy fit on the exact engine)",
         budget.guarantee(), proof, tuple(steps), tuple(history), params, timings, model.width,
-        model_size(sizes, _model_scopes(measurements)), source.label)
+        model_size(sizes, model_scopes(measurements)), source.label)
     return AdaptiveResult(model, fitted, tuple(measurements), record,
                           np.asarray(synthetic, dtype=np.int64), workload)
-
-
-def selection_sensitivity(cands: Sequence[Candidate], substitute: bool) -> float:
-    """Δ of the quality scores: max_r w_r Δ₁(r), Δ₁ = 2 for a marginal under substitution (a
-    row leaves one cell and enters another), 1 otherwise (module docstring)."""
-    return max(int(c.weight) * (2.0 if substitute and c.is_marginal else 1.0) for c in cands)
-
-
-def _model_scopes(measurements: Sequence[GroupMeasurement]) -> list[tuple[int, ...]]:
-    return list(dict.fromkeys(m.scope for m in measurements))
-
-
-def _eligible(sizes: Sequence[int], cands: Sequence[Candidate],
-              scopes: Sequence[tuple[int, ...]], limit: float) -> list[int]:
-    """The candidates whose measurement keeps the model within ``limit`` bytes (public).
-
-    Shortcuts before the full junction-tree size: a candidate inside a measured scope adds
-    nothing; if one bag of every attribute fits, anything fits; a candidate whose attributes lie
-    in pairwise different connected components of the measured scopes' graph joins them by one
-    new clique (no fill-in), so the size grows by exactly its own table."""
-    sets = [frozenset(s) for s in scopes]
-    union = frozenset().union(*sets)
-    graph = nx.Graph()
-    graph.add_nodes_from(union)
-    for sc in scopes:
-        graph.add_edges_from(itertools.combinations(sc, 2))
-    component = {a: k for k, comp in enumerate(nx.connected_components(graph)) for a in comp}
-    current: int | None = None
-    out = []
-    for i, c in enumerate(cands):
-        r = frozenset(c.scope)
-        if not c.is_marginal or any(r <= s for s in sets) \
-                or 8 * math.prod(sizes[a] for a in union | r) <= limit:  # one bag of all fits
-            out.append(i)
-            continue
-        own = [component.get(a, ("new", a)) for a in c.scope]
-        if len(set(own)) == len(own):  # joins separate components: no fill-in
-            if current is None:
-                current = model_size(sizes, scopes)
-            grows = 8 * math.prod(sizes[a] for a in c.scope)
-            if current + grows <= limit:
-                out.append(i)
-            continue
-        if model_size(sizes, [*scopes, c.scope]) <= limit:
-            out.append(i)
-    return out
-
-
-def _build(dom: Domain, measurements: Sequence[GroupMeasurement], workload: Workload,
-           cands: Sequence[Candidate]) -> ScopeModel:
-    marginal_scopes = list(dict.fromkeys(m.scope for m in measurements if m.query is None))
-    queries = list(dict.fromkeys(m.query for m in measurements if m.query is not None))
-    return ScopeModel(dom, _maximal(marginal_scopes),
-                      [(j, workload.queries[j]) for j in queries])
-
-
-def _maximal(scopes: Sequence[tuple[int, ...]]) -> list[tuple[int, ...]]:
-    """Scopes not contained in another (a sub-scope's table adds nothing to the family)."""
-    return [s for s in scopes if not any(set(s) < set(t) for t in scopes)]

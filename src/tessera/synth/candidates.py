@@ -55,6 +55,7 @@ __all__ = [
     "Candidate",
     "candidates",
     "downward_closure",
+    "eligible",
     "model_size",
     "workload_scopes",
 ]
@@ -163,3 +164,39 @@ def model_size(sizes: Sequence[int], scopes: Iterable[Scope]) -> int:
         if not any(bag <= c for c in cliques):
             cliques.append(bag)
     return 8 * sum(math.prod(sizes[v] for v in c) for c in cliques)
+
+
+def eligible(sizes: Sequence[int], cands: Sequence[Candidate],
+             scopes: Sequence[tuple[int, ...]], limit: float) -> list[int]:
+    """The candidates whose measurement keeps the model within ``limit`` bytes (public).
+
+    Shortcuts before the full junction-tree size: a candidate inside a measured scope adds
+    nothing; if one bag of every attribute fits, anything fits; a candidate whose attributes lie
+    in pairwise different connected components of the measured scopes' graph joins them by one
+    new clique (no fill-in), so the size grows by exactly its own table."""
+    sets = [frozenset(s) for s in scopes]
+    union = frozenset().union(*sets)
+    graph = nx.Graph()
+    graph.add_nodes_from(union)
+    for sc in scopes:
+        graph.add_edges_from(itertools.combinations(sc, 2))
+    component = {a: k for k, comp in enumerate(nx.connected_components(graph)) for a in comp}
+    current: int | None = None
+    out = []
+    for i, c in enumerate(cands):
+        r = frozenset(c.scope)
+        if not c.is_marginal or any(r <= s for s in sets) \
+                or 8 * math.prod(sizes[a] for a in union | r) <= limit:  # one bag of all fits
+            out.append(i)
+            continue
+        own = [component.get(a, ("new", a)) for a in c.scope]
+        if len(set(own)) == len(own):  # joins separate components: no fill-in
+            if current is None:
+                current = model_size(sizes, scopes)
+            grows = 8 * math.prod(sizes[a] for a in c.scope)
+            if current + grows <= limit:
+                out.append(i)
+            continue
+        if model_size(sizes, [*scopes, c.scope]) <= limit:
+            out.append(i)
+    return out

@@ -1,0 +1,150 @@
+"""The adaptive synthesizer's view of its current model (docs/theory.md §5, "the adaptive
+method"): the model built from the measured groups, its estimate of every candidate, and the
+normaliser N. Everything here is post-processing of the noisy measurements.
+
+* :func:`build_model`: P_θ over the maximal measured scopes and the measured wide queries
+  (:class:`tessera.estimation.maxent.ScopeModel`);
+* :class:`ModelView`: N μ̂_r for candidates r — exact when r lies in a measured scope or in a
+  clique of the junction tree, else from i.i.d. samples of the model (their distinct rows with
+  multiplicities: :func:`compress`);
+* :func:`noisy_total`: N̂ under add/remove, the inverse-variance weighted mean of the noisy
+  marginals' sums.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from tessera.estimation.maxent import FitResult, GroupMeasurement, ScopeModel
+from tessera.schema.domain import Domain
+from tessera.synth.candidates import Candidate
+from tessera.synth.ipmwu import Evaluator
+from tessera.workload.workload import Workload
+
+__all__ = [
+    "ModelView",
+    "build_model",
+    "compress",
+    "from_cliques",
+    "maximal_scopes",
+    "model_scopes",
+    "noisy_total",
+]
+
+FloatArray = npt.NDArray[np.float64]
+
+
+class ModelView:
+    """The current model's marginals of every candidate: exact from a measured scope that
+    contains it, else from a sample of the model (post-processing)."""
+
+    def __init__(self, domain: Domain, cands: Sequence[Candidate], workload: Workload,
+                 sample_size: int, rng: np.random.Generator) -> None:
+        self.domain = domain
+        self.sizes = tuple(domain.sizes)
+        self.cands = cands
+        self.sample_size = sample_size
+        self.rng = rng
+        wide = [c for c in cands if not c.is_marginal]
+        self._wide_eval = Evaluator(domain, [workload.queries[c.query] for c in wide]) \
+            if wide else None
+        self._wide_pos = {c.query: k for k, c in enumerate(wide)}
+
+    def estimates(self, model: ScopeModel, fitted: FitResult, which: Sequence[int],
+                  total: float) -> list[FloatArray]:
+        mu = fitted.marginals
+        cliques: list[tuple[tuple[int, ...], FloatArray]] | None = None  # one pass, if needed
+        need_sample = []
+        out: dict[int, FloatArray] = {}
+        for i in which:
+            c = self.cands[i]
+            if c.is_marginal:
+                p = model.project(mu, c.scope)
+                if p is None:
+                    if cliques is None:
+                        cliques = model.clique_marginals(fitted.theta) or []
+                    p = from_cliques(cliques, c.scope)
+                if p is not None:
+                    out[i] = total * p
+                    continue
+            elif c.query in model.query_position:
+                out[i] = np.array([total * mu[model.query_position[c.query]]])
+                continue
+            need_sample.append(i)
+        if need_sample:
+            columns, weights = compress(
+                model.sample(fitted.theta, self.sample_size, self.rng, method="iid",
+                             columns=True), self.sizes)
+            for i in need_sample:
+                c = self.cands[i]
+                if c.is_marginal:
+                    idx = np.ravel_multi_index(tuple(columns[a] for a in c.scope),
+                                               tuple(self.sizes[a] for a in c.scope))
+                    h = np.bincount(idx, weights=weights, minlength=c.cells)
+                else:
+                    assert self._wide_eval is not None
+                    hit = self._wide_eval.matrix(columns.T)[self._wide_pos[c.query]]
+                    h = np.array([float(weights[hit].sum())])
+                out[i] = total * h / float(self.sample_size)
+        return [out[i] for i in which]
+
+
+def from_cliques(cliques: Sequence[tuple[tuple[int, ...], FloatArray]],
+                  scope: tuple[int, ...]) -> FloatArray | None:
+    """P(x_scope) from a clique of the junction tree that contains ``scope`` (axes in the
+    clique's own order, transposed to domain order), or None."""
+    best = min((c for c in cliques if set(scope) <= set(c[0])), key=lambda c: c[1].size,
+               default=None)
+    if best is None:
+        return None
+    variables, table = best
+    axes = tuple(i for i, v in enumerate(variables) if v not in scope)
+    kept = [v for v in variables if v in scope]
+    p = table.sum(axis=axes) if axes else table
+    return np.transpose(p, [kept.index(v) for v in scope]).ravel()
+
+
+def compress(columns: npt.NDArray, sizes: Sequence[int]) -> tuple[npt.NDArray, FloatArray]:
+    """The sample's distinct rows (attribute-major, shape (attributes, k)) and multiplicities:
+    one int64 key per row when the domain has fewer than 2^62 points (a 1-D sort); above, rows
+    are almost surely distinct and are kept as they are."""
+    if math.prod(int(n) for n in sizes) >= 2**62:
+        return columns, np.ones(columns.shape[1])
+    keys = np.ravel_multi_index(tuple(columns), tuple(sizes))
+    uniq, counts = np.unique(keys, return_counts=True)
+    return np.stack(np.unravel_index(uniq, tuple(sizes))), counts.astype(np.float64)
+
+
+def noisy_total(measurements: Sequence[GroupMeasurement]) -> float:
+    """N̂ = the inverse-variance weighted mean of the noisy sums of the marginal measurements."""
+    num = den = 0.0
+    for m in measurements:
+        if m.query is not None:
+            continue
+        var = m.sd * m.sd * m.y.size
+        num += float(m.y.sum()) / var
+        den += 1.0 / var
+    return max(1.0, num / den)
+
+
+def model_scopes(measurements: Sequence[GroupMeasurement]) -> list[tuple[int, ...]]:
+    """The distinct measured scopes, in order of first measurement."""
+    return list(dict.fromkeys(m.scope for m in measurements))
+
+
+def build_model(dom: Domain, measurements: Sequence[GroupMeasurement],
+                workload: Workload) -> ScopeModel:
+    """P_θ over the maximal measured marginal scopes and the measured wide queries."""
+    marginal_scopes = list(dict.fromkeys(m.scope for m in measurements if m.query is None))
+    queries = list(dict.fromkeys(m.query for m in measurements if m.query is not None))
+    return ScopeModel(dom, maximal_scopes(marginal_scopes),
+                      [(j, workload.queries[j]) for j in queries])
+
+
+def maximal_scopes(scopes: Sequence[tuple[int, ...]]) -> list[tuple[int, ...]]:
+    """Scopes not contained in another (a sub-scope's table adds nothing to the family)."""
+    return [s for s in scopes if not any(set(s) < set(t) for t in scopes)]

@@ -1,0 +1,140 @@
+"""The adaptive synthesizer's budget schedule: each round's two mechanisms, calibrated from a
+budget share with exact costs (docs/theory.md §5, "the adaptive method").
+
+A round is one selection (the exponential mechanism, ε-bounded-range: ε²/8-zCDP by
+Cesar–Rogers, or ε under pure DP) and one measurement (discrete Gaussian, ρ = Δ₂²/(2σ²) by
+CKS20, or discrete Laplace, ε = Δ₁/b). :meth:`Schedule.round` splits a share of the budget
+(``measure_fraction`` to the measurement, the rest to the selection) and never plans past it:
+every cost is a :class:`~fractions.Fraction` of the exact float parameters, and a selection ε is
+lowered ulp by ulp until its cost fits. :meth:`Schedule.annealed` is AIM's annealing (McKenna
+et al., VLDB 2022, Algorithm 1): noise halved, selection ε doubled.
+
+The scores' sensitivity :func:`selection_sensitivity` is Δ = max_r w_r Δ₁(r) (the module
+docstring of :mod:`tessera.synth.adaptive` derives it).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+from tessera.errors import TesseraError
+from tessera.mechanisms import DiscreteGaussian, DiscreteLaplace, ExponentialMechanism
+from tessera.privacy import Definition
+from tessera.synth.accounting import Budget, largest_float_at_most
+from tessera.synth.candidates import Candidate
+
+__all__ = [
+    "Calibration",
+    "CountNoise",
+    "Schedule",
+    "noise_l1",
+    "noise_param",
+    "noise_sd",
+    "selection_sensitivity",
+]
+
+#: Noise on integer counts: discrete Gaussian (zCDP) or discrete Laplace (pure DP).
+CountNoise = DiscreteGaussian | DiscreteLaplace
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """One round's two mechanisms and their exact cost."""
+
+    measurement: CountNoise
+    selection: ExponentialMechanism
+    cost: Fraction
+
+
+class Schedule:
+    """Calibrates rounds from budget shares (exact costs; module docstring): ``budget``, the
+    measurements' L1 and L2 sensitivities, the selection's Δ and the measurement's share of a
+    round."""
+
+    def __init__(self, budget: Budget, l1: float, l2: float, sel_sensitivity: float,
+                 measure_fraction: float) -> None:
+        self.budget = budget
+        self.total = Fraction(budget.value)
+        self.l1, self.l2, self.sel = l1, l2, sel_sensitivity
+        self.fraction = Fraction(measure_fraction)
+        self.pure = budget.definition is Definition.PURE
+
+    def measurement(self, share: Fraction, sensitivity: float) -> CountNoise:
+        value = largest_float_at_most(share)
+        if not value > 0:
+            raise TesseraError("the budget share of a measurement rounds to 0",
+                               hint="a larger budget, or fewer rounds")
+        if self.pure:
+            return DiscreteLaplace.for_epsilon(value, sensitivity)
+        return DiscreteGaussian.for_rho(value, sensitivity)
+
+    def selection(self, share: Fraction) -> ExponentialMechanism:
+        if self.pure:
+            eps = largest_float_at_most(share)
+        else:
+            eps = math.sqrt(8.0 * float(share))
+        mech = ExponentialMechanism(eps, self.sel)
+        while self._sel_cost(mech) > share:
+            eps = math.nextafter(eps, 0.0)
+            mech = ExponentialMechanism(eps, self.sel)
+        return mech
+
+    def _sel_cost(self, mech: ExponentialMechanism) -> Fraction:
+        return Fraction(mech.epsilon) if self.pure else Fraction(mech.rho())
+
+    def cost(self, noise: CountNoise, sensitivity: float) -> Fraction:
+        if isinstance(noise, DiscreteLaplace):
+            return Fraction(noise.epsilon(sensitivity))
+        return Fraction(noise.rho(sensitivity))
+
+    def round(self, share: Fraction) -> Calibration:
+        """A round costing at most ``share``: ``fraction`` to the measurement, the rest to the
+        selection."""
+        meas = self.measurement(share * self.fraction, self.l2 if not self.pure else self.l1)
+        rest = share - self.cost(meas, self.l2 if not self.pure else self.l1)
+        sel = self.selection(rest)
+        out = Calibration(meas, sel, self.cost(meas, self.l2 if not self.pure else self.l1)
+                           + self._sel_cost(sel))
+        assert out.cost <= share
+        return out
+
+    def annealed(self, cal: Calibration) -> Calibration:
+        """AIM's annealing: noise halved, selection ε doubled (σ/2 costs 4× in ρ, b/2 2× in ε)."""
+        if self.pure:
+            meas: CountNoise = DiscreteLaplace(
+                cal.measurement.scale / 2)  # type: ignore[union-attr]
+            sel = ExponentialMechanism(cal.selection.epsilon * 2, self.sel)
+        else:
+            meas = DiscreteGaussian(cal.measurement.sigma / 2)  # type: ignore[union-attr]
+            sel = ExponentialMechanism(cal.selection.epsilon * 2, self.sel)
+        s = self.l1 if self.pure else self.l2
+        return Calibration(meas, sel, self.cost(meas, s) + self._sel_cost(sel))
+
+
+def noise_sd(noise: CountNoise) -> float:
+    return math.sqrt(noise.variance)
+
+
+def noise_l1(noise: CountNoise) -> float:
+    """E|Z| per cell (the bias term of the score)."""
+    if isinstance(noise, DiscreteLaplace):
+        return noise.scale
+    return _SQRT_2_OVER_PI * noise.sigma
+
+
+def noise_param(noise: CountNoise) -> float:
+    return noise.scale if isinstance(noise, DiscreteLaplace) else noise.sigma
+
+
+
+
+def selection_sensitivity(cands: Sequence[Candidate], substitute: bool) -> float:
+    """Δ of the quality scores: max_r w_r Δ₁(r), Δ₁ = 2 for a marginal under substitution (a
+    row leaves one cell and enters another), 1 otherwise (module docstring)."""
+    return max(int(c.weight) * (2.0 if substitute and c.is_marginal else 1.0) for c in cands)
+
+
