@@ -35,11 +35,11 @@ CHILD = """
 import json, math, resource, sys, time
 from tessera.calibration.cost import workload_cost
 from tessera.schema.domain import Domain
-from tessera.overlap import solve
+from tessera.overlap import routes
 from tessera.workload.workload import Workload
 path, schema, limit, mode = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
 if mode == "baseline":
-    solve.SETUP_FLOOR_SECONDS = math.inf
+    routes.SETUP_FLOOR_SECONDS = math.inf
 t0 = time.monotonic()
 w = Workload.load(path, Domain.load(schema))
 load = time.monotonic() - t0

@@ -162,7 +162,7 @@ def test_search_note_says_proved_at_the_root(files: Path) -> None:
 
 
 def test_search_note_counts_nodes() -> None:
-    from tessera.overlap.solve import nodes_note
+    from tessera.overlap.routes import nodes_note
 
     assert nodes_note(0) == "proved at the root (no branching needed)"
     assert nodes_note(1) == "1 search node"

@@ -16,7 +16,7 @@ from tessera.overlap import max_overlap, max_point
 from tessera.overlap.colouring import first_fit
 from tessera.overlap.engine_route import ENGINE_MAX_ENTRIES, estimate
 from tessera.overlap.result import g, h
-from tessera.overlap.solve import ENGINE_MIN_QUERIES
+from tessera.overlap.routes import ENGINE_MIN_QUERIES
 from tessera.schema.domain import Domain
 from tests.oracles.overlap import is_proper, points_max_score, points_max_substitution
 

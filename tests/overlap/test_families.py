@@ -25,7 +25,7 @@ from tessera.engine import GibbsModel, maximize, workload_incidence_graph
 from tessera.engine.model import treewidth_report
 from tessera.errors import QueryError, ResourceError
 from tessera.overlap import max_overlap, maximal_overlapping_sets
-from tessera.overlap import solve as solve_module
+from tessera.overlap import structured as structured_module
 from tessera.overlap.result import g, h
 from tessera.schema.domain import Domain
 from tessera.schema.intervals import IntervalSet
@@ -204,7 +204,7 @@ def test_partition_bound_alone_is_valid(wl: Workload, comp: str, neighbours: str
     if per_cell:
         weights = np.asarray(data.draw(st.lists(st.sampled_from(WEIGHTS), min_size=len(weights),
                                                 max_size=len(weights))), dtype=np.float64)
-    with mock.patch.object(solve_module, "EXPANDED_MAX_QUERIES", 0):
+    with mock.patch.object(structured_module, "EXPANDED_MAX_QUERIES", 0):
         res = max_overlap(wl, weights, comp=comp, neighbours=neighbours)
     _check(wl, res, weights, comp, neighbours)
     if not res.exact:
@@ -219,7 +219,7 @@ def test_not_attained_then_expanded() -> None:
     dom = Domain.from_dict({"a": 2})
     wl = Workload.of_families(dom, [Partition.grid(dom, {"a": [IntervalSet.points([0])]}),
                                     Partition.grid(dom, {"a": [IntervalSet.points([1])]})])
-    with mock.patch.object(solve_module, "EXPANDED_MAX_QUERIES", 0):
+    with mock.patch.object(structured_module, "EXPANDED_MAX_QUERIES", 0):
         alone = max_overlap(wl)
     assert not alone.exact and alone.score_bound == 2.0 and alone.score_achieved == 1.0
     assert any("not attained" in n for n in alone.notes)
@@ -232,7 +232,7 @@ def test_per_cell_weights_found_by_local_search() -> None:
     wl = Workload.of_families(dom, [Partition.marginal(dom, ["a"]),
                                     Partition.marginal(dom, ["b"])])
     w = np.array([1.0, 5.0, 1.0, 1.0, 1.0, 5.0])
-    with mock.patch.object(solve_module, "EXPANDED_MAX_QUERIES", 0):
+    with mock.patch.object(structured_module, "EXPANDED_MAX_QUERIES", 0):
         res = max_overlap(wl, w)
     assert res.exact and res.bound == 10.0 and res.witness.x == (1, 2)
     assert res.witness.queries == (1, 5)

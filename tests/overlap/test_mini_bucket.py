@@ -10,7 +10,7 @@ import pytest
 from tessera.overlap import max_overlap, max_point, mbe_point
 from tessera.overlap.atoms import workload_atoms
 from tessera.overlap.branch_bound import build_component
-from tessera.overlap.mini_bucket import compile_heuristic, variable_order
+from tessera.overlap.mini_bucket import compile_heuristic, mini_bucket_heuristic, variable_order
 from tessera.overlap.result import h
 from tests.oracles.overlap import points_max_score
 
@@ -42,14 +42,15 @@ def test_mini_bucket_search_equals_brute_force(chunk: int) -> None:
             for sol in (
                 mbe_point(dom, queries, s, ibound=ibound, moment_matching=mm,
                           order=("atoms", "score")[case % 2]),
-                max_point(dom, queries, s, mini_bucket=ibound, moment_matching=mm),
+                max_point(dom, queries, s, heuristic=mini_bucket_heuristic(ibound, mm)),
             ):
                 assert sol.exact and _close(sol.lower, ref) and sol.upper >= ref - 1e-12
                 hit = [i for i, q in enumerate(queries) if q(dom, sol.x)]
                 assert _close(math.fsum(s[hit]), sol.lower)
             # stopped before any search: the anytime bound is still ≥ the maximum
             for stopped in (mbe_point(dom, queries, s, ibound=ibound, time_limit=0.0),
-                            max_point(dom, queries, s, mini_bucket=ibound, time_limit=0.0)):
+                            max_point(dom, queries, s, heuristic=mini_bucket_heuristic(ibound),
+                                      time_limit=0.0)):
                 assert stopped.upper >= ref - 1e-12 and stopped.lower <= ref + 1e-12
 
 

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tessera.errors import QueryError
-from tessera.overlap import max_overlap, wcsp
+from tessera.overlap import max_overlap, routes, wcsp
 from tessera.overlap import solve as solve_mod
 from tessera.overlap.result import h
 from tests.oracles.overlap import points_max_score, points_max_substitution
@@ -89,7 +89,8 @@ def test_under_a_second_left_it_declines() -> None:
 
 
 def test_without_toulbar2(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(solve_mod, "wcsp_available", lambda: False)
+    monkeypatch.setattr(solve_mod, "wcsp_available", lambda: False)  # the dispatcher's check
+    monkeypatch.setattr(routes, "wcsp_available", lambda: False)  # the routes' portfolio
     rng = np.random.default_rng(6)
     dom, queries, w = _case(rng)
     with pytest.raises(QueryError, match="ToulBar2") as err:
@@ -120,7 +121,7 @@ def test_when_toulbar2_does_not_answer_the_search_gets_the_time(
     dom, queries, w = _case(rng)
     while len(queries) < 5:
         dom, queries, w = _case(rng)
-    real = solve_mod.max_point
+    real = routes.max_point
     calls: list[float | None] = []
 
     def stopped_then_real(*args, **kwargs):  # type: ignore[no-untyped-def]
@@ -129,8 +130,8 @@ def test_when_toulbar2_does_not_answer_the_search_gets_the_time(
             return real(*args, **{**kwargs, "time_limit": 0.0})
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(solve_mod, "max_point", stopped_then_real)
-    monkeypatch.setattr(solve_mod, "wcsp_point", lambda *a, **k: None)
+    monkeypatch.setattr(routes, "max_point", stopped_then_real)
+    monkeypatch.setattr(routes, "wcsp_point", lambda *a, **k: None)
     ref, _ = points_max_score(dom, queries, w)
     res = max_overlap(queries, w, domain=dom, time_limit=10)
     assert len(calls) == 2 and calls[1] is not None and calls[1] > 5

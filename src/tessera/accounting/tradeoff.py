@@ -123,15 +123,6 @@ class TradeOff(ABC):
         eps = np.linspace(0.0, max(eps_max, 1e-9), grid)
         return PiecewiseLinear.from_profile(eps, self.delta(eps))
 
-    def tensor(self, other: TradeOff) -> TradeOff:
-        """f ⊗ g (sequential composition); see :func:`tessera.accounting.composition.tensor`."""
-        from tessera.accounting.composition import tensor
-
-        return tensor([self, other])
-
-    def __matmul__(self, other: TradeOff) -> TradeOff:
-        return self.tensor(other)
-
 
 def check_delta(delta: float) -> None:
     """A clear error unless 0 ≤ δ < 1 (every ε(δ) and δ-level conversion takes this)."""

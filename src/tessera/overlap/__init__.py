@@ -4,7 +4,8 @@ from tessera.overlap.branch_bound import PointSolution, max_point, split_bound
 from tessera.overlap.colouring import colouring_bound, greedy_colouring, overlap_graph
 from tessera.overlap.mini_bucket import mbe_point
 from tessera.overlap.result import OverlapResult, Witness
-from tessera.overlap.solve import max_overlap, maximal_overlapping_sets, touched
+from tessera.overlap.routes import touched
+from tessera.overlap.solve import max_overlap, maximal_overlapping_sets
 from tessera.overlap.wcsp import PairSolution, wcsp_point, wcsp_substitution
 
 __all__ = [

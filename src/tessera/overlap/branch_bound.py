@@ -53,9 +53,9 @@ from __future__ import annotations
 import heapq
 import math
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -65,8 +65,24 @@ from tessera.overlap.colouring import first_fit, greedy_colouring, overlap_graph
 from tessera.schema.domain import Domain
 from tessera.workload.query import Query
 
-if TYPE_CHECKING:
-    from tessera.overlap.mini_bucket import MiniBucketHeuristic
+
+class NodeHeuristic(Protocol):
+    """An admissible heuristic for the search's nodes (:mod:`.mini_bucket` compiles one): an
+    upper bound on what the unassigned atoms can still add, from the root and step by step."""
+
+    root: float
+    n_tables: int
+
+    def step(
+        self, h: float, x: npt.NDArray[np.int64], p: int, n_atoms: int
+    ) -> npt.NDArray[np.float64]: ...
+
+
+#: Compiles a :class:`NodeHeuristic` for a component before a deadline (``None``: out of time),
+#: e.g. :func:`tessera.overlap.mini_bucket.mini_bucket_heuristic`; passed in, so this module
+#: does not import the heuristics built on it.
+HeuristicCompiler = Callable[["Component", float], "NodeHeuristic | None"]
+
 
 _EPS = float(np.finfo(np.float64).eps)
 #: Colour the overlap graph (Θ(t²) memory and time) for node bounds up to this many queries.
@@ -310,7 +326,7 @@ def _child_bounds(
 
 def _solve_component(
     comp: Component, deadline: float, restarts: int, seed: int,
-    heuristic: MiniBucketHeuristic | None = None,
+    heuristic: NodeHeuristic | None = None,
 ) -> tuple[float, float, bool, npt.NDArray[np.int64], int]:
     m = len(comp.atoms)
     total = float(comp.s.sum())
@@ -451,14 +467,13 @@ def max_point(
     restarts: int = 8,
     seed: int = 0,
     colouring: bool | None = None,
-    mini_bucket: int = 0,
-    moment_matching: bool = False,
+    heuristic: HeuristicCompiler | None = None,
     part: ActivePart | None = None,
 ) -> PointSolution:
     """max_x Σ_q s_q q(x) (s ≥ 0): exact unless ``time_limit`` (seconds) runs out first.
 
-    ``mini_bucket`` > 0 adds a third node bound, g + h with h the mini-bucket heuristic of that
-    i-bound along the branching order (:mod:`tessera.overlap.mini_bucket`). ``part`` is
+    ``heuristic`` adds a third node bound, g + h with h the heuristic it compiles for each
+    component (e.g. :func:`tessera.overlap.mini_bucket.mini_bucket_heuristic`). ``part`` is
     :func:`active_part` of the same arguments, when the caller already has it. The time limit
     covers the set-up too: colour-class bounds are skipped when the overlap graph would not be
     ready in time (:func:`graph_seconds`).
@@ -481,12 +496,7 @@ def max_point(
         comp = build_component(local, np.arange(len(cols), dtype=np.int64), act_s[cols],
                                 None if colour is None else colour[cols],
                                 adj, cols)
-        heur = None
-        if mini_bucket > 0:
-            from tessera.overlap.mini_bucket import compile_heuristic  # (imports this module)
-
-            heur = compile_heuristic(comp, range(len(comp.atoms)), mini_bucket,
-                                     moment_matching=moment_matching, deadline=deadline)
+        heur = None if heuristic is None else heuristic(comp, deadline)
         lo, up, ex, xa, nn = _solve_component(comp, deadline, restarts, seed, heur)
         lower += lo
         upper += up

@@ -54,6 +54,7 @@ import numpy.typing as npt
 from tessera.overlap.branch_bound import (
     ActivePart,
     Component,
+    HeuristicCompiler,
     PointSolution,
     active_part,
     build_component,
@@ -289,6 +290,17 @@ def variable_order(comp: Component, how: str = "atoms") -> list[int]:
     if how == "score":
         return list(range(m))
     return sorted(range(m), key=lambda a: (comp.atoms[a].n_atoms, a))
+
+
+def mini_bucket_heuristic(ibound: int = 3, moment_matching: bool = False) -> HeuristicCompiler:
+    """The mini-bucket heuristic of i-bound ``ibound`` along the branching order, as the node
+    bound :func:`~.branch_bound.max_point` takes (``heuristic=``)."""
+
+    def compiled(comp: Component, deadline: float) -> MiniBucketHeuristic | None:
+        return compile_heuristic(comp, range(len(comp.atoms)), ibound,
+                                 moment_matching=moment_matching, deadline=deadline)
+
+    return compiled
 
 
 def mbe_point(

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tessera.errors import QueryError
-from tessera.overlap import solve
+from tessera.overlap import routes
 from tessera.overlap.clauses import has_clauses
 from tessera.overlap.engine_route import is_boolean
 from tessera.overlap.families import FamilyTable, Objective, ascend, upper_sum
@@ -35,6 +35,14 @@ from tessera.privacy import Definition, Neighbours
 from tessera.schema.domain import Domain
 from tessera.workload.clause import separates
 from tessera.workload.query import Query
+
+#: Solves the predicate queries of a structured workload: :func:`~.solve.max_overlap`.
+PredicateSolver = Callable[..., OverlapResult]
+#: A structured workload whose partition bound is not attained by the rows found is solved again
+#: expanded (every cell a query) by the ordinary solvers when it has at most this many queries.
+EXPANDED_MAX_QUERIES = 20_000
+#: The local search for a row (pair) attaining the partition bound gets at most this long.
+ASCENT_SECONDS = 1.0
 
 
 def is_structured(workload_or_queries: Any) -> bool:
@@ -78,8 +86,11 @@ def _unpack_structured(
 def solve_structured(
     workload: Any, weights: npt.ArrayLike | None, domain: Domain | None, comp: Definition,
     neighbours: Neighbours, time_limit: float | None, method: str,
+    predicate_solver: PredicateSolver,
 ) -> OverlapResult:
     """γ_w of a workload with structured families: the partition bound (:mod:`.families`).
+    ``predicate_solver`` is :func:`~.solve.max_overlap`, passed in (the dispatcher calls this
+    route, and this route calls the dispatcher on the predicate part).
 
     S ≤ S_pred + Σ_P (a family's share: its heaviest cell; its two heaviest under substitution),
     S_pred bounded by the ordinary solvers on the predicate queries alone. The witness is their
@@ -92,7 +103,7 @@ def solve_structured(
     dom = workload.domain if domain is None else domain
     queries = tuple(workload.queries)
     w_pred, fam_w = _unpack_structured(workload, weights, dom)
-    s_raw = solve.scores(comp, w_pred)
+    s_raw = routes.scores(comp, w_pred)
     tables: list[FamilyTable] = []
     offset = len(queries)
     maps: dict[Any, Any] = {}  # code maps shared by the families that cut an attribute alike
@@ -108,7 +119,7 @@ def solve_structured(
     # uniform families that cover their attributes are attained at every row (add/remove): then
     # the predicate part alone decides, and gets all the time
     attained_anywhere = not sub and all(t.uniform is not None and t.covers for t in tables)
-    may_expand = (not attained_anywhere and n_queries <= solve.EXPANDED_MAX_QUERIES
+    may_expand = (not attained_anywhere and n_queries <= EXPANDED_MAX_QUERIES
                   and not any(is_boolean(q) for q in queries))
     x: tuple[int, ...] = (0,) * len(dom)
     y: tuple[int, ...] | None = x if sub else None
@@ -116,7 +127,7 @@ def solve_structured(
     notes: list[str] = []
     if queries:
         share = None if time_limit is None else (0.5 if may_expand else 1.0) * time_limit
-        pred = solve.max_overlap(queries, w_pred, domain=dom, comp=comp, neighbours=neighbours,
+        pred = predicate_solver(queries, w_pred, domain=dom, comp=comp, neighbours=neighbours,
                            time_limit=share, method=method)  # type: ignore[arg-type]
         pred_upper, pred_exact = pred.score_bound, pred.exact
         if pred.witness is not None:
@@ -136,7 +147,7 @@ def solve_structured(
         return upper - value <= 1e-9 * abs(upper)
 
     if not tight(claimed) and pred_exact:
-        stop = time.monotonic() + solve.ASCENT_SECONDS
+        stop = time.monotonic() + ASCENT_SECONDS
         x2, y2, value = ascend(objective, x, y, target=upper,
                                deadline=stop if deadline is None else min(stop, deadline))
         if value > claimed:
@@ -144,16 +155,16 @@ def solve_structured(
             route += ", local search"
     if not tight(claimed) and may_expand and pred_exact and (
             deadline is None or time.monotonic() < deadline):
-        expanded = workload.expanded(max_queries=solve.EXPANDED_MAX_QUERIES)
+        expanded = workload.expanded(max_queries=EXPANDED_MAX_QUERIES)
         s_all = np.concatenate([s_raw] + [np.full(t.n_cells, t.uniform) if t.uniform is not None
                                           else t.table for t in tables])
         left = None if deadline is None else max(0.0, deadline - time.monotonic())
         if has_clauses(queries):
-            res = solve.solve_clauses(dom, expanded.queries, s_all, comp, neighbours, "auto", left)
+            res = routes.solve_clauses(dom, expanded.queries, s_all, comp, neighbours, "auto", left)
         else:
-            res = (solve.solve_substitute(dom, expanded.queries, s_all, comp, "auto", left)
+            res = (routes.solve_substitute(dom, expanded.queries, s_all, comp, "auto", left)
                    if sub else
-                   solve.solve_add_remove(dom, expanded.queries, s_all, comp, "auto", deadline))
+                   routes.solve_add_remove(dom, expanded.queries, s_all, comp, "auto", deadline))
         notes.append(f"the partition bound ({upper:.6g}) was not attained: solved expanded "
                      f"({n_queries:,} queries) by {res.method}, bound {res.score_bound:.6g}")
         if res.score_bound < upper:
@@ -167,9 +178,9 @@ def solve_structured(
 def _family_scores(comp: Definition, p: Any,
                    weights: float | npt.NDArray[np.float64]) -> float | npt.NDArray[np.float64]:
     """h(w) of one family's weight (or of each cell's), refused as
-    :func:`~.solve.scores` refuses."""
+    :func:`~.routes.scores` refuses."""
     try:
-        s = solve.scores(comp, np.atleast_1d(np.asarray(weights, dtype=np.float64)))
+        s = routes.scores(comp, np.atleast_1d(np.asarray(weights, dtype=np.float64)))
     except QueryError as e:
         raise QueryError(f"family {p.name!r}: {e.message}", hint=e.hint) from None
     return float(s[0]) if isinstance(weights, float) else s
@@ -182,11 +193,11 @@ def _family_result(
 ) -> OverlapResult:
     """Re-check the witness (predicate queries evaluated on x, y; each family's cell of x, y
     from its code maps, confirmed on the family's groups themselves), then package like
-    :func:`~.solve.checked`; witness queries are indices in expanded order."""
+    :func:`~.routes.checked`; witness queries are indices in expanded order."""
     dom, queries = objective.domain, objective.queries
-    ix = solve.touched(dom, queries, x)
+    ix = routes.touched(dom, queries, x)
     if y is not None:
-        ix = ix ^ solve.touched(dom, queries, y)
+        ix = ix ^ routes.touched(dom, queries, y)
     index = np.flatnonzero(ix).tolist()
     hit = objective.scores[ix].tolist()
     cxs = objective.cells(np.array([x]))[0].tolist()
@@ -200,7 +211,7 @@ def _family_result(
                 raise RuntimeError(f"family {t.partition.name!r}: cell {c} misplaced")
             index.append(t.offset + c)
             hit.extend(t.scores_of(np.array([c])).tolist())
-    achieved, achieved_up = solve.witness_score(np.asarray(hit, dtype=np.float64))
+    achieved, achieved_up = routes.witness_score(np.asarray(hit, dtype=np.float64))
     if not math.isclose(achieved, claimed, rel_tol=1e-9, abs_tol=1e-9):
         raise RuntimeError(f"{method}: witness scores {achieved}, search claimed {claimed}")
     exact = upper - achieved <= 1e-9 * abs(upper)
@@ -220,15 +231,16 @@ def _family_result(
 def solve_recovered(
     dom: Domain, queries: Sequence[Query], s: npt.NDArray[np.float64], comp: Definition,
     neighbours: Neighbours, time_limit: float | None, recovery: Recovery,
+    predicate_solver: PredicateSolver,
 ) -> OverlapResult:
     """Solve the recovered structure (:mod:`.recover`), then re-check its witness on the
     original queries: the bound holds for them (same scores, each query in exactly one place)."""
     res = solve_structured(recovery.workload, recovery.weights, dom, comp, neighbours, time_limit,
-                      "auto")
+                           "auto", predicate_solver)
     wit = res.witness
     note = (f"recovered {len(recovery.workload.partitions):,} families of disjoint cells from "
             f"{recovery.n_recovered:,} of the {len(queries):,} queries")
-    return solve.checked(dom, queries, s, comp, neighbours, res.score_bound,
+    return routes.checked(dom, queries, s, comp, neighbours, res.score_bound,
                    None if wit is None else wit.x, None if wit is None else res.score_achieved,
                    res.exact, f"recovered families ({res.method})", (note, *res.notes),
                    None if wit is None else wit.y)

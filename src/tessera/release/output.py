@@ -20,12 +20,12 @@ from tessera.data.counts import CountResult
 from tessera.errors import TesseraError
 
 if TYPE_CHECKING:
-    from tessera.release.answer import Release
+    from tessera.release.view import ReleaseView
 
 NOT_PRIVATE_MARK = "NOT PRIVATE: seeded test randomness, never publish"
 
 
-def long_batches(release: Release) -> Iterator[pa.RecordBatch]:
+def long_batches(release: ReleaseView) -> Iterator[pa.RecordBatch]:
     """The long table a batch at a time: family, cell, answer, noise_scale, ci95_low,
     ci95_high, then one column per post-processing step (answers withheld: null)."""
     plan = release.plan
@@ -48,7 +48,7 @@ def long_batches(release: Release) -> Iterator[pa.RecordBatch]:
         start += n
 
 
-def _metadata(release: Release) -> dict[bytes, bytes]:
+def _metadata(release: ReleaseView) -> dict[bytes, bytes]:
     meta = {b"tessera.mechanism": release.mechanism.describe().encode(),
             b"tessera.private": b"true" if release.private else b"false"}
     if not release.private:
@@ -56,7 +56,7 @@ def _metadata(release: Release) -> dict[bytes, bytes]:
     return meta
 
 
-def write_release(release: Release, path: Path) -> Path:
+def write_release(release: ReleaseView, path: Path) -> Path:
     """``.csv`` (a ``#`` comment line first when not private) or ``.parquet`` (the mark and the
     mechanism in the file's metadata)."""
     suffix = path.suffix.lower()
@@ -79,7 +79,7 @@ def write_release(release: Release, path: Path) -> Path:
     return path
 
 
-def _write_long(release: Release, path: Path, suffix: str) -> Path:
+def _write_long(release: ReleaseView, path: Path, suffix: str) -> Path:
     batches = long_batches(release)
     first = next(batches)
     if suffix == ".parquet":

@@ -55,7 +55,7 @@ from tessera.release.report_html import (
 from tessera.workload.workload import WorkloadStats
 
 if TYPE_CHECKING:
-    from tessera.release.answer import Release
+    from tessera.release.view import ReleaseView
 
 __all__ = ["MAX_TABLE_ROWS", "MAX_PLOTTED_ANSWERS", "render_report", "write_report"]
 
@@ -97,7 +97,7 @@ _NEIGHBOURS = {
 
 # -- sections -------------------------------------------------------------------------------
 
-def _header(release: Release, now: str, gs: Sequence[Guarantee]) -> str:
+def _header(release: ReleaseView, now: str, gs: Sequence[Guarantee]) -> str:
     cert = release.certificate
     plan = release.plan
     if release.private:
@@ -139,7 +139,7 @@ def _header(release: Release, now: str, gs: Sequence[Guarantee]) -> str:
             f'<div class="summary">{card_html}</div>{meta}{nav}</header>')
 
 
-def _guarantee_section(release: Release, gs: Sequence[Guarantee]) -> str:
+def _guarantee_section(release: ReleaseView, gs: Sequence[Guarantee]) -> str:
     plan = release.plan
     cert = release.certificate
     rows = [[esc(g.definition.label), esc(g.parameter_text()), esc(g.neighbours.label),
@@ -196,7 +196,7 @@ def _guarantee_section(release: Release, gs: Sequence[Guarantee]) -> str:
         f"<h3>What is not proven</h3>{lead}<ul>{''.join(items)}{scope}</ul></section>")
 
 
-def _workload_section(release: Release, stats: WorkloadStats) -> str:
+def _workload_section(release: ReleaseView, stats: WorkloadStats) -> str:
     wl = release.workload
     released = int(np.isfinite(release.plan.scales).sum())
     dom = wl.domain
@@ -238,7 +238,7 @@ def _workload_section(release: Release, stats: WorkloadStats) -> str:
         f"{scope_table}{more}</section>")
 
 
-def _overlap_section(release: Release, stats: WorkloadStats) -> str:
+def _overlap_section(release: ReleaseView, stats: WorkloadStats) -> str:
     plan = release.plan
     ov = plan.overlap
     wl = plan.workload
@@ -385,7 +385,7 @@ def _gain_section(plan: NoisePlan) -> str:
         "</section>")
 
 
-def _answers_section(release: Release) -> str:
+def _answers_section(release: ReleaseView) -> str:
     plan = release.plan
     wl = plan.workload
     n = wl.n_queries
@@ -435,7 +435,7 @@ def _answers_section(release: Release) -> str:
 
 # -- entry points ---------------------------------------------------------------------------
 
-def render_report(release: Release, *, now: dt.datetime | None = None) -> str:
+def render_report(release: ReleaseView, *, now: dt.datetime | None = None) -> str:
     """The report as one HTML string (see the module docstring)."""
     plan = release.plan
     stamp = (now or dt.datetime.now(dt.UTC)).isoformat(timespec="seconds")
@@ -469,7 +469,7 @@ def render_report(release: Release, *, now: dt.datetime | None = None) -> str:
             + "".join(body) + "</main></body></html>\n")
 
 
-def write_report(release: Release, path: str | Path) -> Path:
+def write_report(release: ReleaseView, path: str | Path) -> Path:
     """Write the HTML report of ``release`` to ``path`` and return the path."""
     out = Path(path)
     out.write_text(render_report(release), encoding="utf-8")

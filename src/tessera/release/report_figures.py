@@ -34,7 +34,7 @@ from tessera.release.plan import NoisePlan
 from tessera.release.report_html import esc, shorten
 
 if TYPE_CHECKING:
-    from tessera.release.answer import Release
+    from tessera.release.view import ReleaseView
 
 __all__ = ["CURVE_POINTS", "answers_figure", "noise_figure", "privacy_figure"]
 
@@ -248,7 +248,7 @@ def noise_figure(plan: NoisePlan, ratio: float) -> tuple[str, str]:
     return _img(fig, "noise per query"), caption
 
 
-def answers_figure(release: Release, shown: npt.NDArray[np.int64]) -> tuple[str, str]:
+def answers_figure(release: ReleaseView, shown: npt.NDArray[np.int64]) -> tuple[str, str]:
     """Left: noisy answers ± 95% half-width (and post-processed answers); right: the same
     intervals centred on the noisy answer, where the noise is visible whatever the counts."""
     plan = release.plan
