@@ -55,8 +55,9 @@ import bench_synth_baselines as baselines  # noqa: E402
 import tessera as ts  # noqa: E402
 from tessera.engine.families import binary_domain, random_tree  # noqa: E402
 from tessera.errors import TesseraError  # noqa: E402
+from tessera.synth.charge import Target  # noqa: E402
 from tessera.synth.evaluate import Evaluation  # noqa: E402
-from tessera.synth.synthesizer import Target, decode_rows  # noqa: E402
+from tessera.synth.fitted import decode_rows  # noqa: E402
 from tessera.workload.builders import marginal_families, random_workload  # noqa: E402
 from tessera.workload.families import Partition  # noqa: E402
 
@@ -593,7 +594,7 @@ def part_dimension(args: argparse.Namespace) -> None:
 
 
 def part_rates(args: argparse.Namespace) -> None:
-    from tessera.synth.ipmwu import default_parameters
+    from tessera.synth.parameters import default_parameters
 
     d = args.rates_d
     eps = args.rates_epsilon

@@ -33,8 +33,8 @@ from tessera.schema.domain import Domain
 from tessera.synth.accounting import Budget, exact_scores, prove, selection_scores
 from tessera.synth.adaptive import adaptive, candidate_workload
 from tessera.synth.candidates import candidates, model_size
-from tessera.synth.ipmwu import SensitiveCounts
 from tessera.synth.schedule import selection_sensitivity
+from tessera.synth.sensitive import SensitiveCounts
 from tessera.workload.families import k_way_marginals
 from tessera.workload.workload import Workload
 

@@ -20,13 +20,9 @@ from tessera.mechanisms import NoiseSource
 from tessera.privacy import Definition, Neighbours
 from tessera.synth import accounting
 from tessera.synth.accounting import Budget, plan, prove, select
-from tessera.synth.ipmwu import (
-    MAX_DEFAULT_ROUNDS,
-    Evaluator,
-    default_parameters,
-    ipmwu,
-    sensitive_counts,
-)
+from tessera.synth.ipmwu import ipmwu
+from tessera.synth.parameters import MAX_DEFAULT_ROUNDS, default_parameters
+from tessera.synth.sensitive import Evaluator, sensitive_counts
 from tessera.workload.workload import Workload
 from tests.mechanisms.checks import P_REJECT, categorical_chi_square
 
@@ -147,7 +143,7 @@ def test_zcdp_selection_is_bounded_range() -> None:
 
 def test_a_mismatch_between_plan_and_mechanisms_fails_closed(monkeypatch) -> None:  # noqa: ANN001
     """A measurement applied with the wrong sensitivity: the proof differs, nothing is released."""
-    from tessera.synth import ipmwu as module
+    from tessera.synth import rounds as module
 
     real = module.measure
 

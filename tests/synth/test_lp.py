@@ -21,18 +21,14 @@ from tessera.errors import ResourceError, TesseraError
 from tessera.schema.domain import Domain
 from tessera.schema.intervals import IntervalSet
 from tessera.synth.lp import (
-    Master,
-    QueryEvaluator,
-    Targets,
     default_accuracy,
-    domain_points,
-    explicit_lp,
-    release_targets,
     sample_size,
     sampling_accuracy,
     solve_lp,
     synthesize,
 )
+from tessera.synth.lp_master import Master, domain_points, explicit_lp
+from tessera.synth.lp_targets import QueryEvaluator, Targets, release_targets
 from tessera.workload.families import k_way_marginals
 from tessera.workload.query import Query
 from tessera.workload.workload import Workload
@@ -260,7 +256,7 @@ def test_limits_return_valid_bounds() -> None:
 def test_stalled_master_runs_are_solved_again(monkeypatch: pytest.MonkeyPatch) -> None:
     """A master run over its time allowance (here: every run) is re-solved from scratch by the
     dual simplex; the result is the same optimum."""
-    import tessera.synth.lp as lp
+    import tessera.synth.lp_master as lp
 
     monkeypatch.setattr(lp, "STALL_SECONDS", 0.0)
     monkeypatch.setattr(lp, "STALL_FACTOR", 0.0)

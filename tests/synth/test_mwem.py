@@ -29,8 +29,9 @@ from tessera.errors import ResourceError
 from tessera.mechanisms import NoiseSource
 from tessera.schema.domain import Domain
 from tessera.schema.intervals import IntervalSet
-from tessera.synth.ipmwu import ipmwu, iter_thetas
+from tessera.synth.ipmwu import ipmwu
 from tessera.synth.mwem import cells, mwem
+from tessera.synth.rounds import iter_thetas
 from tessera.workload.query import Query
 from tests.mechanisms.checks import P_REJECT, categorical_chi_square
 

@@ -20,14 +20,10 @@ from tessera.errors import DataError, QueryError, TesseraError
 from tessera.privacy import Definition, Neighbours
 from tessera.release import Budget, BudgetExceeded, Ledger, answer
 from tessera.schema.domain import Domain
+from tessera.synth.charge import Target, ledger_charge
 from tessera.synth.evaluate import evaluate, synthetic_frame
-from tessera.synth.synthesizer import (
-    NOT_PRIVATE_MARK,
-    FittedSynthesizer,
-    Synthesizer,
-    Target,
-    ledger_charge,
-)
+from tessera.synth.fitted import NOT_PRIVATE_MARK, FittedSynthesizer
+from tessera.synth.synthesizer import Synthesizer
 from tessera.workload.families import Partition
 from tessera.workload.workload import Workload
 

@@ -76,16 +76,11 @@ from tessera.schema.domain import Domain
 from tessera.synth.accounting import Budget as SynthBudget
 from tessera.synth.accounting import exact_scores, select
 from tessera.synth.candidates import candidates
-from tessera.synth.ipmwu import (
-    Evaluator,
-    SensitiveCounts,
-    ipmwu,
-    prepare,
-    query_functions,
-    sensitive_counts,
-)
+from tessera.synth.ipmwu import ipmwu
 from tessera.synth.mwem import cells, mwem
+from tessera.synth.rounds import prepare
 from tessera.synth.schedule import Schedule, selection_sensitivity
+from tessera.synth.sensitive import Evaluator, SensitiveCounts, query_functions, sensitive_counts
 from tessera.workload.families import k_way_marginals
 from tessera.workload.workload import Workload
 
@@ -406,7 +401,7 @@ def _first_expectations(method: str, domain: Domain, workload: Workload) -> npt.
 def _run_round(method: str, key: int, domain: Domain, workload: Workload,
                data: tuple[SensitiveCounts, SensitiveCounts], epsilon: float, which: int,
                trials: int, seed: int | None) -> Outputs:
-    """Round 1 for all trials at once: the synthesizer's own :func:`~tessera.synth.ipmwu.prepare`
+    """Round 1 for all trials at once: the synthesizer's own :func:`~tessera.synth.rounds.prepare`
     (counts, normaliser, budget split) and the two private steps its round driver calls
     (:func:`tessera.synth.accounting.select`, then the plan's measurement on the selected
     counts), each drawn ``trials`` times."""

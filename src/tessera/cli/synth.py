@@ -38,7 +38,7 @@ from tessera.cli.common import (
 )
 
 if TYPE_CHECKING:
-    from tessera.synth.synthesizer import FittedSynthesizer
+    from tessera.synth.fitted import FittedSynthesizer
 
 
 

@@ -4,8 +4,13 @@
   (``from tessera.synth.ipmwu import ipmwu``);
 * :mod:`.mwem` — the same rounds on an explicit histogram, d ≤ 20: the baseline
   (``from tessera.synth.mwem import mwem``);
+* :mod:`.sensitive` — the exact counts a run reads and the evaluator of queries on rows;
+* :mod:`.parameters` — paper 2's T, β, m and rows;
+* :mod:`.rounds` — the round driver IPMWU and MWEM share, with its record and transcript;
 * :mod:`.accounting` — their budget split and the proof of what a run spent;
 * :mod:`.synthesizer` — :class:`Synthesizer`: method, budget, ledger and rows in one call;
+  :mod:`.charge` its budget target and ledger charge, :mod:`.fitted` the fitted result,
+  :mod:`.record` its run record;
 * :mod:`.evaluate` — errors of synthetic rows against the real data (``from
   tessera.synth.evaluate import evaluate``).
 
@@ -22,15 +27,15 @@ from typing import Any
 #: name → submodule that defines it (add a module's public names here)
 _LAZY: dict[str, str] = {
     "IPMWUResult": "ipmwu",
-    "RunRecord": "ipmwu",
-    "Transcript": "ipmwu",
-    "SensitiveCounts": "ipmwu",
-    "sensitive_counts": "ipmwu",
-    "default_parameters": "ipmwu",
+    "RunRecord": "rounds",
+    "Transcript": "rounds",
+    "SensitiveCounts": "sensitive",
+    "sensitive_counts": "sensitive",
+    "default_parameters": "parameters",
     "MWEMResult": "mwem",
-    "RoundProgress": "ipmwu",
+    "RoundProgress": "rounds",
     "Synthesizer": "synthesizer",
-    "FittedSynthesizer": "synthesizer",
+    "FittedSynthesizer": "fitted",
     "Evaluation": "evaluate",
 }
 

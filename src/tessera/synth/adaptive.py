@@ -68,7 +68,6 @@ from tessera.synth.candidates import (
     eligible,
     model_size,
 )
-from tessera.synth.ipmwu import Evaluator, SensitiveCounts, Timings
 from tessera.synth.model_view import (
     ModelView,
     build_model,
@@ -76,6 +75,7 @@ from tessera.synth.model_view import (
     model_scopes,
     noisy_total,
 )
+from tessera.synth.rounds import Timings
 from tessera.synth.schedule import (
     CountNoise,
     Schedule,
@@ -84,6 +84,7 @@ from tessera.synth.schedule import (
     noise_sd,
     selection_sensitivity,
 )
+from tessera.synth.sensitive import Evaluator, SensitiveCounts
 from tessera.workload.families import Partition
 from tessera.workload.workload import Workload
 
@@ -197,7 +198,7 @@ class AdaptiveParameters:
 
 @dataclass(frozen=True)
 class AdaptiveTimings(Timings):
-    """:class:`~tessera.synth.ipmwu.Timings` (setup: candidates, initial measurements and fit;
+    """:class:`~tessera.synth.rounds.Timings` (setup: candidates, initial measurements and fit;
     each round; output: the final fit and the rows) and ``fit``: the share of the total spent
     in the maximum-entropy fits."""
 
@@ -206,7 +207,7 @@ class AdaptiveTimings(Timings):
 
 @dataclass(frozen=True, eq=False)
 class AdaptiveRecord:
-    """What a run did (the same reading interface as :class:`tessera.synth.ipmwu.RunRecord`):
+    """What a run did (the same reading interface as :class:`tessera.synth.rounds.RunRecord`):
     budget, spend (equal to :func:`~tessera.synth.accounting.prove` of ``steps``), every
     mechanism, the rounds, parameters, timings, the final model's width."""
 
@@ -281,7 +282,7 @@ class AdaptiveResult:
         """Exact answers (fractions) of the fitted model for a workload over its schema: every
         query and family cell whose scope lies in the junction tree (engine marginals); other
         queries from a model with the query added at weight 0 (one engine pass)."""
-        from tessera.synth.ipmwu import query_functions
+        from tessera.synth.sensitive import query_functions
 
         functions, _ = query_functions(workload.domain, workload)
         cliques = self.model.clique_marginals(self.fit.theta)

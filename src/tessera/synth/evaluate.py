@@ -180,7 +180,7 @@ def synthetic_frame(synthetic: Any, domain: Domain) -> pd.DataFrame:
     elif isinstance(synthetic, (str, Path)):
         frame = read_synthetic(synthetic)
     elif isinstance(synthetic, np.ndarray):
-        from tessera.synth.synthesizer import decode_rows
+        from tessera.synth.fitted import decode_rows
 
         frame = decode_rows(domain, synthetic)
     else:

@@ -61,35 +61,28 @@ the measurements' own noise scale (:func:`default_accuracy`); m is capped at ``m
 the optimum h* has ‖⟨f, h*⟩ − f(X)‖_∞ ≤ 2‖f̂ − f(X)‖_∞ (exactly when ``alpha`` is optimal; with a
 gap, add the gap).
 
-Why this module is long (about 800 lines): it is one method, the LP synthesiser (the
-targets, the column-generation master and its pricing, the explicit-domain LP that validates it,
-and the sampling of rows from the optimum with its accuracy bound). Each part is used only by
-:func:`solve_lp` or to check it.
+The pieces: the targets f̂ and the query values of points (:mod:`tessera.synth.lp_targets`),
+the HiGHS master and the explicit reference LP (:mod:`tessera.synth.lp_master`); here,
+the column generation (the pricing on the engine), the solution and the rows.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
-import os
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import highspy
 import numpy as np
 import numpy.typing as npt
 
-from tessera.engine import DEFAULT_MEMORY_LIMIT, BooleanQuery, GibbsModel, workload_functions
+from tessera.engine import DEFAULT_MEMORY_LIMIT, GibbsModel
 from tessera.engine.factors import Function
-from tessera.errors import QueryError, ResourceError, TesseraError
-from tessera.privacy import Neighbours
-from tessera.schema.domain import Domain
-from tessera.workload.query import Query
+from tessera.errors import QueryError, TesseraError
+from tessera.synth.lp_master import Master
+from tessera.synth.lp_targets import QueryEvaluator, Targets, query_values, release_targets
 from tessera.workload.value_classes import ValueClasses
-from tessera.workload.workload import Workload
 
 if TYPE_CHECKING:  # the release layer is a sibling of synth: no runtime import (lint-imports)
     import pandas as pd
@@ -100,19 +93,6 @@ IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
 
-#: HiGHS primal and dual feasibility tolerances of the master and the explicit LP (the default
-#: 1e-7 would limit agreement between the two to about that).
-LP_TOLERANCE = 1e-9
-#: :func:`explicit_lp` enumerates the domain: at most this many points.
-EXPLICIT_MAX_POINTS = 1 << 16
-#: ... and builds a matrix of at most this many nonzeros (HiGHS indexes them with int32).
-EXPLICIT_MAX_NONZEROS = 200_000_000
-#: :class:`QueryEvaluator` tabulates a predicate over its attribute's codes up to this size.
-TABLE_MAX = 1 << 16
-#: A master re-optimisation is stopped as stalled after max(STALL_SECONDS, STALL_FACTOR × the
-#: slowest one so far) and solved again from scratch (:meth:`Master.solve`).
-STALL_SECONDS = 2.0
-STALL_FACTOR = 20.0
 #: Default cap on the number of synthetic rows.
 MAX_ROWS = 1_000_000
 #: Floor of the default sampling accuracy (when the LP fits exactly, α = 0).
@@ -120,321 +100,6 @@ MIN_ACCURACY = 1e-3
 #: Weights below this are dropped from the returned histogram (then renormalised; α is
 #: recomputed on the histogram actually returned).
 ZERO_WEIGHT = 1e-13
-
-
-# -- targets ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, eq=False)
-class Targets:
-    """What the LP fits: normalised answers f̂ of queries over ``domain``.
-
-    ``values[j]`` = f̂ of ``functions[j]``; ``scales[j]`` its noise scale in normalised units
-    (NaN if unknown); ``n`` the normaliser and ``n_source`` where it came from; ``indices[j]``
-    the query's position in the release's expanded order (0..k−1 without a release).
-    """
-
-    domain: Domain
-    functions: tuple[Function, ...]
-    names: tuple[str, ...]
-    values: FloatArray
-    scales: FloatArray
-    n: float
-    n_source: str
-    indices: IntArray
-
-    @staticmethod
-    def of(
-        domain: Domain,
-        queries: Sequence[Function] | Workload,
-        values: npt.ArrayLike,
-        *,
-        names: Sequence[str] | None = None,
-        n: float = 1.0,
-        n_source: str = "given",
-    ) -> Targets:
-        """Targets from already normalised values (no release: tests, other pipelines)."""
-        if isinstance(queries, Workload):
-            functions, own = workload_functions(queries)
-            names = own if names is None else names
-        else:
-            functions = tuple(queries)
-        vals = np.asarray(values, dtype=np.float64).reshape(-1)
-        if vals.shape != (len(functions),):
-            raise QueryError(f"{vals.size} target values for {len(functions)} queries")
-        if not np.all(np.isfinite(vals)):
-            raise QueryError("target values must be finite")
-        names = tuple(names) if names is not None else tuple(f"q{j}" for j in range(len(vals)))
-        if len(functions) == 0:
-            raise QueryError("the LP needs at least one query")
-        return Targets(domain, tuple(functions), names, vals, np.full(len(vals), np.nan),
-                       float(n), n_source, np.arange(len(vals), dtype=np.int64))
-
-
-def release_targets(
-    release: Release, *, n: float | None = None, public_n: bool = False,
-    answers: str = "published",
-) -> Targets:
-    """The normalised answers f̂ = answer / n of a release's answered queries.
-
-    ``answers``: ``"published"`` (the release's last post-processing step, else the noisy
-    answers) or ``"noisy"``. ``n``: module docs (required under substitution unless the release
-    answers a tautology; under add/remove only with ``public_n=True``).
-    """
-    plan = release.plan
-    workload = plan.workload
-    functions, names = workload_functions(workload)
-    if answers == "published":
-        values = np.asarray(release.answers, dtype=np.float64)
-    elif answers == "noisy":
-        values = np.asarray(release.noisy, dtype=np.float64)
-    else:
-        raise TesseraError(f"unknown answers {answers!r}", hint="'published' or 'noisy'")
-    scales = np.asarray(plan.scales, dtype=np.float64)
-    released = np.isfinite(scales)
-    if not released.any():
-        raise TesseraError("the release answers no query")
-    neighbours = Neighbours.parse(plan.neighbours)
-    n_value, n_source = _normaliser(functions, names, values, released, neighbours, n, public_n)
-    idx = np.flatnonzero(released).astype(np.int64)
-    return Targets(workload.domain, tuple(functions[i] for i in idx),
-                   tuple(names[i] for i in idx), values[idx] / n_value, scales[idx] / n_value,
-                   n_value, n_source, idx)
-
-
-def _normaliser(
-    functions: Sequence[Function], names: Sequence[str], values: FloatArray, released: BoolArray,
-    neighbours: Neighbours, n: float | None, public_n: bool,
-) -> tuple[float, str]:
-    if n is not None:
-        if not (math.isfinite(n) and n > 0):
-            raise TesseraError(f"n must be a finite number > 0, got {n!r}")
-        if neighbours is Neighbours.SUBSTITUTE:
-            return float(n), "public n (substitution: neighbours have the same n)"
-        if not public_n:
-            raise TesseraError(
-                "under add/remove neighbours the number of rows n is private: the release's "
-                "guarantee does not cover an n passed in",
-                hint="answer a tautology (TRUE) in the workload and let n come from its noisy "
-                "answer, or pass public_n=True if n is public knowledge")
-        return float(n), "n given as public knowledge (public_n=True; not covered by the release)"
-    totals = [j for j, f in enumerate(functions)
-              if released[j] and isinstance(f, Query) and not f.predicates]
-    if not totals:
-        hint = ("pass n (public under substitution)" if neighbours is Neighbours.SUBSTITUTE
-                else "add a tautology (TRUE) to the workload: its noisy answer is the total")
-        raise TesseraError("the number of rows n is needed to normalise the answers", hint=hint)
-    j = totals[0]
-    return max(float(values[j]), 1.0), (f"noisy total of query {names[j]!r} (clipped at 1; "
-                                         "post-processing of the release)")
-
-
-# -- the master LP ----------------------------------------------------------------------------
-
-
-_BANNER_SHOWN = False
-
-
-def _quiet_highs() -> highspy.Highs:
-    """A HiGHS instance without its banner: the first construction in a process prints it to
-    the C-level stdout before any option can be set, so fd 1 points to /dev/null meanwhile."""
-    global _BANNER_SHOWN
-    if _BANNER_SHOWN:
-        return highspy.Highs()
-    sys.stdout.flush()
-    try:
-        saved = os.dup(1)
-    except OSError:  # no usable stdout: nothing to protect
-        _BANNER_SHOWN = True
-        return highspy.Highs()
-    try:
-        with open(os.devnull, "w") as null:
-            os.dup2(null.fileno(), 1)
-            h = highspy.Highs()
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
-    _BANNER_SHOWN = True
-    return h
-
-
-def _highs(primal: bool = False) -> highspy.Highs:
-    h = _quiet_highs()
-    h.setOptionValue("output_flag", False)
-    h.setOptionValue("solver", "simplex")  # basic solutions: support ≤ |F| + 1
-    if primal:  # an added column keeps the basis primal feasible: primal simplex re-optimises
-        h.setOptionValue("simplex_strategy", 4)
-    h.setOptionValue("primal_feasibility_tolerance", LP_TOLERANCE)
-    h.setOptionValue("dual_feasibility_tolerance", LP_TOLERANCE)
-    return h
-
-
-def _row_bounds(values: FloatArray) -> tuple[FloatArray, FloatArray]:
-    """Rows 2j (L_f: ≥ f̂), 2j + 1 (U_f: ≤ f̂), then S (= 1)."""
-    k = len(values)
-    inf = highspy.kHighsInf
-    lower = np.empty(2 * k + 1)
-    upper = np.empty(2 * k + 1)
-    lower[0:2 * k:2], upper[0:2 * k:2] = values, inf
-    lower[1:2 * k:2], upper[1:2 * k:2] = -inf, values
-    lower[-1] = upper[-1] = 1.0
-    return lower, upper
-
-
-def _column_entries(rows: BoolArray) -> tuple[IntArray, npt.NDArray[np.int32], FloatArray]:
-    """CSC pieces of point columns: for each point, rows 2j and 2j + 1 where f_j = 1, and S."""
-    k = rows.shape[1]
-    rows = np.asarray(rows, dtype=bool)
-    counts = 2 * rows.sum(axis=1) + 1
-    starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int32)
-    point, j = np.nonzero(rows)  # row-major: grouped by point, j increasing
-    index = np.empty(int(counts.sum()), dtype=np.int32)
-    # within each point's block: 2j, 2j + 1 for its queries, then S
-    offsets = starts[point] + 2 * (np.arange(len(j)) - np.concatenate(
-        [[0], np.cumsum(rows.sum(axis=1))[:-1]])[point])
-    index[offsets] = 2 * j
-    index[offsets + 1] = 2 * j + 1
-    index[starts + counts - 1] = 2 * k
-    return starts, index, np.ones(len(index))
-
-
-@dataclass(frozen=True)
-class MasterSolution:
-    """The restricted master's solution: α, h on its columns, and its duals."""
-
-    objective: float
-    weights: FloatArray
-    y_minus: FloatArray  # dual of L_f (≥ 0)
-    y_plus: FloatArray  # minus the dual of U_f (≥ 0)
-    mu: float  # dual of Σ h = 1 (free)
-    simplex_iterations: int
-
-
-class Master:
-    """The restricted master LP over a growing set of points (column 0 is α)."""
-
-    def __init__(self, values: FloatArray) -> None:
-        self.values = np.asarray(values, dtype=np.float64)
-        self.k = len(self.values)
-        self.n_columns = 0
-        self.slowest = 0.0  # seconds of the slowest re-optimisation so far
-        self.restarts = 0  # stalled runs solved again from scratch
-        self.highs = _highs(primal=True)
-        inf = highspy.kHighsInf
-        self.highs.addCols(1, np.array([1.0]), np.array([0.0]), np.array([inf]), 0,
-                           np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0))
-        lower, upper = _row_bounds(self.values)
-        # row-wise: α enters L_f with +1 and U_f with −1; S has no α entry
-        row_starts = np.arange(2 * self.k + 1, dtype=np.int32)
-        self.highs.addRows(2 * self.k + 1, lower, upper, 2 * self.k, row_starts,
-                           np.zeros(2 * self.k, dtype=np.int32), np.tile([1.0, -1.0], self.k))
-
-    def add(self, rows: BoolArray) -> None:
-        """Add points given by their query values (one row of ``rows`` per point)."""
-        rows = np.atleast_2d(rows)
-        if rows.shape[0] == 0:
-            return
-        starts, index, coef = _column_entries(rows)
-        n = rows.shape[0]
-        self.highs.addCols(n, np.zeros(n), np.zeros(n), np.full(n, highspy.kHighsInf),
-                           len(index), starts, index, coef)
-        self.n_columns += n
-
-    def solve(self) -> MasterSolution:
-        """Re-optimise from the current basis (primal simplex). A run that takes far longer
-        than the slowest one so far (a stall of the degenerate primal simplex, seen at ~1,000
-        columns on 2,500 rows) is stopped and the LP solved again from scratch by the dual
-        simplex, which is used from then on."""
-        h = self.highs
-        ok = highspy.HighsModelStatus.kOptimal
-        limit = max(STALL_SECONDS, STALL_FACTOR * self.slowest)
-        h.setOptionValue("time_limit", h.getRunTime() + limit)  # HiGHS's clock is cumulative
-        t0 = time.perf_counter()
-        h.run()
-        status = h.getModelStatus()
-        if status != ok:
-            self.restarts += 1
-            h.clearSolver()
-            h.setOptionValue("simplex_strategy", 1)
-            h.setOptionValue("time_limit", highspy.kHighsInf)
-            h.run()
-            status = h.getModelStatus()
-        self.slowest = max(self.slowest, time.perf_counter() - t0)
-        if status != ok:
-            raise TesseraError(f"HiGHS: the master LP ended with {h.modelStatusToString(status)}")
-        sol = h.getSolution()
-        col = np.asarray(sol.col_value)
-        dual = np.asarray(sol.row_dual)
-        return MasterSolution(
-            objective=float(h.getInfo().objective_function_value),
-            weights=col[1:].copy(),
-            y_minus=dual[0:2 * self.k:2].copy(),
-            y_plus=-dual[1:2 * self.k:2],
-            mu=float(dual[-1]),
-            simplex_iterations=int(h.getInfo().simplex_iteration_count),
-        )
-
-
-# -- evaluation -------------------------------------------------------------------------------
-
-
-class QueryEvaluator:
-    """f_j(x) for all j at once: predicate queries as table look-ups (one per predicate, an AND
-    per query, vectorised over points and queries); other functions by their own evaluate."""
-
-    def __init__(self, domain: Domain, functions: Sequence[Function]) -> None:
-        self.domain = domain
-        self.functions = tuple(functions)
-        tables, attrs, owner, others = [], [], [], []
-        for j, f in enumerate(self.functions):
-            if isinstance(f, Query) and all(domain[p.attribute].size <= TABLE_MAX
-                                            for p in f.predicates):
-                for p in f.predicates:
-                    a = domain.index(p.attribute)
-                    tables.append(p.coverage.contains_array(np.arange(domain[p.attribute].size)))
-                    attrs.append(a)
-                    owner.append(j)
-            else:
-                others.append(j)
-        self.automata: dict[int, tuple[IntArray, list[IntArray], BoolArray]] = {}
-        for j in others:
-            f = self.functions[j]
-            layers = (f.cofactor_layers(f.scope, max_states=1 << 20)
-                      if isinstance(f, BooleanQuery) and f.scope else None)
-            if layers is not None:  # read once, walked for every point
-                positions = np.array([domain.index(a) for a in f.scope], dtype=np.int64)
-                self.automata[j] = (positions, list(layers[0]), layers[1])
-        sizes = [len(t) for t in tables]
-        self.offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-        self.flat = (np.concatenate(tables) if tables else np.zeros(0)).astype(bool)
-        self.attrs = np.asarray(attrs, dtype=np.int64)
-        self.owner = np.asarray(owner, dtype=np.int64)
-        self.others = others
-
-    def __call__(self, codes: npt.ArrayLike) -> BoolArray:
-        """Shape (points, |F|)."""
-        codes = np.atleast_2d(np.asarray(codes, dtype=np.int64))
-        out = np.ones((codes.shape[0], len(self.functions)), dtype=bool)
-        if len(self.attrs):
-            member = self.flat[self.offsets + codes[:, self.attrs]]  # (points, predicates)
-            false = ~member
-            rows, cols = np.nonzero(false)
-            out[rows, self.owner[cols]] = False
-        for j in self.others:
-            if j in self.automata:
-                positions, transitions, accept = self.automata[j]
-                state = np.zeros(codes.shape[0], dtype=np.int64)
-                for a, table in zip(positions, transitions):
-                    state = table[state, codes[:, a]]
-                out[:, j] = accept[state]
-            else:
-                out[:, j] = self.functions[j].evaluate(self.domain, codes)
-        return out
-
-
-def query_values(domain: Domain, functions: Sequence[Function], codes: npt.ArrayLike) -> BoolArray:
-    """f_j(x) for rows of codes: shape (rows, |F|)."""
-    return QueryEvaluator(domain, functions)(codes)
 
 
 def _histogram(values: BoolArray, weights: FloatArray,
@@ -642,72 +307,6 @@ def solve_lp(
         history=tuple(history), timings=timings,
         classes=tuple(model.structure.compiled.classes), restarts=master.restarts,
     )
-
-
-# -- the explicit LP (reference) --------------------------------------------------------------
-
-
-@dataclass(frozen=True, eq=False)
-class ExplicitSolution:
-    """(P) over every point of the domain: the reference for column generation."""
-
-    alpha: float  # HiGHS's optimal objective
-    points: IntArray  # every feasible point (codes)
-    weights: FloatArray  # h on them
-    y_minus: FloatArray
-    y_plus: FloatArray
-    mu: float
-    seconds: float
-
-
-def domain_points(domain: Domain, max_points: int = EXPLICIT_MAX_POINTS) -> IntArray:
-    """Every point of ``domain`` as codes (refused above ``max_points``)."""
-    if domain.size > max_points:
-        raise ResourceError(f"the domain has {domain.size:,} points: the explicit LP takes at "
-                            f"most {max_points:,}", hint="use solve_lp (column generation)")
-    grid = itertools.product(*(range(s) for s in domain.sizes))
-    return np.array(list(grid), dtype=np.int64).reshape(-1, len(domain))
-
-
-def explicit_lp(
-    targets: Targets, *, constraints: Sequence[Function] = (),
-    max_points: int = EXPLICIT_MAX_POINTS, normalised: bool = True,
-) -> ExplicitSolution:
-    """Solve (P) with one variable per point of the domain (small domains only).
-
-    ``normalised=False`` drops Σ h = 1 (h ≥ 0 only): the LP whose dual is paper 2's printed
-    eq. (2), without μ — kept to show that it is a different problem (docs/theory.md §6).
-    """
-    start = time.perf_counter()
-    points = domain_points(targets.domain, max_points)
-    if constraints:
-        points = points[np.all(query_values(targets.domain, constraints, points), axis=1)]
-    values = query_values(targets.domain, targets.functions, points)
-    nonzeros = 2 * int(values.sum()) + len(points)
-    if nonzeros > EXPLICIT_MAX_NONZEROS:
-        raise ResourceError(f"the explicit LP would have {nonzeros:,} nonzeros (limit "
-                            f"{EXPLICIT_MAX_NONZEROS:,})", hint="use solve_lp (column generation)")
-    h = _highs()
-    k = len(targets.values)
-    inf = highspy.kHighsInf
-    lower, upper = _row_bounds(targets.values)
-    if not normalised:
-        lower[-1], upper[-1] = -inf, inf
-    h.addRows(2 * k + 1, lower, upper, 0, np.zeros(2 * k + 1, np.int32), np.zeros(0, np.int32),
-              np.zeros(0))
-    h.addCols(1, np.array([1.0]), np.array([0.0]), np.array([inf]), 2 * k,
-              np.zeros(1, np.int32), np.arange(2 * k, dtype=np.int32), np.tile([1.0, -1.0], k))
-    starts, index, coef = _column_entries(values)
-    n = len(points)
-    h.addCols(n, np.zeros(n), np.zeros(n), np.full(n, inf), len(index), starts, index, coef)
-    h.run()
-    if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
-        raise TesseraError(f"HiGHS: {h.modelStatusToString(h.getModelStatus())}")
-    sol = h.getSolution()
-    col, dual = np.asarray(sol.col_value), np.asarray(sol.row_dual)
-    return ExplicitSolution(float(h.getInfo().objective_function_value), points, col[1:].copy(),
-                            dual[0:2 * k:2].copy(), -dual[1:2 * k:2], float(dual[-1]),
-                            time.perf_counter() - start)
 
 
 # -- rows and the synthesis record ------------------------------------------------------------

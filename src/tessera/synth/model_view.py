@@ -22,7 +22,7 @@ import numpy.typing as npt
 from tessera.estimation.maxent import FitResult, GroupMeasurement, ScopeModel
 from tessera.schema.domain import Domain
 from tessera.synth.candidates import Candidate
-from tessera.synth.ipmwu import Evaluator
+from tessera.synth.sensitive import Evaluator
 from tessera.workload.workload import Workload
 
 __all__ = [

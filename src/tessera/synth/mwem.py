@@ -9,7 +9,7 @@ when the |F| × cells table of query values exceeds ``memory_limit``.
 
 Its purpose is to check the engine: with exact expectations and the same selections and noise
 (the same seeded :class:`~tessera.mechanisms.NoiseSource`, or a replayed
-:class:`~tessera.synth.ipmwu.Transcript`) the trajectory of IPMWU must be that of MWEM, and with
+:class:`~tessera.synth.rounds.Transcript`) the trajectory of IPMWU must be that of MWEM, and with
 the sampler it must converge to it as m grows (``tests/synth``). Cells are enumerated in
 row-major order of the domain's codes (the last attribute fastest), like ``np.ndindex``.
 """
@@ -33,20 +33,18 @@ from tessera.errors import QueryError, ResourceError
 from tessera.mechanisms import NoiseSource
 from tessera.privacy import Neighbours
 from tessera.schema.domain import Domain
-from tessera.synth.ipmwu import (
-    Evaluator,
-    Expectations,
+from tessera.synth.parameters import Expectations, Update
+from tessera.synth.rounds import (
     Progress,
     RunRecord,
     Timings,
     Transcript,
-    Update,
     drive,
     finish,
     prepare,
-    query_functions,
     sample_average,
 )
+from tessera.synth.sensitive import Evaluator, query_functions
 from tessera.workload.workload import Workload
 
 __all__ = ["MAX_CELLS", "MWEMResult", "cells", "mwem"]
