@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -35,12 +35,12 @@ from tessera.synth.sensitive import Evaluator, query_functions
 from tessera.workload.query import Query
 from tessera.workload.workload import Workload
 
-if TYPE_CHECKING:  # synthesizer.py imports this module; lp.py is imported when used
+if TYPE_CHECKING:  # lp.py is imported only when the LP runs
     from tessera.synth.lp import LPSynthesis
-    from tessera.synth.synthesizer import Synthesizer
 
 __all__ = [
     "NOT_PRIVATE_MARK",
+    "Configuration",
     "FittedSynthesizer",
     "class_share",
     "decode_rows",
@@ -66,6 +66,17 @@ def decode_rows(domain: Domain, codes: npt.ArrayLike) -> pd.DataFrame:
     return pd.DataFrame(columns, index=pd.RangeIndex(codes.shape[0]))
 
 
+class Configuration(Protocol):
+    """What a fitted result keeps of its :class:`tessera.synth.synthesizer.Synthesizer` (which
+    imports this module): the method and its options."""
+
+    method: str
+    options: tuple[tuple[str, Any], ...]
+
+    @property
+    def settings(self) -> dict[str, Any]: ...
+
+
 @dataclass(frozen=True, eq=False)
 class FittedSynthesizer:
     """A fitted synthesizer: the run's rows, its output distribution and its record.
@@ -74,7 +85,7 @@ class FittedSynthesizer:
     :class:`~tessera.synth.mwem.MWEMResult` or :class:`~tessera.synth.lp.LPSynthesis`);
     ``charge`` the ledger's record of the charge (None without a ledger)."""
 
-    synthesizer: Synthesizer
+    synthesizer: Configuration
     workload: Workload
     result: AdaptiveResult | IPMWUResult | MWEMResult | LPSynthesis
     target: Target | None

@@ -8,20 +8,19 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from tessera.accounting.guarantee import Guarantee
 from tessera.accounting.zcdp import epsilon_for_delta
-from tessera.privacy import Definition
+from tessera.privacy import Definition, Neighbours
+from tessera.synth.charge import Target
 from tessera.workload.workload import Workload
-
-if TYPE_CHECKING:  # fitted.py imports this module
-    from tessera.synth.fitted import FittedSynthesizer
 
 __all__ = [
     "ALGORITHMS",
+    "FittedRun",
     "charge_dict",
     "describe",
     "jsonable",
@@ -32,12 +31,35 @@ __all__ = [
     "workload_dict",
 ]
 
+
+
+class FittedRun(Protocol):
+    """What the record reads of a :class:`tessera.synth.fitted.FittedSynthesizer` (which
+    imports this module, so it is named by its fields here)."""
+
+    @property
+    def method(self) -> str: ...
+
+    @property
+    def private(self) -> bool: ...
+
+    @property
+    def rows(self) -> Any: ...
+
+    workload: Workload
+    result: Any
+    target: Target | None
+    neighbours: Neighbours
+    charge: Any
+    synthesizer: Any
+
+
 ALGORITHMS = {
     "lp": "LP approach (paper 2 §3; column generation), post-processing of a private release",
 }
 
 
-def spent(fitted: FittedSynthesizer) -> list[Guarantee]:
+def spent(fitted: FittedRun) -> list[Guarantee]:
     """What the run provably spent, from its recorded mechanisms alone: pure ε (pure runs),
     ρ-zCDP (always) and (ε, δ) at :attr:`Target.deltas`. For ``lp``: empty (the release's
     guarantees are in :meth:`run_record`)."""
@@ -63,7 +85,7 @@ def spent(fitted: FittedSynthesizer) -> list[Guarantee]:
     return out
 
 
-def run_record(fitted: FittedSynthesizer) -> dict[str, Any]:
+def run_record(fitted: FittedRun) -> dict[str, Any]:
     """JSON-ready: method and algorithm, privacy (budget asked, what the run is calibrated
     as, spent in every definition, what is not proven), parameters, timings, the model's
     width, the rows and the ledger's charge."""
@@ -108,7 +130,7 @@ def run_record(fitted: FittedSynthesizer) -> dict[str, Any]:
     }
 
 
-def lp_record(fitted: FittedSynthesizer, ledger: dict[str, Any] | None) -> dict[str, Any]:
+def lp_record(fitted: FittedRun, ledger: dict[str, Any] | None) -> dict[str, Any]:
     res = fitted.result
     rec = res.record()  # type: ignore[union-attr]
     privacy = rec.pop("privacy")
@@ -134,7 +156,7 @@ def lp_record(fitted: FittedSynthesizer, ledger: dict[str, Any] | None) -> dict[
     }
 
 
-def describe(fitted: FittedSynthesizer) -> str:
+def describe(fitted: FittedRun) -> str:
     """A few lines for a terminal."""
     if fitted.method == "lp":
         rec = run_record(fitted)
