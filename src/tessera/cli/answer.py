@@ -115,15 +115,13 @@ def answer(
             source, w, budget, neighbours=neighbours, allocation=weights,  # type: ignore[arg-type]
             postprocess=steps, ledger=ledger, label=label or workload.stem,
             time_limit=time_limit, seed=seed, csv=csv_options(no_header, delimiter, na, skip_rows),
-            table=table, on_invalid=on_invalid,
+            table=table, on_invalid=on_invalid, output=output, certificate=certificate,
+            report=report,
         )
     _print_release(release)
-    if output is not None:
-        out.print(f"answers:     {release.write(output)}")
-    if certificate is not None:
-        out.print(f"certificate: {release.write_certificate(certificate)}")
-    if report is not None:
-        out.print(f"report:      {release.report(report)}")
+    for what, path in (("answers", output), ("certificate", certificate), ("report", report)):
+        if path is not None:
+            out.print(f"{what + ':':<12} {path}", markup=False, highlight=False)
     if output is None:
         frame = release.to_frame()
         out.print(frame.head(MAX_PRINTED).to_string(index=False), markup=False, highlight=False)

@@ -54,11 +54,43 @@ def user_errors(fn: F) -> F:
             fail(_escape(str(e)))
         except FileNotFoundError as e:
             fail(_escape(f"{e.filename}: no such file"))
+        except OSError as e:  # the environment (a full disk, permissions): one line
+            fail(_escape(f"{e.filename + ': ' if e.filename else ''}{e.strerror or e}"))
         except KeyboardInterrupt:
-            err.print("interrupted")
-            sys.exit(130)
+            interrupted()
+        except Exception as e:
+            if not is_interruption(e):
+                raise
+            interrupted()
 
     return wrapper  # type: ignore[return-value]
+
+
+#: Exit code after Ctrl-C (128 + SIGINT, as shells report it).
+EXIT_INTERRUPTED = 130
+
+
+def interrupted() -> None:
+    """The one message for Ctrl-C, wherever it lands: ``interrupted`` on stderr, exit 130.
+    (A release interrupted after its charge has already been marked aborted by the library.)"""
+    err.print("interrupted")
+    sys.exit(EXIT_INTERRUPTED)
+
+
+def is_interruption(e: BaseException) -> bool:
+    """Ctrl-C as an engine reports it: DuckDB turns SIGINT inside a query into its
+    ``InterruptException`` or a ``RuntimeError: Query interrupted`` (also when wrapped in another
+    error, so the chain is searched)."""
+    seen: set[int] = set()
+    current: BaseException | None = e
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, KeyboardInterrupt) or type(current).__name__ == \
+                "InterruptException" or (isinstance(current, RuntimeError)
+                                         and str(current).strip() == "Query interrupted"):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def _escape(text: str) -> str:
@@ -101,11 +133,23 @@ class Command(TyperCommand):
 
 
 class Group(TyperGroup):
-    """A typer group (``tessera``, ``tessera schema``, …) whose ``--help`` shows no ``<bool>``."""
+    """A typer group (``tessera``, ``tessera schema``, …) whose ``--help`` shows no ``<bool>``,
+    and where Ctrl-C outside a command's own handling is :func:`interrupted` too (not click's
+    ``Aborted!``)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         _plain_flags(self.params)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            interrupted()
+        except Exception as e:
+            if not is_interruption(e):
+                raise
+            interrupted()
 
     def get_help_option(self, ctx: click.Context) -> Any:
         option = super().get_help_option(ctx)

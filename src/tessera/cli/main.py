@@ -8,11 +8,16 @@ module-level functions with ``Annotated`` options (see :mod:`tessera.cli.common`
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import Annotated
 
-import typer
+try:  # Ctrl-C while the command starts: the same one line as anywhere else
+    import typer
 
-from tessera.cli.common import Group
+    from tessera.cli.common import Group, interrupted
+except KeyboardInterrupt:
+    sys.stderr.write("interrupted\n")
+    sys.exit(130)
 
 app = typer.Typer(
     cls=Group,
@@ -68,11 +73,19 @@ def _root(
     """Tessera: differential privacy for query workloads."""
 
 
-_register_all()
+try:
+    _register_all()
+except KeyboardInterrupt:
+    interrupted()
 
 
 def main() -> None:
-    app()
+    """The ``tessera`` command. Ctrl-C anywhere prints ``interrupted`` (exit 130), never a
+    traceback (:func:`tessera.cli.common.interrupted`)."""
+    try:
+        app()
+    except KeyboardInterrupt:
+        interrupted()
 
 
 if __name__ == "__main__":

@@ -102,13 +102,12 @@ def synth(
     from tessera.release.budget import Budget
     from tessera.release.ledger import Ledger
     from tessera.schema.domain import Domain
+    from tessera.synth.fitted import synth_outputs
     from tessera.synth.synthesizer import Synthesizer
     from tessera.workload.workload import Workload
 
     if on_invalid not in ("error", "drop"):
         fail(f"--on-invalid {on_invalid!r}: use 'error' or 'drop'")
-    if output.suffix.lower() not in (".csv", ".parquet"):
-        fail(f"{output}: write the synthetic rows as .csv or .parquet")
     budget = Budget.of(epsilon=epsilon, delta=delta, rho=rho, mu=mu)
     w = Workload.load(workload, Domain.load(schema))
     options: dict[str, Any] = {k: v for k, v in (("rows", rows), ("rounds", rounds))
@@ -125,20 +124,30 @@ def synth(
             from tessera.release.answer import answer
 
             synthesizer.preflight(w, neighbours=neighbours)  # before the release is charged
+            synth_outputs(output, record)  # before the answer is charged
             bar.update(task, description="answering")
-            release = answer(source, w, budget, neighbours=neighbours, ledger=book,
-                             label=label or f"synthetic data (lp): {workload.stem}", **common)
-            bar.update(task, description="LP")
-            fitted = synthesizer.fit(source, w, release=release,
-                                     progress=lambda it: _lp_step(bar, task, it), **common)
+            done: list[FittedSynthesizer] = []
+
+            def post_process(release: Any) -> None:  # before the release is marked released
+                bar.update(task, description="LP")
+                done.append(synthesizer.fit(source, w, release=release, output=output,
+                                            record=record,
+                                            progress=lambda it: _lp_step(bar, task, it),
+                                            **common))
+
+            answer(source, w, budget, neighbours=neighbours, ledger=book,
+                   label=label or f"synthetic data (lp): {workload.stem}", deliver=post_process,
+                   **common)
+            fitted = done[0]
         else:
             fitted = synthesizer.fit(source, w, budget, neighbours=neighbours, ledger=book,
                                      label=label or f"synthetic data ({method}): {workload.stem}",
-                                     progress=lambda p: _round(bar, task, p), **common)
+                                     progress=lambda p: _round(bar, task, p), output=output,
+                                     record=record, **common)
     _report(fitted)
-    out.print(f"rows:   {fitted.write(output)} ({fitted.rows.shape[0]:,} rows)", markup=False)
+    out.print(f"rows:   {output} ({fitted.rows.shape[0]:,} rows)", markup=False)
     if record is not None:
-        out.print(f"record: {fitted.write_record(record)}", markup=False)
+        out.print(f"record: {record}", markup=False)
 
 
 @contextlib.contextmanager

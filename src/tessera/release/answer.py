@@ -10,8 +10,18 @@
    committed SQLite transaction (refused when the total would be exceeded);
 3. **count** — exact answers on the data (DuckDB), held only in this function;
 4. **noise** — discrete Laplace or discrete Gaussian from OpenDP's secure sampler;
-5. **post-process** (free in privacy, each optional and labelled) and return a
-   :class:`Release` holding only noisy values; the ledger marks the release ``released``.
+5. **post-process** (free in privacy, each optional and labelled);
+6. **deliver** — the requested files (answers, certificate, report) are written to temporary
+   files beside their targets and renamed over them only when all are complete
+   (:func:`tessera.data.outputs.staged`); then the ledger marks the release ``released`` and a
+   :class:`Release` holding only noisy values is returned.
+
+Every requested output path (suffix, directory, permission) is checked in step 1, before the
+charge (:func:`tessera.data.outputs.check_outputs`): what can be foreseen fails without
+spending budget. A failure or an interruption after the charge (a full disk, Ctrl-C, a crash)
+marks the release ``aborted``, leaves no requested file behind, and keeps the budget spent
+(docs/theory.md §9.6: once the charge is committed the ledger cannot know whether noise was
+drawn or seen, so it never refunds).
 
 A ``seed`` makes the noise reproducible for tests: the release then says NOT PRIVATE
 everywhere (its certificate, its frame's attributes, its files).
@@ -19,8 +29,9 @@ everywhere (its certificate, its frame's attributes, its files).
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +41,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from tessera.data.counts import count_encoded
+from tessera.data.outputs import Output, OutputError, atomic, check_outputs, staged
 from tessera.data.source import encode
 from tessera.data.table import CsvOptions
 from tessera.errors import TesseraError
@@ -114,18 +126,59 @@ class Release:
         """Answers as CSV or Parquet (the NOT PRIVATE mark in the file when seeded)."""
         from tessera.release.output import write_release
 
-        return write_release(self, Path(path))
+        (o,) = check_outputs([Output(Path(path), "answers", ANSWER_SUFFIXES)])
+        with atomic(o.path) as tmp:
+            write_release(self, tmp)
+        return o.path
 
     def write_certificate(self, path: str | Path) -> Path:
+        """The certificate as JSON, written atomically."""
         from tessera.release.certificate import write_certificate
 
         return write_certificate(self.certificate, Path(path))
 
     def report(self, path: str | Path) -> Path:
-        """A self-contained HTML report (:mod:`tessera.release.report`)."""
+        """A self-contained HTML report (:mod:`tessera.release.report`), written atomically."""
         from tessera.release.report import write_report
 
         return write_report(self, Path(path))
+
+
+#: What a failure after the charge says (docs/theory.md §9.6).
+ABORTED = ("the release was charged before this failure and is marked aborted in the ledger: "
+           "its budget stays spent, and no requested file was written")
+#: Suffixes of the files :func:`answer` writes (answers, certificate, report).
+ANSWER_SUFFIXES = (".csv", ".parquet")
+CERTIFICATE_SUFFIXES = (".json",)
+REPORT_SUFFIXES = (".html", ".htm")
+
+
+def release_outputs(output: str | Path | None = None, certificate: str | Path | None = None,
+                    report: str | Path | None = None) -> tuple[Output, ...]:
+    """The requested files of a release, checked writable now (before any charge)."""
+    return check_outputs([Output.of(output, "answers", ANSWER_SUFFIXES),
+                          Output.of(certificate, "certificate", CERTIFICATE_SUFFIXES),
+                          Output.of(report, "report", REPORT_SUFFIXES)])
+
+
+def _deliver(release: Release, outputs: Sequence[Output]) -> None:
+    """Write every requested file of ``release``, all or none (:func:`staged`)."""
+    if not outputs:
+        return
+    from tessera.release.certificate import write_certificate
+    from tessera.release.output import write_release
+    from tessera.release.report import write_report
+
+    writers = {"answers": lambda p: write_release(release, p),
+               "certificate": lambda p: write_certificate(release.certificate, p),
+               "report": lambda p: write_report(release, p)}
+    with staged([o.path for o in outputs]) as temps:
+        for o, tmp in zip(outputs, temps):
+            try:
+                writers[o.what](tmp)
+            except OSError as e:  # a full disk, a vanished directory: one line, no traceback
+                raise OutputError(f"cannot write the {o.what}: {e.strerror or e}",
+                                  where=str(o.path)) from None
 
 
 def answer(
@@ -143,12 +196,23 @@ def answer(
     csv: CsvOptions = CsvOptions(),
     table: str | None = None,
     on_invalid: str = "error",
+    output: str | Path | None = None,
+    certificate: str | Path | None = None,
+    report: str | Path | None = None,
+    deliver: Callable[[Release], None] | None = None,
 ) -> Release:
-    """Answer ``workload`` on ``data`` under ``budget`` (module docs for the order of steps)."""
+    """Answer ``workload`` on ``data`` under ``budget`` (module docs for the order of steps).
+
+    ``output`` (.csv/.parquet), ``certificate`` (.json), ``report`` (.html): files written
+    before the release is marked released, checked before the charge. ``deliver``: called with
+    the release after its files are written and before it is marked released, for a caller
+    that delivers more of it (a failure there marks the release aborted; e.g. ``tessera synth
+    --method lp`` writes its synthetic rows there)."""
     unknown = [p for p in postprocess if p not in POSTPROCESSING]
     if unknown:
         raise TesseraError(f"unknown post-processing {unknown[0]!r}",
                            hint="one of " + ", ".join(POSTPROCESSING))
+    outputs = release_outputs(output, certificate, report)
     source = NoiseSource.secure() if seed is None else NoiseSource.seeded(seed)
     timings: dict[str, float] = {}
     start = time.perf_counter()
@@ -184,15 +248,28 @@ def answer(
         timings["postprocess"] = time.perf_counter() - t0
         from tessera.release.certificate import build_certificate
 
-        certificate = build_certificate(plan, record, notes, charge=charge)
-    except BaseException:
+        doc = build_certificate(plan, record, notes, charge=charge)
+        # the charge as it will read once every file exists (what deliver() may record)
+        shown = None if charge is None else dataclasses.replace(charge, status="released")
+        release = Release(plan, noisy, record, post, notes, doc, shown, timings)
+        t0 = time.perf_counter()
+        _deliver(release, outputs)
+        if deliver is not None:
+            deliver(release)
+        timings["deliver"] = time.perf_counter() - t0
+    except BaseException as e:
         if book is not None and charge is not None:
-            book.mark_aborted(charge.release_id)
+            try:
+                book.mark_aborted(charge.release_id)
+            except TesseraError as f:
+                e.add_note(f"(could not mark release {charge.release_id} aborted: {f})")
+            if isinstance(e, TesseraError):
+                e.hint = "; ".join(filter(None, [e.hint, ABORTED]))
         raise
     if book is not None and charge is not None:
         book.mark_released(charge.release_id)
     timings["total"] = time.perf_counter() - start
-    return Release(plan, noisy, record, post, notes, certificate, charge, timings)
+    return release
 
 
 def _check_ledger(book: Ledger, plan: NoisePlan) -> None:

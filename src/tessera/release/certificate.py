@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from tessera import __version__
+from tessera.data.outputs import write_text
 from tessera.errors import TesseraError
 from tessera.mechanisms.record import MechanismRecord
 from tessera.privacy import Definition
@@ -169,9 +170,9 @@ def digest(certificate: dict[str, Any]) -> str:
 
 
 def write_certificate(certificate: dict[str, Any], path: Path) -> Path:
-    path.write_text(json.dumps(certificate, indent=1, ensure_ascii=False, allow_nan=False)
-                    + "\n")
-    return path
+    """The certificate as indented JSON, written atomically (whole or not at all)."""
+    return write_text(path, json.dumps(certificate, indent=1, ensure_ascii=False,
+                                       allow_nan=False) + "\n")
 
 
 def read_certificate(path: str | Path) -> dict[str, Any]:

@@ -37,6 +37,7 @@ import numpy as np
 
 from tessera import __version__
 from tessera.accounting.guarantee import Guarantee
+from tessera.data.outputs import write_text
 from tessera.privacy import Definition, Neighbours
 from tessera.release.budget import DISCRETE_LAPLACE
 from tessera.release.plan import NoisePlan
@@ -470,7 +471,5 @@ def render_report(release: ReleaseView, *, now: dt.datetime | None = None) -> st
 
 
 def write_report(release: ReleaseView, path: str | Path) -> Path:
-    """Write the HTML report of ``release`` to ``path`` and return the path."""
-    out = Path(path)
-    out.write_text(render_report(release), encoding="utf-8")
-    return out
+    """Write the HTML report of ``release`` to ``path`` (atomically) and return the path."""
+    return write_text(path, render_report(release))

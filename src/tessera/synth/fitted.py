@@ -21,6 +21,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from tessera.accounting.guarantee import Guarantee
+from tessera.data.outputs import Output, OutputError, atomic, check_outputs, staged, write_text
 from tessera.engine.model import GibbsModel
 from tessera.errors import QueryError, TesseraError
 from tessera.privacy import Neighbours
@@ -200,12 +201,16 @@ class FittedSynthesizer:
               rng: np.random.Generator | int | None = None) -> Path:
         """The rows (:meth:`sample`) as ``.csv`` (a ``# NOT PRIVATE`` first line when seeded) or
         ``.parquet`` (the privacy mark, the method and the run record in its metadata)."""
-        p = Path(path)
+        (o,) = check_outputs([Output(Path(path), "synthetic rows", ROW_SUFFIXES)])
+        with atomic(o.path) as tmp:
+            self.write_rows(tmp, n, rng)
+        return o.path
+
+    def write_rows(self, p: Path, n: int | None = None,
+                   rng: np.random.Generator | int | None = None) -> Path:
+        """:meth:`write` without its checks and atomic rename (the caller's:
+        :func:`write_outputs`)."""
         suffix = p.suffix.lower()
-        if suffix not in (".csv", ".parquet"):
-            what = suffix or "a file without suffix"
-            raise TesseraError(f"cannot write synthetic rows as {what}", where=str(p),
-                               hint="use .csv or .parquet")
         frame = self.sample(n, rng)
         if suffix == ".parquet":
             import pyarrow as pa
@@ -227,9 +232,37 @@ class FittedSynthesizer:
 
     def write_record(self, path: str | Path) -> Path:
         """:meth:`run_record` as indented JSON."""
-        p = Path(path)
-        p.write_text(json.dumps(self.run_record(), indent=1, ensure_ascii=False) + "\n")
-        return p
+        return write_text(path, json.dumps(self.run_record(), indent=1, ensure_ascii=False)
+                          + "\n")
+
+
+#: Suffixes :meth:`FittedSynthesizer.write` knows.
+ROW_SUFFIXES = (".csv", ".parquet")
+
+
+def synth_outputs(output: str | Path | None, record: str | Path | None) -> tuple[Output, ...]:
+    """The requested files of a run (rows, record), checked writable now (before any charge:
+    :func:`tessera.data.outputs.check_outputs`)."""
+    return check_outputs([Output.of(output, "synthetic rows", ROW_SUFFIXES),
+                          Output.of(record, "run record", (".json",))])
+
+
+def write_outputs(fitted: FittedSynthesizer, outputs: tuple[Output, ...]) -> None:
+    """The requested files of a fitted run, all or none (:func:`tessera.data.outputs.staged`);
+    an OS error (a full disk) is one line naming the file."""
+    if not outputs:
+        return
+    with staged([o.path for o in outputs]) as temps:
+        for o, tmp in zip(outputs, temps):
+            try:
+                if o.what == "synthetic rows":
+                    fitted.write_rows(tmp)
+                else:
+                    tmp.write_text(json.dumps(fitted.run_record(), indent=1,
+                                              ensure_ascii=False) + "\n", encoding="utf-8")
+            except OSError as e:
+                raise OutputError(f"cannot write the {o.what}: {e.strerror or e}",
+                                  where=str(o.path)) from None
 
 
 def ipmwu_answers(res: IPMWUResult, workload: Workload,

@@ -45,6 +45,7 @@ import inspect
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -61,7 +62,7 @@ from tessera.synth.accounting import Budget as RunBudget
 from tessera.synth.adaptive import adaptive, candidate_workload
 from tessera.synth.candidates import DEFAULT_MAX_CELLS, candidates
 from tessera.synth.charge import LedgerLike, Target, check_ledger, ledger_charge, opened_ledger
-from tessera.synth.fitted import FittedSynthesizer
+from tessera.synth.fitted import FittedSynthesizer, synth_outputs, write_outputs
 from tessera.synth.ipmwu import ipmwu
 from tessera.synth.mwem import DEFAULT_TABLE_LIMIT, MAX_CELLS, cells, mwem
 from tessera.synth.parameters import default_parameters
@@ -72,6 +73,10 @@ from tessera.workload.workload import Workload
 if TYPE_CHECKING:  # the release layer is a sibling of synth: no runtime import (lint-imports)
     from tessera.release.answer import Release
     from tessera.release.budget import Budget as ReleaseBudget
+
+#: What a failure after the charge says (docs/theory.md §9.6).
+ABORTED = ("the run was charged before this failure and is marked aborted in the ledger: its "
+           "budget stays spent, and no requested file was written")
 
 __all__ = [
     "METHODS",
@@ -208,6 +213,8 @@ class Synthesizer:
         on_invalid: OnInvalid = "error",
         progress: Callable[[Any], None] | None = None,
         release: Release | None = None,
+        output: str | Path | None = None,
+        record: str | Path | None = None,
     ) -> FittedSynthesizer:
         """Fit on ``data`` (a path, DataFrame, Arrow table or DuckDB relation, as
         :func:`tessera.count` reads it; or rows of codes) for ``workload`` under ``budget``.
@@ -217,14 +224,20 @@ class Synthesizer:
         ``seed``: seeded randomness for TESTS (the output is NOT PRIVATE). ``progress``: called
         after every round (a :class:`~tessera.synth.rounds.RoundProgress`; for ``lp`` every
         column-generation iteration, a :class:`~tessera.synth.lp.Iteration`). ``release``:
-        the private release the ``lp`` method post-processes (module docs).
+        the private release the ``lp`` method post-processes (module docs). ``output``
+        (.csv/.parquet) and ``record`` (.json): the rows and the run record, checked writable
+        before the charge and written (all or none, :func:`tessera.synth.fitted.write_outputs`)
+        before the ledger marks the run released (docs/theory.md §9.6).
         """
         if not isinstance(workload, Workload):
             raise QueryError("the workload must be a tessera.Workload",
                              hint="Workload.load(path, domain) or Workload.from_sql(...)")
+        outputs = synth_outputs(output, record)
         if self.method == "lp":
-            return self._fit_lp(data, workload, budget, neighbours, ledger, seed, csv, table,
-                                on_invalid, progress, release)
+            fitted = self._fit_lp(data, workload, budget, neighbours, ledger, seed, csv, table,
+                                  on_invalid, progress, release)
+            write_outputs(fitted, outputs)
+            return fitted
         if release is not None:
             raise TesseraError(f"method {self.method!r} runs on the data: release= is for 'lp'")
         if budget is None:
@@ -263,18 +276,23 @@ class Synthesizer:
                     workload.domain, workload, counts, **target.kwargs(),  # type: ignore
                     neighbours=rel, source=source, rng=seed, on_invalid=on_invalid,
                     progress=progress, **self.settings)
+            if book is not None and charge is not None and dataclasses.is_dataclass(charge):
+                # what the ledger will say once every file exists (the record written says it)
+                charge = dataclasses.replace(charge, status="released")  # type: ignore[type-var]
+            fitted = FittedSynthesizer(self, workload, run, target, rel, charge, seed)
+            write_outputs(fitted, outputs)
         except BaseException as e:
             if book is not None and charge is not None:
                 try:
                     book.mark_aborted(charge.release_id)
                 except TesseraError as f:
                     e.add_note(f"(could not mark release {charge.release_id} aborted: {f})")
+                if isinstance(e, TesseraError):
+                    e.hint = "; ".join(filter(None, [e.hint, ABORTED]))
             raise
         if book is not None and charge is not None:
             book.mark_released(charge.release_id)
-            charge = dataclasses.replace(charge, status="released") \
-                if dataclasses.is_dataclass(charge) else charge
-        return FittedSynthesizer(self, workload, run, target, rel, charge, seed)
+        return fitted
 
     def _fit_lp(self, data: Any, workload: Workload, budget: Any, neighbours: Any, ledger: Any,
                 seed: int | None, csv: CsvOptions, table: str | None, on_invalid: OnInvalid,
