@@ -24,7 +24,7 @@ import enum
 
 from tessera.errors import TesseraError
 
-__all__ = ["COMPOSABLE", "Definition", "Neighbours"]
+__all__ = ["COMPOSABLE", "DEFAULT_NEIGHBOURS", "Definition", "Neighbours"]
 
 
 class Neighbours(enum.StrEnum):
@@ -64,6 +64,10 @@ _NEIGHBOUR_LABELS = {
     Neighbours.ADD_REMOVE: "add/remove one row",
     Neighbours.SUBSTITUTE: "substitute one row",
 }
+
+#: The neighbour relation of the whole tool when none is given (answers, ledgers, synthesis,
+#: the CLI): add/remove one row, under which n itself stays private (issue 19 item 8).
+DEFAULT_NEIGHBOURS = Neighbours.ADD_REMOVE
 
 
 class Definition(enum.StrEnum):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -206,7 +207,8 @@ def test_progress_reports_every_round(data: pd.DataFrame, workload: Workload) ->
     assert all(p.rounds == 6 and p.error >= 0 for p in seen)
     assert seen[-1].spent == pytest.approx(f.record.spent.epsilon)
     assert seen[-1].remaining == pytest.approx(0.0, abs=1e-12)
-    assert seen[0].remaining == pytest.approx(1.0 - 1.0 / 6)
+    # add/remove (the default): the noisy total's 5 % first, then 6 rounds of the rest
+    assert seen[0].remaining == pytest.approx(1.0 - 0.05 - 0.95 / 6)
 
 
 # -- the ledger ----------------------------------------------------------------------------------
@@ -249,7 +251,7 @@ def test_substitution_needs_the_identity_charge(domain: Domain) -> None:
 def test_overspending_is_refused_and_nothing_is_charged(tmp_path: Path, data: pd.DataFrame,
                                                         workload: Workload,
                                                         domain: Domain) -> None:
-    book = _ledger(tmp_path, domain, 0.5, "substitute")
+    book = _ledger(tmp_path, domain, 0.5, "add-remove")
     with pytest.raises(BudgetExceeded):
         Synthesizer("ipmwu").fit(data, workload, Budget.of(epsilon=1.0), ledger=book)
     assert book.releases() == () and book.spent() == 0.0
@@ -259,7 +261,7 @@ def test_a_data_error_is_reported_before_any_charge(tmp_path: Path, workload: Wo
                                                     domain: Domain) -> None:
     """Values outside the schema reach the curator before the ledger is charged: no budget is
     spent on a typo, and no data-dependent error is raised after a charge."""
-    book = _ledger(tmp_path, domain, 2.0, "substitute")
+    book = _ledger(tmp_path, domain, 2.0, "add-remove")
     bad = pd.DataFrame({"sex": ["F", "X"], "age": [20, 21], "income": [5.0, 7.0],
                         "ok": [True, False]})
     with pytest.raises(DataError):
@@ -269,7 +271,7 @@ def test_a_data_error_is_reported_before_any_charge(tmp_path: Path, workload: Wo
 
 def test_runs_that_would_fail_on_public_inputs_are_refused_before_the_charge(
         tmp_path: Path, data: pd.DataFrame, workload: Workload, domain: Domain) -> None:
-    book = _ledger(tmp_path, domain, 5.0, "substitute")
+    book = _ledger(tmp_path, domain, 5.0, "add-remove")
     with pytest.raises(TesseraError, match="rows"):
         Synthesizer("ipmwu", rows=-1).fit(data, workload, Budget.of(epsilon=1.0), ledger=book)
     with pytest.raises(TesseraError, match="expectations"):
@@ -283,15 +285,16 @@ def test_runs_that_would_fail_on_public_inputs_are_refused_before_the_charge(
 
 def test_a_ledger_of_another_definition_or_relation_is_refused(
         tmp_path: Path, data: pd.DataFrame, workload: Workload, domain: Domain) -> None:
-    zcdp = _ledger(tmp_path, domain, 1.0, "substitute", definition="zcdp")
+    zcdp = _ledger(tmp_path, domain, 1.0, "add-remove", definition="zcdp")
     with pytest.raises(TesseraError, match="ρ-zCDP"):
         Synthesizer().fit(data, workload, Budget.of(epsilon=0.5), ledger=zcdp)
-    add_remove = _ledger(tmp_path, domain, 1.0, "add-remove")
-    with pytest.raises(TesseraError, match="neighbours"):
-        Synthesizer().fit(data, workload, Budget.of(epsilon=0.5), ledger=add_remove)
+    substitute = _ledger(tmp_path, domain, 1.0, "substitute")
+    # the default relation is add/remove (issue 19 item 8): the message says how to agree
+    with pytest.raises(TesseraError, match=r"--neighbours substitute"):
+        Synthesizer().fit(data, workload, Budget.of(epsilon=0.5), ledger=substitute)
     with pytest.raises(TesseraError, match="Ledger.open"):
         Synthesizer().fit(data, workload, Budget.of(epsilon=0.5), ledger=str(zcdp.path))
-    assert zcdp.releases() == () and add_remove.releases() == ()
+    assert zcdp.releases() == () and substitute.releases() == ()
 
 
 # -- evaluation ----------------------------------------------------------------------------------
@@ -361,7 +364,7 @@ def test_cli_synth_and_evaluate(tmp_path: Path, data: pd.DataFrame) -> None:
     runner = CliRunner()
     led = tmp_path / "budget.db"
     r = runner.invoke(app, ["ledger", "init", str(led), "--schema", str(schema), "--epsilon",
-                            "1.5", "--neighbours", "substitute"])
+                            "1.5"])  # synth and ledger agree on their default relation
     assert r.exit_code == 0, r.output
     out, record = tmp_path / "synth.csv", tmp_path / "run.json"
     r = runner.invoke(app, ["synth", str(csv), str(wl), "--schema", str(schema), "--epsilon",
@@ -416,3 +419,48 @@ def test_cli_lp(tmp_path: Path, data: pd.DataFrame) -> None:
     assert len(frame) == 200 and set(frame["income"]) <= BINS
     (c,) = Ledger.open(led).releases()
     assert c.status == "released" and math.isclose(c.spent_after, 1.0, rel_tol=1e-9)
+
+
+# -- issue 19 items 3 and 8 ----------------------------------------------------------------------
+
+
+def test_issue19_item3_adaptive_rounds_below_its_initialisation_are_refused_before_the_charge(
+        tmp_path: Path, data: pd.DataFrame, workload: Workload, domain: Domain) -> None:
+    """4 attributes, measure_fraction 0.9: the initialisation spends 4 × 0.9/T of the budget, so
+    T = 3 (< 3.6) would overspend after the charge; refused before it, and T = 4 runs."""
+    from tessera.synth.accounting import Budget as RunBudget
+    from tessera.synth.candidates import candidates
+    from tessera.synth.synthesizer import initial_spend
+
+    run = RunBudget.of(epsilon=0.5)
+    cands = candidates(workload, 10_000)
+    init, attrs, T = initial_spend(cands, run, 3, 0.9)
+    assert (attrs, T) == (4, 3) and init > Fraction(0.5)  # the overspend is real
+    assert initial_spend(cands, run, 4, 0.9)[0] <= Fraction(0.5)
+    book = _ledger(tmp_path, domain, 1.0, "add-remove")
+    with pytest.raises(TesseraError, match=r"rounds ≥ 4"):
+        Synthesizer("adaptive", rounds=3).fit(data, workload, Budget.of(epsilon=0.5),
+                                               ledger=book)
+    assert book.releases() == () and book.spent() == 0.0
+    f = Synthesizer("adaptive", rounds=4, rows=50).fit(data, workload, Budget.of(epsilon=0.5),
+                                                       ledger=book, seed=1)
+    assert f.record.spent.epsilon <= 0.5 and book.spent() == 0.5
+
+
+def test_issue19_item8_one_default_neighbour_relation(tmp_path: Path, data: pd.DataFrame,
+                                                      workload: Workload) -> None:
+    """Synthesis, answers, ledgers and the CLI share add/remove as the default."""
+    import inspect
+
+    from tessera.cli.synth import synth as synth_command
+    from tessera.privacy import DEFAULT_NEIGHBOURS
+
+    assert DEFAULT_NEIGHBOURS is Neighbours.ADD_REMOVE
+    f = Synthesizer("ipmwu", rounds=3, rows=10).fit(data, workload, Budget.of(epsilon=1.0),
+                                                    seed=1)
+    assert f.neighbours is Neighbours.ADD_REMOVE
+    assert f.record.steps[0].role == "total"  # n is measured, not published
+    assert inspect.signature(answer).parameters["neighbours"].default is Neighbours.ADD_REMOVE
+    assert inspect.signature(synth_command).parameters["neighbours"].default == "add-remove"
+    assert inspect.signature(Synthesizer.preflight).parameters["neighbours"].default \
+        is Neighbours.ADD_REMOVE

@@ -36,6 +36,7 @@ from tessera.cli.common import (
     out,
     user_errors,
 )
+from tessera.privacy import DEFAULT_NEIGHBOURS
 
 if TYPE_CHECKING:
     from tessera.synth.fitted import FittedSynthesizer
@@ -78,7 +79,7 @@ def synth(
                                  "theory); for adaptive, AIM's T setting the initial noise "
                                  "(default 16 × attributes).")
     ] = None,
-    neighbours: NeighboursOpt = "substitute",
+    neighbours: NeighboursOpt = DEFAULT_NEIGHBOURS.value,
     ledger: Annotated[
         Path | None, typer.Option("--ledger", help="Budget ledger, charged before anything is "
                                   "written (tessera ledger init).")

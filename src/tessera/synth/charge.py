@@ -161,7 +161,10 @@ def check_ledger(book: LedgerLike, definition: Definition, neighbours: Neighbour
     if book.neighbours is not neighbours:
         raise TesseraError(
             f"the ledger is for {book.neighbours.label} neighbours, this run for "
-            f"{neighbours.label}", hint="use the ledger's neighbours (--neighbours)")
+            f"{neighbours.label}: a ledger adds up spends under one relation only",
+            hint=f"run with the ledger's relation (--neighbours {book.neighbours.value}), or "
+                 f"use a ledger made for {neighbours.value} (tessera ledger init --neighbours "
+                 f"{neighbours.value})")
 
 
 def opened_ledger(ledger: Any) -> LedgerLike | None:

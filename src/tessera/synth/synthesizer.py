@@ -43,8 +43,9 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -56,16 +57,17 @@ from tessera.data.table import CsvOptions, OnInvalid
 from tessera.engine.model import GibbsModel
 from tessera.errors import DataError, QueryError, ResourceError, TesseraError
 from tessera.mechanisms import NoiseSource
-from tessera.privacy import Definition, Neighbours
+from tessera.privacy import DEFAULT_NEIGHBOURS, Definition, Neighbours
 from tessera.schema.domain import Domain
 from tessera.synth.accounting import Budget as RunBudget
 from tessera.synth.adaptive import adaptive, candidate_workload
-from tessera.synth.candidates import DEFAULT_MAX_CELLS, candidates
+from tessera.synth.candidates import DEFAULT_MAX_CELLS, Candidate, candidates
 from tessera.synth.charge import LedgerLike, Target, check_ledger, ledger_charge, opened_ledger
 from tessera.synth.fitted import FittedSynthesizer, synth_outputs, write_outputs
 from tessera.synth.ipmwu import ipmwu
 from tessera.synth.mwem import DEFAULT_TABLE_LIMIT, MAX_CELLS, cells, mwem
 from tessera.synth.parameters import default_parameters
+from tessera.synth.schedule import Schedule, selection_sensitivity
 from tessera.synth.sensitive import SensitiveCounts, query_functions, sensitive_counts
 from tessera.workload.query import Query
 from tessera.workload.workload import Workload
@@ -82,6 +84,7 @@ __all__ = [
     "METHODS",
     "Synthesizer",
     "check_lp_workload",
+    "initial_spend",
 ]
 
 #: Methods :class:`Synthesizer` runs (the first is the default).
@@ -148,7 +151,7 @@ class Synthesizer:
         return dict(self.options)
 
     def preflight(self, workload: Workload, budget: ReleaseBudget | RunBudget | None = None,
-                  *, neighbours: Neighbours | str = Neighbours.SUBSTITUTE,
+                  *, neighbours: Neighbours | str = DEFAULT_NEIGHBOURS,
                   build: bool = True) -> None:
         """Every check that needs only the public inputs (schema, workload, budget, options),
         so that a run a ledger pays for does not fail after the charge: option values, the
@@ -158,7 +161,7 @@ class Synthesizer:
         domain = workload.domain
         opts = self.settings
         if self.method == "adaptive":
-            _adaptive_preflight(workload, opts, neighbours)
+            _adaptive_preflight(workload, opts, neighbours, budget)
             return
         functions, _ = query_functions(domain, workload)  # the structured-workload guards
         if self.method == "lp":
@@ -219,8 +222,9 @@ class Synthesizer:
         """Fit on ``data`` (a path, DataFrame, Arrow table or DuckDB relation, as
         :func:`tessera.count` reads it; or rows of codes) for ``workload`` under ``budget``.
 
-        ``neighbours``: substitute one row (the default: paper 2, n public) or add/remove one
-        row. ``ledger``: an opened :class:`tessera.Ledger`, charged before the data is read.
+        ``neighbours``: add/remove one row (the default of the whole tool,
+        :data:`tessera.privacy.DEFAULT_NEIGHBOURS`: n stays private) or substitute one row
+        (paper 2, n public). ``ledger``: an opened :class:`tessera.Ledger`, charged before the data is read.
         ``seed``: seeded randomness for TESTS (the output is NOT PRIVATE). ``progress``: called
         after every round (a :class:`~tessera.synth.rounds.RoundProgress`; for ``lp`` every
         column-generation iteration, a :class:`~tessera.synth.lp.Iteration`). ``release``:
@@ -244,14 +248,14 @@ class Synthesizer:
             raise TesseraError("a budget is needed: tessera.Budget.of(epsilon=...) (or rho=, "
                                "mu=, epsilon= with delta=)")
         target = Target.of(budget)
-        rel = Neighbours.parse(neighbours if neighbours is not None else Neighbours.SUBSTITUTE)
+        rel = Neighbours.parse(neighbours if neighbours is not None else DEFAULT_NEIGHBOURS)
         book = opened_ledger(ledger)
         charge = None
         if book is not None:
             check_ledger(book, target.definition, rel)
             self.preflight(workload, budget, neighbours=rel)
         if self.method == "adaptive":
-            _adaptive_preflight(workload, self.settings, rel)
+            _adaptive_preflight(workload, self.settings, rel, budget)
         # the data is read and validated before the charge: a data error reaches the curator
         # without spending budget, and no data-dependent error is raised after the charge
         if self.method == "adaptive":  # it reads the counts of its candidates, never rows
@@ -332,11 +336,12 @@ class Synthesizer:
         return FittedSynthesizer(self, workload, run, None, rel, release.charge, seed)
 
 
-def _adaptive_preflight(workload: Workload, opts: dict[str, Any],
-                        neighbours: Neighbours | str) -> None:
-    """The public checks of the adaptive method: something to measure, option values, and
-    the candidate workload's size (its counts are read before the charge)."""
-    Neighbours.parse(neighbours)
+def _adaptive_preflight(workload: Workload, opts: dict[str, Any], neighbours: Neighbours | str,
+                        budget: ReleaseBudget | RunBudget | None = None) -> None:
+    """The public checks of the adaptive method: something to measure, option values, the
+    candidate workload's size (its counts are read before the charge) and, with a budget, that
+    the initialisation fits in it (:func:`initial_spend`)."""
+    rel = Neighbours.parse(neighbours)
     cands = candidates(workload, opts.get("max_cells", DEFAULT_MAX_CELLS))
     if not cands:
         raise QueryError("the workload mentions no attribute: the adaptive method has nothing "
@@ -350,6 +355,37 @@ def _adaptive_preflight(workload: Workload, opts: dict[str, Any],
     f = opts.get("measure_fraction", 0.9)
     if not 0.0 < f < 1.0:
         raise TesseraError(f"measure_fraction must be in (0, 1), got {f!r}")
+    if budget is None:
+        return
+    target = Target.of(budget)
+    run = RunBudget.of(**target.kwargs(), neighbours=rel)
+    init, attrs, rounds = initial_spend(cands, run, opts.get("rounds"), f)
+    if init > Fraction(run.value):
+        least = math.ceil(f * attrs)
+        raise TesseraError(
+            f"rounds = {rounds}: the adaptive method's initialisation measures all {attrs} "
+            f"one-way marginals at the noise of a round of budget {run.value:g}/{rounds}, which "
+            f"spends {float(init):.6g} of {run.value:g}",
+            hint=f"rounds ≥ {least} (measure_fraction × attributes), or leave rounds to its "
+                 f"default ({16 * attrs})")
+
+
+def initial_spend(cands: Sequence[Candidate], budget: RunBudget, rounds: int | None,
+                  measure_fraction: float) -> tuple[Fraction, int, int]:
+    """What the adaptive method's initialisation spends (exactly), the number of one-way
+    marginals it measures and its T: every one-way marginal at the measurement noise of a
+    round of budget/T, calibrated as :func:`tessera.synth.adaptive.adaptive` does (its
+    :class:`~tessera.synth.schedule.Schedule`). More than the budget when T < measure_fraction ×
+    attributes (issue 19 item 3): refused before any charge."""
+    substitute = budget.neighbours is Neighbours.SUBSTITUTE
+    l1, l2 = (2.0, math.sqrt(2.0)) if substitute else (1.0, 1.0)
+    schedule = Schedule(budget, l1, l2, selection_sensitivity(cands, substitute),
+                        measure_fraction)
+    attrs = len({c.scope[0] for c in cands if c.is_marginal and len(c.scope) == 1})
+    T = int(rounds) if rounds is not None else 16 * attrs
+    cal = schedule.round(schedule.total / T)
+    per = schedule.cost(cal.measurement, l1 if schedule.pure else l2)
+    return attrs * per, attrs, T
 
 
 def check_lp_workload(workload: Workload, neighbours: Neighbours | str) -> None:
