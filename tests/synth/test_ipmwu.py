@@ -195,7 +195,7 @@ def test_default_parameters_follow_paper_2() -> None:
     assert p.alpha == pytest.approx(alpha(T))
     assert p.step == pytest.approx(math.sqrt(L / T))
     assert p.sample_size == math.ceil(math.log(F * T) / alpha(T) ** 2)
-    assert p.rows == p.sample_size
+    assert p.rows == round(n)  # N rows, like the data (issue 20 item 3)
     assert set(p.defaulted) == {"rounds", "step", "sample_size", "rows"}
     # zCDP: α = (√L ln(|F|T)/(2n√ρ))^{1/2}
     q = default_parameters(log_domain_size=L, n_queries=F, normaliser=n,

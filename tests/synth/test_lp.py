@@ -348,7 +348,9 @@ def test_synthesize_from_a_release_under_add_remove() -> None:
     k = len(t.values)
     accuracy = max(syn.solution.alpha, float(np.max(t.scales)), 1e-3)
     assert accuracy == default_accuracy(syn.solution)
-    assert syn.rows.shape == (min(sample_size(k, accuracy), 1_000_000), 3)
+    assert syn.rows.shape == (round(t.n), 3)  # n̂ rows by default, like the data
+    assert synthesize(rel, rng=0, accuracy=accuracy).rows.shape == \
+        (min(sample_size(k, accuracy), 1_000_000), 3)
     frame = syn.to_frame()
     assert list(frame.columns) == ["age", "sex", "region"]
     assert set(frame["region"]) <= {"N", "S", "E", "W"} and frame.attrs["private"] is False

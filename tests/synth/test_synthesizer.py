@@ -464,3 +464,65 @@ def test_issue19_item8_one_default_neighbour_relation(tmp_path: Path, data: pd.D
     assert inspect.signature(synth_command).parameters["neighbours"].default == "add-remove"
     assert inspect.signature(Synthesizer.preflight).parameters["neighbours"].default \
         is Neighbours.ADD_REMOVE
+
+
+# -- issue 20 item 3: every method usable from the CLI -------------------------------------------
+
+
+def test_progress_lines_when_stderr_is_not_a_terminal(tmp_path: Path, data: pd.DataFrame,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """CliRunner's stderr is no terminal: plain lines (round, budget spent, elapsed) instead of
+    a bar that never shows; every PLAIN_EVERY seconds (0 here: every round)."""
+    import tessera.cli.synth as cli_synth
+
+    monkeypatch.setattr(cli_synth, "PLAIN_EVERY", 0.0)
+    schema, wl, csv = tmp_path / "schema.yaml", tmp_path / "w.sql", tmp_path / "data.csv"
+    schema.write_text(SCHEMA)
+    wl.write_text("\n".join(QUERIES) + "\n")
+    data.to_csv(csv, index=False)
+    for method, first in (("ipmwu", "synth: round 1/5, spent"), ("adaptive", "synth: round 1/"),
+                          ("lp", "synth: LP iteration 1,")):
+        r = CliRunner().invoke(app, ["synth", str(csv), str(wl), "--schema", str(schema),
+                                     "--epsilon", "1", "--method", method, "-o",
+                                     str(tmp_path / f"{method}.csv"), "--seed", "1"]
+                               + (["--rounds", "5"] if method == "ipmwu" else []))
+        assert r.exit_code == 0, r.output
+        lines = [ln for ln in r.stderr.splitlines() if ln.startswith("synth: ")]
+        assert lines and lines[0].startswith(first) and "elapsed" in lines[0], r.stderr
+    monkeypatch.setattr(cli_synth, "PLAIN_EVERY", 3600.0)  # a short run prints none
+    r = CliRunner().invoke(app, ["synth", str(csv), str(wl), "--schema", str(schema),
+                                 "--epsilon", "1", "--method", "ipmwu", "--rounds", "5", "-o",
+                                 str(tmp_path / "quiet.csv"), "--seed", "1"])
+    assert r.exit_code == 0 and "synth: round" not in r.stderr
+
+
+def test_lp_under_add_remove_adds_and_charges_the_tautology(tmp_path: Path, data: pd.DataFrame,
+                                                            domain: Domain) -> None:
+    """A workload without TRUE: the LP adds it, the release (and the ledger) pay for it, the
+    record says so, and n̂ rows come out."""
+    w = Workload.from_sql(QUERIES[1:], domain)  # no TRUE
+    book = _ledger(tmp_path, domain, 1.0, "add-remove")
+    f = Synthesizer("lp").fit(data, w, Budget.of(epsilon=1.0), ledger=book, seed=2,
+                              answer=answer)
+    rec = f.run_record()
+    assert any("TRUE was added" in n for n in rec["budget"]["notes"])
+    assert rec["budget"]["asked"]["epsilon"] == 1.0 and rec["lp"]["n_source"].startswith(
+        "noisy total")
+    (charged,) = book.releases()
+    assert charged.n_queries == w.n_queries + 1 and book.spent() == pytest.approx(1.0)
+    assert f.rows.shape[0] == round(rec["lp"]["n"])  # n̂ rows by default
+    assert abs(f.rows.shape[0] - len(data)) < 50  # n̂ = 400 + discrete Laplace noise
+    with_true = Workload.from_sql(QUERIES, domain)
+    g = Synthesizer("lp").fit(data, with_true, Budget.of(epsilon=1.0), seed=2, answer=answer)
+    assert g.run_record()["budget"]["notes"] == []  # nothing added when TRUE is there
+
+
+@pytest.mark.parametrize("method", ["adaptive", "ipmwu", "mwem"])
+def test_default_rows_are_n(data: pd.DataFrame, workload: Workload, method: str) -> None:
+    """As many rows as the data: n under substitution, the noisy n̂ under add/remove."""
+    sub = Synthesizer(method, rounds=4).fit(data, workload, Budget.of(epsilon=1.0), seed=1,
+                                            neighbours="substitute")
+    assert sub.rows.shape[0] == len(data)
+    ar = Synthesizer(method, rounds=4).fit(data, workload, Budget.of(epsilon=1.0), seed=1)
+    n_hat = ar.record.parameters.normaliser
+    assert ar.rows.shape[0] == round(n_hat) and n_hat != len(data)

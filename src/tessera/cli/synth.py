@@ -4,12 +4,13 @@ errors against the real data (docs/theory.md §5, §6, §9)."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from tessera.cli.common import (
     Command,
@@ -100,10 +101,10 @@ def synth(
     spark_master: SparkMasterOpt = "local[*]",
 ) -> None:
     """Private synthetic rows for WORKLOAD from DATA under a budget, in the schema's values."""
+    from tessera.release.answer import answer
     from tessera.release.budget import Budget
     from tessera.release.ledger import Ledger
     from tessera.schema.domain import Domain
-    from tessera.synth.fitted import synth_outputs
     from tessera.synth.synthesizer import Synthesizer
     from tessera.workload.workload import Workload
 
@@ -117,64 +118,71 @@ def synth(
         fail("--rounds is for ipmwu and mwem (the LP runs to its certified gap)")
     synthesizer = Synthesizer(method, **options)  # unknown methods refused before any charge
     book = Ledger.open(ledger) if ledger is not None else None
-    csv = csv_options(no_header, delimiter, na, skip_rows)
-    common = dict(seed=seed, csv=csv, table=table, on_invalid=on_invalid)
-    source = data_source(data, engine, spark_master)
-    with _progress() as (bar, task):
-        if method == "lp":
-            from tessera.release.answer import answer
-
-            synthesizer.preflight(w, neighbours=neighbours)  # before the release is charged
-            synth_outputs(output, record)  # before the answer is charged
-            bar.update(task, description="answering")
-            done: list[FittedSynthesizer] = []
-
-            def post_process(release: Any) -> None:  # before the release is marked released
-                bar.update(task, description="LP")
-                done.append(synthesizer.fit(source, w, release=release, output=output,
-                                            record=record,
-                                            progress=lambda it: _lp_step(bar, task, it),
-                                            **common))
-
-            answer(source, w, budget, neighbours=neighbours, ledger=book,
-                   label=label or f"synthetic data (lp): {workload.stem}", deliver=post_process,
-                   **common)
-            fitted = done[0]
-        else:
-            fitted = synthesizer.fit(source, w, budget, neighbours=neighbours, ledger=book,
-                                     label=label or f"synthetic data ({method}): {workload.stem}",
-                                     progress=lambda p: _round(bar, task, p), output=output,
-                                     record=record, **common)
+    with _progress() as show:
+        fitted = synthesizer.fit(
+            data_source(data, engine, spark_master), w, budget, neighbours=neighbours,
+            ledger=book, label=label or f"synthetic data ({method}): {workload.stem}",
+            seed=seed, csv=csv_options(no_header, delimiter, na, skip_rows), table=table,
+            on_invalid=on_invalid, progress=show, output=output, record=record,
+            answer=answer)  # type: ignore[arg-type]
     _report(fitted)
     out.print(f"rows:   {output} ({fitted.rows.shape[0]:,} rows)", markup=False)
     if record is not None:
         out.print(f"record: {record}", markup=False)
 
 
+#: Seconds between two plain progress lines when stderr is not a terminal (logs, CI, nohup).
+PLAIN_EVERY = 5.0
+
+
 @contextlib.contextmanager
-def _progress() -> Iterator[tuple[Progress, TaskID]]:
-    """A progress bar on stderr (a terminal only): round, budget left, estimated error, gap."""
+def _progress() -> Iterator[Callable[[Any], None]]:
+    """What a run reports after every round: a progress bar on a terminal (round, budget left,
+    estimated error; the LP's gap), else one plain line every :data:`PLAIN_EVERY` seconds on
+    stderr — round, budget spent, elapsed — so a long run in a log is never silent."""
+    start = time.monotonic()
+    if not err.is_terminal:
+        last = [start]
+
+        def plain(p: Any) -> None:
+            now = time.monotonic()
+            if now - last[0] >= PLAIN_EVERY:
+                last[0] = now
+                err.print(f"synth: {_step_text(p)}, elapsed {now - start:.0f} s",
+                          markup=False, highlight=False, soft_wrap=True)
+
+        yield plain
+        return
     with Progress(TextColumn("{task.description}"), BarColumn(),
                   TextColumn("{task.fields[step]}"), TextColumn("{task.fields[info]}"),
-                  TimeElapsedColumn(), console=err, transient=True,
-                  disable=not err.is_terminal) as bar:
-        yield bar, bar.add_task("setting up", total=None, step="", info="")
+                  TimeElapsedColumn(), console=err, transient=True) as bar:
+        task = bar.add_task("setting up", total=None, step="", info="")
+
+        def show(p: Any) -> None:
+            if hasattr(p, "iteration"):  # a column-generation iteration of the LP
+                bar.update(task, description=f"LP iteration {p.iteration}",
+                           step=f"{p.columns} columns", info=_step_text(p).split(", ", 2)[-1])
+            elif p.spent is not None and p.budget:  # the bar fills with the budget spent
+                left = "" if p.remaining is None else f"budget left {p.remaining:.4g}, "
+                bar.update(task, description=f"round {p.round}", completed=p.spent / p.budget,
+                           total=1.0, step="", info=f"{left}est. error {p.error:.3g}")
+            else:  # a replay spends nothing: the bar counts rounds
+                bar.update(task, description=f"round {p.round}/{p.rounds}", completed=p.round,
+                           total=p.rounds, step="", info=f"est. error {p.error:.3g}")
+
+        yield show
 
 
-def _round(bar: Progress, task: TaskID, p: Any) -> None:
-    left = "" if p.remaining is None else f"budget left {p.remaining:.4g}, "
-    if p.spent is not None and p.budget:  # the bar fills with the budget spent
-        bar.update(task, description=f"round {p.round}", completed=p.spent / p.budget,
-                   total=1.0, step="", info=f"{left}est. error {p.error:.3g}")
-    else:  # a replay spends nothing: the bar counts rounds
-        bar.update(task, description=f"round {p.round}/{p.rounds}", completed=p.round,
-                   total=p.rounds, step="", info=f"{left}est. error {p.error:.3g}")
-
-
-def _lp_step(bar: Progress, task: TaskID, it: Any) -> None:
-    gap = max(it.alpha - it.lower_bound, 0.0)
-    bar.update(task, description=f"LP iteration {it.iteration}", step=f"{it.columns} columns",
-               info=f"α {it.alpha:.4g}, gap {gap:.3g}")
+def _step_text(p: Any) -> str:
+    """One round (or LP iteration) in words: where the run is and what it has spent."""
+    if hasattr(p, "iteration"):
+        gap = max(p.alpha - p.lower_bound, 0.0)
+        return (f"LP iteration {p.iteration}, {p.columns} columns, α {p.alpha:.4g}, "
+                f"gap {gap:.3g}")
+    text = f"round {p.round}/{p.rounds}"
+    if p.spent is not None and p.budget:
+        text += f", spent {p.spent:.4g} of {p.budget:.4g} ({100 * p.spent / p.budget:.0f} %)"
+    return text + f", est. error {p.error:.3g}"
 
 
 def _report(fitted: FittedSynthesizer) -> None:

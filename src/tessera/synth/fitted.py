@@ -93,6 +93,7 @@ class FittedSynthesizer:
     neighbours: Neighbours
     charge: Any = None
     seed: int | None = None
+    notes: tuple[str, ...] = ()  # what the run did that the user did not ask for
 
     @property
     def method(self) -> str:

@@ -52,10 +52,12 @@ Queries the release did not answer (weight 0, scale ∞) are not in the LP.
 **Rows.** m i.i.d. draws from h (post-processing; numpy's generator is fine). Each support point
 is the representative of a product of value classes on which every f ∈ F is constant; a drawn
 row takes a uniform code within each class (like the engine's sampler), which changes no answer
-of F. The default m is Hoeffding's with a union bound: every query within ``accuracy`` of ⟨f, h⟩
-with probability ≥ 1 − η when m ≥ ln(2|F|/η)/(2·accuracy²) (:func:`sample_size`). The accuracy
-defaults to the LP's α (the rows are then within 2α of f̂ w.p. ≥ 1 − η), but never finer than
-the measurements' own noise scale (:func:`default_accuracy`); m is capped at ``max_rows``.
+of F. The default m is n (as many rows as the data: the public n, or the release's noisy n̂
+under add/remove), like every method. Given an ``accuracy``, m is Hoeffding's with a union bound
+instead: every query within ``accuracy`` of ⟨f, h⟩ with probability ≥ 1 − η when
+m ≥ ln(2|F|/η)/(2·accuracy²) (:func:`sample_size`); :func:`default_accuracy` (the LP's α, never
+finer than the measurements' own noise scale) is a sensible one. m is capped at ``max_rows``.
+Either way the record states the sampling accuracy m rows give (:func:`sampling_accuracy`).
 
 **Guarantee** (docs/theory.md §6): the data's histogram is feasible with α = ‖f̂ − f(X)‖_∞, so
 the optimum h* has ‖⟨f, h*⟩ − f(X)‖_∞ ≤ 2‖f̂ − f(X)‖_∞ (exactly when ``alpha`` is optimal; with a
@@ -377,6 +379,8 @@ def release_privacy(release: Release, targets: Targets) -> dict[str, Any]:
         "neighbours": str(release.plan.neighbours.value),
         "guarantees": list(cert.get("guarantees", [])),
         "certificate_digest": cert.get("digest"),
+        "budget": cert.get("budget"),
+        "calibration": cert.get("calibration"),
         "basis": "post-processing of the release (docs/theory.md §6): the LP, its histogram "
                  "and the sampled rows cost no privacy",
         "n": targets.n_source,
@@ -410,15 +414,18 @@ def synthesize(
     """The LP approach end to end: targets from ``release`` (:func:`release_targets`), (P) by
     column generation (:func:`solve_lp`, ``options``), then ``m`` rows from the histogram.
 
-    Default m = :func:`sample_size` at ``accuracy`` (default :func:`default_accuracy`) and
-    ``failure``, capped at ``max_rows``.
+    Default m = n, the normaliser (the public n, or the release's noisy n̂ under add/remove):
+    as many rows as the data, like every other method; with ``accuracy`` given, m =
+    :func:`sample_size` at ``accuracy`` and ``failure`` instead (Hoeffding). Capped at
+    ``max_rows``.
     """
     targets = release_targets(release, n=n, public_n=public_n, answers=answers)
     solution = solve_lp(targets, **options)
     k = len(targets.values)
-    if m is None:
-        acc = default_accuracy(solution) if accuracy is None else accuracy
-        m = min(sample_size(k, acc, failure), int(max_rows))
+    if m is None and accuracy is None:
+        m = min(max(1, round(targets.n)), int(max_rows))
+    elif m is None:
+        m = min(sample_size(k, accuracy, failure), int(max_rows))
     if m < 1:
         raise TesseraError(f"m = {m}: at least one row")
     t0 = time.perf_counter()

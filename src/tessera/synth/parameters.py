@@ -6,7 +6,9 @@ log of the number of points the constraints allow), N the normaliser, |F| the nu
 * pure ε:  α(T) = (L · ln(|F|T) / (N ε))^{1/3};
 * ρ-zCDP:  α(T) = (√L · ln(|F|T) / (2 N √ρ))^{1/2} (the (ε,δ) rate of §4.1 with ε ≈ 2√(ρ ln(1/δ)));
 * T = ⌈L/α(T)²⌉ (the smallest integer fixed point: the multiplicative-weights term √(L/T) equals
-  the noise term), β = √(L/T), m = ⌈ln(|F|T)/α²⌉, rows = m;
+  the noise term), β = √(L/T), m = ⌈ln(|F|T)/α²⌉;
+* rows = N, the data's own size (n, or the noisy n̂ under add/remove), like every method of
+  :class:`~tessera.synth.synthesizer.Synthesizer` (the paper outputs m rows: ``rows=m``);
 
 up to the constants the paper leaves out: α is an approximation, never a guarantee. Default T is
 capped at :data:`MAX_DEFAULT_ROUNDS` and m at :data:`MAX_DEFAULT_SAMPLE` (the record says so).
@@ -127,9 +129,9 @@ def default_parameters(
         defaulted.append("sample_size (capped)" if sample_size == MAX_DEFAULT_SAMPLE
                          else "sample_size")
     positive_int(sample_size, "sample_size")
-    if rows is None:
-        rows = sample_size
-        defaulted.append("rows")
+    if rows is None:  # N rows, like the data (n, or n̂ under add/remove); the paper outputs m
+        rows = int(min(MAX_DEFAULT_SAMPLE, max(1, round(normaliser))))
+        defaulted.append("rows (capped)" if rows == MAX_DEFAULT_SAMPLE else "rows")
     if isinstance(rows, bool) or int(rows) != rows or rows < 0:
         raise TesseraError(f"rows must be an integer ≥ 0, got {rows!r}")
     return Parameters(int(rounds), float(step), int(sample_size), int(rows), expectations, update,

@@ -52,6 +52,7 @@ class FittedRun(Protocol):
     neighbours: Neighbours
     charge: Any
     synthesizer: Any
+    notes: tuple[str, ...]
 
 
 ALGORITHMS = {
@@ -141,7 +142,8 @@ def lp_record(fitted: FittedRun, ledger: dict[str, Any] | None) -> dict[str, Any
         "private": fitted.private,
         "randomness": privacy.get("randomness"),
         "neighbours": fitted.neighbours.value,
-        "budget": None,
+        "budget": {"asked": privacy.get("budget"), "calibrated_as": privacy.get("calibration"),
+                   "notes": list(fitted.notes)},
         "spent": privacy.get("guarantees", []),
         "spent_basis": privacy.get("basis"),
         "not_proven": [],
@@ -169,6 +171,7 @@ def describe(fitted: FittedRun) -> str:
                  f"answers w.p. ≥ {1 - lp['failure']:g})"]
         lines += [f"privacy: {g.get('definition')} {parameter_text(g)} (post-processing of "
                   "the release)" for g in rec["spent"]]
+        lines += list(fitted.notes)
     else:
         lines = [fitted.result.record.describe()]
         lines += [f"spent: {g.text()}" for g in spent(fitted)

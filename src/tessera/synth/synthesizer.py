@@ -85,6 +85,8 @@ __all__ = [
     "Synthesizer",
     "check_lp_workload",
     "initial_spend",
+    "TAUTOLOGY_NOTE",
+    "with_tautology",
 ]
 
 #: Methods :class:`Synthesizer` runs (the first is the default).
@@ -218,17 +220,22 @@ class Synthesizer:
         release: Release | None = None,
         output: str | Path | None = None,
         record: str | Path | None = None,
+        answer: Callable[..., Release] | None = None,
     ) -> FittedSynthesizer:
         """Fit on ``data`` (a path, DataFrame, Arrow table or DuckDB relation, as
         :func:`tessera.count` reads it; or rows of codes) for ``workload`` under ``budget``.
 
         ``neighbours``: add/remove one row (the default of the whole tool,
         :data:`tessera.privacy.DEFAULT_NEIGHBOURS`: n stays private) or substitute one row
-        (paper 2, n public). ``ledger``: an opened :class:`tessera.Ledger`, charged before the data is read.
-        ``seed``: seeded randomness for TESTS (the output is NOT PRIVATE). ``progress``: called
-        after every round (a :class:`~tessera.synth.rounds.RoundProgress`; for ``lp`` every
-        column-generation iteration, a :class:`~tessera.synth.lp.Iteration`). ``release``:
-        the private release the ``lp`` method post-processes (module docs). ``output``
+        (paper 2, n public). ``ledger``: an opened :class:`tessera.Ledger`, charged before the
+        data is read. ``seed``: seeded randomness for TESTS (the output is NOT PRIVATE).
+        ``progress``: called after every round (a
+        :class:`~tessera.synth.rounds.RoundProgress`; for ``lp`` every column-generation
+        iteration, a :class:`~tessera.synth.lp.Iteration`). ``release``:
+        the private release the ``lp`` method post-processes (module docs), or ``answer``:
+        :func:`tessera.answer`, which ``lp`` then calls itself on ``budget`` and ``ledger``
+        (passed in: this layer does not import the release layer), adding the tautology
+        ``TRUE`` under add/remove when the workload has none (:func:`with_tautology`). ``output``
         (.csv/.parquet) and ``record`` (.json): the rows and the run record, checked writable
         before the charge and written (all or none, :func:`tessera.synth.fitted.write_outputs`)
         before the ledger marks the run released (docs/theory.md §9.6).
@@ -238,10 +245,8 @@ class Synthesizer:
                              hint="Workload.load(path, domain) or Workload.from_sql(...)")
         outputs = synth_outputs(output, record)
         if self.method == "lp":
-            fitted = self._fit_lp(data, workload, budget, neighbours, ledger, seed, csv, table,
-                                  on_invalid, progress, release)
-            write_outputs(fitted, outputs)
-            return fitted
+            return self._fit_lp(data, workload, budget, neighbours, ledger, label, seed, csv,
+                                table, on_invalid, progress, release, answer, outputs)
         if release is not None:
             raise TesseraError(f"method {self.method!r} runs on the data: release= is for 'lp'")
         if budget is None:
@@ -299,15 +304,32 @@ class Synthesizer:
         return fitted
 
     def _fit_lp(self, data: Any, workload: Workload, budget: Any, neighbours: Any, ledger: Any,
-                seed: int | None, csv: CsvOptions, table: str | None, on_invalid: OnInvalid,
-                progress: Callable[[Any], None] | None,
-                release: Release | None) -> FittedSynthesizer:
+                label: str | None, seed: int | None, csv: CsvOptions, table: str | None,
+                on_invalid: OnInvalid, progress: Callable[[Any], None] | None,
+                release: Release | None, answer: Callable[..., Release] | None,
+                outputs: Any, notes: tuple[str, ...] = ()) -> FittedSynthesizer:
         from tessera.synth.lp import synthesize
 
+        if release is None and answer is not None and budget is not None:
+            rel = Neighbours.parse(neighbours if neighbours is not None else DEFAULT_NEIGHBOURS)
+            fitted_workload, added = (with_tautology(workload) if rel is Neighbours.ADD_REMOVE
+                                      else (workload, False))
+            self.preflight(fitted_workload, budget, neighbours=rel)  # before the charge
+            done: list[FittedSynthesizer] = []
+
+            def deliver(answered: Release) -> None:  # before the release is marked released
+                done.append(self._fit_lp(data, fitted_workload, None, None, None, label, seed,
+                                         csv, table, on_invalid, progress, answered, None,
+                                         outputs, (TAUTOLOGY_NOTE,) if added else ()))
+
+            answer(data, fitted_workload, budget, neighbours=rel, ledger=ledger,
+                   label=label or "synthetic data (lp)", seed=seed, csv=csv, table=table,
+                   on_invalid=on_invalid, deliver=deliver)
+            return done[0]
         if release is None:
             raise TesseraError(
                 "the LP approach post-processes a private release of the workload: pass it as "
-                "release=",
+                "release= (or answer=tessera.answer with a budget)",
                 hint="release = tessera.answer(data, workload, budget, neighbours=..., "
                      "ledger=...); then Synthesizer(method='lp').fit(data, workload, "
                      "release=release) (tessera synth --method lp does both)")
@@ -333,7 +355,9 @@ class Synthesizer:
         if progress is not None:
             options["callback"] = progress
         run = synthesize(release, n=n, rng=seed, **options)
-        return FittedSynthesizer(self, workload, run, None, rel, release.charge, seed)
+        fitted = FittedSynthesizer(self, workload, run, None, rel, release.charge, seed, notes)
+        write_outputs(fitted, outputs)
+        return fitted
 
 
 def _adaptive_preflight(workload: Workload, opts: dict[str, Any], neighbours: Neighbours | str,
@@ -386,6 +410,26 @@ def initial_spend(cands: Sequence[Candidate], budget: RunBudget, rounds: int | N
     cal = schedule.round(schedule.total / T)
     per = schedule.cost(cal.measurement, l1 if schedule.pure else l2)
     return attrs * per, attrs, T
+
+
+#: What the record says when the LP added the tautology itself (issue 20 item 3).
+TAUTOLOGY_NOTE = ("add/remove neighbours: the query TRUE was added to the workload and answered "
+                  "with it, so the release's charge includes it; the LP takes n̂, its noisy "
+                  "answer, as the number of rows (post-processing)")
+
+
+def with_tautology(workload: Workload) -> tuple[Workload, bool]:
+    """``workload`` with the query ``TRUE`` (named ``"n (every row)"``) appended unless it
+    already answers a tautology of weight > 0; and whether it was added."""
+    if any(isinstance(q, Query) and not q.predicates and w > 0
+           for q, w in zip(workload.queries, workload.weights)):
+        return workload, False
+    true = Workload.from_sql(["TRUE"], workload.domain).queries[0]
+    return dataclasses.replace(
+        workload, queries=(*workload.queries, true), names=(*workload.names, "n (every row)"),
+        weights=(*workload.weights, 1.0),
+        sources=None if workload.sources is None else (*workload.sources, "added by tessera"),
+    ), True
 
 
 def check_lp_workload(workload: Workload, neighbours: Neighbours | str) -> None:
