@@ -526,3 +526,48 @@ def test_default_rows_are_n(data: pd.DataFrame, workload: Workload, method: str)
     ar = Synthesizer(method, rounds=4).fit(data, workload, Budget.of(epsilon=1.0), seed=1)
     n_hat = ar.record.parameters.normaliser
     assert ar.rows.shape[0] == round(n_hat) and n_hat != len(data)
+
+
+# -- issue 20 item 5: every query kind ------------------------------------------------------------
+
+
+def test_every_query_kind_of_the_workload_layer(data: pd.DataFrame, domain: Domain) -> None:
+    """Conjunctions, clauses (OR, NOT) and, over two-valued attributes, BDD queries: every
+    method fits them, and the exact answers of its output distribution agree with the rows it
+    draws (the rows are drawn from it: within 5 binomial standard errors)."""
+    from tessera.engine import bdd_manager, conjunction, disjunction, parity
+
+    clauses = Workload.from_sql(["TRUE", "sex = 'F' OR ok = true",
+                                 "age < 21 OR (income >= 50 AND sex = 'M')", "NOT (ok = true)",
+                                 "age >= 23"], domain)
+    assert {type(q).__name__ for q in clauses.queries} == {"Query", "BooleanClause"}
+    for method in ("adaptive", "ipmwu", "mwem", "lp"):
+        f = Synthesizer(method, rows=4000).fit(data, clauses, Budget.of(epsilon=2.0), seed=1,
+                                               answer=answer)
+        on_rows = evaluate(data, f.sample(), clauses)
+        exact = f.answers()
+        assert exact.shape == (5,) and np.all((exact >= -1e-9) & (exact <= 1 + 1e-9))
+        assert on_rows.synthetic_rows == 4000
+        drawn = on_rows.synthetic  # fractions of the drawn rows
+        assert np.all(np.abs(drawn - exact) <= 5 * np.sqrt(0.25 / 4000) + 1e-9), method
+
+    binary = Domain.from_dict({"attributes": {n: {"type": "boolean"} for n in "abcdef"}})
+    rng = np.random.default_rng(5)
+    X = rng.integers(0, 2, size=(600, 6))
+    X[:, 1] = X[:, 0] ^ (rng.random(600) < 0.1)  # b follows a
+    mgr = bdd_manager(binary.names)
+    bdds = [parity(mgr, {"a": 1, "b": 1}), disjunction(mgr, ["c", "d", "e"]),
+            conjunction(mgr, {"a": 1, "f": 0})]
+    truth = np.array([np.mean(q.evaluate(binary, X)) for q in bdds])
+    for method in ("adaptive", "ipmwu", "mwem"):
+        f = Synthesizer(method).fit(X, bdds, Budget.of(epsilon=4.0), seed=2, domain=binary)
+        assert f.rows.shape[1] == 6 and f.workload.names == ("q0", "q1", "q2")
+        got = f.answers()
+        drawn = np.array([np.mean(q.evaluate(binary, f.rows)) for q in bdds])
+        assert np.all(np.abs(drawn - got) <= 5 * np.sqrt(0.25 / f.rows.shape[0]) + 1e-9)
+        assert abs(got[0] - truth[0]) < 0.15, (method, got, truth)  # a ⊕ b is rare: learnt
+    with pytest.raises(QueryError, match="two values"):
+        Synthesizer("ipmwu").fit(data, [parity(bdd_manager(["age"]), ["age"])],
+                                 Budget.of(epsilon=1.0), domain=domain)
+    with pytest.raises(QueryError, match="domain=domain"):
+        Synthesizer("ipmwu").fit(X, bdds, Budget.of(epsilon=1.0))

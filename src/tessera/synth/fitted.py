@@ -288,16 +288,24 @@ def ipmwu_answers(res: IPMWUResult, workload: Workload,
 def lp_answers(res: LPSynthesis, functions: Any) -> npt.NDArray[np.float64]:
     """⟨q, h⟩ for the LP's histogram h, whose support points stand for products of value
     classes (a drawn row takes a uniform code in each class): for a conjunction of predicates,
-    Σ_k h_k Π_predicates (share of the class's codes inside the predicate)."""
+    Σ_k h_k Π_predicates (share of the class's codes inside the predicate); for any other
+    query the LP fitted (a clause, a BDD), Σ_k h_k f(x_k) (f is constant on the classes)."""
     sol = res.solution
     dom = sol.targets.domain
     support, weights = sol.support, sol.weights
     out = np.zeros(len(functions))
     share_cache: dict[tuple[int, tuple[tuple[int, int], ...]], npt.NDArray[np.float64]] = {}
+    fitted = {id(g) for g in sol.targets.functions}
     for j, f in enumerate(functions):
         if not isinstance(f, Query):
-            raise QueryError("exact LP answers take predicate queries (conjunctions)",
-                             hint="count the sampled rows instead (tessera.synth.evaluate)")
+            if id(f) not in fitted:
+                raise QueryError("exact LP answers take predicate queries (conjunctions) and the "
+                                 "queries the LP fitted",
+                                 hint="count the sampled rows instead (tessera.synth.evaluate)")
+            # a fitted query is constant on the value classes the support points stand for
+            values = np.asarray(f.evaluate(dom, support), dtype=np.float64)
+            out[j] = math.fsum((values * weights).tolist())
+            continue
         prob = np.ones(len(weights))
         for pred in f.predicates:
             i = dom.index(pred.attribute)

@@ -54,6 +54,8 @@ import numpy as np
 from tessera.data.counts import count
 from tessera.data.source import encode
 from tessera.data.table import CsvOptions, OnInvalid
+from tessera.engine.bdd import BooleanQuery
+from tessera.engine.factors import Function
 from tessera.engine.model import GibbsModel
 from tessera.errors import DataError, QueryError, ResourceError, TesseraError
 from tessera.mechanisms import NoiseSource
@@ -69,6 +71,7 @@ from tessera.synth.mwem import DEFAULT_TABLE_LIMIT, MAX_CELLS, cells, mwem
 from tessera.synth.parameters import default_parameters
 from tessera.synth.schedule import Schedule, selection_sensitivity
 from tessera.synth.sensitive import SensitiveCounts, query_functions, sensitive_counts
+from tessera.workload.clause import BooleanClause
 from tessera.workload.query import Query
 from tessera.workload.workload import Workload
 
@@ -86,6 +89,7 @@ __all__ = [
     "check_lp_workload",
     "initial_spend",
     "TAUTOLOGY_NOTE",
+    "as_workload",
     "with_tautology",
 ]
 
@@ -206,7 +210,7 @@ class Synthesizer:
     def fit(
         self,
         data: Any,
-        workload: Workload,
+        workload: Workload | Sequence[Function],
         budget: ReleaseBudget | RunBudget | None = None,
         *,
         neighbours: Neighbours | str | None = None,
@@ -221,6 +225,7 @@ class Synthesizer:
         output: str | Path | None = None,
         record: str | Path | None = None,
         answer: Callable[..., Release] | None = None,
+        domain: Domain | None = None,
     ) -> FittedSynthesizer:
         """Fit on ``data`` (a path, DataFrame, Arrow table or DuckDB relation, as
         :func:`tessera.count` reads it; or rows of codes) for ``workload`` under ``budget``.
@@ -241,8 +246,7 @@ class Synthesizer:
         before the ledger marks the run released (docs/theory.md §9.6).
         """
         if not isinstance(workload, Workload):
-            raise QueryError("the workload must be a tessera.Workload",
-                             hint="Workload.load(path, domain) or Workload.from_sql(...)")
+            workload = as_workload(workload, domain)
         outputs = synth_outputs(output, record)
         if self.method == "lp":
             return self._fit_lp(data, workload, budget, neighbours, ledger, label, seed, csv,
@@ -446,6 +450,37 @@ def check_lp_workload(workload: Workload, neighbours: Neighbours | str) -> None:
             hint="add the query TRUE to the workload (or use substitute neighbours, n public)")
 
 
+def as_workload(queries: Sequence[Function], domain: Domain | None) -> Workload:
+    """A list of queries as the workload :meth:`Synthesizer.fit` runs: predicate queries
+    (:class:`~tessera.workload.query.Query`), Boolean clauses
+    (:class:`~tessera.workload.clause.BooleanClause`) and BDD queries
+    (:class:`~tessera.engine.bdd.BooleanQuery`, whose variables are attributes of two values,
+    read as their codes 0/1), named ``q0``, ``q1``, … . The exact counts of a list with BDD
+    queries are read row by row (:func:`tessera.synth.sensitive.sensitive_counts`)."""
+    if isinstance(queries, (str, bytes)) or not isinstance(queries, Sequence):
+        raise QueryError("the workload must be a tessera.Workload or a list of queries",
+                         hint="Workload.load(path, domain), Workload.from_sql(...), or "
+                              "fit(data, [queries...], domain=domain)")
+    if domain is None:
+        raise QueryError("a list of queries needs its schema: fit(..., domain=domain)")
+    if not queries:
+        raise QueryError("the workload has no queries")
+    for j, q in enumerate(queries):
+        if isinstance(q, BooleanQuery):
+            for a in q.scope:
+                if a not in domain.names:
+                    raise QueryError(f"query q{j}: BDD variable {a!r} is not an attribute",
+                                     hint="attributes: " + ", ".join(domain.names))
+                if domain[a].size != 2:
+                    raise QueryError(f"query q{j}: BDD variable {a!r} has {domain[a].size} "
+                                     "values; a BDD reads attributes of two values",
+                                     hint="a predicate query or a clause over it")
+        elif not isinstance(q, (Query, BooleanClause)):
+            raise QueryError(f"query q{j}: {type(q).__name__} is not a query",
+                             hint="Query, BooleanClause or engine.bdd.BooleanQuery")
+    return Workload.of(domain, list(queries), names=[f"q{j}" for j in range(len(queries))])
+
+
 def _rows_of(data: Any, domain: Domain, csv: CsvOptions, table: str | None,
              on_invalid: OnInvalid) -> int:
     if isinstance(data, np.ndarray):
@@ -459,6 +494,8 @@ def _sensitive_counts(data: Any, workload: Workload, csv: CsvOptions, table: str
     :func:`tessera.count` (one aggregation per scope, never row by row)."""
     if isinstance(data, (SensitiveCounts, np.ndarray)):
         return data
+    if any(isinstance(q, BooleanQuery) for q in workload.queries):  # no SQL for a BDD
+        return sensitive_counts(workload.domain, workload.queries, data, on_invalid=on_invalid)
     res = count(data, workload, csv=csv, table=table, on_invalid=on_invalid)
     if res.n_rows == 0:
         raise DataError("the data has no rows" + (" left after dropping invalid ones"
