@@ -193,6 +193,8 @@ class AdaptiveParameters:
     sample_size: int
     candidates: int
     normaliser: float
+    batch: int = 1
+    accelerated: bool = True
     defaulted: tuple[str, ...] = ()
 
 
@@ -335,14 +337,20 @@ def adaptive(
     iterations: int = 100,
     final_iterations: int = 1000,
     sample_size: int | None = None,
+    batch: int | None = None,
+    accelerated: bool = True,
     progress: Callable[[AdaptiveProgress], None] | None = None,
 ) -> AdaptiveResult:
     """Run the adaptive method (module docstring) on the exact ``counts`` of
     :func:`candidate_workload` ``(workload, max_cells)``.
 
     ``rounds``: AIM's T (default 16·d, d the attributes the candidates mention), which sets the
-    initial noise; the run ends when the budget is spent. ``rng``: post-processing randomness
-    (samples of the model, output rows)."""
+    initial noise; the run ends when the budget is spent. ``batch``: selections (each followed
+    by its measurement) per round before the model is refitted (default 1 up to 127 attributes,
+    then ⌊d/64⌋: the lazy updating of AIM+GReM, Fuentes et al. 2026). ``accelerated``: the
+    fits use mirror descent with Nesterov momentum and adaptive restart
+    (:func:`tessera.estimation.maxent.fit`, ``momentum``). ``rng``: post-processing
+    randomness (samples of the model, output rows)."""
     t0 = time.perf_counter()
     dom = workload.domain
     sizes = tuple(dom.sizes)
@@ -363,6 +371,9 @@ def adaptive(
     if T < 1:
         raise TesseraError(f"rounds must be a positive integer, got {rounds!r}")
     cal = schedule.round(schedule.total / T)
+    per_round = int(batch) if batch is not None else max(1, len(attrs) // 64)
+    if per_round < 1:
+        raise TesseraError(f"batch must be a positive integer, got {batch!r}")
     index = {(c.scope, c.query): i for i, c in enumerate(cands)}
 
     steps: list[Step] = []
@@ -386,13 +397,14 @@ def adaptive(
         measure(index[((a,), None)], cal.measurement, 0)
     total = float(exact.n) if substitute else noisy_total(measurements)
     defaulted = tuple(k for k, v in (("rounds", rounds), ("rows", rows),
-                                     ("sample_size", sample_size)) if v is None)
+                                     ("sample_size", sample_size), ("batch", batch))
+                      if v is None)
     if sample_size is None:  # ~2·10^7 sampled codes per round, 10^4 … 10^5 rows
         sample_size = int(min(100_000, max(10_000, 20_000_000 // max(len(dom), 1))))
     view = ModelView(dom, cands, workload, sample_size, gen)
     model = build_model(dom, measurements, workload)
     tf = time.perf_counter()
-    fitted = fit(model, measurements, total, iterations=iterations)
+    fitted = fit(model, measurements, total, iterations=iterations, momentum=accelerated)
     fit_seconds = time.perf_counter() - tf
     setup = time.perf_counter() - t0
     history: list[AdaptiveRound] = []
@@ -402,55 +414,72 @@ def adaptive(
         t += 1
         tr = time.perf_counter()
         remaining = budget_total - spent
-        final = remaining < 2 * cal.cost
+        final = remaining < 2 * per_round * cal.cost
         if final:
             if remaining <= 0:
                 break
-            cal = schedule.round(remaining)
-        limit = max_model_size * float(min(spent + cal.cost, budget_total) / budget_total)
-        offered = eligible(sizes, cands, model_scopes(measurements), limit)
-        if not offered:
-            offered = [i for i, c in enumerate(cands) if c.is_marginal and len(c.scope) == 1]
-        est = view.estimates(model, fitted, offered, total)
-        bias = [noise_l1(cal.measurement) * cands[i].cells for i in offered]
-        scores = exact_scores([exact.counts[i] for i in offered], est, bias,
-                              [weights[i] for i in offered], total)
-        chosen = cal.selection.select(scores, source)
-        steps.append(Step("selection", t, chosen.mechanism, 1.0))
-        spent += Fraction(step_cost(steps[-1], budget.definition))
-        k = int(chosen.indices[0])
-        i = offered[k]
-        before = est[k]
-        m = measure(i, cal.measurement, t)
+            cal = schedule.round(remaining / per_round)
+        picked: list[tuple[int, FloatArray]] = []  # (candidate, its estimate before the round)
+        est_of: dict[int, FloatArray] = {}
+        scores_of: dict[int, float] = {}
+        for _ in range(per_round):
+            if budget_total - spent < cal.cost:  # only in the final round: nothing left
+                break
+            limit = max_model_size * float(min(spent + cal.cost, budget_total) / budget_total)
+            taken = {j for j, _ in picked}
+            offered = [i for i in eligible(sizes, cands, model_scopes(measurements), limit)
+                       if i not in taken]
+            if not offered:
+                offered = [i for i, c in enumerate(cands)
+                           if c.is_marginal and len(c.scope) == 1 and i not in taken]
+            if not offered:
+                break
+            fresh = [i for i in offered if i not in scores_of]
+            if fresh:  # the model is refitted once per round: its estimates are reused
+                est = view.estimates(model, fitted, fresh, total)
+                bias = [noise_l1(cal.measurement) * cands[i].cells for i in fresh]
+                sc = exact_scores([exact.counts[i] for i in fresh], est, bias,
+                                  [weights[i] for i in fresh], total)
+                for i, e, v in zip(fresh, est, sc, strict=True):
+                    est_of[i], scores_of[i] = e, float(v)
+            chosen = cal.selection.select(np.array([scores_of[i] for i in offered]), source)
+            steps.append(Step("selection", t, chosen.mechanism, 1.0))
+            spent += Fraction(step_cost(steps[-1], budget.definition))
+            i = offered[int(chosen.indices[0])]
+            measure(i, cal.measurement, t)
+            picked.append((i, est_of[i]))
         if not substitute:
             total = noisy_total(measurements)
         new_model = build_model(dom, measurements, workload)
         tf = time.perf_counter()
         fitted = fit(new_model, measurements, total, theta=new_model.extend(fitted.theta, model),
-                     alpha=fitted.alpha, iterations=iterations)
+                     alpha=fitted.alpha, iterations=iterations, momentum=accelerated)
         fit_seconds += time.perf_counter() - tf
         model = new_model
-        after = view.estimates(model, fitted, [i], total)[0]
+        afters = view.estimates(model, fitted, [i for i, _ in picked], total)
+        moved = sum(float(np.abs(a - b).sum()) for (_, b), a in zip(picked, afters, strict=True))
+        expected = sum(noise_l1(cal.measurement) * cands[i].cells for i, _ in picked)
         used = cal
-        annealed = False
-        if not final and float(np.abs(after - before).sum()) <= \
-                noise_l1(cal.measurement) * cands[i].cells:
-            nxt = schedule.annealed(cal)
-            annealed = True
-            cal = nxt
-        history.append(AdaptiveRound(
-            t, cands[i].label(dom), cands[i].cells, noise_param(used.measurement),
-            used.selection.epsilon,
-            float(spent), annealed, model.width, model_size(sizes, model_scopes(measurements)),
-            len(offered), time.perf_counter() - tr))
-        if progress is not None:
-            err = float(np.abs(m.y - before).sum()) / max(total * cands[i].cells, 1.0)
+        annealed = not final and moved <= expected
+        if annealed:
+            cal = schedule.annealed(cal)
+        size_now = model_size(sizes, model_scopes(measurements))
+        seconds = (time.perf_counter() - tr) / max(len(picked), 1)
+        for i, _ in picked:
+            history.append(AdaptiveRound(
+                t, cands[i].label(dom), cands[i].cells, noise_param(used.measurement),
+                used.selection.epsilon, float(spent), annealed, model.width, size_now,
+                len(offered), seconds))
+        if progress is not None and picked:
+            i, before = picked[-1]
+            y = measurements[-1].y
+            err = float(np.abs(y - before).sum()) / max(total * cands[i].cells, 1.0)
             progress(AdaptiveProgress(t, T, float(spent), float(budget_total), err))
         if final:
             break
     tf = t_out = time.perf_counter()
     fitted = fit(model, measurements, total, theta=fitted.theta, alpha=fitted.alpha,
-                 iterations=final_iterations)
+                 iterations=final_iterations, momentum=accelerated)
     fit_seconds += time.perf_counter() - tf
     proof = prove(steps, budget.definition, budget.neighbours)
     proven = proof.epsilon if schedule.pure else proof.rho
@@ -462,7 +491,7 @@ def adaptive(
         np.zeros((0, len(dom)), dtype=np.int64)
     params = AdaptiveParameters(
         T, n_rows, measure_fraction, max_model_size, max_cells, iterations, final_iterations,
-        sample_size, len(cands), total, defaulted)
+        sample_size, len(cands), total, per_round, accelerated, defaulted)
     timings = AdaptiveTimings(setup, tuple(h.seconds for h in history),
                               time.perf_counter() - t_out, fit_seconds)
     record = AdaptiveRecord(

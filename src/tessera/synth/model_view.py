@@ -5,8 +5,10 @@ normaliser N. Everything here is post-processing of the noisy measurements.
 * :func:`build_model`: P_θ over the maximal measured scopes and the measured wide queries
   (:class:`tessera.estimation.maxent.ScopeModel`);
 * :class:`ModelView`: N μ̂_r for candidates r — exact when r lies in a measured scope or in a
-  clique of the junction tree, else from i.i.d. samples of the model (their distinct rows with
-  multiplicities: :func:`compress`);
+  clique of the junction tree, or when the whole domain has no more points than the sample
+  would have rows (then from P_θ over the domain,
+  :meth:`~tessera.estimation.maxent.ScopeModel.joint`), else from i.i.d. samples of the model
+  (their distinct rows with multiplicities: :func:`compress`);
 * :func:`noisy_total`: N̂ under add/remove, the inverse-variance weighted mean of the noisy
   marginals' sums.
 """
@@ -39,8 +41,9 @@ FloatArray = npt.NDArray[np.float64]
 
 
 class ModelView:
-    """The current model's marginals of every candidate: exact from a measured scope that
-    contains it, else from a sample of the model (post-processing)."""
+    """The current model's marginals of every candidate: exact from a measured scope or a
+    clique that contains it, or from P_θ over a domain of at most ``sample_size`` points; else
+    from a sample of the model (post-processing)."""
 
     def __init__(self, domain: Domain, cands: Sequence[Candidate], workload: Workload,
                  sample_size: int, rng: np.random.Generator) -> None:
@@ -75,6 +78,13 @@ class ModelView:
                 out[i] = np.array([total * mu[model.query_position[c.query]]])
                 continue
             need_sample.append(i)
+        joint = model.joint(fitted.theta, self.sample_size) if need_sample else None
+        if joint is not None:  # a domain no larger than the sample: exact marginals
+            d = joint.ndim
+            for i in [i for i in need_sample if self.cands[i].is_marginal]:
+                axes = tuple(a for a in range(d) if a not in self.cands[i].scope)
+                out[i] = total * joint.sum(axis=axes).ravel()
+            need_sample = [i for i in need_sample if i not in out]
         if need_sample:
             columns, weights = compress(
                 model.sample(fitted.theta, self.sample_size, self.rng, method="iid",

@@ -375,7 +375,7 @@ def _adaptive_preflight(workload: Workload, opts: dict[str, Any], neighbours: Ne
         raise QueryError("the workload mentions no attribute: the adaptive method has nothing "
                          "to measure", hint="add queries or marginals over the schema")
     for key in ("rounds", "rows", "iterations", "final_iterations", "sample_size",
-                "max_model_size", "max_cells"):
+                "max_model_size", "max_cells", "batch"):
         v = opts.get(key)
         if v is not None and (isinstance(v, bool) or int(v) != v or v < (0 if key == "rows"
                                                                           else 1)):
