@@ -63,6 +63,15 @@ def answer(
         str, typer.Option("--weights", help="How workload weights split the budget: auto, "
                           "uniform, shares (∝ weight) or importance (error-optimal).")
     ] = "auto",
+    strategy: Annotated[
+        str, typer.Option("--strategy", help="What to measure: auto (least expected error), "
+                          "direct, identity, residual or hierarchical; W's answers are "
+                          "reconstructed by least squares.")
+    ] = "auto",
+    objective: Annotated[
+        str, typer.Option("--objective", help="Expected error the strategy minimises: total "
+                          "(Σ w·Var) or max (max w·Var).")
+    ] = "total",
     consistency: Annotated[
         bool, typer.Option("--consistency", help="Add least-squares consistent answers "
                            "(post-processing, free).")
@@ -113,7 +122,8 @@ def answer(
     with err.status(f"answering {len(w):,} queries…", spinner="dots"):
         release = private_answer(
             source, w, budget, neighbours=neighbours, allocation=weights,  # type: ignore[arg-type]
-            postprocess=steps, ledger=ledger, label=label or workload.stem,
+            postprocess=steps, strategy=strategy, objective=objective, ledger=ledger,
+            label=label or workload.stem,
             time_limit=time_limit, seed=seed, csv=csv_options(no_header, delimiter, na, skip_rows),
             table=table, on_invalid=on_invalid, output=output, certificate=certificate,
             report=report,
@@ -142,6 +152,10 @@ def _print_release(release: object) -> None:
     out.print(f"mechanism: {release.mechanism.describe()}", markup=False)
     out.print(f"γ_w = {ov.bound:.6g} ({'exact' if ov.exact else 'upper bound'}), "
               f"{len(plan.workload)} queries, allocation {plan.method}", markup=False)
+    if release.strategy is not None:
+        st = release.strategy.choice.chosen
+        out.print(f"strategy: {st.name} ({st.measured.n_queries:,} measured queries, "
+                  f"answers by {st.reconstruction.name})", markup=False)
     for g in plan.guarantees():
         out.print(f"guarantee: {g.text()}", markup=False, highlight=False)
     if release.charge is not None:

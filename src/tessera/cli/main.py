@@ -37,6 +37,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "tradeoff",
     "treewidth",
     "overlap",
+    "plan",
     "answer",
     "synth",
     "ledger",

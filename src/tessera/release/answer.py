@@ -5,7 +5,10 @@
 1. **plan** — per-query noise from the public inputs alone (:func:`~.plan.noise_plan`):
    γ_w exact or a proven upper bound, the allocation, a re-check of what it costs a row;
    then the data is read and validated against the schema (errors go to the curator, before
-   any budget is spent);
+   any budget is spent). What is measured is a *strategy* chosen from the public inputs
+   (:mod:`tessera.strategy`: W itself, marginals, residuals, a tree), and the plan is the
+   strategy's (its own γ_w); W's answers are reconstructed from it by least squares
+   (:mod:`.strategy_release`);
 2. **charge** — if a ledger is given, the release's per-query costs are charged in a
    committed SQLite transaction (refused when the total would be exceeded);
 3. **count** — exact answers on the data (DuckDB), held only in this function;
@@ -50,7 +53,8 @@ from tessera.mechanisms.record import MechanismRecord
 from tessera.privacy import Neighbours
 from tessera.release.budget import DISCRETE_LAPLACE, Budget
 from tessera.release.ledger import Charge, Ledger
-from tessera.release.plan import Allocation, NoisePlan, noise_plan
+from tessera.release.plan import Allocation, NoisePlan
+from tessera.release.strategy_release import Reconstructed, reconstruct, strategy_plan
 from tessera.workload.workload import Workload
 
 #: Post-processing steps :func:`answer` knows, in the order they apply.
@@ -76,6 +80,8 @@ class Release:
     certificate: dict[str, Any]
     charge: Charge | None = None
     timings: dict[str, float] = field(default_factory=dict)
+    #: W's answers reconstructed from a measured strategy (None: W itself was measured)
+    strategy: Reconstructed | None = None
 
     @property
     def private(self) -> bool:
@@ -83,13 +89,17 @@ class Release:
 
     @property
     def workload(self) -> Workload:
-        return self.plan.workload
+        """W, the workload answered (the measured strategy is ``plan.workload``)."""
+        return self.plan.workload if self.strategy is None else self.strategy.workload
 
     @property
     def answers(self) -> npt.NDArray[np.float64]:
-        """The published answers: the last post-processing step applied, else the noisy ones."""
+        """The published answers: the last post-processing step applied, else the noisy ones
+        (or, through a strategy, W's reconstructed answers)."""
         if self.postprocessed:
             return list(self.postprocessed.values())[-1]
+        if self.strategy is not None:
+            return self.strategy.answers
         return self.noisy.astype(np.float64)
 
     def to_frame(self) -> pd.DataFrame:
@@ -104,6 +114,20 @@ class Release:
             from tessera.release.output import long_batches
 
             frame = pa.Table.from_batches(list(long_batches(self))).to_pandas()
+            frame.attrs["private"] = self.private
+            frame.attrs["mechanism"] = self.mechanism.describe()
+            return frame
+        if self.strategy is not None:
+            st = self.strategy
+            frame = pd.DataFrame({
+                "query": list(self.workload.all_names()),
+                "answer": st.answers,
+                "std_error": np.sqrt(st.variances),
+                "ci95_low": st.answers - st.halfwidths,
+                "ci95_high": st.answers + st.halfwidths,
+            })
+            for name, values in self.postprocessed.items():
+                frame[name] = values
             frame.attrs["private"] = self.private
             frame.attrs["mechanism"] = self.mechanism.describe()
             return frame
@@ -189,6 +213,8 @@ def answer(
     neighbours: Neighbours | str = Neighbours.ADD_REMOVE,
     allocation: Allocation = "auto",
     postprocess: Sequence[str] = (),
+    strategy: str = "auto",
+    objective: str = "total",
     ledger: Ledger | str | Path | None = None,
     label: str | None = None,
     time_limit: float | None = 60.0,
@@ -207,7 +233,10 @@ def answer(
     before the release is marked released, checked before the charge. ``deliver``: called with
     the release after its files are written and before it is marked released, for a caller
     that delivers more of it (a failure there marks the release aborted; e.g. ``tessera synth
-    --method lp`` writes its synthetic rows there)."""
+    --method lp`` writes its synthetic rows there).
+
+    ``strategy``: what is measured (:mod:`tessera.strategy`; ``auto``: the least expected error
+    for ``objective``), W's answers reconstructed from it (:mod:`.strategy_release`)."""
     unknown = [p for p in postprocess if p not in POSTPROCESSING]
     if unknown:
         raise TesseraError(f"unknown post-processing {unknown[0]!r}",
@@ -216,8 +245,9 @@ def answer(
     source = NoiseSource.secure() if seed is None else NoiseSource.seeded(seed)
     timings: dict[str, float] = {}
     start = time.perf_counter()
-    plan = noise_plan(workload, budget, neighbours=neighbours, allocation=allocation,
-                      time_limit=time_limit)
+    plan, choice = strategy_plan(workload, budget, neighbours=neighbours, allocation=allocation,
+                                 strategy=strategy, objective=objective, time_limit=time_limit)
+    measured = plan.workload
     timings["plan"] = time.perf_counter() - start
     book = Ledger.open(ledger) if isinstance(ledger, (str, Path)) else ledger
     if book is not None:
@@ -231,27 +261,31 @@ def answer(
     timings["encode"] = time.perf_counter() - t0
     charge = None
     if book is not None:
-        charge = book.charge(workload, plan.costs, label=label or "release",
+        charge = book.charge(measured, plan.costs, label=label or "release",
                              mechanism=plan.mechanism,
                              time_limit=60.0 if time_limit is None else max(time_limit, 1.0))
     try:
         t0 = time.perf_counter()
-        exact = count_encoded(encoded, workload)
+        exact = count_encoded(encoded, measured)
         del encoded
         timings["count"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         noisy, record = _add_noise(plan, exact, source)
         del exact  # the exact answers go no further
         timings["noise"] = time.perf_counter() - t0
+        # (W measured as given — direct, nothing merged — needs no reconstruction)
+        rec = (None if choice is None or choice.chosen.measured is workload
+               else reconstruct(plan, choice, noisy))
         t0 = time.perf_counter()
-        post, notes = _postprocess(plan, noisy, postprocess)
+        post, notes = (_postprocess(plan, noisy, postprocess) if rec is None
+                       else _postprocess_reconstructed(rec, postprocess))
         timings["postprocess"] = time.perf_counter() - t0
         from tessera.release.certificate import build_certificate
 
-        doc = build_certificate(plan, record, notes, charge=charge)
+        doc = build_certificate(plan, record, notes, charge=charge, choice=choice)
         # the charge as it will read once every file exists (what deliver() may record)
         shown = None if charge is None else dataclasses.replace(charge, status="released")
-        release = Release(plan, noisy, record, post, notes, doc, shown, timings)
+        release = Release(plan, noisy, record, post, notes, doc, shown, timings, rec)
         t0 = time.perf_counter()
         _deliver(release, outputs)
         if deliver is not None:
@@ -327,6 +361,28 @@ def _postprocess(
             current = result.answers
             notes[step] = result.note
         else:
+            current = round_nonnegative(current).astype(np.float64)
+            notes[step] = ("answers clipped at 0 and rounded to integers (post-processing: "
+                           "no privacy cost; biased for small counts)")
+        post[step] = current
+    return post, notes
+
+
+def _postprocess_reconstructed(
+    rec: Reconstructed, steps: Sequence[str]
+) -> tuple[dict[str, npt.NDArray[np.float64]], dict[str, str]]:
+    post: dict[str, npt.NDArray[np.float64]] = {}
+    notes: dict[str, str] = {}
+    current = rec.answers
+    for step in POSTPROCESSING:
+        if step not in steps:
+            continue
+        if step == "consistency":
+            notes[step] = ("already consistent: W's answers are one generalised least-squares "
+                           "fit of the measured strategy")
+        else:
+            from tessera.release.consistency import round_nonnegative
+
             current = round_nonnegative(current).astype(np.float64)
             notes[step] = ("answers clipped at 0 and rounded to integers (post-processing: "
                            "no privacy cost; biased for small counts)")

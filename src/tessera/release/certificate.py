@@ -34,6 +34,7 @@ from tessera.privacy import Definition
 from tessera.release.budget import DISCRETE_LAPLACE, Budget
 from tessera.release.ledger import Charge
 from tessera.release.plan import INTERVAL_LEVEL, NoisePlan, noise_plan
+from tessera.strategy.choose import StrategyChoice
 from tessera.workload.query import Query
 from tessera.workload.workload import Workload
 
@@ -46,6 +47,9 @@ TOP_LEVEL_KEYS = ("$schema", "schema_version", "library", "created", "private", 
                   "budget", "calibration", "neighbours", "workload", "allocation", "overlap",
                   "spent", "queries", "families", "guarantees", "not_proven", "postprocessing",
                   "ledger", "digest")
+#: Fields a certificate may have beyond :data:`TOP_LEVEL_KEYS`: ``strategy`` (what was measured
+#: and how W was reconstructed; absent in certificates made before strategies: W measured).
+OPTIONAL_KEYS = ("strategy",)
 #: Relative tolerance when a recomputed float is compared with the certificate's.
 RTOL = 1e-9
 
@@ -141,8 +145,11 @@ def build_certificate(
     postprocessing: dict[str, str],
     *,
     charge: Charge | None = None,
+    choice: StrategyChoice | None = None,
 ) -> dict[str, Any]:
-    """The certificate of a release (see the module docstring), with its digest."""
+    """The certificate of a release (see the module docstring), with its digest; through a
+    strategy (``choice``), the plan fields describe the measured queries and ``strategy`` says
+    which and how W was reconstructed."""
     body: dict[str, Any] = {
         "$schema": SCHEMA_ID,
         "schema_version": SCHEMA_VERSION,
@@ -159,6 +166,10 @@ def build_certificate(
             "release_id": charge.release_id, "spent_before": charge.spent_before,
             "spent_after": charge.spent_after, "exact": charge.exact},
     }
+    if choice is not None:
+        from tessera.release.strategy_release import strategy_fields
+
+        body["strategy"] = strategy_fields(choice)
     body["digest"] = digest(body)
     return body
 
@@ -207,11 +218,27 @@ def verify_certificate(
         diffs.append("digest: the certificate was edited after it was made")
     try:
         budget = Budget.from_dict(certificate["budget"])
-        plan = noise_plan(workload, budget, neighbours=certificate["neighbours"],
-                          allocation=certificate["allocation"]["kind"], time_limit=time_limit)
+        stated = certificate.get("strategy")
+        if stated is None:  # made before strategies: W itself was measured
+            plan = noise_plan(workload, budget, neighbours=certificate["neighbours"],
+                              allocation=certificate["allocation"]["kind"],
+                              time_limit=time_limit)
+            choice = None
+        else:
+            from tessera.release.strategy_release import strategy_plan
+
+            plan, choice = strategy_plan(
+                workload, budget, neighbours=certificate["neighbours"],
+                allocation="auto",  # (a strategy section is written only for auto)
+                strategy=stated["requested"], objective=stated["objective"],
+                time_limit=time_limit)
     except (KeyError, TypeError, ValueError, TesseraError) as e:
         return Verification(tuple(diffs) + (f"cannot recompute the plan: {e}",))
     expected = _plan_fields(plan)
+    if choice is not None:
+        from tessera.release.strategy_release import strategy_fields
+
+        expected["strategy"] = strategy_fields(choice)
     for key, value in expected.items():
         _compare(key, certificate.get(key), value, diffs)
     mech = certificate.get("mechanism", {})
@@ -225,7 +252,7 @@ def verify_certificate(
     elif (mech.get("randomness") != SECURE_RANDOMNESS
           or "seeded" in str(mech.get("name", "")).lower()):
         diffs.append("mechanism: says private but names seeded (test) randomness")
-    unknown = sorted(set(certificate) - set(TOP_LEVEL_KEYS))
+    unknown = sorted(set(certificate) - set(TOP_LEVEL_KEYS) - set(OPTIONAL_KEYS))
     missing = sorted(set(TOP_LEVEL_KEYS) - set(certificate))
     if unknown or missing:
         diffs.append(f"fields: unknown {unknown}, missing {missing}")

@@ -28,6 +28,9 @@ NOT_PRIVATE_MARK = "NOT PRIVATE: seeded test randomness, never publish"
 def long_batches(release: ReleaseView) -> Iterator[pa.RecordBatch]:
     """The long table a batch at a time: family, cell, answer, noise_scale, ci95_low,
     ci95_high, then one column per post-processing step (answers withheld: null)."""
+    if release.strategy is not None:
+        yield from _reconstructed_batches(release)
+        return
     plan = release.plan
     labels = CountResult(plan.workload, release.noisy, 0, 0, ())
     start = 0
@@ -46,6 +49,26 @@ def long_batches(release: ReleaseView) -> Iterator[pa.RecordBatch]:
             names.append(step)
         yield pa.record_batch(cols, names=names)
         start += n
+
+
+def _reconstructed_batches(release: ReleaseView) -> Iterator[pa.RecordBatch]:
+    """W's answers reconstructed from a strategy: family, cell, answer, std_error, ci95_low,
+    ci95_high (normal approximation), then the post-processing steps."""
+    rec = release.strategy
+    assert rec is not None
+    labels = CountResult(rec.workload, np.zeros(rec.workload.n_queries, dtype=np.int64), 0, 0, ())
+    start = 0
+    for batch in labels.long_batches():
+        rows = slice(start, start + batch.num_rows)
+        ans, hw = rec.answers[rows], rec.halfwidths[rows]
+        cols = [batch.column(0), batch.column(1), pa.array(ans),
+                pa.array(np.sqrt(rec.variances[rows])), pa.array(ans - hw), pa.array(ans + hw)]
+        names = ["family", "cell", "answer", "std_error", "ci95_low", "ci95_high"]
+        for step, values in release.postprocessed.items():
+            cols.append(pa.array(values[rows]))
+            names.append(step)
+        yield pa.record_batch(cols, names=names)
+        start += batch.num_rows
 
 
 def _metadata(release: ReleaseView) -> dict[bytes, bytes]:

@@ -16,6 +16,7 @@ import pandas as pd
 from tessera.mechanisms.record import MechanismRecord
 from tessera.release.ledger import Charge
 from tessera.release.plan import NoisePlan
+from tessera.release.strategy_release import Reconstructed
 from tessera.workload.workload import Workload
 
 
@@ -30,6 +31,8 @@ class ReleaseView(Protocol):
     postprocessing_notes: dict[str, str]
     certificate: dict[str, Any]
     charge: Charge | None
+    #: W's answers reconstructed from a measured strategy (None: W itself was measured)
+    strategy: Reconstructed | None
 
     @property
     def private(self) -> bool: ...

@@ -88,7 +88,9 @@ class Strategy:
 
     @property
     def rmse(self) -> float:
-        return math.sqrt(float(np.mean(self.expected)))
+        """√(mean expected variance) over the released queries (weight > 0)."""
+        released = self.workload.weight_array() > 0
+        return math.sqrt(float(np.mean(self.expected[released])))
 
     def estimate(self, noisy: npt.ArrayLike, noise_variance: npt.ArrayLike
                  ) -> tuple[FloatArray, FloatArray]:
@@ -196,7 +198,8 @@ def _calibrate(ctx: Context, workload: Workload, measured: Workload,
                          time_limit=ctx.time_limit)
     scales = cost.scales(ctx.total)
     expected = reconstruction.variances(model_variance(ctx.definition)(scales))
-    total = float(workload.weight_array() @ expected)
+    w = workload.weight_array()
+    total = float(w[w > 0] @ expected[w > 0])  # (weight 0: not released, variance ∞)
     return Strategy(name, workload, measured, reconstruction, cost.weighted, scales, expected,
                     total)
 

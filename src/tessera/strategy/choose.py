@@ -55,7 +55,7 @@ class StrategyChoice:
                 "gamma_w": s.overlap.bound,
                 "gamma_w_exact": s.overlap.exact,
                 "expected_total": s.total,
-                "expected_max": float(np.max(w * s.expected)),
+                "expected_max": float(np.max(w[w > 0] * s.expected[w > 0])),
                 "rmse": s.rmse,
                 "chosen": s is self.chosen,
             })
@@ -64,7 +64,8 @@ class StrategyChoice:
 
 def score(s: Strategy, objective: str) -> float:
     if objective == "max":
-        return float(np.max(s.workload.weight_array() * s.expected))
+        w = s.workload.weight_array()
+        return float(np.max(w[w > 0] * s.expected[w > 0]))
     return s.total
 
 

@@ -96,7 +96,7 @@ def release_targets(
     answers a tautology; under add/remove only with ``public_n=True``).
     """
     plan = release.plan
-    workload = plan.workload
+    workload = release.workload  # W (answered directly or reconstructed from a strategy)
     functions, names = workload_functions(workload)
     if answers == "published":
         values = np.asarray(release.answers, dtype=np.float64)
@@ -104,7 +104,8 @@ def release_targets(
         values = np.asarray(release.noisy, dtype=np.float64)
     else:
         raise TesseraError(f"unknown answers {answers!r}", hint="'published' or 'noisy'")
-    scales = np.asarray(plan.scales, dtype=np.float64)
+    scales = np.asarray(plan.scales if release.strategy is None
+                        else np.sqrt(release.strategy.variances), dtype=np.float64)
     released = np.isfinite(scales)
     if not released.any():
         raise TesseraError("the release answers no query")

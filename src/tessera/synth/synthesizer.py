@@ -341,7 +341,7 @@ class Synthesizer:
             raise TesseraError("the release carries the privacy spend (and was charged to the "
                                "ledger when it was answered): give no budget or ledger with 'lp'")
         check_lp_workload(workload, release.plan.neighbours)
-        if release.plan.workload != workload:
+        if release.workload != workload:
             raise QueryError("the release answers another workload than the one given")
         rel = Neighbours.parse(release.plan.neighbours)
         if neighbours is not None and Neighbours.parse(neighbours) is not rel:

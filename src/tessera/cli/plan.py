@@ -1,0 +1,93 @@
+"""``tessera plan``: which strategy a release would measure and its expected error, before any
+data is read; with ``--target-error`` the smallest budget that meets it (docs/theory.md §10)."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from tessera.cli.common import (
+    Command,
+    DeltaOpt,
+    JsonOpt,
+    NeighboursOpt,
+    RhoOpt,
+    SchemaOpt,
+    TimeLimitOpt,
+    WorkloadArg,
+    out,
+    user_errors,
+)
+
+#: Queries listed on the terminal.
+MAX_PRINTED = 20
+
+
+def register(app: typer.Typer) -> None:
+    app.command("plan", cls=Command)(plan)
+
+
+@user_errors
+def plan(
+    workload: WorkloadArg,
+    schema: SchemaOpt,
+    epsilon: Annotated[
+        float | None, typer.Option("--epsilon", "-e", help="Pure ε-DP, or (ε,δ) with --delta.")
+    ] = None,
+    delta: DeltaOpt = None,
+    rho: RhoOpt = None,
+    mu: Annotated[float | None, typer.Option("--mu", help="μ-GDP target.")] = None,
+    neighbours: NeighboursOpt = "add-remove",
+    strategy: Annotated[
+        str, typer.Option("--strategy", help="auto, direct, identity, residual, hierarchical.")
+    ] = "auto",
+    objective: Annotated[
+        str, typer.Option("--objective", help="total (RMSE over the queries) or max.")
+    ] = "total",
+    target_error: Annotated[
+        float | None, typer.Option("--target-error", help="Expected error wanted (RMSE, in "
+                                   "counts): print the smallest budget that meets it.")
+    ] = None,
+    time_limit: TimeLimitOpt = 60.0,
+    as_json: JsonOpt = False,
+) -> None:
+    """Expected error of answering WORKLOAD under a budget (no data): every candidate strategy,
+    the chosen one, per-query RMSE and 95% half-width."""
+    from tessera.release.budget import Budget
+    from tessera.release.planning import plan_release
+    from tessera.schema.domain import Domain
+    from tessera.workload.workload import Workload
+
+    budget = Budget.of(epsilon=epsilon, delta=delta, rho=rho, mu=mu)
+    result = plan_release(Workload.load(workload, Domain.load(schema)), budget,
+                          neighbours=neighbours, strategy=strategy, objective=objective,
+                          target_error=target_error, time_limit=time_limit)
+    if as_json:
+        out.print_json(json.dumps(result.to_dict()))
+        return
+    out.print(f"budget: {budget.text()}, {result.neighbours.label} neighbours", markup=False)
+    table = Table("strategy", "measured", "γ_w", "expected RMSE", "max RMSE", "Σ w·Var",
+                  title="candidates (expected error, no data)")
+    for row in result.choice.table():
+        mark = " ← chosen" if row["chosen"] else ""
+        table.add_row(row["strategy"] + mark, f"{row['measured_queries']:,}",
+                      f"{row['gamma_w']:.6g}" + ("" if row["gamma_w_exact"] else " (bound)"),
+                      f"{row['rmse']:.4g}", f"{row['expected_max'] ** 0.5:.4g}",
+                      f"{row['expected_total']:.6g}")
+    out.print(table)
+    chosen = result.choice.chosen
+    out.print(f"chosen: {chosen.name}; expected error ({result.choice.objective}) "
+              f"{result.error:.4g}; 95% half-width ≈ {1.96 * result.error:.4g}", markup=False)
+    names = chosen.workload.all_names()
+    for r, h, _ in zip(result.rmse[:MAX_PRINTED], result.halfwidths, range(MAX_PRINTED)):
+        out.print(f"  {next(names)}: RMSE {r:.4g}, 95% ±{h:.4g}", markup=False,
+                  highlight=False)
+    if chosen.workload.n_queries > MAX_PRINTED:
+        out.print(f"  … {chosen.workload.n_queries - MAX_PRINTED:,} more (--json lists them)",
+                  markup=False)
+    if result.needed is not None:
+        out.print(f"smallest budget for expected error {result.target_error:g}: "
+                  f"{result.needed.text()}", markup=False)

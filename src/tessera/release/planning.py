@@ -1,0 +1,122 @@
+"""``tessera plan``: the expected error of a release before any data is read
+(docs/theory.md §10).
+
+:func:`plan_release` chooses the strategy exactly as :func:`tessera.answer` would
+(:mod:`tessera.strategy`), and reports every candidate's γ_w and expected error, the chosen one's
+expected RMSE and 95% half-width per query (normal approximation, continuous noise model:
+σ² for the discrete Gaussian, 2b² for the discrete Laplace, upper bounds on the discrete
+variances) and in total.
+
+Target error. Every candidate's noise scales with the budget in one way — each measured query's
+cost is its share of the total, so Var ∝ 1/ρ (zCDP) or 1/ε² (pure ε) with the strategy and
+its allocation unchanged (the chooser's ranking does not depend on the total) — so the
+smallest total meeting an expected error E (the RMSE over W's queries for ``objective='total'``,
+the largest query's RMSE for ``'max'``) is total × (err/E)² (ρ) or total × err/E (ε). An
+(ε, δ) target converts ρ to ε at the same δ by bisection (ρ(ε, δ) is increasing in ε).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from tessera.accounting.zcdp import rho_for_epsilon_delta
+from tessera.errors import TesseraError
+from tessera.privacy import Definition, Neighbours
+from tessera.release.budget import Budget
+from tessera.release.strategy_release import Z95
+from tessera.strategy.choose import StrategyChoice, choose_strategy
+from tessera.workload.workload import Workload
+
+
+@dataclass(frozen=True, eq=False)
+class ReleasePlan:
+    """The strategy ``answer`` would measure, its expected errors, and (with a target) the
+    smallest budget meeting it (``needed``; ``error`` is the objective's expected error)."""
+
+    budget: Budget
+    neighbours: Neighbours
+    choice: StrategyChoice
+    error: float
+    target_error: float | None = None
+    needed: Budget | None = None
+
+    @property
+    def rmse(self) -> npt.NDArray[np.float64]:
+        """Expected RMSE of every query of W (chosen strategy)."""
+        return np.sqrt(self.choice.chosen.expected)
+
+    @property
+    def halfwidths(self) -> npt.NDArray[np.float64]:
+        return Z95 * self.rmse
+
+    def to_dict(self, max_queries: int = 1000) -> dict[str, Any]:
+        wl = self.choice.chosen.workload
+        names = wl.all_names()
+        queries = [{"name": next(names), "rmse": float(r), "halfwidth95": float(h)}
+                   for r, h in zip(self.rmse[:max_queries], self.halfwidths[:max_queries])]
+        return {
+            "budget": self.budget.to_dict(), "neighbours": self.neighbours.value,
+            "objective": self.choice.objective, "chosen": self.choice.chosen.name,
+            "expected_error": self.error,
+            "candidates": self.choice.table(),
+            "queries": queries, "queries_listed": len(queries), "queries_total": wl.n_queries,
+            "target_error": self.target_error,
+            "needed_budget": None if self.needed is None else self.needed.to_dict(),
+        }
+
+
+def objective_error(choice: StrategyChoice) -> float:
+    """RMSE over W's released queries (``total``) or the largest query's RMSE (``max``)."""
+    s = choice.chosen
+    w = s.workload.weight_array()
+    v = s.expected[w > 0]
+    return math.sqrt(float(np.max(v)) if choice.objective == "max" else float(np.mean(v)))
+
+
+def plan_release(
+    workload: Workload, budget: Budget, *, neighbours: Neighbours | str = Neighbours.ADD_REMOVE,
+    strategy: str = "auto", objective: str = "total", target_error: float | None = None,
+    time_limit: float | None = 60.0,
+) -> ReleasePlan:
+    """The plan of a release of ``workload`` under ``budget`` (module docs); no data."""
+    rel = Neighbours.parse(neighbours)
+    choice = choose_strategy(workload, budget.calibration, budget.total, neighbours=rel,
+                             strategy=strategy, objective=objective, time_limit=time_limit,
+                             compare=True)
+    err = objective_error(choice)
+    needed = None
+    if target_error is not None:
+        if not (math.isfinite(target_error) and target_error > 0):
+            raise TesseraError(f"target error {target_error!r} must be a number > 0")
+        needed = budget_for(budget, err / target_error)
+    return ReleasePlan(budget, rel, choice, err, target_error, needed)
+
+
+def budget_for(budget: Budget, ratio: float) -> Budget:
+    """The budget whose expected errors are ``1/ratio`` × those under ``budget``."""
+    d = budget.definition
+    if d is Definition.PURE:
+        return Budget.of(epsilon=float(budget.epsilon) * ratio)  # type: ignore[arg-type]
+    rho = budget.total * ratio * ratio
+    if d is Definition.ZCDP:
+        return Budget.of(rho=rho)
+    if d is Definition.GDP:
+        return Budget.of(mu=math.sqrt(2.0 * rho))
+    delta = float(budget.delta)  # type: ignore[arg-type]
+    lo, hi = 0.0, max(1.0, float(budget.epsilon))  # type: ignore[arg-type]
+    while rho_for_epsilon_delta(hi, delta) < rho:
+        hi *= 2.0
+    for _ in range(200):  # bisection to the float resolution
+        mid = 0.5 * (lo + hi)
+        if mid in (lo, hi):
+            break
+        if rho_for_epsilon_delta(mid, delta) >= rho:
+            hi = mid
+        else:
+            lo = mid
+    return Budget.of(epsilon=hi, delta=delta)

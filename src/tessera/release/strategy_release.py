@@ -1,0 +1,121 @@
+"""A release through a strategy: measure the chosen strategy, reconstruct W (docs/theory.md §10).
+
+:func:`strategy_plan` chooses the strategy from the public inputs (:mod:`tessera.strategy`) and
+calibrates the noise of the *measured* queries with :func:`~.plan.noise_plan` — their own γ_w,
+the strategy's shares, the independent re-check — so the ledger charge, the certificate and
+``tessera verify`` cover what was actually measured. :func:`reconstruct` turns the noisy
+measured answers into W's answers by generalised least squares, with each answer's exact
+variance (from the discrete noises' exact variances) and a 95% interval from the normal
+approximation to the linear combination of independent noises (labelled as such: it is not a
+proven bound).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from tessera.mechanisms import discrete_gaussian, discrete_laplace
+from tessera.privacy import Neighbours
+from tessera.release.budget import DISCRETE_LAPLACE, Budget
+from tessera.release.plan import Allocation, NoisePlan, noise_plan
+from tessera.strategy.candidates import Copy
+from tessera.strategy.choose import StrategyChoice, choose_strategy
+from tessera.workload.workload import Workload
+
+#: z of the two-sided 95% normal interval.
+Z95 = 1.959963984540054
+INTERVAL_NOTE = ("95% interval: ±1.96 × the exact standard deviation of the GLS estimate "
+                 "(normal approximation to a linear combination of independent discrete "
+                 "noises; not a proven bound)")
+
+
+@dataclass(frozen=True, eq=False)
+class Reconstructed:
+    """W's answers from the measured strategy: ``answers``, exact ``variances``, 95%
+    ``halfwidths`` (normal approximation, :data:`INTERVAL_NOTE`)."""
+
+    choice: StrategyChoice
+    answers: npt.NDArray[np.float64]
+    variances: npt.NDArray[np.float64]
+    #: direct (duplicates merged): each answer's own exact discrete-noise half-width
+    exact_halfwidths: npt.NDArray[np.int64] | None = None
+
+    @property
+    def workload(self) -> Workload:
+        return self.choice.chosen.workload
+
+    @property
+    def halfwidths(self) -> npt.NDArray[np.float64]:
+        if self.exact_halfwidths is not None:
+            return np.where(self.exact_halfwidths >= 0, self.exact_halfwidths, np.nan)
+        return Z95 * np.sqrt(self.variances)
+
+
+def strategy_plan(
+    workload: Workload, budget: Budget, *, neighbours: Neighbours | str, allocation: Allocation,
+    strategy: str, objective: str, time_limit: float | None,
+) -> tuple[NoisePlan, StrategyChoice | None]:
+    """The noise plan of what is measured, and the strategy choice (None: the workload itself is
+    measured as given — ``direct`` without duplicates — the plan as before strategies)."""
+    rel = Neighbours.parse(neighbours)
+    if allocation != "auto" and strategy in ("auto", "direct"):
+        # an explicit split of the budget over W's own queries: W is measured directly
+        return noise_plan(workload, budget, neighbours=rel, allocation=allocation,
+                          time_limit=time_limit), None
+    choice = choose_strategy(workload, budget.calibration, budget.total, neighbours=rel,
+                             strategy=strategy, objective=objective, time_limit=time_limit)
+    s = choice.chosen
+    if s.name == "direct" and s.measured is workload:
+        plan = noise_plan(workload, budget, neighbours=rel, allocation=allocation,
+                          time_limit=time_limit)
+    else:
+        plan = noise_plan(s.measured, budget, neighbours=rel,
+                          allocation="auto" if s.name == "direct" else "shares",
+                          time_limit=time_limit)
+    return plan, choice
+
+
+def noise_variances(plan: NoisePlan) -> npt.NDArray[np.float64]:
+    """The exact variance of every measured query's discrete noise (∞: not released)."""
+    fn = (discrete_laplace.variance if plan.mechanism == DISCRETE_LAPLACE
+          else discrete_gaussian.variance)
+    out = np.full(plan.scales.shape, np.inf)
+    finite = np.isfinite(plan.scales)
+    values, inverse = np.unique(plan.scales[finite], return_inverse=True)
+    out[finite] = np.array([fn(float(s)) for s in values])[inverse.ravel()]
+    return out
+
+
+def reconstruct(plan: NoisePlan, choice: StrategyChoice,
+                noisy: npt.NDArray[np.int64]) -> Reconstructed:
+    """GLS answers of W from the measured noisy answers (post-processing: no privacy cost)."""
+    s = choice.chosen
+    answers, variances = s.estimate(noisy.astype(np.float64), noise_variances(plan))
+    exact = None
+    if isinstance(s.reconstruction, Copy):
+        exact = plan.halfwidths[s.reconstruction.index]
+    return Reconstructed(choice, answers, variances, exact)
+
+
+def strategy_fields(choice: StrategyChoice) -> dict[str, Any]:
+    """The certificate's ``strategy`` section: recomputable from the public inputs."""
+    from tessera.release.certificate import workload_hash
+
+    s = choice.chosen
+    return {
+        "requested": choice.requested,
+        "objective": choice.objective,
+        "chosen": s.name,
+        "target_workload": {"sha256": workload_hash(s.workload),
+                            "queries": s.workload.n_queries},
+        "measured_workload": {"sha256": workload_hash(s.measured),
+                              "queries": s.measured.n_queries},
+        "reconstruction": s.reconstruction.name,
+        "interval": INTERVAL_NOTE if s.name != "direct" else "exact (the noise's own)",
+        "candidates": [{k: v for k, v in row.items() if k != "chosen"}
+                       for row in choice.table()],
+    }
