@@ -294,6 +294,35 @@ def test_audit_catches_a_release_calibrated_with_gamma_minus_one() -> None:
     _catches(case, *_release_probabilities(b_wrong, gamma))
 
 
+def _strategy_probabilities(scales: np.ndarray, moved: tuple[int, ...]) -> tuple[float, float]:
+    """Every moved tree node ≥ its D₂ answer + 1: Z_q ≥ 0 on D₁, Z_q ≥ 1 on D₂, per node."""
+    b = [float(scales[i]) for i in moved]
+    return (math.prod(_laplace_tail(0, x) for x in b), math.prod(_laplace_tail(1, x) for x in b))
+
+
+def test_strategy_release_passes_with_its_own_gamma() -> None:
+    from tessera.audit.strategy_case import strategy_release_case, strategy_setup
+
+    setup = strategy_setup(1.0)
+    assert setup.measured.n_queries > setup.workload.n_queries  # a tree is measured
+    assert setup.plan.overlap.bound > setup.workload_gamma  # its γ_w exceeds W's
+    case = strategy_release_case(1.0)
+    lb = _honest(case, *_strategy_probabilities(setup.plan.scales, setup.moved))
+    assert lb >= 0.9 * case.claim.epsilon  # measured 0.957 at seed 0
+
+
+def test_audit_catches_a_strategy_calibrated_with_the_workloads_gamma() -> None:
+    from tessera.audit.strategy_case import (
+        planted_strategy_scales,
+        strategy_release_case,
+        strategy_setup,
+    )
+
+    setup = strategy_setup(1.0)
+    case = strategy_release_case(1.0, planted=True)
+    _catches(case, *_strategy_probabilities(planted_strategy_scales(setup), setup.moved))
+
+
 def test_audit_table_has_every_case_and_says_seeded() -> None:
     rows = audit_table(trials=20_000, seed=SEED, planted=True)
     names = [r.mechanism for r in rows]

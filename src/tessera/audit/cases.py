@@ -546,11 +546,18 @@ def all_cases(end_to_end: bool = False) -> list[AuditCase]:
     return [discrete_laplace_case(), discrete_gaussian_case(), exponential_case(),
             workload_release_case(), workload_release_case(rho=0.5),
             synthesizer_case("ipmwu", end_to_end=end_to_end),
-            synthesizer_case("mwem", end_to_end=end_to_end), adaptive_case()]
+            synthesizer_case("mwem", end_to_end=end_to_end), adaptive_case(),
+            _strategy_case()]
 
 
 def planted_cases() -> list[AuditCase]:
     """The planted bugs, each against its honest claim."""
     return [discrete_laplace_case(scale_factor=0.5), discrete_gaussian_case(sigma_factor=0.5),
             exponential_case(sensitivity_error=-1), workload_release_case(overlap_error=-1.0),
-            adaptive_case(planted=True)]
+            adaptive_case(planted=True), _strategy_case(planted=True)]
+
+
+def _strategy_case(planted: bool = False) -> AuditCase:
+    from tessera.audit.strategy_case import strategy_release_case  # (it imports this module)
+
+    return strategy_release_case(planted=planted)

@@ -1,0 +1,303 @@
+"""Benchmarks of strategy selection and reconstruction (issue 18; docs/theory.md §10).
+
+    python bench/bench_strategy.py --part w1          # Adult all 2-way marginals vs ResidualPlanner
+    python bench/bench_strategy.py --part coverage    # 95% interval coverage, 500 seeded runs
+    python bench/bench_strategy.py --part ranges      # all ranges over 1,024 values
+    python bench/bench_strategy.py --part predicates  # random predicate workloads
+    python bench/bench_strategy.py --part all
+
+Baseline: ResidualPlanner's closed form (Xiao, Kifer et al., NeurIPS 2023) for marginal
+workloads, implemented here (:func:`rp_closed_form`): the optimal Gaussian residual mechanism
+for Σ_cells Var under ρ-zCDP, σ_A² = √(p_A/v_A) Σ_B √(p_B v_B)/(2ρ) with p_A = Π_{i∈A}(1 − 1/n_i),
+v_A = Π_{i∈A}(n_i − 1) Σ_{S⊇A} 1/n_{S∖A}; Var of a cell of S = Σ_{A⊆S} σ_A² p_A / n_{S∖A}².
+It is checked against brute-force GLS on a tiny domain (:func:`check_rp_brute_force`) before
+it is used. Expected MAE of a Gaussian error of variance v is √(2v/π).
+
+Tessera's numbers are measured: ``tessera.answer`` with OpenDP's secure noise (no seed: the
+runs are private; repeats differ), MAE over the cells against the exact counts, the median of
+the repeats; times are medians of in-process wall-clock times. The machine is shared (2 cores,
+other agents' jobs): the load average is printed with every table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+import tessera as ts
+from tessera.data.counts import count
+from tessera.mechanisms import NoiseSource, discrete_gaussian
+from tessera.release.strategy_release import Z95, noise_variances, strategy_plan
+from tessera.strategy.intervals import (
+    BRANCHINGS,
+    IntervalDesign,
+    Spans,
+    level_costs,
+    level_groups,
+    tree_levels,
+)
+from tessera.workload.families import k_way_marginals
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+RHO = 0.014973  # (ε = 1, δ = 1e-9)
+
+
+def load() -> str:
+    return "load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
+
+
+# -- ResidualPlanner's closed form (the baseline) ---------------------------------------------
+def rp_closed_form(sizes: dict[str, int], targets: list[tuple[str, ...]], rho: float
+                   ) -> dict[tuple[str, ...], float]:
+    """Per-cell variance of every target marginal under ResidualPlanner's optimal mechanism."""
+    closure = sorted({b for s in targets for k in range(len(s) + 1)
+                      for b in itertools.combinations(s, k)}, key=len)
+
+    def n(scope: tuple[str, ...]) -> float:
+        return float(math.prod(sizes[a] for a in scope))
+
+    p = {b: math.prod(1 - 1 / sizes[a] for a in b) for b in closure}
+    v = {b: math.prod(sizes[a] - 1 for a in b)
+         * sum(1 / n(tuple(x for x in s if x not in b)) for s in targets if set(b) <= set(s))
+         for b in closure}
+    root = sum(math.sqrt(p[b] * v[b]) for b in closure)
+    sigma2 = {b: math.sqrt(p[b] / v[b]) * root / (2 * rho) for b in closure}
+    return {s: sum(sigma2[b] * p[b] / n(tuple(x for x in s if x not in b)) ** 2
+                   for b in closure if set(b) <= set(s)) for s in targets}
+
+
+def check_rp_brute_force() -> float:
+    """The closed form against explicit GLS of ResidualPlanner's mechanism on a tiny domain
+    (residual matrices R_A = ⊗ Sub ⊗ 1ᵀ, noise σ_A² ⊗ Sub Subᵀ); returns the largest relative
+    difference of the cell variances, and checks the privacy cost Σ p_A/(2σ_A²) = ρ."""
+    sizes = {"a": 2, "b": 3, "c": 4}
+    names = list(sizes)
+    targets = [("a", "b"), ("b", "c"), ("a", "c")]
+    rho = 0.7
+    closure = sorted({b for s in targets for k in range(len(s) + 1)
+                      for b in itertools.combinations(s, k)}, key=len)
+    var = rp_closed_form(sizes, targets, rho)
+
+    def sub(m: int) -> np.ndarray:
+        return np.hstack([np.ones((m - 1, 1)), -np.eye(m - 1)])
+
+    # σ_A² from the same formulas
+    p = {b: math.prod(1 - 1 / sizes[a] for a in b) for b in closure}
+    v = {b: math.prod(sizes[a] - 1 for a in b)
+         * sum(1 / math.prod(sizes[x] for x in s if x not in b) for s in targets
+               if set(b) <= set(s)) for b in closure}
+    root = sum(math.sqrt(p[b] * v[b]) for b in closure)
+    sigma2 = {b: math.sqrt(p[b] / v[b]) * root / (2 * rho) for b in closure}
+    rows, covs = [], []
+    for b in closure:
+        r, c = np.ones((1, 1)), np.ones((1, 1))
+        for a in names:
+            if a in b:
+                r, c = np.kron(r, sub(sizes[a])), np.kron(c, sub(sizes[a]) @ sub(sizes[a]).T)
+            else:
+                r = np.kron(r, np.ones((1, sizes[a])))
+        rows.append(r)
+        covs.append(sigma2[b] * c)
+    big_r = np.vstack(rows)
+    sigma = np.zeros((big_r.shape[0],) * 2)
+    k = 0
+    for c in covs:
+        sigma[k:k + len(c), k:k + len(c)] = c
+        k += len(c)
+    sinv = np.linalg.inv(sigma)
+    cov = np.linalg.pinv(big_r.T @ sinv @ big_r)
+    worst = 0.0
+    for s in targets:
+        q = np.ones((1, 1))
+        for a in names:
+            q = np.kron(q, np.eye(sizes[a]) if a in s else np.ones((1, sizes[a])))
+        got = np.diag(q @ cov @ q.T)
+        worst = max(worst, float(np.max(np.abs(got - var[s]) / var[s])))
+    cost = max(float(big_r[:, x] @ sinv @ big_r[:, x]) / 2 for x in range(big_r.shape[1]))
+    assert abs(cost - rho) < 1e-9 * rho, (cost, rho)
+    assert worst < 1e-9, worst
+    return worst
+
+
+# -- W1: Adult all 2-way marginals ------------------------------------------------------------
+def part_w1(repeats: int) -> None:
+    worst = check_rp_brute_force()
+    print(f"ResidualPlanner closed form = explicit GLS on a 2×3×4 domain: max rel. diff "
+          f"{worst:.1e}; privacy cost = ρ")
+    dom = ts.Domain.load(DATA / "adult-domain.json")
+    data = pd.read_csv(DATA / "adult.csv")
+    wl = ts.Workload.of_families(dom, k_way_marginals(dom, 2))
+    truth = count(data, wl).answers.astype(float)
+    sizes = {a.name: a.size for a in dom}
+    targets = [p.attributes for p in wl.partitions]
+    cells = np.array([p.n_cells_in(dom) for p in wl.partitions])
+    print(f"\nW1: Adult ({len(data):,} rows), all {len(targets)} 2-way marginals = "
+          f"{wl.n_queries:,} cells, add/remove; {load()}")
+    print("| ρ | method | MAE (median of runs) | expected MAE | vs RP | time s (median) |")
+    print("| --- | --- | ---: | ---: | ---: | ---: |")
+    for rho in (RHO, RHO / 10):
+        rp = rp_closed_form(sizes, targets, rho)
+        rp_mae = float(sum(c * math.sqrt(2 * rp[s] / math.pi) for s, c in zip(targets, cells))
+                       / cells.sum())
+        print(f"| {rho:.6g} | ResidualPlanner (closed form, baseline) | — | {rp_mae:.2f} | "
+              f"1.000 | — |")
+        for strategy in ("direct", "auto"):
+            maes, times, expected = [], [], math.nan
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                rel = ts.answer(data, wl, ts.Budget.of(rho=rho), strategy=strategy)
+                times.append(time.perf_counter() - t0)
+                maes.append(float(np.mean(np.abs(rel.answers - truth))))
+                var = (rel.strategy.variances if rel.strategy is not None
+                       else noise_variances(rel.plan))
+                expected = float(np.mean(np.sqrt(2 * var / math.pi)))
+            chosen = rel.certificate["strategy"]["chosen"]
+            name = strategy if strategy == "direct" else f"auto → {chosen}"
+            med = statistics.median(maes)
+            print(f"| {rho:.6g} | tessera answer, {name} | {med:.2f} | {expected:.2f} | "
+                  f"{med / rp_mae:.3f} | {statistics.median(times):.2f} |")
+
+
+def part_coverage(runs: int) -> None:
+    """Coverage of the GLS route's 95% intervals over seeded runs (noise from the seeded
+    discrete Gaussian sampler — tests only — at the release's scales)."""
+    dom = ts.Domain.load(DATA / "adult-domain.json")
+    data = pd.read_csv(DATA / "adult.csv")
+    wl = ts.Workload.of_families(dom, k_way_marginals(dom, 2))
+    plan, choice = strategy_plan(wl, ts.Budget.of(rho=RHO), neighbours="add-remove",
+                                 allocation="auto", strategy="auto", objective="total",
+                                 time_limit=60)
+    assert choice is not None
+    s = choice.chosen
+    exact = count(data, s.measured).answers
+    truth = count(data, wl).answers
+    var = noise_variances(plan)
+    _, v = s.estimate(exact, var)
+    hw = Z95 * np.sqrt(v)
+    inside = total = 0
+    t0 = time.perf_counter()
+    for seed in range(runs):
+        noisy = discrete_gaussian.sample(exact, plan.scales, NoiseSource.seeded(seed)).values
+        est, _ = s.estimate(noisy, var)
+        inside += int(np.sum(np.abs(est - truth) <= hw))
+        total += len(truth)
+    cov = inside / total
+    print(f"\nCoverage of the 95% intervals (GLS, {s.name}), W1 at ρ = {RHO}: {cov:.4f} over "
+          f"{runs} seeded runs × {len(truth):,} cells ({time.perf_counter() - t0:.0f} s; "
+          f"{load()})")
+
+
+# -- ranges over one attribute ------------------------------------------------------------------
+def part_ranges(n: int = 1024) -> None:
+    spans = Spans.all_ranges(n)
+    rho = RHO
+    i = np.arange(n)
+    gamma = int(np.max((i + 1) * (n - i)))  # a code lies in (i+1)(n−i) ranges: exact γ
+    direct_var = gamma / (2 * rho)  # every range σ² = γ/(2ρ)
+    print(f"\nAll {spans.n_queries:,} ranges over {n} ordered values, ρ = {rho}; {load()}")
+    print(f"direct: γ = {gamma:,} (exact, the sweep's value), RMSE per range "
+          f"{math.sqrt(direct_var):.1f}")
+    print("| strategy | levels | per-level costs ∝ r^l | RMSE (mean over ranges) | direct / it |"
+          " time s |")
+    print("| --- | ---: | --- | ---: | ---: | ---: |")
+    best: dict[int, float] = {}
+    for b in (1, *BRANCHINGS):
+        t0 = time.perf_counter()
+        levels = [[(c, c + 1) for c in range(n)]] if b == 1 else tree_levels(n, b)
+        design = IntervalDesign(n, tuple(level_groups(levels, n)))
+        ratios = [1.0] if b == 1 else sorted({1.0, b ** (1 / 3), b ** 0.5})
+        errs = []
+        for r in ratios:
+            costs = level_costs(len(levels), rho, r)
+            errs.append((float(np.mean(design.variances(2 * costs, spans))), r))
+        err, r = min(errs)
+        best[b] = err
+        name = "identity" if b == 1 else f"tree b={b}"
+        print(f"| {name} | {len(levels)} | r = {r:.3g} | {math.sqrt(err):.2f} | "
+              f"{direct_var / err:.0f}× | {time.perf_counter() - t0:.1f} |")
+    chosen = min(best.values())
+    tree_best = min(v for b, v in best.items() if b != 1)
+    t0 = time.perf_counter()
+    b_star = min((b for b in best if b != 1), key=best.get)
+    levels = tree_levels(n, b_star)
+    design = IntervalDesign(n, tuple(level_groups(levels, n)))
+    costs = level_costs(len(levels), rho, 1.0)
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 50, n)
+    ys = [np.array([x[lo:hi].sum() for lo, hi in lv]) + rng.normal(0, 1 / np.sqrt(2 * c),
+                                                                     len(lv))
+          for lv, c in zip(levels, costs)]
+    design.reconstruct(ys, 2 * costs, spans)
+    t_gls = time.perf_counter() - t0
+    print(f"chosen / best hierarchical (GLS): {chosen / tree_best:.3f}; direct / chosen: "
+          f"{direct_var / chosen:.0f}×; GLS reconstruction of all {spans.n_queries:,} ranges "
+          f"(tree b={b_star}, from simulated noisy levels): {t_gls:.1f} s")
+
+
+def part_predicates(workloads: int = 5, k: int = 300) -> None:
+    from tessera.strategy.choose import choose_strategy
+
+    dom = ts.Domain.load(DATA / "adult-domain.json")
+    rng = np.random.default_rng(18)
+    names = [a.name for a in dom]
+    print(f"\nRandom predicate workloads on Adult's schema ({workloads} × {k} queries, 10% "
+          f"repeated), ρ = {RHO}; {load()}")
+    print("| workload | kind | chosen | direct RMSE | chosen RMSE | measured / W |")
+    print("| --- | --- | --- | ---: | ---: | ---: |")
+    for j in range(workloads):
+        one = j % 2 == 1
+        sql = []
+        for _ in range(k):
+            if one:  # ranges over age (one attribute: identity / tree candidates apply)
+                lo = int(rng.integers(0, 32))
+                hi = int(rng.integers(lo, 32))
+                sql.append(f"age >= {lo} AND age <= {hi}")
+                continue
+            attrs = rng.choice(names, size=int(rng.integers(1, 4)), replace=False)
+            parts = []
+            for a in attrs:
+                size = dom[a].size
+                lo = int(rng.integers(0, size))
+                parts.append(f'"{a}" >= {lo}' if rng.random() < 0.5 else f'"{a}" = {lo}')
+            sql.append(" AND ".join(parts))
+        sql += [sql[int(i)] for i in rng.integers(0, k, k // 10)]
+        wl = ts.Workload.from_sql(sql, dom)
+        ch = choose_strategy(wl, ts.Definition.ZCDP, RHO, compare=True, time_limit=60)
+        direct = next(s for s in ch.candidates if s.name == "direct")
+        assert ch.chosen.total <= direct.total
+        print(f"| {j} | {'age ranges' if one else 'conjunctions'} | {ch.chosen.name} | "
+              f"{direct.rmse:.1f} | {ch.chosen.rmse:.1f} | "
+              f"{ch.chosen.measured.n_queries}/{wl.n_queries} |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--part", default="all",
+                    choices=["w1", "coverage", "ranges", "predicates", "all"])
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--runs", type=int, default=500)
+    args = ap.parse_args()
+    print(f"python {sys.version.split()[0]}, tessera {ts.__version__}; "
+          f"{json.dumps({'cpus': os.cpu_count()})}")
+    if args.part in ("w1", "all"):
+        part_w1(args.repeats)
+    if args.part in ("coverage", "all"):
+        part_coverage(args.runs)
+    if args.part in ("ranges", "all"):
+        part_ranges()
+    if args.part in ("predicates", "all"):
+        part_predicates()
+
+
+if __name__ == "__main__":
+    main()
