@@ -8,7 +8,9 @@ exits non-zero without a traceback.
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 
 class TesseraError(Exception):
@@ -42,12 +44,26 @@ class SchemaError(TesseraError):
         return errors[0] if len(errors) == 1 else SchemaErrors(errors)
 
 
+#: Errors of one file printed before the rest are only counted ("… and 19,990 more errors").
+MAX_ERRORS_SHOWN = 10
+
+
+def capped_lines(errors: Sequence[Exception], limit: int = MAX_ERRORS_SHOWN) -> str:
+    """One line per error, the first ``limit`` of them, then how many more there are."""
+    lines = [str(e) for e in errors[:limit]]
+    if len(errors) > limit:
+        more = len(errors) - limit
+        lines.append(f"… and {more:,} more error{'s' if more > 1 else ''}")
+    return "\n".join(lines)
+
+
 class SchemaErrors(SchemaError):
-    """All the errors found in one schema, one per line (each keeps its hint)."""
+    """All the errors found in one schema, one per line (each keeps its hint; the first
+    :data:`MAX_ERRORS_SHOWN`, then a count)."""
 
     def __init__(self, errors: Sequence[SchemaError]) -> None:
         self.errors = list(errors)
-        super().__init__("\n".join(str(e) for e in self.errors))
+        super().__init__(capped_lines(self.errors))
 
     def located(self, where: str) -> SchemaErrors:
         return SchemaErrors([e.located(where) for e in self.errors])  # type: ignore[misc]
@@ -86,3 +102,49 @@ def closest(value: str, choices: Iterable[str], cutoff: float = 0.0) -> str | No
 def did_you_mean(value: str, choices: Iterable[str], cutoff: float = 0.0) -> str | None:
     guess = closest(value, choices, cutoff)
     return f"did you mean {guess!r}?" if guess is not None else None
+
+
+# -- reading the user's text files -------------------------------------------------------------
+
+
+def read_text(path: str | os.PathLike[str], what: str,
+              error: type[TesseraError] = TesseraError) -> str:
+    """The UTF-8 text of a schema or workload file: an unreadable file or bytes that are not
+    UTF-8 are one ``error`` naming the file, the line and column and the byte (a leading BOM is
+    dropped)."""
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except OSError as e:
+        raise error(f"cannot read {what}: {e.strerror or e}", where=str(p)) from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        start = data.rfind(b"\n", 0, e.start) + 1
+        line = data.count(b"\n", 0, e.start) + 1
+        raise error(
+            f"the {what} is not UTF-8 text: byte 0x{data[e.start]:02x} at line {line}, column "
+            f"{e.start - start + 1}",
+            where=f"{p}:{line}",
+            hint="save the file as UTF-8 (e.g. iconv -f latin1 -t utf-8)") from None
+
+
+def syntax_error(path: str | os.PathLike[str], kind: str, e: Exception,
+                 error: type[TesseraError] = TesseraError) -> TesseraError:
+    """A JSON or YAML syntax error of a user's file as one line naming the file, line and
+    column (PyYAML's own text names ``"<unicode string>"`` and spans several lines)."""
+    line = getattr(e, "lineno", None)
+    col = getattr(e, "colno", None)
+    problem = getattr(e, "msg", None) if line is not None else None
+    mark = getattr(e, "problem_mark", None)
+    if mark is not None:
+        line, col = mark.line + 1, mark.column + 1
+        problem = getattr(e, "problem", None)
+        context, cmark = getattr(e, "context", None), getattr(e, "context_mark", None)
+        if context and cmark is not None:
+            problem = (f"{problem} ({context} at line {cmark.line + 1}, column "
+                       f"{cmark.column + 1})")
+    if not problem:
+        problem = " ".join(str(e).replace('"<unicode string>"', f'"{path}"').split())
+    where = f"{path}:{line}:{col}" if line and col else f"{path}:{line}" if line else str(path)
+    return error(f"not valid {kind}: {problem}", where=where)

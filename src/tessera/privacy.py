@@ -21,10 +21,12 @@ True
 from __future__ import annotations
 
 import enum
+import math
 
 from tessera.errors import TesseraError
 
-__all__ = ["COMPOSABLE", "DEFAULT_NEIGHBOURS", "Definition", "Neighbours"]
+__all__ = ["BUDGET_RANGES", "COMPOSABLE", "DEFAULT_NEIGHBOURS", "Definition", "Neighbours",
+           "check_budget"]
 
 
 class Neighbours(enum.StrEnum):
@@ -119,3 +121,45 @@ _DEFINITION_LABELS = {
 
 #: The definitions whose composition over a set of queries is g(Σ h(w)) (maximum overlap).
 COMPOSABLE: tuple[Definition, ...] = (Definition.PURE, Definition.GDP, Definition.ZCDP)
+
+
+# -- the budgets Tessera accepts -------------------------------------------------------------
+
+#: The range of each budget parameter a release or a synthesis run accepts (docs/guide.md,
+#: "Budgets"); anything outside it is refused at once, before any data is read. Below the lower
+#: end the noise of one count is beyond any use (a standard deviation of millions at γ_w = 1)
+#: and the exact calibration works with integers and sums of that size (minutes, or overflow);
+#: above the upper end the guarantee says nothing (e^ε > 10^43) and its conversions overflow.
+#: δ may be anything in (0, 1) (all of it is handled exactly).
+BUDGET_RANGES: dict[str, tuple[float, float]] = {
+    "ε": (1e-6, 100.0),
+    "ρ": (1e-13, 1e4),
+    "μ": (1e-6, 100.0),
+}
+
+
+def check_budget(symbol: str, value: object) -> float:
+    """``value`` as a float if it is a number in :data:`BUDGET_RANGES` [``symbol``]; else a
+    :class:`TesseraError` naming the value, the range and why."""
+    low, high = BUDGET_RANGES[symbol]
+    try:
+        v = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise TesseraError(f"{symbol} must be a number, got {value!r}") from None
+    if isinstance(value, bool) or not math.isfinite(v) or v <= 0:
+        raise TesseraError(f"{symbol} must be a finite number > 0, got {value!r}",
+                           hint=f"use {symbol} between {low:g} and {high:g} (docs/guide.md, "
+                           "Budgets)")
+    if v < low:
+        raise TesseraError(
+            f"{symbol} = {v:g} is below the smallest budget Tessera accepts, {low:g}: the noise "
+            "would be millions of times any count (useless), and calibrating it exactly would "
+            "take minutes or overflow",
+            hint=f"use {symbol} between {low:g} and {high:g} (docs/guide.md, Budgets)")
+    if v > high:
+        raise TesseraError(
+            f"{symbol} = {v:g} is above the largest budget Tessera accepts, {high:g}: such a "
+            "guarantee protects nothing (the likelihood ratio may reach e^100) and its "
+            "conversions overflow",
+            hint=f"use {symbol} between {low:g} and {high:g} (docs/guide.md, Budgets)")
+    return v

@@ -23,12 +23,11 @@ it implies, and says that μ-GDP is the target, not a theorem.)
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from tessera.accounting.zcdp import rho_for_epsilon_delta
 from tessera.errors import TesseraError
-from tessera.privacy import Definition
+from tessera.privacy import Definition, check_budget
 
 #: Mechanism names, as the certificate spells them.
 DISCRETE_LAPLACE = "discrete_laplace"
@@ -36,9 +35,8 @@ DISCRETE_GAUSSIAN = "discrete_gaussian"
 
 
 def _positive(name: str, value: float | None) -> float:
-    if value is None or not (math.isfinite(value) and value > 0):
-        raise TesseraError(f"{name} must be a finite number > 0, got {value!r}")
-    return float(value)
+    """A finite positive value inside Tessera's accepted range (:data:`BUDGET_RANGES`)."""
+    return check_budget(name, value)
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from tessera.errors import QueryError, SchemaError, did_you_mean
+from tessera.errors import QueryError, SchemaError, closest, did_you_mean, read_text, syntax_error
 from tessera.schema.attributes import INVALID, Attribute, Binned, Boolean, Categorical, IntegerRange
 
 __all__ = [
@@ -49,6 +49,17 @@ def attribute_from_dict(name: str, spec: Mapping[str, Any]) -> Attribute:
         raise SchemaError(
             f"attribute {name!r}: expected a mapping with a 'type', got {spec!r}",
             hint="e.g. {type: integer, min: 0, max: 99}",
+        )
+    all_keys = {"type", "missing", "name", "values", "ordered", "min", "max", "edges", "closed",
+                "below", "above"}
+    if "type" not in spec:  # a misspelt key (tpye: integer) is named, not "unknown type None"
+        stray = [k for k in spec if str(k) not in all_keys]
+        near = [k for k in stray if closest(str(k), ["type"], 0.6) is not None]
+        raise SchemaError(
+            f"attribute {name!r}: no 'type'"
+            + (f" (unknown key {near[0]!r}, did you mean 'type'?)" if near else
+               f" (unknown key {stray[0]!r})" if stray else ""),
+            hint=f"add type: one of {sorted(_KINDS)}",
         )
     kind = _ALIASES.get(str(spec.get("type", "")), str(spec.get("type", "")))
     if kind not in _KINDS:
@@ -218,19 +229,12 @@ class Domain:
     def load(path: str | Path) -> Domain:
         """Load a YAML or JSON schema (or a Private-PGM domain JSON file)."""
         p = Path(path)
-        try:
-            text = p.read_text()
-        except OSError as e:
-            raise SchemaError(f"cannot read schema: {e.strerror}", where=str(p)) from None
+        text = read_text(p, "schema", SchemaError)
         try:
             data = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
         except (json.JSONDecodeError, yaml.YAMLError) as e:
-            mark = getattr(e, "problem_mark", None)
-            line = getattr(e, "lineno", None) or (mark.line + 1 if mark else None)
-            where = f"{p}:{line}" if line else str(p)
-            raise SchemaError(
-                f"not valid {'JSON' if p.suffix == '.json' else 'YAML'}: {e}", where=where
-            ) from None
+            raise syntax_error(p, "JSON" if p.suffix == ".json" else "YAML", e,
+                               SchemaError) from None
         try:
             return Domain.from_dict(data)
         except SchemaError as e:

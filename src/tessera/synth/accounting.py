@@ -61,7 +61,7 @@ from tessera.mechanisms import (
     discrete_laplace,
 )
 from tessera.mechanisms.record import float_at_least
-from tessera.privacy import Definition, Neighbours
+from tessera.privacy import Definition, Neighbours, check_budget
 
 __all__ = [
     "Budget",
@@ -100,10 +100,9 @@ class Budget:
             raise TesseraError("give exactly one budget: epsilon= (pure DP) or rho= (zCDP)")
         value = epsilon if epsilon is not None else rho
         assert value is not None
-        if isinstance(value, bool) or not (math.isfinite(float(value)) and value > 0):
-            raise TesseraError(f"the budget must be finite and positive, got {value!r}")
         definition = Definition.PURE if epsilon is not None else Definition.ZCDP
-        return Budget(definition, float(value), Neighbours.parse(neighbours))
+        value = check_budget("ε" if epsilon is not None else "ρ", value)
+        return Budget(definition, value, Neighbours.parse(neighbours))
 
     def guarantee(self, value: float | None = None, **kw: object) -> Guarantee:
         """This budget (or ``value`` in its definition) as a :class:`Guarantee`."""

@@ -59,7 +59,14 @@ import numpy as np
 import numpy.typing as npt
 import yaml
 
-from tessera.errors import QueryError, ResourceError, TesseraError
+from tessera.errors import (
+    QueryError,
+    ResourceError,
+    TesseraError,
+    capped_lines,
+    read_text,
+    syntax_error,
+)
 from tessera.schema.domain import Domain
 from tessera.workload.clause import BooleanClause
 from tessera.workload.families import (
@@ -100,12 +107,18 @@ def require_at_most(n: int, limit: int, what: str, hint: str) -> None:
         raise ResourceError(f"{what} {n:,} queries, above the limit of {limit:,}", hint=hint)
 
 
+#: Suffixes of data files: a text workload with one of them that is mostly errors is probably
+#: the data, given in the workload's place.
+DATA_SUFFIXES = (".csv", ".tsv", ".parquet", ".data", ".duckdb")
+
+
 class WorkloadError(TesseraError):
-    """All the errors found in one workload, one per line."""
+    """All the errors found in one workload, one per line: the first
+    :data:`~tessera.errors.MAX_ERRORS_SHOWN`, then how many more (``errors`` keeps them all)."""
 
     def __init__(self, errors: Sequence[TesseraError]) -> None:
         self.errors = list(errors)
-        super().__init__("\n".join(str(e) for e in self.errors))
+        super().__init__(capped_lines(self.errors))
 
     def __str__(self) -> str:
         return self.message
@@ -320,9 +333,9 @@ class Workload:
                                 "write marginals, cubes and hierarchies compactly as YAML "
                                 "(tessera workload build ... -o W.yaml), split the file, or "
                                 "raise the limit: Workload.load(..., max_queries=N)")
-            text = p.read_text()
         except OSError as e:
             raise QueryError(f"cannot read workload: {e.strerror}", where=str(p)) from None
+        text = read_text(p, "workload", QueryError)
         if structured:
             return _load_structured(p, text, domain)
         return _load_text(p, text, domain)
@@ -670,6 +683,11 @@ def _load_text(p: Path, text: str, domain: Domain) -> Workload:
     finally:
         if collecting:
             gc.enable()
+    if errors and p.suffix.lower() in DATA_SUFFIXES and len(errors) > len(queries):
+        errors.insert(0, QueryError(
+            f"{len(errors):,} of {len(errors) + len(queries):,} lines are not queries: is this "
+            "the data?", where=str(p),
+            hint="commands take DATA first, then WORKLOAD (tessera answer DATA WORKLOAD ...)"))
     if errors:
         raise WorkloadError(errors)
     if not queries:
@@ -685,7 +703,8 @@ def _load_structured(p: Path, text: str, domain: Domain) -> Workload:
     try:
         doc: Any = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as e:
-        raise QueryError(f"not valid {p.suffix[1:].upper()}: {e}", where=str(p)) from None
+        raise syntax_error(p, p.suffix[1:].upper().replace("YML", "YAML"), e,
+                           QueryError) from None
     errors: list[TesseraError] = []
     families: list[Partition] = []
     if isinstance(doc, dict):
