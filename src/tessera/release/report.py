@@ -434,6 +434,42 @@ def _answers_section(release: ReleaseView) -> str:
         f"{fig}{notes_html}<h3>All queries</h3>{cap}{table}{cap}</section>")
 
 
+def _strategy_section(release: ReleaseView) -> str:
+    """What was measured instead of W, every candidate's expected error, and W's answers
+    reconstructed by least squares (docs/theory.md §10). Empty when W itself was measured."""
+    rec = release.strategy
+    if rec is None:
+        return ""
+    choice = rec.choice
+    head = ["strategy", "measured queries", "γ_w", "expected RMSE", "Σ w·Var", "chosen"]
+    rows = [[esc(r["strategy"]), fmt_num(r["measured_queries"]), fmt_num(r["gamma_w"]),
+             fmt_num(r["rmse"]), fmt_num(r["expected_total"]), "✓" if r["chosen"] else ""]
+            for r in choice.table()]
+    wl = rec.workload
+    m = min(wl.n_queries, MAX_TABLE_ROWS)
+    names = wl.all_names()
+    answers = [[fmt_num(i + 1), esc(next(names)), f"{rec.answers[i]:,.2f}",
+                f"{math.sqrt(rec.variances[i]):,.2f}",
+                f"[{rec.answers[i] - rec.halfwidths[i]:,.2f}, "
+                f"{rec.answers[i] + rec.halfwidths[i]:,.2f}]"] for i in range(m)]
+    chosen = choice.chosen
+    return (
+        '<section id="strategy"><h2>Strategy: what was measured</h2>'
+        f"<p>The workload's {wl.n_queries:,} answers are reconstructed by "
+        f"{esc(chosen.reconstruction.name)} from the noisy answers of the "
+        f"<b>{esc(chosen.name)}</b> strategy ({chosen.measured.n_queries:,} counting queries); "
+        "sections 1–7 describe the measured queries (their γ_w, noise and cost). The choice "
+        f"({esc(choice.requested)}, objective {esc(choice.objective)}) used only the schema, "
+        "the workload and the budget.</p>"
+        + html_table(head, rows, numeric={1, 2, 3, 4}, name_column=0)
+        + f"<h3>Workload answers (first {m:,})</h3><p class=\"note\">Exact standard errors "
+        "of the least-squares estimates; 95% intervals ±1.96·sd (normal approximation, not a "
+        "proven bound).</p>"
+        + html_table(["#", "query", "answer", "std error", "95% interval"], answers,
+                     numeric={0, 2, 3, 4}, name_column=1)
+        + "</section>")
+
+
 # -- entry points ---------------------------------------------------------------------------
 
 def render_report(release: ReleaseView, *, now: dt.datetime | None = None) -> str:
@@ -452,6 +488,7 @@ def render_report(release: ReleaseView, *, now: dt.datetime | None = None) -> st
         _header(release, stamp, gs),
         _guarantee_section(release, gs),
         _workload_section(release, stats),
+        _strategy_section(release),
         _overlap_section(release, stats),
         _gain_section(plan),
         '<section id="tradeoff"><h2>5. Trade-off curves</h2>'
