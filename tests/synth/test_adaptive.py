@@ -32,7 +32,7 @@ from tessera.privacy import Neighbours
 from tessera.schema.domain import Domain
 from tessera.synth.accounting import Budget, exact_scores, prove, selection_scores
 from tessera.synth.adaptive import adaptive, candidate_workload
-from tessera.synth.candidates import candidates, model_size
+from tessera.synth.candidates import candidates, eligible, grown_size, model_size
 from tessera.synth.schedule import selection_sensitivity
 from tessera.synth.sensitive import SensitiveCounts
 from tessera.workload.families import k_way_marginals
@@ -301,6 +301,32 @@ def test_the_model_never_passes_its_size_cap() -> None:
                     source=NoiseSource.seeded(0), rng=0, rounds=20)
     assert max(h.model_bytes for h in free.record.history) > cap
     assert model_size(dom.sizes, [(0, 1, 2), (2, 3, 4)]) == 8 * (64 + 64)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(st.lists(st.lists(st.integers(0, 7), min_size=1, max_size=3, unique=True),
+                min_size=1, max_size=6),
+       st.lists(st.integers(0, 7), min_size=1, max_size=3, unique=True))
+def test_the_incremental_size_bounds_the_true_size(scopes: list[list[int]],
+                                                   new: list[int]) -> None:
+    """grown_size (the batched rounds' size without a new elimination) is never below the
+    junction tree's true size, and the size filter given that bound offers a subset of what
+    it offers with the exact size (conservative: the cap still holds)."""
+    sizes = [2, 3, 2, 4, 3, 2, 2, 3]
+    sc = [tuple(sorted(s)) for s in scopes]
+    scope = tuple(sorted(new))
+    current = model_size(sizes, sc)
+    bound = grown_size(sizes, sc, current, scope)
+    if bound is not None:
+        assert bound >= model_size(sizes, [*sc, scope])
+    dom = Domain.from_dict({f"x{i}": n for i, n in enumerate(sizes)})
+    cands = candidates(Workload.of(dom, [], partitions=k_way_marginals(dom, 2)))
+    limit = float(current + 8 * 6)
+    exact = set(eligible(sizes, cands, sc, limit))
+    assert set(eligible(sizes, cands, sc, limit, current)) == exact
+    assert set(eligible(sizes, cands, sc, limit, current + 8)) <= exact
+    for i in exact:
+        assert model_size(sizes, [*sc, cands[i].scope]) <= limit
 
 
 def test_wide_queries_are_measured_and_fitted_as_features() -> None:

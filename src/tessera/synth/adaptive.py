@@ -66,6 +66,7 @@ from tessera.synth.candidates import (
     Candidate,
     candidates,
     eligible,
+    grown_size,
     model_size,
 )
 from tessera.synth.model_view import (
@@ -408,6 +409,7 @@ def adaptive(
     fit_seconds = time.perf_counter() - tf
     setup = time.perf_counter() - t0
     history: list[AdaptiveRound] = []
+    size_bound: int | None = None  # the model's size (or an upper bound), when known
     t = 0
     budget_total = schedule.total
     while True:
@@ -427,7 +429,8 @@ def adaptive(
                 break
             limit = max_model_size * float(min(spent + cal.cost, budget_total) / budget_total)
             taken = {j for j, _ in picked}
-            offered = [i for i in eligible(sizes, cands, model_scopes(measurements), limit)
+            scopes = model_scopes(measurements)
+            offered = [i for i in eligible(sizes, cands, scopes, limit, size_bound)
                        if i not in taken]
             if not offered:
                 offered = [i for i, c in enumerate(cands)
@@ -446,6 +449,7 @@ def adaptive(
             steps.append(Step("selection", t, chosen.mechanism, 1.0))
             spent += Fraction(step_cost(steps[-1], budget.definition))
             i = offered[int(chosen.indices[0])]
+            size_bound = grown_size(sizes, scopes, size_bound, cands[i].scope)
             measure(i, cal.measurement, t)
             picked.append((i, est_of[i]))
         if not substitute:
@@ -463,7 +467,7 @@ def adaptive(
         annealed = not final and moved <= expected
         if annealed:
             cal = schedule.annealed(cal)
-        size_now = model_size(sizes, model_scopes(measurements))
+        size_now = size_bound = model_size(sizes, model_scopes(measurements))
         seconds = (time.perf_counter() - tr) / max(len(picked), 1)
         for i, _ in picked:
             history.append(AdaptiveRound(

@@ -56,6 +56,7 @@ __all__ = [
     "candidates",
     "downward_closure",
     "eligible",
+    "grown_size",
     "model_size",
     "workload_scopes",
 ]
@@ -167,26 +168,23 @@ def model_size(sizes: Sequence[int], scopes: Iterable[Scope]) -> int:
 
 
 def eligible(sizes: Sequence[int], cands: Sequence[Candidate],
-             scopes: Sequence[tuple[int, ...]], limit: float) -> list[int]:
+             scopes: Sequence[tuple[int, ...]], limit: float,
+             current: int | None = None) -> list[int]:
     """The candidates whose measurement keeps the model within ``limit`` bytes (public).
 
     Shortcuts before the full junction-tree size: a candidate inside a measured scope adds
     nothing; if one bag of every attribute fits, anything fits; a candidate whose attributes lie
     in pairwise different connected components of the measured scopes' graph joins them by one
-    new clique (no fill-in), so the size grows by exactly its own table."""
-    sets = [frozenset(s) for s in scopes]
-    union = frozenset().union(*sets)
-    graph = nx.Graph()
-    graph.add_nodes_from(union)
-    for sc in scopes:
-        graph.add_edges_from(itertools.combinations(sc, 2))
-    component = {a: k for k, comp in enumerate(nx.connected_components(graph)) for a in comp}
-    current: int | None = None
+    new clique (no fill-in), so the size grows by at most its own table (exactly, unless it
+    absorbs a measured sub-scope). ``current``: the size of ``scopes`` (or an upper bound:
+    the filter is then conservative) when the caller knows it."""
+    inside = downward_closure(scopes)
+    union = frozenset(a for sc in scopes for a in sc)
+    component = _components(scopes)
     out = []
     for i, c in enumerate(cands):
-        r = frozenset(c.scope)
-        if not c.is_marginal or any(r <= s for s in sets) \
-                or 8 * math.prod(sizes[a] for a in union | r) <= limit:  # one bag of all fits
+        if not c.is_marginal or c.scope in inside \
+                or 8 * math.prod(sizes[a] for a in union | set(c.scope)) <= limit:  # all fit
             out.append(i)
             continue
         own = [component.get(a, ("new", a)) for a in c.scope]
@@ -200,3 +198,29 @@ def eligible(sizes: Sequence[int], cands: Sequence[Candidate],
         if model_size(sizes, [*scopes, c.scope]) <= limit:
             out.append(i)
     return out
+
+
+def grown_size(sizes: Sequence[int], scopes: Sequence[tuple[int, ...]], current: int | None,
+               scope: tuple[int, ...]) -> int | None:
+    """An upper bound on the size of ``scopes`` + ``scope`` from ``current`` (the size of
+    ``scopes``, or an upper bound on it) without a new elimination when it is cheap to say (a
+    scope inside a measured one adds nothing; one joining separate components adds at most its
+    table: :func:`eligible`); None otherwise."""
+    if current is None:
+        return None
+    if scope in downward_closure(scopes):
+        return current
+    component = _components(scopes)
+    own = [component.get(a, ("new", a)) for a in scope]
+    if len(set(own)) == len(own):
+        return current + 8 * math.prod(sizes[a] for a in scope)
+    return None
+
+
+def _components(scopes: Sequence[tuple[int, ...]]) -> dict[int, int]:
+    """The connected component of every attribute of the measured scopes' graph."""
+    graph = nx.Graph()
+    for sc in scopes:
+        graph.add_nodes_from(sc)
+        graph.add_edges_from(itertools.combinations(sc, 2))
+    return {a: k for k, comp in enumerate(nx.connected_components(graph)) for a in comp}
