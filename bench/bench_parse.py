@@ -4,8 +4,8 @@
                                 [--full-baseline]
 
 Each case loads a text workload (one WHERE clause per line) with `Workload.load` and computes
-`Workload.stats()` (what `tessera workload check` prints), in a fresh child process, so that
-peak memory (ru_maxrss) belongs to that case alone. Same run, same files:
+`WorkloadStats.of(workload)` (what `tessera workload check` prints), in a fresh child process, so
+that peak memory (ru_maxrss) belongs to that case alone. Same run, same files:
 
 * **fast**: the default path, `tessera.workload.fastparse` for simple conjunctions;
 * **baseline**: the same code with `tessera.workload.fastparse.ENABLED = False`: every line through
@@ -124,6 +124,7 @@ def marginals_file(k: int, path: Path) -> Path:
 def child(path: str, schema: str, fast: bool) -> None:
     import tessera.workload.fastparse
     from tessera.schema.domain import Domain
+    from tessera.workload.stats import WorkloadStats
     from tessera.workload.workload import Workload
 
     tessera.workload.fastparse.ENABLED = fast
@@ -133,7 +134,7 @@ def child(path: str, schema: str, fast: bool) -> None:
     w = Workload.load(path, domain)
     parse_s, parse_cpu = time.perf_counter() - t, time.process_time() - c
     t, c = time.perf_counter(), time.process_time()
-    stats = w.stats()
+    stats = WorkloadStats.of(w)
     check_s, check_cpu = time.perf_counter() - t, time.process_time() - c
     print(json.dumps({
         "lines": len(w), "parse_s": parse_s, "parse_cpu": parse_cpu, "check_s": check_s,

@@ -58,6 +58,7 @@ def _child(case: str, form: str, recover: bool, count: bool, time_limit: float,
     from tessera.overlap import max_overlap
     from tessera.overlap import recover as recovery
     from tessera.schema.domain import Domain
+    from tessera.workload.stats import WorkloadStats
     from tessera.workload.workload import Workload
 
     if not recover:
@@ -76,7 +77,7 @@ def _child(case: str, form: str, recover: bool, count: bool, time_limit: float,
         out["load_s"] = time.perf_counter() - t
         out["queries"] = wl.n_queries
         t = time.perf_counter()
-        wl.stats()
+        WorkloadStats.of(wl)
         out["check_s"] = time.perf_counter() - t
         t = time.perf_counter()
         res = max_overlap(wl, time_limit=time_limit)

@@ -154,6 +154,7 @@ if TYPE_CHECKING:  # static type checkers and IDEs see the eager imports
     from tessera.synth import Synthesizer
     from tessera.workload.builders import all_ranges, identity, marginals, prefixes, random_workload
     from tessera.workload.clause import BooleanClause
+    from tessera.workload.files import WorkloadError
     from tessera.workload.parse import parse_query
     from tessera.workload.query import (
         Predicate,
@@ -163,7 +164,7 @@ if TYPE_CHECKING:  # static type checkers and IDEs see the eager imports
         jointly_overlap,
         witness,
     )
-    from tessera.workload.workload import Workload, WorkloadError
+    from tessera.workload.workload import Workload
 
 __all__ = [
     "Attribute",

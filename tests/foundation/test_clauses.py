@@ -23,6 +23,7 @@ from tessera.workload.clause import FALSE, TRUE, And, BooleanClause, Not, Or, cl
 from tessera.workload.fastparse import FastParser
 from tessera.workload.parse import parse_query
 from tessera.workload.query import Predicate, Query
+from tessera.workload.stats import WorkloadStats
 from tessera.workload.workload import Workload
 from tests.oracles.foundation import (
     Draw,
@@ -360,7 +361,7 @@ def test_stats_count_clauses() -> None:
         "(a = 1 OR b = 'x') AND NOT (a = 1) AND NOT (b = 'x')",  # a contradiction
         "b = 'y' AND a > 5",  # a contradiction (a conjunction)
     ]
-    s = Workload.from_sql(clauses, D).stats()
+    s = WorkloadStats.of(Workload.from_sql(clauses, D))
     assert s.n_queries == 7 and s.n_clauses == 4
     assert s.duplicates == ((0, 1), (2, 3))
     assert s.tautologies == (4,) and s.contradictions == (5, 6)

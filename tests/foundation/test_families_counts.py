@@ -26,6 +26,7 @@ from tessera.schema.domain import Categorical, Domain, IntegerRange
 from tessera.schema.intervals import IntervalSet
 from tessera.workload.builders import build, build_structured, marginal_families, marginals
 from tessera.workload.families import Partition, cube, hierarchy, k_way_marginals
+from tessera.workload.stats import WorkloadStats
 from tessera.workload.workload import Workload
 from tests.oracles.foundation import (
     SLOWEX,
@@ -407,7 +408,7 @@ def test_workload_check_on_families(tmp_path: Path) -> None:
     work.write_text("queries: ['age < 30']\nmarginals: [{all: 2}]\n"
                     "hierarchies: [{attributes: [age], branching: 2, depth: 3}]\n")
     w = Workload.load(work, ADULT_LIKE)
-    f = w.stats().families
+    f = WorkloadStats.of(w).families
     assert f is not None and f.n_families == 6 + 3 and f.n_cells == w.n_cells
     assert f.kinds["marginal"] == (6, marginal_families(ADULT_LIKE, 2).n_cells)
     assert f.kinds["hierarchy"] == (3, 1 + 2 + 4)

@@ -23,9 +23,11 @@ from tessera.schema.intervals import IntervalSet
 from tessera.workload import fastparse
 from tessera.workload.builders import marginals, random_workload
 from tessera.workload.fastparse import FastParser
+from tessera.workload.files import WorkloadError
 from tessera.workload.parse import parse_query
 from tessera.workload.query import Predicate, Query
-from tessera.workload.workload import Workload, WorkloadError, WorkloadStats
+from tessera.workload.stats import WorkloadStats
+from tessera.workload.workload import Workload
 from tests.oracles.foundation import (
     FAST,
     QUICK,

@@ -2,7 +2,7 @@
 
 Documented: :class:`tessera.errors.TesseraError` and its subclasses (``SchemaError``,
 ``QueryError``, ``DataError``, ``ResourceError``) and
-:class:`tessera.workload.workload.WorkloadError`. Inputs are kept small so nothing can hang; every
+:class:`tessera.workload.files.WorkloadError`. Inputs are kept small so nothing can hang; every
 fuzzer counts the inputs it tried and checks that ``max_examples`` was honoured.
 """
 
@@ -27,8 +27,9 @@ from hypothesis import strategies as st
 import tessera
 from tessera.errors import DataError, TesseraError
 from tessera.schema.domain import Domain
+from tessera.workload.files import WorkloadError
 from tessera.workload.parse import parse_query
-from tessera.workload.workload import Workload, WorkloadError
+from tessera.workload.workload import Workload
 
 MAX_EXAMPLES = 300
 FUZZ = settings(

@@ -25,7 +25,7 @@ from tessera.calibration.comparison import overlap_counts
 from tessera.calibration.cost import workload_cost
 from tessera.cli.main import app
 from tessera.errors import ResourceError
-from tessera.overlap import max_overlap, solve
+from tessera.overlap import max_overlap, routes
 from tessera.overlap.quick import even_split_bound
 from tessera.overlap.recover import recover_families
 from tessera.overlap.result import g, h
@@ -59,8 +59,8 @@ def test_one_pass_bound_is_never_below_brute_force() -> None:
 @pytest.fixture
 def force_quick(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every workload's set-up 'needs' 10⁶ s: any time limit is too short for it."""
-    monkeypatch.setattr(solve, "SETUP_FLOOR_SECONDS", 0.0)
-    monkeypatch.setattr(solve, "SETUP_SECONDS_PER_PREDICATE", 1e6)
+    monkeypatch.setattr(routes, "SETUP_FLOOR_SECONDS", 0.0)
+    monkeypatch.setattr(routes, "SETUP_SECONDS_PER_PREDICATE", 1e6)
 
 
 def test_time_limit_shorter_than_the_set_up_gives_a_proven_bound(force_quick: None) -> None:
@@ -88,8 +88,8 @@ def test_deadline_passing_during_the_set_up_gives_a_proven_bound(
 ) -> None:
     """The estimate lets the solvers start (it is tiny), the 1 ns limit has passed by the first
     check: the one-pass bound, with the note saying so."""
-    monkeypatch.setattr(solve, "SETUP_FLOOR_SECONDS", 0.0)
-    monkeypatch.setattr(solve, "SETUP_SECONDS_PER_PREDICATE", 1e-18)
+    monkeypatch.setattr(routes, "SETUP_FLOOR_SECONDS", 0.0)
+    monkeypatch.setattr(routes, "SETUP_SECONDS_PER_PREDICATE", 1e-18)
     rng = np.random.default_rng(15)
     late = 0
     for _ in range(300):
@@ -99,7 +99,7 @@ def test_deadline_passing_during_the_set_up_gives_a_proven_bound(
         assert res.bound >= ref - 1e-12
         if res.method == "one-pass split bound (time limit)":
             late += 1
-            assert res.notes == (solve.LATE_NOTE,)
+            assert res.notes == (routes.LATE_NOTE,)
     assert late > 100  # (the sweep answers range workloads over ≤ 2 attributes directly)
 
 
@@ -230,13 +230,14 @@ def test_a_million_cell_lines_load_check_and_overlap_in_bounded_memory(tmp_path:
         from pathlib import Path
         from tessera.calibration.cost import workload_cost
         from tessera.schema.domain import Domain
+        from tessera.workload.stats import WorkloadStats
         from tessera.workload.workload import Workload
         names = ["a", "b", "c", "d"]
         Path({str(path)!r}).write_text("".join(
             f"a = {{i}} AND b = {{j}} AND c = {{k}} AND d = {{m}}\\n"
             for i, j, k, m in itertools.product(range(32), repeat=4)))
         w = Workload.load({str(path)!r}, Domain.from_dict({{n: 32 for n in names}}))
-        s = w.stats()
+        s = WorkloadStats.of(w)
         assert s.n_queries == 1_048_576 and not s.duplicates
         c = workload_cost(w, time_limit=60)
         assert c.weighted.exact and c.weighted.bound == 1.0
@@ -358,13 +359,13 @@ def test_consistency_past_its_time_limit_leaves_the_answers_as_released() -> Non
 def test_a_yaml_workload_above_the_size_limit_is_refused_before_parsing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import tessera.workload.workload as workload_module
+    import tessera.workload.files as workload_files
 
     dom = Domain.from_dict({"a": 4})
     path = tmp_path / "w.yaml"
     path.write_text("queries:\n" + "".join(f"  - where: a = {i % 4}\n" for i in range(200)))
     assert len(Workload.load(path, dom)) == 200
-    monkeypatch.setattr(workload_module, "YAML_MAX_BYTES", 1_000)
+    monkeypatch.setattr(workload_files, "YAML_MAX_BYTES", 1_000)
     with pytest.raises(ResourceError) as e:
         Workload.load(path, dom)
     assert str(e.value) == (

@@ -17,9 +17,11 @@ from tessera.errors import QueryError, ResourceError, TesseraError
 from tessera.schema.domain import Binned, Categorical, Domain, IntegerRange
 from tessera.schema.intervals import IntervalSet
 from tessera.workload.builders import all_ranges, identity, marginals, prefixes, random_workload
+from tessera.workload.files import WorkloadError
 from tessera.workload.parse import parse_query
 from tessera.workload.query import Query
-from tessera.workload.workload import Workload, WorkloadError
+from tessera.workload.stats import WorkloadStats
+from tessera.workload.workload import Workload
 from tests.oracles.foundation import QUICK, HypDraw, gen_domain, points
 
 D = Domain(
@@ -139,7 +141,7 @@ def test_yaml_and_json_with_weights(tmp_path: Path) -> None:
         assert w.names == ("q1", "sex = 'Male'", "hours < 20", "zero")
         assert w.weights == (2.5, 1.0, 1.0, 0.0)
         assert w[1] == parse_query("sex = 'Male'", D)
-        assert w.stats().total_weight == 4.5
+        assert WorkloadStats.of(w).total_weight == 4.5
 
 
 def test_malformed_yaml_reports_every_bad_entry(tmp_path: Path) -> None:
@@ -245,7 +247,7 @@ def test_stats() -> None:
         ],
         D,
     )
-    s = w.stats()
+    s = WorkloadStats.of(w)
     assert s.n_queries == 10
     assert s.duplicates == ((0, 1), (4, 5))
     assert s.contradictions == (2, 8, 9)

@@ -30,7 +30,8 @@ from tessera.calibration.scales import per_query_scales
 from tessera.errors import QueryError
 from tessera.overlap import OverlapResult, max_overlap
 from tessera.privacy import Definition, Neighbours
-from tessera.workload.workload import Workload, require_at_most
+from tessera.workload.files import require_at_most
+from tessera.workload.workload import Workload
 
 #: Share of the time limit that γ_w gets when γ is solved too (γ_w calibrates; γ informs).
 WEIGHTED_SHARE = 0.75

@@ -47,7 +47,8 @@ def treewidth(
     from tessera.engine.decomposition import format_bytes
     from tessera.engine.model import treewidth_report
     from tessera.schema.domain import Domain
-    from tessera.workload.workload import Workload, count_lines, require_at_most
+    from tessera.workload.files import count_lines, require_at_most
+    from tessera.workload.workload import Workload
 
     def guard(n: int) -> None:
         require_at_most(n, max_queries, "the incidence graph would have a vertex for each of",

@@ -11,7 +11,8 @@ from rich.table import Table
 from tessera.cli.common import Command, Group, SchemaOpt, WorkloadArg, err, out, user_errors
 
 if TYPE_CHECKING:
-    from tessera.workload.workload import FamilyStats, Workload
+    from tessera.workload.stats import FamilyStats
+    from tessera.workload.workload import Workload
 
 #: Most cells of a structured family ``workload build`` expands into a text file (one line
 #: each); beyond, it asks for YAML/JSON.
@@ -32,12 +33,13 @@ def register(app: typer.Typer) -> None:
 def check(workload: WorkloadArg, schema: SchemaOpt) -> None:
     """Validate WORKLOAD against the schema and print its statistics."""
     from tessera.schema.domain import Domain
+    from tessera.workload.stats import WorkloadStats
     from tessera.workload.workload import Workload
 
     w = Workload.load(workload, Domain.load(schema))
     for warning in w.warnings:
         err.print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)
-    s = w.stats()
+    s = WorkloadStats.of(w)
     f = s.families
     title = f"{workload}: {s.n_queries} queries"
     if f is not None:

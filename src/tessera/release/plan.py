@@ -43,7 +43,8 @@ from tessera.mechanisms import discrete_gaussian, discrete_laplace
 from tessera.overlap import OverlapResult, max_overlap
 from tessera.privacy import Definition, Neighbours
 from tessera.release.budget import DISCRETE_LAPLACE, Budget
-from tessera.workload.workload import Workload, require_at_most
+from tessera.workload.files import require_at_most
+from tessera.workload.workload import Workload
 
 Allocation = Literal["auto", "uniform", "shares", "importance"]
 ALLOCATIONS = ("auto", "uniform", "shares", "importance")

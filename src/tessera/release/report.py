@@ -53,7 +53,7 @@ from tessera.release.report_html import (
     kv_table,
     shorten,
 )
-from tessera.workload.workload import WorkloadStats
+from tessera.workload.stats import WorkloadStats
 
 if TYPE_CHECKING:
     from tessera.release.view import ReleaseView
@@ -477,7 +477,7 @@ def render_report(release: ReleaseView, *, now: dt.datetime | None = None) -> st
     plan = release.plan
     stamp = (now or dt.datetime.now(dt.UTC)).isoformat(timespec="seconds")
     _, r = _gain(plan)
-    stats = plan.workload.stats()
+    stats = WorkloadStats.of(plan.workload)
     gs = plan.guarantees()  # computed once: it may run a privacy-loss accountant
     title = ("NOT PRIVATE — " if not release.private else "") + "Tessera release report"
     with matplotlib.rc_context({"text.usetex": False, "font.family": "DejaVu Sans"}):
