@@ -15,7 +15,8 @@ from tessera.privacy import BUDGET_RANGES, check_budget
 from tessera.release import Budget
 from tessera.schema.domain import Domain
 from tessera.synth.accounting import Budget as RunBudget
-from tessera.workload.workload import Workload, WorkloadError
+from tessera.workload.files import WorkloadError
+from tessera.workload.workload import Workload
 
 SCHEMA = ("attributes:\n  age: {type: integer, min: 0, max: 9}\n"
           "  sex: {type: categorical, values: [F, M]}\n")
