@@ -22,7 +22,7 @@ The validation rules (:mod:`tessera.data.validation`) and the interface
 (:mod:`tessera.data.table`) are shared with the Spark engine (:mod:`tessera.data.spark_source`);
 neither engine imports the other: :func:`tessera.data.source.encode` picks one by the source.
 
-Why this module is long (about 690 lines): reading and encoding are one pipeline with one
+Why this module is long (about 700 lines): reading and encoding are one pipeline with one
 invariant, that every value is checked against the domain and encoded once, by one rule. Opening
 a source (CSV dialects, Parquet, DuckDB files, in-memory frames), checking its columns, encoding
 each column's distinct values and coding the rows share the DuckDB connection, the ``src`` table
