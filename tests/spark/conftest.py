@@ -2,6 +2,8 @@
 
 The tests run in CI (``.ci/run`` installs the ``spark`` extra and Java 17). Without PySpark or
 Java they are skipped locally, and fail under ``CI=true`` so CI cannot silently skip them.
+Tests marked ``slow`` (a multi-executor ``local-cluster`` run) only with ``-m slow`` or
+``TESSERA_RUN_SLOW=1``.
 """
 
 from __future__ import annotations
@@ -9,9 +11,18 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.conftest import skip_slow_unless_asked
+
+HERE = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    skip_slow_unless_asked(config, items, HERE)
 
 
 def _unavailable(reason: str) -> None:

@@ -10,9 +10,12 @@ without loading numpy, DuckDB or the solvers.
 from __future__ import annotations
 
 import functools
+import os
 import re
 import sys
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager, ExitStack
+from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
@@ -48,20 +51,24 @@ def user_errors(fn: F) -> F:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except TesseraError as e:
-            fail(_escape(str(e)))
-        except FileNotFoundError as e:
-            fail(_escape(f"{e.filename}: no such file"))
-        except OSError as e:  # the environment (a full disk, permissions): one line
-            fail(_escape(f"{e.filename + ': ' if e.filename else ''}{e.strerror or e}"))
-        except KeyboardInterrupt:
-            interrupted()
-        except Exception as e:
-            if not is_interruption(e):
-                raise
-            interrupted()
+        with ExitStack() as held:  # what the command holds (a Spark session), closed at its end
+            token = _HELD.set(held)
+            try:
+                return fn(*args, **kwargs)
+            except TesseraError as e:
+                fail(_escape(str(e)))
+            except FileNotFoundError as e:
+                fail(_escape(f"{e.filename}: no such file"))
+            except OSError as e:  # the environment (a full disk, permissions): one line
+                fail(_escape(f"{e.filename + ': ' if e.filename else ''}{e.strerror or e}"))
+            except KeyboardInterrupt:
+                interrupted()
+            except Exception as e:
+                if not is_interruption(e):
+                    raise
+                interrupted()
+            finally:
+                _HELD.reset(token)
 
     return wrapper  # type: ignore[return-value]
 
@@ -91,6 +98,18 @@ def is_interruption(e: BaseException) -> bool:
             return True
         current = current.__cause__ or current.__context__
     return False
+
+
+#: The resources of the running command (:func:`hold`), released when it ends however it ends.
+_HELD: ContextVar[ExitStack | None] = ContextVar("tessera_cli_held", default=None)
+
+
+def hold(resource: AbstractContextManager[Any]) -> None:
+    """Enter ``resource`` until the running command (a :func:`user_errors` function) ends,
+    normally, by an error or by Ctrl-C; outside a command it is not entered."""
+    held = _HELD.get()
+    if held is not None:
+        held.enter_context(resource)
 
 
 def _escape(text: str) -> str:
@@ -248,16 +267,26 @@ SparkMasterOpt = Annotated[
 DEFAULT_SPARK_MASTER = "local[*]"
 
 
+#: Set to 1 to see Spark's own log, progress bars and PySpark's warnings (quiet by default).
+SPARK_VERBOSE_ENV = "TESSERA_SPARK_VERBOSE"
+
+
 def data_source(data: Path | str, engine: str = "duckdb",
                 spark_master: str = DEFAULT_SPARK_MASTER) -> Any:
     """What the library reads for DATA: the path itself (DuckDB), or a
     :class:`~tessera.data.spark_source.SparkSource` on ``spark_master`` for ``--engine spark``; an
-    unknown engine is a one-line error."""
+    unknown engine is a one-line error.
+
+    With Spark, the rest of the command runs in a
+    :func:`~tessera.data.spark_source.spark_scope`: the session it starts is stopped when the
+    command ends (however it ends), and is quiet unless ``TESSERA_SPARK_VERBOSE=1``."""
     if engine == "duckdb":
         return str(data)
     if engine == "spark":
+        from tessera.data.spark_session import spark_scope
         from tessera.data.spark_source import SparkSource
 
+        hold(spark_scope(quiet=os.environ.get(SPARK_VERBOSE_ENV, "") in ("", "0")))
         return SparkSource(str(data), master=spark_master)
     fail(f"--engine {engine!r}: use 'duckdb' or 'spark'")
     raise AssertionError  # unreachable: fail exits

@@ -33,6 +33,8 @@ and the number of executors cannot change it.
 PySpark is optional (``pip install "tessera-dp[spark]"``, Java 17+): it is imported only here,
 and only when a Spark source is used; a missing PySpark or Java is a :class:`DataError` that
 says what to install.
+
+Sessions are started, and a run's own ones stopped, by :mod:`tessera.data.spark_session`.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pyarrow as pa
 
+from tessera.data.spark_session import spark_session
 from tessera.data.table import (
     CSV_SUFFIXES,
     DUCKDB_SUFFIXES,
@@ -62,13 +65,11 @@ from tessera.schema.domain import Domain
 
 #: The master URL the CLI uses unless told otherwise: every core of this machine.
 DEFAULT_MASTER = "local[*]"
-_INSTALL_HINT = ('install PySpark: pip install "tessera-dp[spark]" '
-                 '(pip install ".[spark]" in a clone)')
-_JAVA_HINT = "Spark needs Java 17 or newer: check `java -version` (and JAVA_HOME)"
 #: A value a headerless CSV column of an ``integer`` attribute must match to be read as BIGINT
 #: (else as DOUBLE if it matches :data:`_FLOAT`, else as text, like DuckDB's sniffer).
 _INT = r"^[+-]?[0-9]+$"
 _FLOAT = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$"
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:")  # 2+ letters: C:\ is a drive
 #: At most this many GROUP BYs share one Spark job (:meth:`SparkEncodedTable.group_by_many`)…
 MAX_SETS_PER_JOB = 64
 #: … and at most about this many cells come back from one job.
@@ -106,39 +107,6 @@ def accepts(source: Any) -> bool:
         kind.__name__ == "DataFrame" and kind.__module__.startswith("pyspark.sql"))
 
 
-def _pyspark() -> Any:
-    """``pyspark.sql``, or a :class:`DataError` saying how to install it."""
-    try:
-        import pyspark.sql as sql
-    except ImportError:
-        raise DataError("the Spark engine needs PySpark, which is not installed",
-                        hint=_INSTALL_HINT) from None
-    return sql
-
-
-def spark_session(master: str | None = None, config: Sequence[tuple[str, str]] = ()) -> Any:
-    """The active SparkSession (``spark-submit``, a notebook) or a new one on ``master``.
-
-    A JVM that does not start (no Java, too old a Java) is a :class:`DataError` with the check
-    to run.
-    """
-    sql = _pyspark()
-    active = sql.SparkSession.getActiveSession()
-    if active is not None and master is None:
-        return active
-    builder = sql.SparkSession.builder.appName("tessera")
-    if master is not None:
-        builder = builder.master(master)
-    for key, value in config:
-        builder = builder.config(key, value)
-    try:
-        return builder.getOrCreate()
-    except Exception as e:  # the JVM did not start: Py4J/PySpark raise plain exceptions
-        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        raise DataError(f"cannot start Spark ({master or 'default master'}): {first}",
-                        hint=_JAVA_HINT) from None
-
-
 @contextmanager
 def spark_errors(what: str) -> Iterator[None]:
     """Spark's exceptions (analysis errors, failed jobs: a malformed CSV under FAILFAST, an
@@ -163,8 +131,21 @@ def _quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def _is_local_path(path: str) -> bool:
-    return re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", path) is None
+def on_driver_disk(path: str, master: str) -> bool:
+    """Whether ``path`` names a file on the driver's own disk, to be checked there: a path
+    without a scheme under a local master (``local``, ``local[n]``, ``local-cluster[…]``, whose
+    executors share that disk). A URI (``hdfs://``, ``s3a://``, ``file:``), and a bare path under
+    a cluster master (``yarn``, ``spark://``, ``k8s://``), is Spark's to resolve — a bare one
+    against ``fs.defaultFS``, HDFS on a YARN edge node — and a missing one is Spark's error."""
+    return _SCHEME.match(path) is None and master.startswith("local")
+
+
+def _master(spark: Any) -> str:
+    """The session's master URL; ``""`` when it has none to tell (Spark Connect)."""
+    try:
+        return str(spark.sparkContext.master)
+    except Exception:  # Spark Connect sessions have no SparkContext
+        return ""
 
 
 def _frame(source: Any, domain: Domain, csv: CsvOptions, table: str | None) -> tuple[Any, Any]:
@@ -200,7 +181,7 @@ def _read_path(spark: Any, path: str, domain: Domain, csv: CsvOptions) -> Any:
     A CSV is read as text and typed like DuckDB types it (:func:`_typed_csv`), so both engines
     see the same values and name the same invalid ones."""
     p = Path(path)
-    local = _is_local_path(path)
+    local = on_driver_disk(path, _master(spark))
     if local and not p.exists():
         raise DataError(f"no such file: {p}", hint="check the path")
     suffix = p.suffix.lower()

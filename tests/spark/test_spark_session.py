@@ -1,0 +1,117 @@
+"""A Tessera command on Spark ends its own session and is quiet (issue 19, items 18 and 22).
+
+Each CLI run here is a fresh process (its own JVM): the CLI must stop the session it started
+(else, on a cluster, the JVM's exit races Spark's shutdown hooks and the application is
+recorded as failed), print nothing of Spark's on stderr unless ``TESSERA_SPARK_VERBOSE=1``, and
+leave a bare path under a cluster master to Spark (resolved against ``fs.defaultFS``)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tessera.data.spark_source import on_driver_disk
+
+#: one JVM for the Spark tests when run with --dist loadgroup
+pytestmark = pytest.mark.xdist_group("spark")
+
+#: Runs the CLI, then says on stdout whether a Spark session is still active in the process.
+RUN = """
+import sys
+from tessera.cli.main import app
+from pyspark.sql import SparkSession
+try:
+    app(sys.argv[1:])
+except SystemExit as e:
+    code = e.code
+print("ACTIVE_AFTER", SparkSession.getActiveSession() is not None, "EXIT", code)
+"""
+
+
+@pytest.fixture()
+def files(tmp_path: Path) -> dict[str, Path]:
+    rng = np.random.default_rng(3)  # not-privacy-noise: test data
+    n = 300
+    pd.DataFrame({"age": rng.integers(0, 21, n), "job": rng.choice(["a", "b", "c"], n)}
+                 ).to_csv(tmp_path / "data.csv", index=False)
+    (tmp_path / "schema.yaml").write_text(
+        "attributes:\n  age: {type: integer, min: 0, max: 20}\n"
+        "  job: {type: categorical, values: [a, b, c]}\n")
+    (tmp_path / "w.sql").write_text("age < 10\njob = 'b'\nTRUE\n")
+    return {"data": tmp_path / "data.csv", "schema": tmp_path / "schema.yaml",
+            "workload": tmp_path / "w.sql"}
+
+
+def _count(files: dict[str, Path], master: str, *, verbose: bool = False
+           ) -> subprocess.CompletedProcess[str]:
+    pytest.importorskip("pyspark")
+    env = dict(os.environ)
+    env.pop("TESSERA_SPARK_VERBOSE", None)
+    if verbose:
+        env["TESSERA_SPARK_VERBOSE"] = "1"
+    return subprocess.run(
+        [sys.executable, "-c", RUN, "count", str(files["data"]), str(files["workload"]),
+         "--schema", str(files["schema"]), "--engine", "spark", "--spark-master", master],
+        capture_output=True, text=True, env=env, timeout=600)
+
+
+def _expected(files: dict[str, Path]) -> str:
+    frame = pd.read_csv(files["data"])
+    return (f"query,answer\nage < 10,{int((frame.age < 10).sum())}\n"
+            f"job = 'b',{int((frame.job == 'b').sum())}\nTRUE,{len(frame)}\n")
+
+
+def test_item22_item18_cli_stops_its_spark_session_and_is_quiet(
+        files: dict[str, Path]) -> None:
+    """local[1]: the answers on stdout, then no session left active; stderr holds only
+    Tessera's NOT PRIVATE line — no log4j notice, WARN line, progress bar or FutureWarning."""
+    run = _count(files, "local[1]")
+    assert run.returncode == 0, run.stderr
+    answers, _, last = run.stdout.rpartition("ACTIVE_AFTER")
+    assert answers == _expected(files)
+    assert last.split() == ["False", "EXIT", "0"]
+    assert run.stderr.splitlines() == [
+        "NOT PRIVATE: exact answers computed on the sensitive data (300 rows, 3 queries)"]
+
+
+@pytest.mark.slow
+def test_item18_spark_verbose_env_brings_the_log_back(files: dict[str, Path]) -> None:
+    run = _count(files, "local[1]", verbose=True)
+    assert run.returncode == 0, run.stderr
+    assert "log4j" in run.stderr and len(run.stderr.splitlines()) > 1
+
+
+@pytest.mark.slow
+def test_item22_local_cluster_run_ends_finished_not_failed(files: dict[str, Path]) -> None:
+    """Two executors (``local-cluster[2,1,1024]``): the same answers, the session stopped, and
+    not one ERROR line (before the fix: 16–22, "Shutdown hooks cannot be modified during
+    shutdown", "Master removed our application: FAILED")."""
+    run = _count(files, "local-cluster[2,1,1024]")
+    assert run.returncode == 0, run.stderr
+    answers, _, last = run.stdout.rpartition("ACTIVE_AFTER")
+    assert answers == _expected(files)
+    assert last.split() == ["False", "EXIT", "0"]
+    assert "ERROR" not in run.stderr and "FAILED" not in run.stderr, run.stderr[-2000:]
+
+
+@pytest.mark.parametrize(("path", "master", "local"), [
+    ("/warehouse/census", "yarn", False),            # HDFS on a YARN edge node: Spark resolves
+    ("warehouse/census", "spark://head:7077", False),
+    ("/data/t.parquet", "k8s://https://api:6443", False),
+    ("/data/t.parquet", "", False),                   # Spark Connect: no master to tell
+    ("/data/t.parquet", "local[2]", True),
+    ("data.csv", "local", True),
+    ("/data/t.csv", "local-cluster[2,1,1024]", True),
+    ("hdfs:///warehouse/census", "local[*]", False),
+    ("file:/data/t.csv", "local[*]", False),
+    ("s3a://bucket/t/", "yarn", False),
+])
+def test_item22_bare_path_under_cluster_master_is_sparks_to_resolve(
+        path: str, master: str, local: bool) -> None:
+    assert on_driver_disk(path, master) is local
