@@ -3,6 +3,7 @@ check a release certificate from the workload alone (docs/theory.md §3, §7, §
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -30,12 +31,10 @@ from tessera.cli.common import (
     data_source,
     err,
     out,
+    spent_text,
     user_errors,
 )
 from tessera.errors import TesseraError
-
-#: Rows printed to the terminal when no --output is given.
-MAX_PRINTED = 50
 
 
 def register(app: typer.Typer) -> None:
@@ -108,7 +107,10 @@ def answer(
     engine: EngineOpt = "duckdb",
     spark_master: SparkMasterOpt = "local[*]",
 ) -> None:
-    """Answer WORKLOAD on DATA under a privacy budget: noisy answers, certificate, report."""
+    """Answer WORKLOAD on DATA under a privacy budget: noisy answers, certificate, report.
+
+    Without -o the answers go to stdout as CSV; the budget, mechanism, guarantees and ledger
+    charge always go to stderr."""
     from tessera.release.answer import answer as private_answer
     from tessera.release.budget import Budget
     from tessera.schema.domain import Domain
@@ -131,16 +133,18 @@ def answer(
     _print_release(release)
     for what, path in (("answers", output), ("certificate", certificate), ("report", report)):
         if path is not None:
-            out.print(f"{what + ':':<12} {path}", markup=False, highlight=False)
-    if output is None:
-        frame = release.to_frame()
-        out.print(frame.head(MAX_PRINTED).to_string(index=False), markup=False, highlight=False)
-        if len(frame) > MAX_PRINTED:
-            out.print(f"… {len(frame) - MAX_PRINTED:,} more rows: write them all with -o "
-                      "answers.csv (or .parquet)", markup=False)
+            err.print(f"{what + ':':<12} {path}", markup=False, highlight=False)
+    if output is None:  # like `count`: the answers alone on stdout, as CSV (pipe them)
+        from tessera.release.output import write_csv
+
+        sys.stdout.flush()
+        write_csv(release, sys.stdout.buffer)
+        sys.stdout.buffer.flush()
 
 
 def _print_release(release: object) -> None:
+    """On stderr: what was released and its guarantees, figures rounded for people (budgets
+    spent rounded up; the exact values are in the certificate)."""
     from tessera.release.answer import Release
 
     assert isinstance(release, Release)
@@ -148,20 +152,20 @@ def _print_release(release: object) -> None:
     if not release.private:
         err.print("[bold red]NOT PRIVATE[/]: seeded test randomness (--seed); never publish")
     ov = plan.overlap
-    out.print(f"budget: {plan.budget.text()}, {plan.neighbours.label} neighbours", markup=False)
-    out.print(f"mechanism: {release.mechanism.describe()}", markup=False)
-    out.print(f"γ_w = {ov.bound:.6g} ({'exact' if ov.exact else 'upper bound'}), "
+    err.print(f"budget: {plan.budget.text()}, {plan.neighbours.label} neighbours", markup=False)
+    err.print(f"mechanism: {release.mechanism.describe()}", markup=False)
+    err.print(f"γ_w = {ov.bound:.6g} ({'exact' if ov.exact else 'upper bound'}), "
               f"{len(plan.workload)} queries, allocation {plan.method}", markup=False)
     if release.strategy is not None:
         st = release.strategy.choice.chosen
         out.print(f"strategy: {st.name} ({st.measured.n_queries:,} measured queries, "
                   f"answers by {st.reconstruction.name})", markup=False)
     for g in plan.guarantees():
-        out.print(f"guarantee: {g.text()}", markup=False, highlight=False)
+        err.print(f"guarantee: {g.text()}", markup=False, highlight=False)
     if release.charge is not None:
         c = release.charge
-        out.print(f"ledger: charged before release; spent {c.spent_before:.6g} → "
-                  f"{c.spent_after:.6g}", markup=False)
+        err.print(f"ledger: charged before release; spent {spent_text(c)} (rounded up)",
+                  markup=False)
 
 
 @user_errors

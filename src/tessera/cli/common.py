@@ -304,3 +304,13 @@ def csv_options(
         na_values=tuple(na or ()),
         skip_rows=skip_rows,
     )
+
+
+def spent_text(charge: Any) -> str:
+    """``before → after`` of a ledger :class:`~tessera.release.ledger_records.Charge`, rounded
+    up to the 6th significant digit of ``after`` (1.499999999998972 reads 1.5)."""
+    from tessera.release.decimals import format_budget
+
+    scale = charge.spent_after if charge.spent_after > 0 else 1.0
+    return (f"{format_budget(charge.spent_before, scale, up=True)} → "
+            f"{format_budget(charge.spent_after, scale, up=True)}")

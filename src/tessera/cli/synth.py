@@ -35,6 +35,7 @@ from tessera.cli.common import (
     err,
     fail,
     out,
+    spent_text,
     user_errors,
 )
 from tessera.privacy import DEFAULT_NEIGHBOURS
@@ -191,8 +192,8 @@ def _report(fitted: FittedSynthesizer) -> None:
     out.print(fitted.describe(), markup=False, highlight=False)
     c = fitted.charge
     if c is not None:
-        out.print(f"ledger: charged before the run; spent {c.spent_before:.6g} → "
-                  f"{c.spent_after:.6g} ({c.status})", markup=False)
+        out.print(f"ledger: charged before the run; spent {spent_text(c)} (rounded up; "
+                  f"{c.status})", markup=False)
 
 
 @user_errors
@@ -240,7 +241,7 @@ def evaluate(
     if as_json:
         out.print_json(json.dumps(result.to_dict()))
         return
-    out.print(result.describe().split("\n", 1)[1], markup=False, highlight=False)
+    out.print(result.describe(), markup=False, highlight=False)  # the NOT PRIVATE line first
     out.print(f"worst {min(top, w.n_queries)} queries:", markup=False)
     out.print(result.worst(top).to_string(index=False), markup=False, highlight=False)
     families = sorted(result.family_l1.items(), key=lambda kv: -kv[1])[:top]

@@ -6,7 +6,8 @@ tenth, so 0.3 + 0.7 and ten releases of 0.1 use a total of 1 exactly. Exact valu
 :class:`~fractions.Fraction`; turning one back into a float rounds *up* for an upper bound
 (:func:`float_up`) and *down* for a lower bound or what remains (:func:`float_down`,
 :func:`remaining_budget`), and :func:`format_bound` prints a bound so that the printed number is
-still a bound.
+still a bound; :func:`format_budget` prints a ledger's figures to the precision of its total
+(spent rounded up, remaining down), so spending exactly 3 of 3 leaves "0", not 2.57e-12.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import decimal
 import math
 from fractions import Fraction
 
-__all__ = ["decimal_value", "float_down", "float_up", "format_bound", "remaining_budget"]
+__all__ = ["decimal_value", "float_down", "float_up", "format_bound", "format_budget",
+           "remaining_budget"]
 
 
 def decimal_value(x: float) -> Fraction:
@@ -63,3 +65,20 @@ def format_bound(x: float, *, up: bool = True) -> str:
     ctx = decimal.Context(prec=6, rounding=decimal.ROUND_CEILING if up else decimal.ROUND_FLOOR)
     return str(ctx.create_decimal(text).normalize(ctx))
 
+
+
+#: Significant digits of a ledger's total that its printed figures keep (:func:`format_budget`).
+BUDGET_DIGITS = 6
+
+
+def format_budget(x: float, total: float, *, up: bool) -> str:
+    """x rounded to a multiple of q = 10^(⌊log10 total⌋ − 5) — the 6th significant digit of
+    the ledger's ``total`` — up (spent: still an upper bound) or down (remaining: still fits),
+    printed without exponent or trailing zeros. 2.99999999999685 spent of 3 prints 3, the
+    2.57e-12 remaining 0. A non-positive or non-finite total falls back to :func:`format_bound`."""
+    if not (math.isfinite(x) and math.isfinite(total)) or total <= 0:
+        return format_bound(x, up=up)
+    exponent = math.floor(math.log10(total)) - (BUDGET_DIGITS - 1)
+    steps = decimal_value(x) / Fraction(10) ** exponent
+    n = math.ceil(steps) if up else math.floor(steps)
+    return format(decimal.Decimal(n).scaleb(exponent).normalize(), "f")

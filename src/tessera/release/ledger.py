@@ -125,6 +125,7 @@ from tessera.release.decimals import (
     float_down,
     float_up,
     format_bound,
+    format_budget,
     remaining_budget,
 )
 from tessera.release.exact_costs import (
@@ -387,15 +388,15 @@ class Ledger:
                     "carry rounding errors; calibrate to slightly less than the remaining budget "
                     "(e.g. × (1 − 1e-9))")
         else:
-            hint = (f"ask for at most {format_bound(remaining, up=False)} {unit} per row "
-                    "(scale the costs down), or release queries over rows earlier releases "
+            hint = (f"ask for at most {format_budget(remaining, self.total, up=False)} {unit} "
+                    "per row (scale the costs down), or release queries over rows earlier releases "
                     "touched less; spent budget is never refunded")
         return BudgetExceeded(
             f"release {label!r} refused: it would bring the spent budget to "
             f"≤ {format_bound(after)} {unit}, above the total {format_bound(self.total)} "
             f"({self.definition.label}, {self.neighbours.label}); spent so far "
             f"≤ {format_bound(before)}, this release alone costs ≤ {format_bound(alone.bound)}"
-            f"{how}, remaining {format_bound(remaining, up=False)}",
+            f"{how}, remaining {format_budget(remaining, self.total, up=False)}",
             where=str(self.path), hint=hint,
             total=self.total, spent=before, cost=alone.bound, would_spend=after,
         )

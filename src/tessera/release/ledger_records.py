@@ -17,7 +17,7 @@ from typing import Literal
 
 from tessera.errors import TesseraError
 from tessera.privacy import Definition, Neighbours
-from tessera.release.decimals import format_bound, remaining_budget
+from tessera.release.decimals import format_bound, format_budget, remaining_budget
 from tessera.workload.workload import Workload
 
 __all__ = [
@@ -145,20 +145,26 @@ class LedgerSummary:
         return remaining_budget(self.total, self.spent)
 
     def describe(self) -> str:
-        """A few lines for a terminal."""
+        """A few lines for a terminal: figures to the 6th significant digit of the total, the
+        spent ones rounded up and the remaining down (:func:`format_budget`); exact in JSON."""
         unit = "ρ" if self.definition is Definition.ZCDP else "ε"
-        how = ("exact" if self.exact
-               else f"upper bound; at least {format_bound(self.spent_lower, up=False)}")
+
+        def up(x: float) -> str:
+            return format_budget(x, self.total, up=True)
+
+        how = ("exact" if self.exact else
+               f"upper bound; at least {format_budget(self.spent_lower, self.total, up=False)}")
         lines = [
             f"ledger {self.path} (data set {self.dataset!r}): {self.definition.label}, "
             f"{self.neighbours.label}",
-            f"total {unit} = {format_bound(self.total)}, spent {format_bound(self.spent)} ({how}), "
-            f"remaining {format_bound(self.remaining, up=False)}; {len(self.releases)} release(s)",
+            f"total {unit} = {format_bound(self.total)}, spent {up(self.spent)} ({how}), "
+            f"remaining {format_budget(self.remaining, self.total, up=False)}; "
+            f"{len(self.releases)} release(s) (spent rounded up, remaining down)",
         ]
         for c in self.releases:
             lines.append(f"  #{c.seq} {c.created} {c.label!r} [{c.mechanism}, {c.status}] "
-                         f"{c.n_queries} queries, alone {format_bound(c.cost)}, spent after "
-                         f"{format_bound(c.spent_after)} ({c.method})")
+                         f"{c.n_queries} queries, alone {up(c.cost)}, spent after "
+                         f"{up(c.spent_after)} ({c.method})")
         return "\n".join(lines)
 
 

@@ -5,13 +5,18 @@ are written as the *long* table of :mod:`tessera.data.counts` — ``family, cell
 queries first, with ``family`` empty and ``cell`` the query's name) — plus the noisy answer,
 its noise scale and 95% interval and every post-processed answer, streamed family by family
 (2.6 million cells never become 2.6 million Python objects).
+
+CSV is for people (:func:`write_csv`): noise scales and standard errors are rounded to
+:data:`SCALE_DIGITS` significant digits and other fractional numbers (post-processed or
+reconstructed answers) to :data:`ANSWER_DECIMALS` decimals, so 5.0000000000052935 reads 5;
+Parquet keeps every float as computed, and the certificate (JSON) holds each exact scale.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -23,6 +28,35 @@ if TYPE_CHECKING:
     from tessera.release.view import ReleaseView
 
 NOT_PRIVATE_MARK = "NOT PRIVATE: seeded test randomness, never publish"
+#: Significant digits of a noise scale or standard error in CSV (exact in the certificate).
+SCALE_DIGITS = 6
+#: Decimals of any other fractional number in CSV.
+ANSWER_DECIMALS = 3
+#: The columns rounded to :data:`SCALE_DIGITS` significant digits.
+SCALE_COLUMNS = ("noise_scale", "std_error")
+
+
+def significant(values: np.ndarray, digits: int = SCALE_DIGITS) -> np.ndarray:
+    """``values`` rounded to ``digits`` significant digits, each the float nearest its short
+    decimal (an integer divided by a power of ten is correctly rounded), so it prints short."""
+    x = np.asarray(values, dtype=np.float64)
+    out = x.copy()
+    ok = np.isfinite(x) & (x != 0)
+    shift = (digits - 1 - np.floor(np.log10(np.abs(x[ok])))).astype(np.int64)
+    up, down = shift >= 0, shift < 0
+    v = x[ok]
+    r = np.empty_like(v)
+    r[up] = np.round(v[up] * 10.0 ** shift[up]) / 10.0 ** shift[up]
+    r[down] = np.round(v[down] / 10.0 ** -shift[down]) * 10.0 ** -shift[down]
+    out[ok] = r
+    return out
+
+
+def for_people(name: str, values: np.ndarray) -> np.ndarray:
+    """A float column as CSV shows it (module docstring); other columns unchanged."""
+    if name in SCALE_COLUMNS:
+        return significant(values)
+    return np.round(values, ANSWER_DECIMALS)
 
 
 def long_batches(release: ReleaseView) -> Iterator[pa.RecordBatch]:
@@ -80,47 +114,60 @@ def _metadata(release: ReleaseView) -> dict[bytes, bytes]:
 
 
 def write_release(release: ReleaseView, path: Path) -> Path:
-    """``.csv`` (a ``#`` comment line first when not private) or ``.parquet`` (the mark and the
-    mechanism in the file's metadata)."""
+    """``.csv`` (:func:`write_csv`: a ``#`` comment line first when not private) or
+    ``.parquet`` (the mark and the mechanism in the file's metadata; floats as computed)."""
     suffix = path.suffix.lower()
     if suffix not in (".csv", ".parquet"):
         raise TesseraError(f"cannot write answers as {suffix or 'a file without suffix'}",
                            where=str(path), hint="use .csv or .parquet")
-    if release.workload.is_structured:
-        return _write_long(release, path, suffix)
-    frame = release.to_frame()
-    if suffix == ".parquet":
-        import pyarrow.parquet as pq
+    if suffix == ".csv":
+        with path.open("wb") as sink:
+            write_csv(release, sink)
+        return path
+    import pyarrow.parquet as pq
 
-        table = pa.Table.from_pandas(frame, preserve_index=False)
+    if not release.workload.is_structured:
+        table = pa.Table.from_pandas(release.to_frame(), preserve_index=False)
         pq.write_table(table.replace_schema_metadata(_metadata(release)), path)
         return path
-    with path.open("w", newline="") as f:
-        if not release.private:
-            f.write(f"# {NOT_PRIVATE_MARK}\n")
-        frame.to_csv(f, index=False)
-    return path
-
-
-def _write_long(release: ReleaseView, path: Path, suffix: str) -> Path:
     batches = long_batches(release)
     first = next(batches)
-    if suffix == ".parquet":
-        import pyarrow.parquet as pq
+    schema = first.schema.with_metadata(_metadata(release))
+    with pq.ParquetWriter(path, schema, use_dictionary=["family"]) as out:
+        out.write_batch(first)
+        for batch in batches:
+            out.write_batch(batch)
+    return path
 
-        schema = first.schema.with_metadata(_metadata(release))
-        with pq.ParquetWriter(path, schema, use_dictionary=["family"]) as out:
-            out.write_batch(first)
-            for batch in batches:
-                out.write_batch(batch)
-        return path
+
+def write_csv(release: ReleaseView, sink: IO[bytes]) -> None:
+    """The answers as CSV for people (rounded: module docstring) to a binary stream — a file,
+    or stdout — after a ``#`` NOT PRIVATE line when the noise was seeded."""
+    import pyarrow.compute as pc
     import pyarrow.csv as pa_csv
 
-    with path.open("wb") as sink:
-        if not release.private:
-            sink.write(f"# {NOT_PRIVATE_MARK}\n".encode())
-        with pa_csv.CSVWriter(sink, first.schema) as out:
-            out.write_batch(first)
-            for batch in batches:
-                out.write_batch(batch)
-    return path
+    if not release.private:
+        sink.write(f"# {NOT_PRIVATE_MARK}\n".encode())
+    if not release.workload.is_structured:
+        frame = release.to_frame()
+        for name in frame.columns:
+            if frame[name].dtype.kind == "f":
+                frame[name] = for_people(name, frame[name].to_numpy())
+        sink.write(frame.to_csv(index=False, lineterminator="\n").encode())
+        return
+
+    def rounded(batch: pa.RecordBatch) -> pa.RecordBatch:
+        cols = []
+        for name, col in zip(batch.schema.names, batch.columns):
+            if pa.types.is_floating(col.type):
+                values = for_people(name, col.to_numpy(zero_copy_only=False))
+                col = pa.array(values, mask=pc.is_null(col).to_numpy(zero_copy_only=False))
+            cols.append(col)
+        return pa.record_batch(cols, names=batch.schema.names)
+
+    batches = long_batches(release)
+    first = rounded(next(batches))
+    with pa_csv.CSVWriter(sink, first.schema) as out:
+        out.write_batch(first)
+        for batch in batches:
+            out.write_batch(rounded(batch))
