@@ -77,6 +77,7 @@ _EXPORTS: dict[str, str] = {
     "count": "tessera.data.counts",
     "disjoint": "tessera.workload.query",
     "encode": "tessera.data.source",
+    "evaluate": "tessera.synth.evaluate",
     "gaussian_dp": "tessera.accounting",
     "identity": "tessera.workload.builders",
     "infer_domain": "tessera.data.infer",
@@ -111,7 +112,8 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(list(globals()) + list(_EXPORTS))
+    """The public names only (not this module's own imports: ``importlib``, ``Any``, …)."""
+    return sorted(__all__)
 
 
 if TYPE_CHECKING:  # static type checkers and IDEs see the eager imports
@@ -152,6 +154,7 @@ if TYPE_CHECKING:  # static type checkers and IDEs see the eager imports
     from tessera.schema.domain import Attribute, Binned, Boolean, Categorical, Domain, IntegerRange
     from tessera.schema.intervals import IntervalSet
     from tessera.synth import Synthesizer
+    from tessera.synth.evaluate import evaluate
     from tessera.workload.builders import all_ranges, identity, marginals, prefixes, random_workload
     from tessera.workload.clause import BooleanClause
     from tessera.workload.files import WorkloadError
@@ -208,6 +211,7 @@ __all__ = [
     "count",
     "disjoint",
     "encode",
+    "evaluate",
     "gaussian_dp",
     "identity",
     "infer_domain",

@@ -121,14 +121,18 @@ class Evaluation:
 
     def plot(self, path: str | Path) -> Path:
         """A PNG (matplotlib, Agg): the per-query errors sorted, and one bar per family (its L1
-        distance) when the workload has families."""
+        distance) when the workload has families. The errors come from exact answers on the
+        real data: the figure says NOT PRIVATE in red above the panels, and the PNG's
+        ``Description`` text chunk says it too."""
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
 
         families = self.family_l1
         panels = 2 if families else 1
-        fig = Figure(figsize=(6.4 * panels, 4.0), dpi=100)
+        fig = Figure(figsize=(6.4 * panels, 4.4), dpi=100)
         FigureCanvasAgg(fig)
+        fig.suptitle(f"{NOT_PRIVATE} (errors against the real data)", color="#c00000",
+                     fontweight="bold", fontsize=9)
         ax = fig.add_subplot(1, panels, 1)
         errors = np.sort(self.errors)[::-1]
         x = np.arange(1, errors.size + 1)
@@ -151,7 +155,8 @@ class Evaluation:
             bx.set_title(f"mean L1 {self.mean_family_l1:.3g} over {len(families)} families")
         fig.tight_layout()
         p = Path(path)
-        fig.savefig(p)
+        fig.savefig(p, format="png",
+                    metadata={"Description": f"{NOT_PRIVATE} (errors against the real data)"})
         return p
 
 
