@@ -10,12 +10,21 @@ the audit must catch.
 
 from __future__ import annotations
 
-from typing import Annotated
+import textwrap
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich import box
+from rich.console import Console
 from rich.table import Table
 
-from tessera.cli.common import Command, err, out, user_errors
+from tessera.cli.common import Command, JsonOpt, err, out, user_errors
+
+if TYPE_CHECKING:
+    from tessera.audit.run import AuditRow
+
+TITLE = "privacy audit: measured lower bound on ε vs the claim (99% confidence, Clopper–Pearson)"
 
 
 def register(app: typer.Typer) -> None:
@@ -41,6 +50,10 @@ def audit(
         bool, typer.Option("--end-to-end", help="Call each synthesizer once per run "
                            "(trials/40 runs, ~2 ms each) instead of its vectorised round.")
     ] = False,
+    wide: Annotated[
+        bool, typer.Option("--wide", help="Every column (event, runs) in one wide table.")
+    ] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Measure lower bounds on every mechanism's ε and compare them with its claim."""
     from tessera.audit.run import audit_table
@@ -48,36 +61,78 @@ def audit(
     with err.status("auditing…", spinner="dots"):
         rows = audit_table(trials, None if secure else seed, planted=planted,
                            end_to_end=end_to_end)
-    table = Table(title="privacy audit: measured lower bound on ε vs the claim "
-                        "(99% confidence, Clopper–Pearson)")
-    for name in ("mechanism", "claimed ε", "δ", "ε lower bound", "lb / ε", "runs per data set",
-                 "event", "result"):
-        table.add_column(name, justify="right" if name in ("claimed ε", "δ", "ε lower bound",
-                                                           "lb / ε", "runs per data set")
-                         else "left")
-    bad = False
-    for r in rows:
-        if r.planted is not None:
-            verdict = "[green]bug caught[/]" if r.violated else "[bold red]bug MISSED[/]"
-            bad |= not r.violated
-        else:
-            verdict = "[bold red]VIOLATED[/]" if r.violated else "[green]pass[/]"
-            bad |= r.violated
-        name = r.mechanism + (f" [bold]PLANTED BUG: {r.planted}[/]" if r.planted else "")
-        table.add_row(name, f"{r.claimed_epsilon:.4f}", f"{r.delta:g}" if r.delta else "0",
-                      f"{r.epsilon_lb:.4f}", f"{r.ratio:.3f}", f"{r.trials:,}", r.event,
-                      verdict)
-    out.print(table)
-    for r in rows:
-        if r.planted is None:
-            out.print(f"{r.mechanism}: {r.claim}; neighbours: {r.pair}", markup=False)
-    if secure:
-        out.print("randomness: OpenDP secure sampler (not reproducible)")
+    if as_json:
+        import dataclasses
+        import json
+
+        doc = [dataclasses.asdict(r) | {"ratio": r.ratio, "violated": r.violated} for r in rows]
+        out.print_json(json.dumps(doc))
     else:
-        out.print(f"randomness: seeded: not private randomness (numpy PCG64, seed {seed}): "
-                  "reproducible, the same distributions as OpenDP's samplers; --secure audits "
-                  "OpenDP's", markup=False)
-    out.print("a lower bound below the claim does not prove privacy; one above it proves a "
-              "bug (docs/security.md)", markup=False)
-    if bad:
+        print_audit(rows, out, wide=wide)
+        if secure:
+            out.print("randomness: OpenDP secure sampler (not reproducible)")
+        else:
+            out.print(f"randomness: seeded: not private randomness (numpy PCG64, seed {seed}): "
+                      "reproducible, the same distributions as OpenDP's samplers; --secure "
+                      "audits OpenDP's", markup=False, soft_wrap=wide)
+        out.print("a lower bound below the claim does not prove privacy; one above it proves a "
+                  "bug (docs/security.md)", markup=False, soft_wrap=wide)
+    if any(_failed(r) for r in rows):
         raise typer.Exit(1)
+
+
+def _failed(r: AuditRow) -> bool:
+    """An honest mechanism's claim violated, or a planted bug missed."""
+    return r.violated if r.planted is None else not r.violated
+
+
+def _verdict(r: AuditRow) -> str:
+    if r.planted is not None:
+        return "[green]bug caught[/]" if r.violated else "[bold red]bug MISSED[/]"
+    return "[bold red]VIOLATED[/]" if r.violated else "[green]pass[/]"
+
+
+def print_audit(rows: Sequence[AuditRow], console: Console, *, wide: bool = False) -> None:
+    """The audit table on ``console``. Compact (default): #, mechanism, claimed ε, δ, lower
+    bound, ratio and result — 80 columns suffice, names wrap and are never cut — then per row
+    a paragraph wrapped at the console's width: event, runs, claim, neighbours. ``wide``: all
+    of it in one table (a wide terminal, or a file)."""
+    if wide:
+        table = Table(title=TITLE)
+        for name in ("mechanism", "claimed ε", "δ", "ε lower bound", "lb / ε",
+                     "runs per data set", "event", "result"):
+            table.add_column(name, justify="left" if name in ("mechanism", "event", "result")
+                             else "right")
+        for r in rows:
+            name = r.mechanism + (f" [bold]PLANTED BUG: {r.planted}[/]" if r.planted else "")
+            table.add_row(name, f"{r.claimed_epsilon:.4f}", f"{r.delta:g}" if r.delta else "0",
+                          f"{r.epsilon_lb:.4f}", f"{r.ratio:.3f}", f"{r.trials:,}", r.event,
+                          _verdict(r))
+        console.print(table)
+        for r in rows:
+            if r.planted is None:
+                console.print(f"{r.mechanism}: {r.claim}; neighbours: {r.pair}", markup=False)
+        return
+    table = Table(title=TITLE, box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), expand=True)
+    table.add_column("#", justify="right")
+    table.add_column("mechanism", overflow="fold", ratio=1)
+    for name in ("claimed ε", "δ", "ε lb", "lb/ε"):
+        table.add_column(name, justify="right", no_wrap=True)
+    table.add_column("result", no_wrap=True)
+    for i, r in enumerate(rows, 1):
+        name = r.mechanism + (" [bold]PLANTED[/]" if r.planted else "")  # the bug: below
+        table.add_row(str(i), name, f"{r.claimed_epsilon:.4f}", f"{r.delta:g}" if r.delta else "0",
+                      f"{r.epsilon_lb:.4f}", f"{r.ratio:.3f}", _verdict(r))
+    console.print(table)
+    width = max(40, console.width)
+    honest = {(r.mechanism, r.claim, r.pair): i for i, r in enumerate(rows, 1) if not r.planted}
+    for i, r in enumerate(rows, 1):
+        same = honest.get((r.mechanism, r.claim, r.pair))
+        if r.planted and same is not None:
+            about = f"the claim and neighbours of {same}"
+        else:
+            about = f"claim: {r.claim}; neighbours: {r.pair}"
+        text = (f"{i:>2}. {r.mechanism}" + (f" (PLANTED: {r.planted})" if r.planted else "")
+                + f": event {r.event}; {r.trials:,} runs per data set; {about}")
+        console.print(textwrap.fill(text, width=width, subsequent_indent="    "),
+                      markup=False, highlight=False, soft_wrap=True)
