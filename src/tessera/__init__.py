@@ -17,7 +17,8 @@ release and a synthesis run through them module by module):
 8. :mod:`tessera.mechanisms`: noise and selection over OpenDP;
 9. :mod:`tessera.release` (answering, ledger, certificate, report) and :mod:`tessera.synth`
    (synthetic data), independent of each other;
-10. :mod:`tessera.audit`: statistical privacy audits of the mechanisms;
+10. :mod:`tessera.audit` (statistical privacy audits of the mechanisms) and :mod:`tessera.demo`
+    (both main jobs end to end on a made-up population), independent of each other;
 11. the command line: :mod:`tessera.cli`.
 
 The math is in ``docs/theory.md`` (the two papers, restated with the corrections an

@@ -19,29 +19,39 @@ def demo(
     directory: Annotated[
         Path, typer.Option("--out", help="Directory for the demo's files.")
     ] = Path("tessera-demo"),
-    epsilon: Annotated[float, typer.Option("--epsilon", "-e", help="ε of the release.")] = 1.0,
+    epsilon: Annotated[float, typer.Option("--epsilon", "-e", help="ε of the release, and of "
+                                           "the synthetic data.")] = 1.0,
     seed: Annotated[
         int | None, typer.Option("--seed", help="Seeded noise for TESTS: NOT PRIVATE.")
     ] = None,
 ) -> None:
-    """Make a synthetic population, answer a workload privately, charge a ledger, and write
-    answers, certificate and report."""
-    from tessera.release.demo import run_demo
+    """Make a population, then do both main jobs on it under one ledger: answer a workload
+    privately (answers, certificate, report) and make private synthetic data for it (rows, run
+    record, evaluation)."""
+    from tessera.demo import run_demo
 
     with err.status("running the demo…", spinner="dots"):
-        result = run_demo(directory, epsilon=epsilon, seed=seed)
+        result = run_demo(directory, epsilon=epsilon, synth_epsilon=epsilon,
+                          total=max(3.0, 2 * epsilon), seed=seed)
     r = result.release
     ov = r.plan.overlap
-    out.print(f"answered {len(r.workload)} queries at ε = {epsilon:g} (pure ε-DP, add/remove "
+    if not r.private:
+        err.print("[bold red]NOT PRIVATE[/]: seeded test randomness (--seed)")
+    out.print(f"1. answered {len(r.workload)} queries at ε = {epsilon:g} (pure ε-DP, add/remove "
               f"one row); maximum overlap γ = {ov.bound:g} ({'exact' if ov.exact else 'bound'}): "
               f"Laplace scale {ov.bound / epsilon:g} per query instead of "
               f"{len(r.workload) / epsilon:g} under sequential composition", markup=False)
-    if not r.private:
-        err.print("[bold red]NOT PRIVATE[/]: seeded test randomness (--seed)")
-    for name, path in (("synthetic data", result.data), ("schema", result.schema),
+    e = result.errors
+    out.print(f"2. made {e.synthetic_rows:,} synthetic rows for the same workload "
+              f"(adaptive method, ε = {epsilon:g}); their answers are off "
+              f"by at most {e.max_error:.2%} of the rows, {e.mean_error:.2%} on average "
+              f"(the evaluation compares them with the population itself: NOT PRIVATE)",
+              markup=False)
+    for name, path in (("population", result.data), ("schema", result.schema),
                        ("workload", result.workload), ("ledger", result.ledger),
                        ("answers", result.answers), ("certificate", result.certificate),
-                       ("report", result.report)):
+                       ("report", result.report), ("synthetic rows", result.synthetic),
+                       ("run record", result.run_record), ("evaluation", result.evaluation)):
         out.print(f"{name:>15}: {path}", markup=False)
     out.print(f"next: tessera verify {result.certificate} {result.workload} --schema "
-              f"{result.schema}", markup=False)
+              f"{result.schema}; tessera ledger show {result.ledger}", markup=False)

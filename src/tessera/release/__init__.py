@@ -10,8 +10,7 @@
 * :mod:`~tessera.release.certificate`: the certificate and its verification;
 * :mod:`~tessera.release.consistency`: least-squares consistency (free post-processing);
 * :mod:`~tessera.release.report`: the HTML report (:mod:`~.report_figures`,
-  :mod:`~.report_html`); :mod:`~tessera.release.output`: answer files;
-  :mod:`~tessera.release.demo`: the demo.
+  :mod:`~.report_html`); :mod:`~tessera.release.output`: answer files.
 
 Submodules are imported on first use, so ``import tessera.release.ledger`` stays light.
 """
