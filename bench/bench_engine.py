@@ -6,10 +6,12 @@ mbi.
     python bench/bench_engine.py --part enumeration    # vs the explicit 2^d histogram
     python bench/bench_engine.py --part mbi            # vs Private-PGM's junction tree
     python bench/bench_engine.py --part mbi --no-samples   # marginals only (cold and warm)
+    python bench/bench_engine.py --part mbi --no-samples --repeat 20 --cold-repeat 3
     python bench/bench_engine.py --part scale-queries  # t = 1k, 5k, 20k queries, 15 attributes
 
 Every table compares against its baseline in the same run and prints the ratio.
-Timings are the best of ``--repeat`` runs (wall clock, one process, numpy single-threaded).
+Timings are the best of ``--repeat`` runs (wall clock, one process, numpy single-threaded); the
+mbi part times both sides the same number of times and prints minima and medians.
 """
 
 from __future__ import annotations
@@ -36,6 +38,20 @@ def best(fn: Callable[[], object], repeat: int) -> tuple[float, object]:
         out = fn()
         times.append(time.perf_counter() - t)
     return min(times), out
+
+
+def timed(fn: Callable[[], object], repeat: int,
+          before: Callable[[], object] | None = None) -> tuple[float, float, object]:
+    """(minimum, median, last output) of ``repeat`` timed calls; ``before`` runs untimed
+    before each (e.g. clearing JAX's compilation caches, so every call is a cold one)."""
+    times, out = [], None
+    for _ in range(repeat):
+        if before is not None:
+            before()
+        t = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t)
+    return min(times), float(np.median(times)), out
 
 
 def tree_model(d: int, seed: int = 0) -> tuple[GibbsModel, list[tuple[int, int]]]:
@@ -152,7 +168,8 @@ def peak_bytes(fn: Callable[[], object]) -> int:
     return peak
 
 
-def mbi_comparison(sizes: list[int], samples: int, repeat: int, with_samples: bool) -> None:
+def mbi_comparison(sizes: list[int], samples: int, repeat: int, with_samples: bool,
+                   cold_repeat: int) -> None:
     try:
         import jax
 
@@ -170,21 +187,22 @@ def mbi_comparison(sizes: list[int], samples: int, repeat: int, with_samples: bo
 
     print(f"\n## Against Private-PGM (`mbi` {version('mbi')}, JAX {jax.__version__} CPU, x64) "
           "on the same tree-MRF\n")
-    print("Both sides: cliques = tree edges plus one-way cliques, the same log-potential tables; "
+    print(f"Both sides: cliques = tree edges plus one-way cliques, the same log-potential tables; "
           "every clique/factor marginal (calibrated, normalised). mbi: "
-          "`message_passing_hugin`; cold = first call (JIT compilation included), warm = best "
-          "of later calls. Tessera: `junction_tree(sizes, scopes)` then "
-          "`.marginals(tables)` (list of tables in, list out; docs/theory.md §4.7); cold = "
-          "compile + first call (best of runs, each compiling afresh), warm = best later call "
-          "on the compiled tree. Ratios = mbi / Tessera (> 1: Tessera faster). 'GibbsModel' is "
-          "the query-level path: E[f] for all queries on a model with new θ (structure "
-          "shared; θ → tables, junction tree, E[f]); 'before' is the bucket program's "
-          "up-and-down pass that GibbsModel ran until now, in the same run. "
-          "Peak = tracemalloc peak of one Tessera cold run.\n")
-    print("| d | depth | Tessera cold (s) | Tessera warm (s) | mbi cold (s) | mbi warm (s) "
-          "| ratio cold | ratio warm | GibbsModel (s) | before (s) | Tessera peak (MB) "
-          "| max abs Δ vs mbi | max abs Δ vs before |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "`message_passing_hugin`; cold = a call after `jax.clear_caches()` (JIT compilation "
+          "included), warm = a later call on the compiled program. Tessera: "
+          "`junction_tree(sizes, scopes)` then `.marginals(tables)` (docs/theory.md §4.7); "
+          "cold = compile + first call, warm = a later call on the compiled tree. The SAME "
+          f"number of timed calls on both sides: {cold_repeat} cold, {repeat} warm; minimum "
+          "and median of each. Ratios = mbi / Tessera (> 1: Tessera faster), of the medians "
+          "and of the minima. 'GibbsModel' (median of the warm count) is the query-level "
+          "path: E[f] for all queries on a model with new θ. Peak = tracemalloc peak of one "
+          "Tessera cold run.\n")
+    print("| d | depth | Tessera cold min / med (s) | mbi cold min / med (s) "
+          "| Tessera warm min / med (s) | mbi warm min / med (s) | cold ratio med (min) "
+          "| warm ratio med (min) | GibbsModel med (s) | Tessera peak (MB) | max abs Δ vs mbi "
+          "| max abs Δ vs before |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     sampled = []
     for d in sizes:
         model, edges = tree_model(d)
@@ -201,26 +219,28 @@ def mbi_comparison(sizes: list[int], samples: int, repeat: int, with_samples: bo
             jax.block_until_ready(m)  # every table, not just the first (async dispatch)
             return m
 
-        t_cold, marg = best(run_mbi, 1)
-        t_warm, marg = best(run_mbi, repeat)
+        m_cold, m_cold_med, marg = timed(run_mbi, cold_repeat, before=jax.clear_caches)
+        m_warm, m_warm_med, marg = timed(run_mbi, repeat)
 
         def cold():  # noqa: ANN202
             jt = junction_tree([2] * d, scopes)
             return jt, jt.marginals(tables)
 
-        t_tcold, (jt, ours) = best(cold, repeat)
-        t_twarm, ours = best(lambda: jt.marginals(tables), max(repeat, 10))
-        t_gibbs, _ = best(lambda: fresh(model).expectations(), max(repeat, 10))
-        t_before, ref = best(lambda: bucket_expectations(model), repeat)
+        t_cold, t_cold_med, (jt, ours) = timed(cold, cold_repeat)
+        t_warm, t_warm_med, ours = timed(lambda: jt.marginals(tables), repeat)
+        _, t_gibbs, _ = timed(lambda: fresh(model).expectations(), repeat)
+        ref = bucket_expectations(model)
         peak = peak_bytes(cold)
         diff_mbi = max(float(np.abs(np.asarray(marg[c].datavector(flatten=False)) - o).max())
                        for c, o in zip(cl, ours, strict=True))
         mine = np.concatenate([[o[1] for o in ours[:d]], *(o.ravel() for o in ours[d:])])
         diff_gibbs = float(np.abs(mine - ref).max())
-        print(f"| {d} | {jt.depth} | {t_tcold:.4f} | {t_twarm:.5f} | {t_cold:.2f} | "
-              f"{t_warm:.4f} | {t_cold / t_tcold:,.0f}× | {t_warm / t_twarm:,.1f}× | "
-              f"{t_gibbs:.4f} | {t_before:.3f} | {peak / 2**20:.1f} | {diff_mbi:.1e} | "
-              f"{diff_gibbs:.1e} |")
+        print(f"| {d} | {jt.depth} | {t_cold:.4f} / {t_cold_med:.4f} | "
+              f"{m_cold:.2f} / {m_cold_med:.2f} | {t_warm:.5f} / {t_warm_med:.5f} | "
+              f"{m_warm:.4f} / {m_warm_med:.4f} | {m_cold_med / t_cold_med:,.0f}× "
+              f"({m_cold / t_cold:,.0f}×) | {m_warm_med / t_warm_med:,.1f}× "
+              f"({m_warm / t_warm:,.1f}×) | {t_gibbs:.4f} | {peak / 2**20:.1f} | "
+              f"{diff_mbi:.1e} | {diff_gibbs:.1e} |", flush=True)
         if with_samples:
             mrf = mbi.MarkovRandomField(potentials=pot, marginals=marg, total=samples)
             np.random.seed(0)
@@ -360,6 +380,9 @@ def main() -> None:
     ap.add_argument("--mbi-sizes", type=int, nargs="*", default=[64, 256, 1024])
     ap.add_argument("--samples", type=int, default=100_000)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--cold-repeat", type=int, default=3,
+                    help="mbi part: cold calls per side (mbi recompiles each: minutes at "
+                    "d = 1024)")
     ap.add_argument("--no-samples", action="store_true",
                     help="mbi part: skip the sampling comparison (minutes at d = 1024)")
     args = ap.parse_args()
@@ -369,7 +392,8 @@ def main() -> None:
     if args.part in ("all", "enumeration"):
         enumeration(args.enum_sizes, args.samples, args.repeat)
     if args.part in ("all", "mbi"):
-        mbi_comparison(args.mbi_sizes, args.samples, args.repeat, not args.no_samples)
+        mbi_comparison(args.mbi_sizes, args.samples, args.repeat, not args.no_samples,
+                       args.cold_repeat)
     if args.part in ("all", "scale-queries"):
         scale_queries(args.scale_sizes, args.repeat, args.nx_max)
 
