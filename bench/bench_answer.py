@@ -1,4 +1,5 @@
-"""Benchmark: private answering (`tessera.answer`) — paper 1's utility gain, observed, and OpenDP.
+"""Benchmark: private answering (`tessera.answer`) — Smith et al.'s utility gain, observed, and
+OpenDP.
 
     python bench/bench_answer.py [--reps 200] [--quick] [--opendp-polars DIR]
 

@@ -291,7 +291,7 @@ def tree_oracle_log_z(k: int, n_attr: int, edges: list[tuple[int, int]],
 
 
 def scale_queries(sizes: list[int], repeat: int, nx_max: int) -> None:
-    """Decomposing and computing log Z for workloads of thousands of queries (issue 3)."""
+    """Decomposing and computing log Z for workloads of thousands of queries."""
     import networkx as nx
     from networkx.algorithms.approximation import treewidth_min_degree
 

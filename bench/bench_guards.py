@@ -1,4 +1,4 @@
-"""Benchmark: the overlap time limit on 10⁶-query workloads (resource guards, issue #13).
+"""Benchmark: the overlap time limit on 10⁶-query workloads (resource guards).
 
     python bench/bench_guards.py [--lines 1000000] [--time-limit 10] [--schema adult-domain.json]
 

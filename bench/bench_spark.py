@@ -1,4 +1,4 @@
-"""Benchmark (issue #12): exact counts on a 10-million-row table, DuckDB vs Spark vs pandas.
+"""Benchmark: exact counts on a 10-million-row table, DuckDB vs Spark vs pandas.
 
     python bench/bench_spark.py [--rows 10000000] [--queries 10000] [--master local[2]]
         [--data ../shared/data/adult.csv] [--dir /tmp/tessera-bench-spark] [--sample 200]

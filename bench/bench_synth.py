@@ -1,9 +1,9 @@
-"""Benchmarks of private synthetic data (issue 11; docs/theory.md §5, §6, §9; docs/synth.md).
+"""Benchmarks of private synthetic data (docs/theory.md §5, §6, §9; docs/synth.md).
 
     python bench/bench_synth.py --part nltcs      # 560 3-way marginals, ε ∈ {0.1, 1, 10}
     python bench/bench_synth.py --part adult      # 105 2-way marginals + 1,000 predicate queries
     python bench/bench_synth.py --part dimension  # tree-MRF workload, d = 64, 256, 1024
-    python bench/bench_synth.py --part rates      # IPMWU's error against paper 2's α(n)
+    python bench/bench_synth.py --part rates      # IPMWU's error against Ghazi et al.'s α(n)
     python bench/bench_synth.py --part all --pgm-path /tmp/private-pgm --reuse-baselines
 
 Tessera's methods (``tessera.Synthesizer``: ``adaptive`` — the default, reported ``pending``
@@ -629,7 +629,7 @@ def part_rates(args: argparse.Namespace) -> None:
 
     d = args.rates_d
     eps = args.rates_epsilon
-    print(f"\n### Paper 2's rate: IPMWU's error as n grows (d = {d}, tree-MRF workload, "
+    print(f"\n### Ghazi et al.'s rate: IPMWU's error as n grows (d = {d}, tree-MRF workload, "
           f"ε = {eps:g}, δ = 1e-9)\n")
     print(machine_note() + "\n")
     target = Target.of(budget(eps))
@@ -678,7 +678,7 @@ def plot_rates(rows: list[tuple[int, float, list[float], list[float]]], d: int,
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
     ns = [r[0] for r in rows]
-    ax.plot(ns, [r[1] for r in rows], "k--", label="paper 2's α(n) (no constants)")
+    ax.plot(ns, [r[1] for r in rows], "k--", label="Ghazi et al.'s α(n) (no constants)")
     for idx, label in ((2, "measured max cell error"), (3, "measured mean marginal L1")):
         pts = [(r[0], statistics.fmean(r[idx]), statistics.stdev(r[idx]) if len(r[idx]) > 1
                 else 0.0) for r in rows if r[idx]]

@@ -32,9 +32,9 @@ __all__ = ["BUDGET_RANGES", "COMPOSABLE", "DEFAULT_NEIGHBOURS", "Definition", "N
 class Neighbours(enum.StrEnum):
     """Which data sets are neighbours (docs/theory.md §1).
 
-    * ``ADD_REMOVE``: D' = D plus or minus one row (paper 1; "unbounded" DP). A counting query
+    * ``ADD_REMOVE``: D' = D plus or minus one row (Smith et al.; "unbounded" DP). A counting query
       changes by at most 1.
-    * ``SUBSTITUTE``: D' = D with one row replaced (paper 2; "bounded" DP). A row moving from x
+    * ``SUBSTITUTE``: D' = D with one row replaced (Ghazi et al.; "bounded" DP). A row moving from x
       to y changes the queries in I(x) Δ I(y), so a partition costs 2, not 1.
     """
 
@@ -68,7 +68,7 @@ _NEIGHBOUR_LABELS = {
 }
 
 #: The neighbour relation of the whole tool when none is given (answers, ledgers, synthesis,
-#: the CLI): add/remove one row, under which n itself stays private (issue 19 item 8).
+#: the CLI): add/remove one row, under which n itself stays private.
 DEFAULT_NEIGHBOURS = Neighbours.ADD_REMOVE
 
 

@@ -1,5 +1,5 @@
 """Privacy accounting: trade-off functions, f-DP composition under overlap, guarantees, PLDs
-(docs/theory.md §3; paper 1). Budget allocation, which also needs the overlap solvers, lives a
+(docs/theory.md §3; Smith et al.). Budget allocation, which also needs the overlap solvers, lives a
 layer above in :mod:`tessera.calibration`. See docs/accounting.md."""
 
 from tessera.accounting.composition import (

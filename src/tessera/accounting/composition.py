@@ -5,8 +5,8 @@
   - piecewise-linear / f_{ε,δ} inputs with few outcomes: exact, by the product of the finite
     pairs (P_i, Q_i) with T(P_i, Q_i) = f_i and Neyman–Pearson on the product;
   - otherwise: convolution of pessimistic PLDs (dp-accounting)          safe lower bound.
-* Parallel composition (paper 1, Thm 5): disjoint parts ⇒ lce{f_1, …, f_k}.
-* Maximum overlap (paper 1, Thm 6): arbitrary parts 𝔻_i ⇒ f_γ = lce{⊗_{i∈I} f_i : I ∈ I_2},
+* Parallel composition (Smith et al., Thm 5): disjoint parts ⇒ lce{f_1, …, f_k}.
+* Maximum overlap (Smith et al., Thm 6): arbitrary parts 𝔻_i ⇒ f_γ = lce{⊗_{i∈I} f_i : I ∈ I_2},
   I_2 = the maximal sets of mechanisms whose parts share a row. I_2 comes from the overlap
   solvers (``tessera.overlap``); any *superset family* of I_2 (each true maximal set contained
   in some given set) is also safe, because ⊗ is monotone (adding factors only lowers f).
@@ -82,7 +82,7 @@ def _tensor_finite_pairs(pls: Sequence[PiecewiseLinear]) -> PiecewiseLinear:
 
 
 def parallel_composition(fs: Sequence[TradeOff], grid: int = DEFAULT_GRID) -> TradeOff:
-    """Paper 1, Thm 5: M_i f_i-DP on *disjoint* parts 𝔻_i of the domain ⇒ the joint release
+    """Smith et al., Thm 5: M_i f_i-DP on *disjoint* parts 𝔻_i of the domain ⇒ the joint release
     (M_1(D ∩ 𝔻_1), …, M_k(D ∩ 𝔻_k)) is lce{f_1, …, f_k}-DP."""
     return lower_convex_envelope(list(fs), grid)
 
@@ -127,7 +127,7 @@ def overlap_composition(
     discretization: float = DEFAULT_DISCRETIZATION,
     grid: int = DEFAULT_GRID,
 ) -> TradeOff:
-    """Paper 1, Thm 6: f_γ = lce{⊗_{i∈I} f_i : I ∈ I_2}.
+    """Smith et al., Thm 6: f_γ = lce{⊗_{i∈I} f_i : I ∈ I_2}.
 
     ``maximal_sets``: the maximal overlapping sets I_2 (indices into ``fs``), or any family in
     which every maximal overlapping set is contained in some member (safe, possibly looser).

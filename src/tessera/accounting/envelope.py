@@ -1,7 +1,7 @@
 """Lower convex envelope of a set of trade-off functions (docs/theory.md §3).
 
 lce(g) is the largest convex function ≤ g, and lce{f_1, …, f_k} := lce(min_i f_i); it is a
-trade-off function (paper 1, Lemma for Thm 5). It is the guarantee of parallel composition.
+trade-off function (Smith et al., Lemma for Thm 5). It is the guarantee of parallel composition.
 
 Exact algorithm for piecewise-linear inputs: min_i f_i is piecewise linear; its graph has
 convex kinks only at breakpoints of the f_i (where two f_i cross, the min has a *concave* kink,

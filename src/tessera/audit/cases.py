@@ -22,7 +22,7 @@ D₁, D₂ (D₁ the one under which the events are likelier) and states what Te
   the events on which the privacy loss of the vector output is maximal (each witness
   coordinate contributes 1/b = ε/γ exactly when it lies at or above its D₁ answer).
 * :func:`synthesizer_case` — one round of IPMWU or MWEM, substitute-one-row neighbours
-  (n public, paper 2); the DP output of the round is its transcript entry (selected query,
+  (n public, Ghazi et al.); the DP output of the round is its transcript entry (selected query,
   noisy count), everything else is post-processing. Vectorised: the synthesizer's own
   ``prepare`` (counts, budget split) and h₁ (Gibbs model or explicit histogram), then the two
   private steps its round driver calls, drawn for all trials at once; ``end_to_end``:

@@ -1,5 +1,5 @@
 """Composition under maximum overlap vs sequential composition, for t identical queries
-(docs/theory.md §3, paper 1 Thm 6).
+(docs/theory.md §3, Smith et al. Thm 6).
 
 t queries, each answered by one noise mechanism with trade-off function f, with maximum overlap
 ≤ γ: a neighbour change touches at most g queries (g = γ under add/remove, min(2γ, t) under
@@ -82,7 +82,7 @@ class Side:
 
 @dataclass(frozen=True)
 class CompositionComparison:
-    """Overlap vs sequential for t queries of one mechanism (paper 1 Thm 6)."""
+    """Overlap vs sequential for t queries of one mechanism (Smith et al. Thm 6)."""
 
     mechanism: str
     per_query: TradeOff

@@ -70,14 +70,14 @@ def synth(
     ] = None,
     method: Annotated[
         str, typer.Option("--method", "-m", help="adaptive (AIM-style, the default), ipmwu "
-                          "(paper 2's implicit weights), mwem (explicit histogram, ≤ 2^20 "
+                          "(Ghazi et al.'s implicit weights), mwem (explicit histogram, ≤ 2^20 "
                           "points) or lp (LP over a private release).")
     ] = "adaptive",
     rows: Annotated[
         int | None, typer.Option("--rows", help="Synthetic rows (default: the method's).")
     ] = None,
     rounds: Annotated[
-        int | None, typer.Option("--rounds", help="Rounds T of ipmwu/mwem (default: paper 2's "
+        int | None, typer.Option("--rounds", help="Rounds T of ipmwu/mwem (default: Ghazi et al.'s "
                                  "theory); for adaptive, AIM's T setting the initial noise "
                                  "(default 16 × attributes).")
     ] = None,

@@ -1,4 +1,5 @@
-"""Boolean queries over binary variables, as reduced ordered BDDs (docs/theory.md §2, paper 2 §2).
+"""Boolean queries over binary variables, as reduced ordered BDDs (docs/theory.md §2; Ghazi et
+al. §2).
 
 A :class:`BooleanQuery` is any f: {0,1}^scope → {0,1} given as a node of a ``dd`` BDD manager
 whose variable names are attribute names of a binary domain (attributes of size 2: ``Boolean``

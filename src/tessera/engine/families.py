@@ -1,4 +1,4 @@
-"""Workload families with bounded treewidth (docs/theory.md §8, paper 2 §7).
+"""Workload families with bounded treewidth (docs/theory.md §8, Ghazi et al. §7).
 
 Each builder returns a :class:`Family`: a binary domain x_0..x_{d-1} (codes 0/1), the queries,
 their names and the paper's bound on tw(G(F)), the treewidth of the incidence graph.

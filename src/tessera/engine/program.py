@@ -15,7 +15,7 @@ From the kept bucket tables:
 
 * **argmax** (max-plus): walking π backwards, v takes argmax_v B_t(v, x_sep) given the already
   chosen separator values; standard VE decoding, exact.
-* **perfect sampling** (paper 2 §6): walking π backwards, v ~ exp(B_t(v, x_sep) − m_t(x_sep)).
+* **perfect sampling** (Ghazi et al. §6): walking π backwards, v ~ exp(B_t(v, x_sep) − m_t(x_sep)).
   The product of these conditionals telescopes to exp(Σ log φ)/Z: exact Gibbs samples. All m rows
   are drawn together: one gather and one comparison with uniforms per step (vectorised over rows).
 * **marginals / expectations** (beyond the paper): a downward pass computes the outside message

@@ -1,4 +1,4 @@
-"""Answer a workload privately: the main job of paper 1 (docs/theory.md §3, §7, §9).
+"""Answer a workload privately: the main job of Smith et al. (docs/theory.md §3, §7, §9).
 
 :func:`answer` runs, in this order, so that nothing leaves the process before it is paid for:
 

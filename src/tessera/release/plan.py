@@ -7,7 +7,7 @@ relation — never of the data, so a third party can recompute it (``tessera ver
 Calibration (with the budget's calibration definition, pure ε or ρ-zCDP, and total B):
 
 * ``uniform``: every query the same noise: b = γ/ε (pure) or σ² = γ/(2ρ), γ = γ(Q) exact or a
-  proven upper bound (paper 1, Thm 6);
+  proven upper bound (Smith et al., Thm 6);
 * ``shares``: the budget split in proportion to the workload's weights w_q: ε_q = ε w_q/γ_w or
   ρ_q = ρ w_q²/γ_w (:mod:`tessera.calibration.scales`);
 * ``importance``: the weights are error importances; Σ_q w_q Var_q is minimised subject to the
@@ -126,7 +126,7 @@ class NoisePlan:
         """ε(δ) at :data:`REPORTED_DELTAS` for a discrete-Laplace plan: pure ε always holds;
         when every released query has the same scale b and a row meets at most k of them
         (k = ⌈spent·b⌉), the pessimistic PLD of k-fold composition (dp-accounting) is tighter
-        (paper 1, Thm 6 with f = the discrete Laplace trade-off)."""
+        (Smith et al., Thm 6 with f = the discrete Laplace trade-off)."""
         pure = [(self.spent, "implied by pure ε-DP")] * len(REPORTED_DELTAS)
         finite = self.scales[np.isfinite(self.scales)]
         if finite.size == 0 or not np.all(finite == finite[0]):

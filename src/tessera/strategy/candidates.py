@@ -3,7 +3,7 @@ r"""Candidate strategies for a workload W, from public inputs only (docs/theory.
 A strategy is a workload of *counting queries* to measure (``measured``, its weights the
 budget shares) and a reconstruction: generalised least squares from its noisy answers to
 every query of W. Because the measured queries are counting queries, their noise is calibrated
-exactly as a direct release is (paper 1, Thm 6): from the strategy's own maximum weighted
+exactly as a direct release is (Smith et al., Thm 6): from the strategy's own maximum weighted
 overlap γ_w — exact or a proven upper bound, :func:`tessera.calibration.workload_cost` — and
 the budget split in proportion to the shares, w_q ∝ √c_q (ρ-zCDP) or c_q (pure ε).
 

@@ -1,11 +1,11 @@
 """Private synthetic data from noisy workload answers (docs/theory.md §5, §6).
 
-* :mod:`.ipmwu` — IPMWU, paper 2's Algorithm 1 with implicit Gibbs weights
+* :mod:`.ipmwu` — IPMWU, Ghazi et al.'s Algorithm 1 with implicit Gibbs weights
   (``from tessera.synth.ipmwu import ipmwu``);
 * :mod:`.mwem` — the same rounds on an explicit histogram, d ≤ 20: the baseline
   (``from tessera.synth.mwem import mwem``);
 * :mod:`.sensitive` — the exact counts a run reads and the evaluator of queries on rows;
-* :mod:`.parameters` — paper 2's T, β, m and rows;
+* :mod:`.parameters` — Ghazi et al.'s T, β, m and rows;
 * :mod:`.rounds` — the round driver IPMWU and MWEM share, with its record and transcript;
 * :mod:`.accounting` — their budget split and the proof of what a run spent;
 * :mod:`.synthesizer` — :class:`Synthesizer`: method, budget, ledger and rows in one call;

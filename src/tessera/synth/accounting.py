@@ -4,16 +4,16 @@ two private steps of a round, and the proof of what a run spent.
 **Neighbours and units.** Every private step works on *counts* q(X) = Σ_i f(x_i), whose
 sensitivity is exactly 1 under both relations (docs/theory.md §1: one query's count moves by at
 most 1 when a row is substituted, added or removed). The normalised answers f(X) = q(X)/N of
-paper 2 are post-processing of the counts, with
+Ghazi et al. are post-processing of the counts, with
 
-* **substitute one row** (paper 2, the default): N = n, the number of rows, *public*;
+* **substitute one row** (Ghazi et al., the default): N = n, the number of rows, *public*;
 * **add/remove one row**: n is private, so N = n̂ = max(1, n + noise) is measured first (a
   discrete Laplace or Gaussian count of the tautology, sensitivity 1) with a share of the budget,
   as docs/theory.md §5 prescribes ("run on counts with a separately privatised total").
 
 **Selection.** The exponential mechanism over F with count-unit scores s_f = |q_f(X) − N·v_f|,
 v_f = f(S_t) or ⟨f, h_t⟩ (a function of past outputs only), sensitivity Δ = 1:
-P[f] ∝ exp(ε₀ s_f/2) = exp(ε₀ |f(X) − v_f| / (2/N)), which is paper 2's step with the corrected
+P[f] ∝ exp(ε₀ s_f/2) = exp(ε₀ |f(X) − v_f| / (2/N)), which is Ghazi et al.'s step with the corrected
 factor 2 (docs/theory.md §5: the score is not monotone). Scoring counts rather than fractions
 keeps Δ = 1 exact (1/n is not a float).
 

@@ -1,6 +1,6 @@
-"""IPMWU: implicit private multiplicative weights, as paper 2 states it (docs/theory.md §5).
+"""IPMWU: implicit private multiplicative weights, as Ghazi et al. state it (docs/theory.md §5).
 
-Paper 2, §4, Algorithm 1, with the correction of docs/theory.md §5 (the exponential mechanism
+Ghazi et al., §4, Algorithm 1, with the correction of docs/theory.md §5 (the exponential mechanism
 uses ε/(2Δ)). The distribution of round t is kept implicitly as a Gibbs model over the workload,
 
     h_t(x) ∝ exp(Σ_f θ_f f(x)),   θ = −β z,   h_1 uniform (z = 0),
@@ -29,12 +29,13 @@ the paper): each row picks t uniformly and is drawn from h_t by the perfect samp
 then shuffled. The post-processing randomness (S_t, t, the rows) comes from a numpy
 ``Generator``: it touches no sensitive value, so it needs no secure source.
 
-**Parameters**: :mod:`tessera.synth.parameters` (paper 2 §4.1's T, β, m, each overridable).
+**Parameters**: :mod:`tessera.synth.parameters` (Ghazi et al. §4.1's T, β, m, each overridable).
 
 **Privacy** (:mod:`tessera.synth.accounting`): pure ε by basic composition (ε₀ = ε/(2T) per
-step) or ρ-zCDP (ρ/(2T) per step); substitute one row with n public (paper 2), or add/remove one
-row with a privatised total. The run's :class:`RunRecord` lists every mechanism that ran, and its
-``spent`` equals :func:`tessera.synth.accounting.prove` of those steps (checked before return).
+step) or ρ-zCDP (ρ/(2T) per step); substitute one row with n public (Ghazi et al.), or
+add/remove one row with a privatised total. The run's :class:`RunRecord` lists every
+mechanism that ran, and its ``spent`` equals :func:`tessera.synth.accounting.prove` of those
+steps (checked before return).
 
 **Replay.** A :class:`Transcript` (the selections and noisy counts of a run: its DP outputs) can
 be replayed by :func:`ipmwu` and :func:`tessera.synth.mwem.mwem`: the rounds then use the
@@ -187,12 +188,13 @@ def ipmwu(
     on_invalid: OnInvalid = "error",
     progress: Progress | None = None,
 ) -> IPMWUResult:
-    """IPMWU (paper 2, Algorithm 1; docs/theory.md §5) on ``data`` for the workload ``queries``.
+    """IPMWU (Ghazi et al., Algorithm 1; docs/theory.md §5) on ``data`` for the workload
+    ``queries``.
 
     ``data``: see :func:`sensitive_counts` (not needed for a ``replay``). Budget: exactly one of
     ``epsilon`` (pure DP, basic composition) and ``rho`` (zCDP); ``neighbours`` substitute
-    (paper 2: n public) or add-remove (a noisy total with ``total_fraction`` of the budget).
-    ``rounds`` T, ``step`` β, ``sample_size`` m and ``rows`` default to paper 2's theory
+    (Ghazi et al.: n public) or add-remove (a noisy total with ``total_fraction`` of the budget).
+    ``rounds`` T, ``step`` β, ``sample_size`` m and ``rows`` default to Ghazi et al.'s theory
     (:func:`default_parameters`). ``expectations``: ``"sample"`` (the paper: f(S_t) from m
     perfect samples) or ``"exact"`` (engine marginals). ``update``: ``"unit"`` (the paper, the
     default) or ``"mwem"``; a ``replay`` defaults to its transcript's update, step, m and rows.
@@ -228,6 +230,6 @@ def ipmwu(
 
     synthetic_rows = sample_average(p.rows, p.rounds, gen, samplers(), len(domain))
     timings = Timings(setup, tuple(out.round_times), time.perf_counter() - t1)
-    record = finish("IPMWU (paper 2, Algorithm 1, implicit Gibbs weights)", setting, out,
+    record = finish("IPMWU (Ghazi et al., Algorithm 1, implicit Gibbs weights)", setting, out,
                     budget, timings, model.width)
     return IPMWUResult(synthetic_rows, record, model, qnames)

@@ -1,8 +1,8 @@
-"""The LP approach to private synthetic data (docs/theory.md §6, paper 2 §3).
+"""The LP approach to private synthetic data (docs/theory.md §6, Ghazi et al. §3).
 
 Input: noisy answers of a workload F, calibrated by Tessera's overlap accounting
 (:func:`tessera.release.answer`), normalised to f̂_f = noisy_f / n. Output: a histogram h over
-the domain 𝔻 that solves the primal of paper 2's eq. (1),
+the domain 𝔻 that solves the primal of Ghazi et al.'s eq. (1),
 
     (P)   min α   s.t.   f̂_f − α ≤ Σ_x f(x) h_x ≤ f̂_f + α   (f ∈ F),   Σ_x h_x = 1,   h ≥ 0,
 
@@ -25,7 +25,7 @@ and α's (cost 1, +1 in L_f, −1 in U_f) is 1 − Σ_f (y⁻_f + y⁺_f) ≥ 0.
 for (P) iff v* + μ ≤ 0 with v* = max_x Σ_f θ_f f(x), θ = y⁻ − y⁺ (eq. (3), corrected): the
 **pricing** problem is the engine's max-plus program with signed weights θ
 (:meth:`~tessera.engine.GibbsModel.max_assignment`, exponential only in the width), and its
-argmax is the entering column when v* + μ > 0. Dropping μ (paper 2's printed eq. (2)–(3))
+argmax is the entering column when v* + μ > 0. Dropping μ (Ghazi et al.'s printed eq. (2)–(3))
 tests v* > 0 instead, which can stop at a non-optimal master (tests/synth/test_lp.py).
 
 **Certified gap.** For any y ≥ 0 with Σ_f (y⁺_f + y⁻_f) ≤ 1 and any h in the simplex,

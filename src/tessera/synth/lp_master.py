@@ -222,7 +222,7 @@ def explicit_lp(
 ) -> ExplicitSolution:
     """Solve (P) with one variable per point of the domain (small domains only).
 
-    ``normalised=False`` drops Σ h = 1 (h ≥ 0 only): the LP whose dual is paper 2's printed
+    ``normalised=False`` drops Σ h = 1 (h ≥ 0 only): the LP whose dual is Ghazi et al.'s printed
     eq. (2), without μ — kept to show that it is a different problem (docs/theory.md §6).
     """
     start = time.perf_counter()

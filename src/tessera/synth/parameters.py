@@ -1,6 +1,6 @@
-"""Paper 2's parameters of IPMWU and MWEM (T, β, m, rows) and their theory (docs/theory.md §5).
+"""Ghazi et al.'s parameters of IPMWU and MWEM (T, β, m, rows) and their theory (docs/theory.md §5).
 
-**Parameters** (:func:`default_parameters`, each overridable), paper 2 §4.1 with L = ln|𝔻| (the
+**Parameters** (:func:`default_parameters`, each overridable), Ghazi et al. §4.1 with L = ln|𝔻| (the
 log of the number of points the constraints allow), N the normaliser, |F| the number of queries:
 
 * pure ε:  α(T) = (L · ln(|F|T) / (N ε))^{1/3};
@@ -50,7 +50,7 @@ MAX_DEFAULT_SAMPLE = 1_000_000
 class Parameters:
     """T, β, m and the output size of a run, with the theory they came from.
 
-    ``alpha`` is paper 2's accuracy scale at these T (§4.1, up to constants and logarithmic
+    ``alpha`` is Ghazi et al.'s accuracy scale at these T (§4.1, up to constants and logarithmic
     factors): an approximation, not a guarantee. ``defaulted`` names the parameters that were
     derived (with ``" (capped)"`` when a cap bit)."""
 
@@ -89,7 +89,7 @@ def default_parameters(
     expectations: Expectations = "sample",
     update: Update = "unit",
 ) -> Parameters:
-    """Paper 2's parameters (module docstring) for a budget ``value`` (ε or ρ, what the rounds
+    """Ghazi et al.'s parameters (module docstring) for a budget ``value`` (ε or ρ, what the rounds
     may spend) and normaliser N; any given value is kept as it is."""
     if expectations not in ("sample", "exact"):
         raise TesseraError(f"unknown expectations {expectations!r}", hint="'sample' or 'exact'")

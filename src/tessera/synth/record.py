@@ -56,7 +56,7 @@ class FittedRun(Protocol):
 
 
 ALGORITHMS = {
-    "lp": "LP approach (paper 2 §3; column generation), post-processing of a private release",
+    "lp": "LP approach (Ghazi et al. §3; column generation), post-processing of a private release",
 }
 
 

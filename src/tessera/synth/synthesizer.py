@@ -8,7 +8,7 @@ run record (``.run_record()``). Methods:
 * ``"adaptive"`` (the default): :func:`tessera.synth.adaptive.adaptive`, AIM's selection over
   whole marginals and budget schedule with a maximum-entropy fit on the exact engine (any
   workload: it measures only what keeps the model under its memory cap);
-* ``"ipmwu"``: :func:`tessera.synth.ipmwu.ipmwu`, paper 2's Algorithm 1 on the engine's
+* ``"ipmwu"``: :func:`tessera.synth.ipmwu.ipmwu`, Ghazi et al.'s Algorithm 1 on the engine's
   implicit Gibbs weights (any domain whose workload has a small width);
 * ``"mwem"``: :func:`tessera.synth.mwem.mwem`, the same rounds on an explicit histogram
   (domains of at most 2^20 points);
@@ -232,7 +232,7 @@ class Synthesizer:
 
         ``neighbours``: add/remove one row (the default of the whole tool,
         :data:`tessera.privacy.DEFAULT_NEIGHBOURS`: n stays private) or substitute one row
-        (paper 2, n public). ``ledger``: an opened :class:`tessera.Ledger`, charged before the
+        (Ghazi et al., n public). ``ledger``: an opened :class:`tessera.Ledger`, charged before the
         data is read. ``seed``: seeded randomness for TESTS (the output is NOT PRIVATE).
         ``progress``: called after every round (a
         :class:`~tessera.synth.rounds.RoundProgress`; for ``lp`` every column-generation
@@ -404,7 +404,7 @@ def initial_spend(cands: Sequence[Candidate], budget: RunBudget, rounds: int | N
     marginals it measures and its T: every one-way marginal at the measurement noise of a
     round of budget/T, calibrated as :func:`tessera.synth.adaptive.adaptive` does (its
     :class:`~tessera.synth.schedule.Schedule`). More than the budget when T < measure_fraction ×
-    attributes (issue 19 item 3): refused before any charge."""
+    attributes: refused before any charge."""
     substitute = budget.neighbours is Neighbours.SUBSTITUTE
     l1, l2 = (2.0, math.sqrt(2.0)) if substitute else (1.0, 1.0)
     schedule = Schedule(budget, l1, l2, selection_sensitivity(cands, substitute),
@@ -416,7 +416,7 @@ def initial_spend(cands: Sequence[Candidate], budget: RunBudget, rounds: int | N
     return attrs * per, attrs, T
 
 
-#: What the record says when the LP added the tautology itself (issue 20 item 3).
+#: What the record says when the LP added the tautology itself.
 TAUTOLOGY_NOTE = ("add/remove neighbours: the query TRUE was added to the workload and answered "
                   "with it, so the release's charge includes it; the LP takes n̂, its noisy "
                   "answer, as the number of rows (post-processing)")

@@ -11,7 +11,7 @@ products g_{a_1,i_1} × … × g_{a_k,i_k}, and cell c counts the rows whose S-v
 
 Because a row lies in at most one cell of a family (exactly one when the groups cover every
 code: a true partition), the family adds at most max_c h(w_c) to any row's score — the
-*partition bound* of paper 1's maximum overlap (Thm 6): with per-family weights w_P,
+*partition bound* of Smith et al.'s maximum overlap (Thm 6): with per-family weights w_P,
 γ_w ≤ g(Σ_P h(w_P)) + (the predicate part), exact for marginal workloads and data cubes. It is
 found from the families alone, never from a t² overlap graph.
 
