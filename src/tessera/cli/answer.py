@@ -158,7 +158,7 @@ def _print_release(release: object) -> None:
               f"{len(plan.workload)} queries, allocation {plan.method}", markup=False)
     if release.strategy is not None:
         st = release.strategy.choice.chosen
-        out.print(f"strategy: {st.name} ({st.measured.n_queries:,} measured queries, "
+        err.print(f"strategy: {st.name} ({st.measured.n_queries:,} measured queries, "
                   f"answers by {st.reconstruction.name})", markup=False)
     for g in plan.guarantees():
         err.print(f"guarantee: {g.text()}", markup=False, highlight=False)
