@@ -113,10 +113,11 @@ def print_audit(rows: Sequence[AuditRow], console: Console, *, wide: bool = Fals
             if r.planted is None:
                 console.print(f"{r.mechanism}: {r.claim}; neighbours: {r.pair}", markup=False)
         return
-    table = Table(title=TITLE, box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), expand=True)
+    table = Table(title=TITLE, box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1),
+                  collapse_padding=True, expand=True)
     table.add_column("#", justify="right")
     table.add_column("mechanism", overflow="fold", ratio=1)
-    for name in ("claimed ε", "δ", "ε lb", "lb/ε"):
+    for name in ("claim ε", "δ", "ε lb", "lb/ε"):
         table.add_column(name, justify="right", no_wrap=True)
     table.add_column("result", no_wrap=True)
     for i, r in enumerate(rows, 1):
