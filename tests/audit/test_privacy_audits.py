@@ -33,17 +33,15 @@ from tessera.accounting.zcdp import epsilon_for_delta as zcdp_epsilon_for_delta
 from tessera.audit.cases import (
     AuditCase,
     adaptive_case,
-    all_cases,
     discrete_gaussian_case,
     discrete_laplace_case,
     exponential_case,
-    planted_cases,
     release_setup,
     synthesizer_case,
     workload_release_case,
 )
 from tessera.audit.estimators import expected_shortfall
-from tessera.audit.run import audit, audit_table, trials_of
+from tessera.audit.run import all_cases, audit, audit_table, planted_cases, trials_of
 from tessera.errors import TesseraError
 from tessera.mechanisms import discrete_gaussian, discrete_laplace, exponential
 

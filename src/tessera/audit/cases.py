@@ -32,9 +32,9 @@ D₁, D₂ (D₁ the one under which the events are likelier) and states what Te
   The LP method (:mod:`tessera.synth.lp`) is post-processing of a release and needs no audit
   of its own: the workload-release audit covers what it reads.
 
-Planted bugs (:func:`planted_cases`) run a *wrong* mechanism against the *honest* claim: half
-the discrete Laplace scale, half the discrete Gaussian σ, a workload calibrated with γ − 1, and
-the exponential mechanism calibrated for sensitivity Δ − 1 (equivalently with ε/Δ instead of
+Planted bugs (:func:`tessera.audit.run.planted_cases`) run a *wrong* mechanism against the *honest*
+claim: half the discrete Laplace scale, half the discrete Gaussian σ, a workload calibrated with γ −
+1, and the exponential mechanism calibrated for sensitivity Δ − 1 (equivalently with ε/Δ instead of
 ε/(2Δ)). An audit of them must report ε_lb above the claim; tests/audit checks that it does.
 
 Randomness: ``seed`` given, every run uses :meth:`~tessera.mechanisms.NoiseSource.seeded`
@@ -89,11 +89,9 @@ __all__ = [
     "AuditCase",
     "Claim",
     "Event",
-    "all_cases",
     "discrete_gaussian_case",
     "discrete_laplace_case",
     "exponential_case",
-    "planted_cases",
     "release_setup",
     "source_for",
     "synthesizer_case",
@@ -535,29 +533,3 @@ def adaptive_case(epsilon: float = 1.0, planted: bool = False) -> AuditCase:
         partial(_run_adaptive, epsilon, planted), tuple(events),
         planted="add/remove sensitivities under substitution" if planted else None,
         secure_per_trial=True)
-
-
-# -- the collections ---------------------------------------------------------------------------
-
-
-def all_cases(end_to_end: bool = False) -> list[AuditCase]:
-    """The honest cases, in the order of the audit table (``end_to_end``: the synthesizer
-    rounds run by calling the synthesizer once per trial)."""
-    return [discrete_laplace_case(), discrete_gaussian_case(), exponential_case(),
-            workload_release_case(), workload_release_case(rho=0.5),
-            synthesizer_case("ipmwu", end_to_end=end_to_end),
-            synthesizer_case("mwem", end_to_end=end_to_end), adaptive_case(),
-            _strategy_case()]
-
-
-def planted_cases() -> list[AuditCase]:
-    """The planted bugs, each against its honest claim."""
-    return [discrete_laplace_case(scale_factor=0.5), discrete_gaussian_case(sigma_factor=0.5),
-            exponential_case(sensitivity_error=-1), workload_release_case(overlap_error=-1.0),
-            adaptive_case(planted=True), _strategy_case(planted=True)]
-
-
-def _strategy_case(planted: bool = False) -> AuditCase:
-    from tessera.audit.strategy_case import strategy_release_case  # (it imports this module)
-
-    return strategy_release_case(planted=planted)

@@ -19,13 +19,22 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tessera.audit.cases import AuditCase, all_cases, planted_cases
+from tessera.audit.cases import (
+    AuditCase,
+    adaptive_case,
+    discrete_gaussian_case,
+    discrete_laplace_case,
+    exponential_case,
+    synthesizer_case,
+    workload_release_case,
+)
 from tessera.audit.estimators import (
     DEFAULT_CONFIDENCE,
     EventCounts,
     best_lower_bound,
     point_estimate,
 )
+from tessera.audit.strategy_case import strategy_release_case
 from tessera.errors import TesseraError
 
 __all__ = [
@@ -44,6 +53,26 @@ DEFAULT_TRIALS = 200_000
 PER_TRIAL_SHARE = 1 / 40
 #: With OpenDP's secure sampler, selections (one OpenDP call per run) get this share.
 SECURE_SELECTION_SHARE = 1 / 10
+
+
+# -- the collections ---------------------------------------------------------------------------
+
+
+def all_cases(end_to_end: bool = False) -> list[AuditCase]:
+    """The honest cases, in the order of the audit table (``end_to_end``: the synthesizer
+    rounds run by calling the synthesizer once per trial)."""
+    return [discrete_laplace_case(), discrete_gaussian_case(), exponential_case(),
+            workload_release_case(), workload_release_case(rho=0.5),
+            synthesizer_case("ipmwu", end_to_end=end_to_end),
+            synthesizer_case("mwem", end_to_end=end_to_end), adaptive_case(),
+            strategy_release_case()]
+
+
+def planted_cases() -> list[AuditCase]:
+    """The planted bugs, each against its honest claim."""
+    return [discrete_laplace_case(scale_factor=0.5), discrete_gaussian_case(sigma_factor=0.5),
+            exponential_case(sensitivity_error=-1), workload_release_case(overlap_error=-1.0),
+            adaptive_case(planted=True), strategy_release_case(planted=True)]
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from tessera.release.budget import DISCRETE_LAPLACE, Budget
 from tessera.release.ledger import Charge
 from tessera.release.plan import INTERVAL_LEVEL, NoisePlan, noise_plan
 from tessera.strategy.choose import StrategyChoice
-from tessera.workload.query import Query
+from tessera.workload.canonical import canonical_json, workload_hash
 from tessera.workload.workload import Workload
 
 SCHEMA_ID = "https://tessera-dp.org/schemas/certificate/1.json"
@@ -55,29 +55,6 @@ RTOL = 1e-9
 
 _NOT_GDP = ("μ-GDP: not proven for the discrete Gaussian that ran (a continuous Gaussian with "
             "the same σ would be μ-GDP with μ = √(2ρ)); the proven guarantee is ρ-zCDP")
-
-
-def _sql(q: Any, domain: Any, memo: dict[int, str]) -> str:
-    return q.to_sql(domain, memo) if isinstance(q, Query) else q.to_sql(domain)
-
-
-def workload_hash(workload: Workload) -> str:
-    """SHA-256 of the canonical workload: the schema, and each query's canonical SQL, name and
-    weight, in order. Two files that parse to the same workload have the same hash."""
-    memo: dict[int, str] = {}  # predicates shared by many queries are printed once
-    doc: dict[str, Any] = {
-        "domain": workload.domain.to_dict(),
-        "queries": [[_sql(q, workload.domain, memo), n, float(w)]
-                    for q, n, w in zip(workload.queries, workload.names, workload.weights)],
-    }
-    if workload.partitions:  # (absent for predicate workloads: their hashes stay as they were)
-        doc["families"] = [p.to_dict() | {"weight": p.weight} for p in workload.partitions]
-    return hashlib.sha256(_canonical(doc).encode()).hexdigest()
-
-
-def _canonical(doc: Any) -> str:
-    return json.dumps(doc, sort_keys=True, ensure_ascii=False, separators=(",", ":"),
-                      allow_nan=False)
 
 
 def _finite(x: float) -> float | None:
@@ -177,7 +154,7 @@ def build_certificate(
 def digest(certificate: dict[str, Any]) -> str:
     """SHA-256 of the canonical JSON of every field but ``digest``."""
     body = {k: v for k, v in certificate.items() if k != "digest"}
-    return hashlib.sha256(_canonical(body).encode()).hexdigest()
+    return hashlib.sha256(canonical_json(body).encode()).hexdigest()
 
 
 def write_certificate(certificate: dict[str, Any], path: Path) -> Path:

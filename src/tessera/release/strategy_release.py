@@ -24,6 +24,7 @@ from tessera.release.budget import DISCRETE_LAPLACE, Budget
 from tessera.release.plan import Allocation, NoisePlan, noise_plan
 from tessera.strategy.candidates import Copy
 from tessera.strategy.choose import StrategyChoice, choose_strategy
+from tessera.workload.canonical import workload_hash
 from tessera.workload.workload import Workload
 
 #: z of the two-sided 95% normal interval.
@@ -103,7 +104,6 @@ def reconstruct(plan: NoisePlan, choice: StrategyChoice,
 
 def strategy_fields(choice: StrategyChoice) -> dict[str, Any]:
     """The certificate's ``strategy`` section: recomputable from the public inputs."""
-    from tessera.release.certificate import workload_hash
 
     s = choice.chosen
     return {
