@@ -34,6 +34,7 @@ from tessera.cli.common import (
     spent_text,
     user_errors,
 )
+from tessera.cli.synth import looks_like_run_record, verify_run
 from tessera.errors import TesseraError
 
 
@@ -171,7 +172,8 @@ def _print_release(release: object) -> None:
 @user_errors
 def verify(
     certificate: Annotated[
-        Path, typer.Argument(help="Certificate JSON written by tessera answer.",
+        Path, typer.Argument(help="Certificate JSON written by tessera answer, or a run "
+                             "record written by tessera synth --record.",
                              metavar="CERTIFICATE", exists=True)
     ],
     workload: WorkloadArg,
@@ -180,11 +182,15 @@ def verify(
         float, typer.Option("--time-limit", help="Seconds per overlap solve.")
     ] = 60.0,
 ) -> None:
-    """Recompute a certificate's accounting from the schema and workload alone (no data)."""
+    """Recompute a certificate's accounting (or re-prove a synthesis run's spend from its record)
+    from the schema and workload alone (no data)."""
     from tessera.release.certificate import read_certificate, verify_certificate
     from tessera.schema.domain import Domain
     from tessera.workload.workload import Workload
 
+    if looks_like_run_record(certificate):
+        verify_run(certificate, workload, schema)
+        return
     doc = read_certificate(certificate)
     result = verify_certificate(doc, Workload.load(workload, Domain.load(schema)),
                                 time_limit=time_limit)

@@ -38,6 +38,7 @@ from tessera.cli.common import (
     spent_text,
     user_errors,
 )
+from tessera.errors import TesseraError
 from tessera.privacy import DEFAULT_NEIGHBOURS
 
 if TYPE_CHECKING:
@@ -184,6 +185,48 @@ def _step_text(p: Any) -> str:
     if p.spent is not None and p.budget:
         text += f", spent {p.spent:.4g} of {p.budget:.4g} ({100 * p.spent / p.budget:.0f} %)"
     return text + f", est. error {p.error:.3g}"
+
+
+def looks_like_run_record(path: Path) -> bool:
+    """Whether ``path`` holds a synthesis run record (else: a release certificate)."""
+    import json
+
+    from tessera.synth.verify import is_run_record
+
+    try:
+        return is_run_record(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+
+
+def verify_run(path: Path, workload: Path, schema: Path) -> None:
+    """``tessera verify run.json WORKLOAD --schema S``: re-prove the run's spend from its
+    record (:func:`tessera.synth.verify.verify_record`)."""
+    from tessera.release.certificate import verify_certificate
+    from tessera.schema.domain import Domain
+    from tessera.synth.verify import read_record, verify_record
+    from tessera.workload.workload import Workload
+
+    doc = read_record(path)
+    result = verify_record(doc, Workload.load(workload, Domain.load(schema)),
+                           verify_certificate=verify_certificate)
+    if not result.ok:
+        raise TesseraError(
+            f"{path}: the run record does NOT check out ({len(result.differences)} "
+            "difference(s)):\n" + "\n".join(f"  {d}" for d in result.differences[:20])
+            + (f"\n  … and {len(result.differences) - 20} more"
+               if len(result.differences) > 20 else ""))
+    what = (f"{result.steps:,} mechanisms re-proved" if doc["method"] != "lp"
+            else "its release certificate verified")
+    out.print(f"{path}: verified — {doc['method']} run, {what}; spent "
+              f"{_spent_text(doc['spent'])} (workload sha256 "
+              f"{doc['workload']['sha256'][:12]}…)", markup=False)
+
+
+def _spent_text(spent: list[dict[str, Any]]) -> str:
+    first = spent[0] if spent else {}
+    return ", ".join(f"{k} = {first[k]:.6g}" for k in ("epsilon", "delta", "rho")
+                     if k in first) or "nothing"
 
 
 def _report(fitted: FittedSynthesizer) -> None:

@@ -380,6 +380,7 @@ def release_privacy(release: Release, targets: Targets) -> dict[str, Any]:
         "guarantees": list(cert.get("guarantees", [])),
         "certificate_digest": cert.get("digest"),
         "budget": cert.get("budget"),
+        "certificate": cert,
         "calibration": cert.get("calibration"),
         "basis": "post-processing of the release (docs/theory.md §6): the LP, its histogram "
                  "and the sampled rows cost no privacy",

@@ -8,26 +8,37 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 import numpy as np
 
 from tessera.accounting.guarantee import Guarantee
 from tessera.accounting.zcdp import epsilon_for_delta
+from tessera.mechanisms import MechanismRecord
 from tessera.privacy import Definition, Neighbours
+from tessera.synth.accounting import Step, prove, step_cost
 from tessera.synth.charge import Target
+from tessera.workload.canonical import schema_hash, sha256_of, workload_hash
 from tessera.workload.workload import Workload
 
 __all__ = [
     "ALGORITHMS",
+    "RECORD_VERSION",
     "FittedRun",
+    "applied_to",
     "charge_dict",
     "describe",
     "jsonable",
     "lp_record",
     "parameter_text",
+    "proved_spend",
     "run_record",
+    "sealed",
     "spent",
+    "step_dict",
+    "step_from_dict",
     "workload_dict",
 ]
 
@@ -55,34 +66,102 @@ class FittedRun(Protocol):
     notes: tuple[str, ...]
 
 
+#: Version of the synthesis record's layout (``record_version``).
+RECORD_VERSION = 1
+
 ALGORITHMS = {
     "lp": "LP approach (Ghazi et al. §3; column generation), post-processing of a private release",
 }
 
 
 def spent(fitted: FittedRun) -> list[Guarantee]:
-    """What the run provably spent, from its recorded mechanisms alone: pure ε (pure runs),
-    ρ-zCDP (always) and (ε, δ) at :attr:`Target.deltas`. For ``lp``: empty (the release's
-    guarantees are in :meth:`run_record`)."""
+    """What the run provably spent, from its recorded mechanisms alone (:func:`proved_spend`).
+    For ``lp``: empty (the release's guarantees are in :func:`run_record`)."""
     if fitted.method == "lp":
         return []
     assert fitted.target is not None
     r = fitted.result.record
+    return proved_spend(r.steps, r.spent.definition, r.neighbours, fitted.target.deltas)
+
+
+def proved_spend(steps: Sequence[Step], definition: Definition, neighbours: Neighbours,
+                 deltas: Sequence[float]) -> list[Guarantee]:
+    """Pure ε (a pure run), ρ-zCDP (always) and (ε, δ) at ``deltas`` of a run whose mechanisms
+    were ``steps``: :func:`tessera.synth.accounting.prove` of the steps, and the CKS20
+    conversion of its ρ (or the pure ε where smaller). :func:`tessera.synth.verify.verify_record`
+    recomputes it from a record's steps alone."""
     out = []
     pure = None
-    if r.spent.definition is Definition.PURE:
-        pure = r.proved(Definition.PURE)
+    if definition is Definition.PURE:
+        pure = prove(steps, Definition.PURE, neighbours)
         out.append(pure)
-    z = r.proved(Definition.ZCDP)
+    z = prove(steps, Definition.ZCDP, neighbours)
     out.append(z)
     rho = float(z.rho or 0.0)
-    for delta in fitted.target.deltas:
-        eps = epsilon_for_delta(rho, delta)
+    for delta in deltas:
+        eps = _epsilon_for_delta(rho, delta)
         note = "from ρ-zCDP (CKS20 Cor. 13)"
         if pure is not None and float(pure.epsilon or 0.0) <= eps:
             eps, note = float(pure.epsilon or 0.0), "implied by pure ε-DP"
-        out.append(Guarantee.approx(eps, delta, r.neighbours, basis="upper bound",
-                                    note=note))
+        out.append(Guarantee.approx(eps, delta, neighbours, basis="upper bound", note=note))
+    return out
+
+
+@functools.lru_cache(maxsize=1024)
+def _epsilon_for_delta(rho: float, delta: float) -> float:
+    """:func:`tessera.accounting.zcdp.epsilon_for_delta`, memoised (a pure function of two
+    floats; a verifier recomputes the same conversions for every record it checks)."""
+    return epsilon_for_delta(rho, delta)
+
+
+def step_dict(step: Step, definition: Definition, applied_to: dict[str, Any]) -> dict[str, Any]:
+    """One mechanism that ran, as the record lists it: role, round, what it was applied to,
+    the mechanism (name, definition, noise parameter and its value, private or seeded), the
+    sensitivity of what it read, and its cost in the run's definition
+    (:func:`tessera.synth.accounting.step_cost`)."""
+    m = step.mechanism
+    key = "epsilon" if definition is Definition.PURE else "rho"
+    return {"role": step.role, "round": step.round, "applied_to": applied_to,
+            "mechanism": {"name": m.name, "definition": m.definition.value,
+                          "parameter": m.parameter, "value": m.value, "private": m.private},
+            "sensitivity": step.sensitivity,
+            "cost": {key: step_cost(step, definition)}}
+
+
+def step_from_dict(d: dict[str, Any]) -> Step:
+    """The :class:`~tessera.synth.accounting.Step` a :func:`step_dict` describes."""
+    m = d["mechanism"]
+    rec = MechanismRecord(str(m["name"]), Definition(m["definition"]), str(m["parameter"]),
+                          None if m["value"] is None else float(m["value"]), bool(m["private"]))
+    return Step(str(d["role"]), int(d["round"]), rec, float(d["sensitivity"]))
+
+
+def applied_to(fitted: FittedRun) -> list[dict[str, Any]]:
+    """What each recorded step read, in step order: the total, a selection over the
+    candidates, a query's count (its index in the workload's expanded order) or a marginal
+    (its attributes)."""
+    r = fitted.result.record
+    names = fitted.workload.domain.names
+    if fitted.method == "adaptive":
+        measured = iter(fitted.result.measurements)
+        out = []
+        for s in r.steps:
+            if s.role == "selection":
+                out.append({"selection": "candidates"})
+                continue
+            g = next(measured)
+            out.append({"query": int(g.query)} if g.query is not None
+                       else {"marginal": [names[i] for i in g.scope]})
+        return out
+    selections = r.transcript.selections
+    out = []
+    for s in r.steps:
+        if s.role == "total":
+            out.append({"total": "TRUE"})
+        elif s.role == "selection":
+            out.append({"selection": "queries"})
+        else:
+            out.append({"query": int(selections[s.round - 1])})
     return out
 
 
@@ -92,7 +171,7 @@ def run_record(fitted: FittedRun) -> dict[str, Any]:
     width, the rows and the ledger's charge."""
     ledger = charge_dict(fitted.charge)
     if fitted.method == "lp":
-        return lp_record(fitted, ledger)
+        return sealed(lp_record(fitted, ledger))
     assert fitted.target is not None
     r = fitted.result.record
     t = r.timings
@@ -104,12 +183,13 @@ def run_record(fitted: FittedRun) -> dict[str, Any]:
         not_proven.append({"definition": Definition.GDP.value, "mu": fitted.target.asked["mu"],
                            "reason": "discrete mechanisms: ρ = μ²/2-zCDP is proven, "
                                      "μ-GDP is only the target"})
-    return {
+    out = {
         "method": fitted.method,
         "algorithm": r.algorithm,
         "private": fitted.private,
         "randomness": r.source,
         "neighbours": fitted.neighbours.value,
+        "schema": {"sha256": schema_hash(fitted.workload.domain)},
         "budget": {
             "asked": fitted.target.asked,
             "calibrated_as": {"definition": fitted.target.definition.value,
@@ -120,6 +200,8 @@ def run_record(fitted: FittedRun) -> dict[str, Any]:
         "spent": [g.to_dict() for g in spent(fitted)],
         "not_proven": not_proven,
         "mechanisms": len(r.steps),
+        "steps": [step_dict(s, r.spent.definition, a)
+                  for s, a in zip(r.steps, applied_to(fitted), strict=True)],
         "parameters": params,
         "timings": {"setup": t.setup, "rounds": sum(t.rounds), "mean_round": t.mean_round,
                     "output": t.output, "total": t.total, "n_rounds": len(t.rounds),
@@ -128,7 +210,17 @@ def run_record(fitted: FittedRun) -> dict[str, Any]:
         "rows": int(fitted.rows.shape[0]),
         "workload": workload_dict(fitted.workload),
         "ledger": ledger,
-    }
+    } | ({"notes": list(fitted.notes)} if fitted.notes else {})
+    return sealed(out)
+
+
+def sealed(record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` with its version first and its ``digest`` last: SHA-256 of the canonical JSON
+    of every other field (an integrity check any edit breaks; anyone can recompute it, so it is
+    not a signature — docs/certificate.md)."""
+    body = {"record_version": RECORD_VERSION, **{k: v for k, v in record.items()
+                                                 if k not in ("record_version", "digest")}}
+    return body | {"digest": sha256_of(body)}
 
 
 def lp_record(fitted: FittedRun, ledger: dict[str, Any] | None) -> dict[str, Any]:
@@ -142,6 +234,7 @@ def lp_record(fitted: FittedRun, ledger: dict[str, Any] | None) -> dict[str, Any
         "private": fitted.private,
         "randomness": privacy.get("randomness"),
         "neighbours": fitted.neighbours.value,
+        "schema": {"sha256": schema_hash(fitted.workload.domain)},
         "budget": {"asked": privacy.get("budget"), "calibrated_as": privacy.get("calibration"),
                    "notes": list(fitted.notes)},
         "spent": privacy.get("guarantees", []),
@@ -155,6 +248,7 @@ def lp_record(fitted: FittedRun, ledger: dict[str, Any] | None) -> dict[str, Any
         "rows": int(fitted.rows.shape[0]),
         "workload": workload_dict(fitted.workload),
         "ledger": ledger,
+        "release_certificate": privacy.get("certificate"),
     }
 
 
@@ -208,7 +302,8 @@ def charge_dict(charge: Any) -> dict[str, Any] | None:
 
 
 def workload_dict(w: Workload) -> dict[str, Any]:
-    return {"queries": w.n_queries, "predicate_queries": len(w.queries),
+    return {"sha256": workload_hash(w), "queries": w.n_queries,
+            "predicate_queries": len(w.queries),
             "families": [p.name for p in w.partitions]}
 
 

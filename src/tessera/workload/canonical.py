@@ -11,6 +11,7 @@ import hashlib
 import json
 from typing import Any
 
+from tessera.schema.domain import Domain
 from tessera.workload.query import Query
 from tessera.workload.workload import Workload
 
@@ -37,3 +38,14 @@ def canonical_json(doc: Any) -> str:
     """``doc`` as canonical JSON (sorted keys, no spaces, no NaN): what the hashes hash."""
     return json.dumps(doc, sort_keys=True, ensure_ascii=False, separators=(",", ":"),
                       allow_nan=False)
+
+
+def sha256_of(doc: Any) -> str:
+    """SHA-256 (hex) of :func:`canonical_json` of ``doc``."""
+    return hashlib.sha256(canonical_json(doc).encode()).hexdigest()
+
+
+def schema_hash(domain: Domain) -> str:
+    """SHA-256 of the canonical schema (its attributes, types and values): what a synthesis
+    record names its schema by (:mod:`tessera.synth.verify`)."""
+    return sha256_of(domain.to_dict())

@@ -1,0 +1,242 @@
+"""Re-prove a synthesis run's spend from its record alone (docs/synth.md "Verifying a record").
+
+``tessera verify run.json WORKLOAD --schema S`` reads a run record written by ``tessera synth
+--record`` (:func:`tessera.synth.record.run_record`) and checks, from the record, the schema and
+the workload only — no data, no code of the run:
+
+1. the ``digest`` (SHA-256 of the canonical JSON of every other field): any edit shows;
+2. the schema's and the workload's hashes are those of the files given;
+3. the budget: what the run is calibrated in follows from what was asked (ε → pure ε; ρ → ρ;
+   (ε, δ) → the largest ρ whose CKS20 conversion gives it; μ → ρ = μ²/2);
+4. every mechanism: the sensitivity it was applied with is the one its target has (a count:
+   1 under both relations; a marginal under substitution: L1 2, L2 √2; a selection's scores: 1
+   in count units, the exponential mechanism's ε already covering the scores' sensitivity), its
+   target exists in the workload (a query index, a candidate marginal), and its cost is the
+   mechanism's own privacy map of its recorded parameter and sensitivity
+   (:func:`tessera.synth.accounting.step_cost`); IPMWU and MWEM ran exactly 2T steps (+ the total
+   under add/remove);
+5. the spend: the exact sum of those costs (basic composition for pure ε, additivity of ρ) and its
+   (ε, δ) conversions equal the record's ``spent``, within the calibrated budget, and every
+   mechanism used private randomness (a seeded, NOT PRIVATE run does not verify, as for release
+   certificates);
+6. for ``lp``: the embedded release certificate checks out against the workload (with the
+   tautology ``TRUE`` when the record says it was added) by the release layer's own verifier,
+   passed in (:func:`tessera.release.certificate.verify_certificate`; this layer does not import
+   it), and the record's spend and budget are the certificate's.
+
+What it does not prove: that the rows belong to this record (sign both for that), or that the
+selection scores were computed as the method says (their sensitivity is a property of the method,
+stated here, not something a record can show).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+from tessera.accounting.zcdp import rho_for_epsilon_delta
+from tessera.errors import TesseraError
+from tessera.privacy import Definition, Neighbours
+from tessera.synth.accounting import step_cost
+from tessera.synth.candidates import candidates
+from tessera.synth.charge import REPORTED_DELTAS
+from tessera.synth.record import RECORD_VERSION, proved_spend, step_from_dict
+from tessera.synth.synthesizer import with_tautology
+from tessera.workload.canonical import schema_hash, sha256_of, workload_hash
+from tessera.workload.workload import Workload
+
+__all__ = ["RTOL", "RecordVerification", "is_run_record", "read_record", "verify_record"]
+
+#: Relative tolerance for a recomputed float against the record's (the JSON round trip is exact;
+#: this only absorbs a different but equally valid float evaluation order).
+RTOL = 1e-12
+
+
+@dataclass(frozen=True)
+class RecordVerification:
+    """The outcome of :func:`verify_record`: ``differences`` empty iff it checks out."""
+
+    differences: tuple[str, ...]
+    steps: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.differences
+
+
+def is_run_record(doc: Any) -> bool:
+    """Whether a JSON document is a synthesis run record (not a release certificate)."""
+    return isinstance(doc, dict) and "record_version" in doc and "method" in doc
+
+
+def read_record(path: str | Path) -> dict[str, Any]:
+    """A run record from its JSON file (a clear error for anything else)."""
+    import json
+
+    p = Path(path)
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise TesseraError(f"cannot read the run record: {e}", where=str(p)) from None
+    if not is_run_record(doc) or doc.get("record_version") != RECORD_VERSION:
+        raise TesseraError(f"not a Tessera synthesis record of version {RECORD_VERSION}",
+                           where=str(p), hint="tessera synth --record run.json writes one")
+    return doc
+
+
+def _close(a: Any, b: float) -> bool:
+    return (isinstance(a, (int, float)) and not isinstance(a, bool)
+            and math.isclose(float(a), b, rel_tol=RTOL, abs_tol=0.0))
+
+
+def _calibrated(asked: dict[str, Any]) -> tuple[Definition, float]:
+    """What a run asked for is calibrated as (module docs, item 3)."""
+    d = Definition(asked["definition"])
+    if d is Definition.PURE:
+        return d, float(asked["epsilon"])
+    if d is Definition.ZCDP:
+        return d, float(asked["rho"])
+    if d is Definition.APPROX:
+        return Definition.ZCDP, _rho_for(float(asked["epsilon"]), float(asked["delta"]))
+    if d is Definition.GDP:
+        return Definition.ZCDP, float(asked["mu"]) ** 2 / 2
+    raise TesseraError(f"a run is not calibrated in {d.label}")
+
+
+@functools.lru_cache(maxsize=256)
+def _rho_for(epsilon: float, delta: float) -> float:
+    return float(rho_for_epsilon_delta(epsilon, delta))  # ~1 s: memoised
+
+
+def _expected_sensitivity(method: str, step: dict[str, Any], substitute: bool,
+                          definition: Definition) -> float:
+    target = step.get("applied_to", {})
+    if step["role"] == "measurement" and "marginal" in target:
+        if not substitute:
+            return 1.0
+        return 2.0 if definition is Definition.PURE else math.sqrt(2.0)
+    return 1.0  # a count (query or total), or a selection over count-unit scores
+
+
+def verify_record(
+    record: dict[str, Any], workload: Workload, *,
+    verify_certificate: Callable[..., Any] | None = None,
+) -> RecordVerification:
+    """Re-prove a run record's spend from the record, the schema and the workload (module
+    docs); every difference named by its field."""
+    diffs: list[str] = []
+    body = {k: v for k, v in record.items() if k != "digest"}
+    if record.get("digest") != sha256_of(body):
+        diffs.append("digest: the record was edited after it was made")
+    if record.get("schema", {}).get("sha256") != schema_hash(workload.domain):
+        diffs.append("schema.sha256: the record was made for another schema")
+    method = record.get("method")
+    if method == "lp":
+        return RecordVerification(tuple(diffs + _verify_lp(record, workload,
+                                                           verify_certificate)))
+    if record.get("workload", {}).get("sha256") != workload_hash(workload):
+        diffs.append("workload.sha256: the record was made for another workload")
+    try:
+        neighbours = Neighbours.parse(record["neighbours"])
+        definition, value = _calibrated(record["budget"]["asked"])
+        key = "epsilon" if definition is Definition.PURE else "rho"
+        cal = record["budget"]["calibrated_as"]
+        if cal.get("definition") != definition.value or not _close(cal.get(key), value):
+            diffs.append(f"budget.calibrated_as: {cal!r}, recomputed "
+                         f"{{'definition': {definition.value!r}, {key!r}: {value!r}}}")
+        steps = record["steps"]
+        if not isinstance(steps, list):
+            raise TypeError("steps is not a list")
+        diffs += _check_steps(method, steps, workload, record, neighbours, definition, key)
+        proved = [step_from_dict(s) for s in steps]
+        total = sum((Fraction(step_cost(s, definition)) for s in proved), Fraction(0))
+        if total > Fraction(value):
+            diffs.append(f"spent: the mechanisms spend {float(total)!r} {key}, over the "
+                         f"calibrated budget {value!r}")
+        deltas = sorted({*REPORTED_DELTAS, *([float(record["budget"]["asked"]["delta"])]
+                                             if "delta" in record["budget"]["asked"]
+                                             else [])}, reverse=True)
+        want = [g.to_dict() for g in proved_spend(proved, definition, neighbours, deltas)]
+        if record.get("spent") != want:
+            diffs.append(f"spent: {record.get('spent')!r}, recomputed from the steps {want!r}")
+        private = bool(proved) and all(s.mechanism.private for s in proved)
+        if record.get("private") is not private:
+            diffs.append(f"private: {record.get('private')!r}, the mechanisms say {private!r}")
+        elif not private:  # as for release certificates: a seeded run is no release
+            diffs.append("private: the run used seeded test randomness (NOT PRIVATE)")
+        if record.get("mechanisms") != len(steps):
+            diffs.append(f"mechanisms: {record.get('mechanisms')!r}, the record lists "
+                         f"{len(steps)}")
+    except (KeyError, TypeError, ValueError, TesseraError) as e:
+        return RecordVerification(tuple(diffs) + (f"cannot re-prove the spend: {e!r}",))
+    return RecordVerification(tuple(diffs), len(steps))
+
+
+def _check_steps(method: Any, steps: list[dict[str, Any]], workload: Workload,
+                 record: dict[str, Any], neighbours: Neighbours, definition: Definition,
+                 key: str) -> list[str]:
+    diffs: list[str] = []
+    substitute = neighbours is Neighbours.SUBSTITUTE
+    n_queries = workload.n_queries
+    scopes: set[tuple[str, ...]] = set()
+    if method == "adaptive":
+        cells = int(record["parameters"]["max_cells"])
+        names = workload.domain.names
+        scopes = {tuple(names[i] for i in c.scope)
+                  for c in candidates(workload, cells) if c.is_marginal}
+    elif method in ("ipmwu", "mwem"):
+        rounds = int(record["parameters"]["rounds"])
+        want = 2 * rounds + (0 if substitute else 1)
+        if len(steps) != want:
+            diffs.append(f"steps: {len(steps)} mechanisms, {method} with T = {rounds} runs "
+                         f"{want}")
+    else:
+        diffs.append(f"method: {method!r} is not a method tessera synth runs")
+    for k, s in enumerate(steps):
+        where = f"steps[{k}]"
+        target = s.get("applied_to", {})
+        if "query" in target and not 0 <= int(target["query"]) < n_queries:
+            diffs.append(f"{where}.applied_to: query {target['query']} is not in the workload")
+        if "marginal" in target and tuple(target["marginal"]) not in scopes:
+            diffs.append(f"{where}.applied_to: {target['marginal']} is not a candidate "
+                         "marginal of the workload")
+        want = _expected_sensitivity(str(method), s, substitute, definition)
+        if not _close(s.get("sensitivity"), want):
+            diffs.append(f"{where}.sensitivity: {s.get('sensitivity')!r}, its target has "
+                         f"{want!r}")
+            continue
+        cost = step_cost(step_from_dict(s), definition)
+        if not _close(s.get("cost", {}).get(key), cost):
+            diffs.append(f"{where}.cost: {s.get('cost')!r}, the mechanism's privacy map gives "
+                         f"{key} = {cost!r}")
+    return diffs
+
+
+def _verify_lp(record: dict[str, Any], workload: Workload,
+               verify_certificate: Callable[..., Any] | None) -> list[str]:
+    diffs: list[str] = []
+    cert = record.get("release_certificate")
+    if not isinstance(cert, dict):
+        return ["release_certificate: missing (the LP's spend is its release's)"]
+    fitted = workload
+    if any("TRUE was added" in n for n in record.get("budget", {}).get("notes", [])):
+        fitted, _ = with_tautology(workload)
+    if record.get("workload", {}).get("sha256") != workload_hash(fitted):
+        diffs.append("workload.sha256: the record was made for another workload")
+    if verify_certificate is None:
+        diffs.append("release_certificate: no certificate verifier given")
+    else:
+        result = verify_certificate(cert, fitted)
+        diffs += [f"release_certificate: {d}" for d in result.differences]
+    if record.get("spent") != cert.get("guarantees"):
+        diffs.append("spent: not the release certificate's guarantees")
+    if record.get("budget", {}).get("asked") != cert.get("budget"):
+        diffs.append("budget.asked: not the release certificate's budget")
+    if record.get("neighbours") != cert.get("neighbours"):
+        diffs.append("neighbours: not the release certificate's")
+    return diffs
