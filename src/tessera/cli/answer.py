@@ -72,6 +72,11 @@ def answer(
         str, typer.Option("--objective", help="Expected error the strategy minimises: total "
                           "(Σ w·Var) or max (max w·Var).")
     ] = "total",
+    estimate: Annotated[
+        str, typer.Option("--estimate", help="gls (unbiased least squares, with intervals) or "
+                          "model (adds non-negative, consistent estimates from every "
+                          "measurement, GReM-LNN; marginal workloads; no proven interval).")
+    ] = "gls",
     consistency: Annotated[
         bool, typer.Option("--consistency", help="Add least-squares consistent answers "
                            "(post-processing, free).")
@@ -125,7 +130,8 @@ def answer(
     with err.status(f"answering {len(w):,} queries…", spinner="dots"):
         release = private_answer(
             source, w, budget, neighbours=neighbours, allocation=weights,  # type: ignore[arg-type]
-            postprocess=steps, strategy=strategy, objective=objective, ledger=ledger,
+            postprocess=steps, strategy=strategy, objective=objective, estimate=estimate,
+            ledger=ledger,
             label=label or workload.stem,
             time_limit=time_limit, seed=seed, csv=csv_options(no_header, delimiter, na, skip_rows),
             table=table, on_invalid=on_invalid, output=output, certificate=certificate,

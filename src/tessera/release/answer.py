@@ -58,7 +58,7 @@ from tessera.release.strategy_release import Reconstructed, reconstruct, strateg
 from tessera.workload.workload import Workload
 
 #: Post-processing steps :func:`answer` knows, in the order they apply.
-POSTPROCESSING = ("consistency", "nonnegative")
+POSTPROCESSING = ("consistency", "model", "nonnegative")
 #: Largest workload (cells included) least-squares consistency is run on.
 CONSISTENCY_MAX_QUERIES = 500_000
 
@@ -215,6 +215,7 @@ def answer(
     postprocess: Sequence[str] = (),
     strategy: str = "auto",
     objective: str = "total",
+    estimate: str = "gls",
     ledger: Ledger | str | Path | None = None,
     label: str | None = None,
     time_limit: float | None = 60.0,
@@ -236,7 +237,14 @@ def answer(
     --method lp`` writes its synthetic rows there).
 
     ``strategy``: what is measured (:mod:`tessera.strategy`; ``auto``: the least expected error
-    for ``objective``), W's answers reconstructed from it (:mod:`.strategy_release`)."""
+    for ``objective``), W's answers reconstructed from it (:mod:`.strategy_release`).
+    ``estimate``: ``gls`` (those answers) or ``model`` (adds the post-processing step
+    ``model``: non-negative consistent estimates from every measurement,
+    :mod:`.model_estimate`; no proven interval)."""
+    if estimate not in ("gls", "model"):
+        raise TesseraError(f"unknown estimate {estimate!r}", hint="one of gls, model")
+    if estimate == "model" and "model" not in postprocess:
+        postprocess = (*postprocess, "model")
     unknown = [p for p in postprocess if p not in POSTPROCESSING]
     if unknown:
         raise TesseraError(f"unknown post-processing {unknown[0]!r}",
@@ -278,7 +286,7 @@ def answer(
                else reconstruct(plan, choice, noisy))
         t0 = time.perf_counter()
         post, notes = (_postprocess(plan, noisy, postprocess) if rec is None
-                       else _postprocess_reconstructed(rec, postprocess))
+                       else _postprocess_reconstructed(rec, postprocess, plan, noisy))
         timings["postprocess"] = time.perf_counter() - t0
         from tessera.release.certificate import build_certificate
 
@@ -360,6 +368,8 @@ def _postprocess(
             result = consistent_answers(wl, current, variances)
             current = result.answers
             notes[step] = result.note
+        elif step == "model":
+            current = _model_step(plan, plan.workload, noisy, current, notes)
         else:
             current = round_nonnegative(current).astype(np.float64)
             notes[step] = ("answers clipped at 0 and rounded to integers (post-processing: "
@@ -368,8 +378,17 @@ def _postprocess(
     return post, notes
 
 
+def _model_step(plan: NoisePlan, workload: Workload, noisy: npt.NDArray[np.int64],
+                current: npt.NDArray[np.float64], notes: dict[str, str]
+                ) -> npt.NDArray[np.float64]:
+    from tessera.release.model_estimate import model_answers
+
+    values, notes["model"] = model_answers(plan, workload, noisy)
+    return current.copy() if values is None else values
+
+
 def _postprocess_reconstructed(
-    rec: Reconstructed, steps: Sequence[str]
+    rec: Reconstructed, steps: Sequence[str], plan: NoisePlan, noisy: npt.NDArray[np.int64]
 ) -> tuple[dict[str, npt.NDArray[np.float64]], dict[str, str]]:
     post: dict[str, npt.NDArray[np.float64]] = {}
     notes: dict[str, str] = {}
@@ -380,6 +399,8 @@ def _postprocess_reconstructed(
         if step == "consistency":
             notes[step] = ("already consistent: W's answers are one generalised least-squares "
                            "fit of the measured strategy")
+        elif step == "model":
+            current = _model_step(plan, rec.workload, noisy, current, notes)
         else:
             from tessera.release.consistency import round_nonnegative
 
