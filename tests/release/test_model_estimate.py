@@ -1,4 +1,4 @@
-"""``answer(..., estimate="model")``: the GReM-LNN step on a release (tessera.release.model_estimate)."""
+"""``answer(..., estimate="model")``: the GReM-LNN step on a release (release.model_estimate)."""
 
 from __future__ import annotations
 
