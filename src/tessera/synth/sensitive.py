@@ -11,6 +11,7 @@ workload or a list of functions becomes the engine's functions and their names.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +27,7 @@ from tessera.engine.factors import Function
 from tessera.engine.model import workload_functions
 from tessera.errors import DataError, QueryError
 from tessera.schema.domain import Domain
+from tessera.workload.query import Query
 from tessera.workload.workload import Workload
 
 __all__ = [
@@ -39,7 +41,9 @@ __all__ = [
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
-#: Rows evaluated at once by :meth:`Evaluator.counts`.
+#: Entries (rows × queries) of one block of :meth:`Evaluator.counts`'s all-queries product.
+TABLE_ENTRIES = 1 << 23
+#: Rows evaluated at once by :meth:`Evaluator.counts` for selected queries.
 ROW_BLOCK = 1 << 16
 
 
@@ -114,15 +118,88 @@ class Evaluator:
             return run
         return lambda codes: np.asarray(f.evaluate(domain, codes), dtype=bool)
 
+    @functools.cached_property
+    def incidence(self) -> tuple[IntArray, npt.NDArray[np.bool_], IntArray, Any, IntArray,
+                                 IntArray]:
+        """The conjunctions' predicates, deduplicated: for D distinct (attribute, coverage)
+        pairs their attributes and look-up tables (flattened, with offsets), the sparse D × Q
+        incidence of predicates in queries, each query's number of predicates, and which
+        queries these are (the rest: tautologies and other functions)."""
+        import scipy.sparse as sp
+
+        index: dict[tuple[int, Any], int] = {}
+        attrs: list[int] = []
+        tables: list[npt.NDArray[np.bool_]] = []
+        rows: list[int] = []
+        cols: list[int] = []
+        queries: list[int] = []
+        npred: list[int] = []
+        for j, f in enumerate(self.functions):
+            if not isinstance(f, Query) or not f.predicates:
+                continue
+            q = len(queries)
+            queries.append(j)
+            npred.append(len(f.predicates))
+            for pred in f.predicates:
+                i = self.domain.index(pred.attribute)
+                key = (i, pred.coverage.spans)
+                d = index.get(key)
+                if d is None:
+                    d = index[key] = len(attrs)
+                    attrs.append(i)
+                    tables.append(np.asarray(pred.coverage.contains_array(
+                        np.arange(self.domain.sizes[i])), dtype=bool))
+                rows.append(d)
+                cols.append(q)
+        sizes = [len(x) for x in tables]
+        offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        flat = np.concatenate(tables) if tables else np.zeros(0, dtype=bool)
+        inc = sp.csr_matrix((np.ones(len(rows), dtype=np.float32), (rows, cols)),
+                            shape=(len(attrs), len(queries)))
+        return (np.asarray(attrs, dtype=np.int64), flat, offsets, inc,
+                np.asarray(npred, dtype=np.float32), np.asarray(queries, dtype=np.int64))
+
     def counts(self, codes: npt.ArrayLike, which: npt.ArrayLike | None = None) -> IntArray:
-        """Σ_rows f(x) for every query (or the queries ``which``), in blocks of rows."""
+        """Σ_rows f(x) for every query (all at once: :meth:`_all_counts`) or for the queries
+        ``which`` (one by one), in blocks of rows."""
         codes = np.asarray(codes)
+        if which is None and self.functions:
+            return self._all_counts(codes)
         idx = range(len(self.functions)) if which is None else np.atleast_1d(which)
         out = np.zeros(len(idx), dtype=np.int64)
         for lo in range(0, codes.shape[0], ROW_BLOCK):
             block = codes[lo: lo + ROW_BLOCK]
             for k, j in enumerate(idx):
                 out[k] += int(np.count_nonzero(self._compiled[int(j)](block)))
+        return out
+
+    def _all_counts(self, codes: np.ndarray) -> IntArray:
+        """Every query's count at once. A conjunction holds on a row iff all its predicates
+        do: with M the rows × D matrix of the distinct predicates' values (table look-ups)
+        and B their D × Q incidence in the queries, (M B)[r, q] is the number of q's
+        predicates row r satisfies, and count_q = #{r : (M B)[r, q] = |q|} — one sparse
+        product per block of rows instead of a look-up per (query, predicate). A query
+        without predicates counts every row; other functions (clauses, BDDs) one by one."""
+        attrs, flat, offsets, inc, npred, queries = self.incidence
+        out = np.zeros(len(self.functions), dtype=np.int64)
+        n = codes.shape[0]
+        if len(queries):
+            block = max(16, TABLE_ENTRIES // max(len(queries), 1))
+            for lo in range(0, n, block):
+                part = codes[lo: lo + block].astype(np.int64, copy=False)
+                member = flat[offsets + part[:, attrs]].astype(np.float32)  # (rows, D)
+                satisfied = np.asarray((inc.T @ member.T).T)  # (rows, Q), exact small ints
+                out[queries] += (satisfied == npred).sum(axis=0, dtype=np.int64)
+        done = np.zeros(len(self.functions), dtype=bool)
+        done[queries] = True
+        for j, f in enumerate(self.functions):
+            if done[j]:
+                continue
+            if isinstance(f, Query):  # no predicate: the tautology
+                out[j] = n
+                continue
+            for lo in range(0, n, ROW_BLOCK):
+                out[j] += int(np.count_nonzero(self._compiled[j](codes[lo: lo + ROW_BLOCK])))
         return out
 
     def means(self, codes: npt.ArrayLike, which: npt.ArrayLike | None = None) -> FloatArray:
