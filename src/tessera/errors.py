@@ -80,6 +80,19 @@ class DataError(TesseraError):
     """Data that does not fit the declared public domain."""
 
 
+class TesseraWarning(UserWarning):
+    """Something the user should know that is not an error; the CLI prints it as one
+    ``warning:`` line on stderr."""
+
+
+class DataWarning(TesseraWarning):
+    """About the data (an empty data set under add/remove neighbours)."""
+
+
+class QueryWarning(TesseraWarning):
+    """About a workload (a query name used twice, made unique)."""
+
+
 class ResourceError(TesseraError):
     """A computation that would exceed a resource limit (memory, width), refused up front."""
 

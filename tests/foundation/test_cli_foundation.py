@@ -112,7 +112,7 @@ def test_workload_build_then_load(tmp_path: Path) -> None:
         "workload",
         "build",
         "random",
-        "-n",
+        "--queries",
         "40",
         "--seed",
         "3",

@@ -127,7 +127,7 @@ def answer(
     source = data_source(data, engine, spark_master)
     steps = tuple(s for s, on in (("consistency", consistency), ("nonnegative", nonnegative))
                   if on)
-    with err.status(f"answering {len(w):,} queries…", spinner="dots"):
+    with err.status(f"answering {w.n_queries:,} queries…", spinner="dots"):
         release = private_answer(
             source, w, budget, neighbours=neighbours, allocation=weights,  # type: ignore[arg-type]
             postprocess=steps, strategy=strategy, objective=objective, estimate=estimate,
@@ -162,7 +162,7 @@ def _print_release(release: object) -> None:
     err.print(f"budget: {plan.budget.text()}, {plan.neighbours.label} neighbours", markup=False)
     err.print(f"mechanism: {release.mechanism.describe()}", markup=False)
     err.print(f"γ_w = {ov.bound:.6g} ({'exact' if ov.exact else 'upper bound'}), "
-              f"{len(plan.workload)} queries, allocation {plan.method}", markup=False)
+              f"{plan.workload.n_queries:,} queries, allocation {plan.method}", markup=False)
     if release.strategy is not None:
         st = release.strategy.choice.chosen
         err.print(f"strategy: {st.name} ({st.measured.n_queries:,} measured queries, "

@@ -13,6 +13,7 @@ import functools
 import os
 import re
 import sys
+import warnings
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager, ExitStack
 from contextvars import ContextVar
@@ -54,7 +55,9 @@ def user_errors(fn: F) -> F:
         with ExitStack() as held:  # what the command holds (a Spark session), closed at its end
             token = _HELD.set(held)
             try:
-                return fn(*args, **kwargs)
+                with warnings.catch_warnings():
+                    warnings.showwarning = _show_warning
+                    return fn(*args, **kwargs)
             except TesseraError as e:
                 fail(_escape(str(e)))
             except FileNotFoundError as e:
@@ -71,6 +74,17 @@ def user_errors(fn: F) -> F:
                 _HELD.reset(token)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                  file: Any = None, line: str | None = None) -> None:
+    """Tessera's own warnings as one ``warning:`` line on stderr; others as Python prints them."""
+    from tessera.errors import TesseraWarning
+
+    if issubclass(category, TesseraWarning):
+        err.print(f"[yellow]warning:[/] {_escape(str(message))}")
+    else:
+        sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
 
 
 #: Exit code after Ctrl-C (128 + SIGINT, as shells report it).
@@ -255,7 +269,7 @@ EngineOpt = Annotated[
     typer.Option(
         "--engine",
         help="Where the data are counted: duckdb (embedded, larger than memory) or spark "
-        "(pip install '.[spark]', Java 17+; only aggregates leave Spark).",
+        "(pip install '.\\[spark]', Java 17+; only aggregates leave Spark).",
     ),
 ]
 SparkMasterOpt = Annotated[

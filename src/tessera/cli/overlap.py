@@ -39,7 +39,7 @@ def overlap(
     definition: Annotated[
         str,
         typer.Option(
-            "--definition", "-d", help="Composition: pure (Σw), gdp (√Σw²), zcdp (Σw²)."
+            "--definition", help="Composition: pure (Σw), gdp (√Σw²), zcdp (Σw²)."
         ),
     ] = "pure",
     neighbours: NeighboursOpt = "add-remove",
@@ -65,14 +65,14 @@ def overlap(
 
     wl = Workload.load(workload, Domain.load(schema))
     # a spinner on a terminal: the search can take seconds on large workloads
-    with err.status(f"maximum overlap of {len(wl):,} queries…", spinner="dots"):
+    with err.status(f"maximum overlap of {wl.n_queries:,} queries…", spinner="dots"):
         cost = workload_cost(wl, definition=definition, neighbours=neighbours,
                              time_limit=time_limit, method=method)
     if as_json:
         out.print_json(json.dumps(cost.to_dict(budget)))
         return
     scales = None if budget is None else cost.scales(budget)  # a bad budget: before any output
-    _print_cost(cost, f"maximum overlap of {workload} ({len(wl)} queries)")
+    _print_cost(cost, f"maximum overlap of {workload} ({wl.n_queries:,} queries)")
     if budget is not None and scales is not None:
         _print_scales(cost, budget, scales)
 

@@ -70,7 +70,7 @@ def synth(
                                    "itself is not proven).")
     ] = None,
     method: Annotated[
-        str, typer.Option("--method", "-m", help="adaptive (AIM-style, the default), ipmwu "
+        str, typer.Option("--method", help="adaptive (AIM-style, the default), ipmwu "
                           "(Ghazi et al.'s implicit weights), mwem (explicit histogram, ≤ 2^20 "
                           "points) or lp (LP over a private release).")
     ] = "adaptive",

@@ -70,7 +70,7 @@ def tradeoff(
         float | None,
         typer.Option("--overlap", "-g", help="Upper bound on the maximum overlap γ (default: t)."),
     ] = None,
-    delta: Annotated[float, typer.Option("--delta", "-d", help="δ at which ε is reported.")] = 1e-6,
+    delta: Annotated[float, typer.Option("--delta", help="δ at which ε is reported.")] = 1e-6,
     neighbours: NeighboursOpt = "add-remove",
     clt: Annotated[
         bool,

@@ -17,6 +17,9 @@ if TYPE_CHECKING:
 #: Most cells of a structured family ``workload build`` expands into a text file (one line
 #: each); beyond, it asks for YAML/JSON.
 TEXT_MAX_QUERIES = 1_000_000
+#: ``--max-cells``'s default: tessera.workload.builders.DEFAULT_MAX_CELLS (tested equal; not
+#: imported, so that ``--help`` loads no library).
+DEFAULT_MAX_CELLS = 100_000_000
 _STRUCTURED_SUFFIXES = (".yaml", ".yml", ".json")
 
 
@@ -128,7 +131,9 @@ def build(
         ),
     ] = None,
     k: Annotated[int, typer.Option("-k", help="Marginal order for 'marginals'.")] = 2,
-    n: Annotated[int, typer.Option("-n", help="Number of queries for 'random'.")] = 1000,
+    n: Annotated[
+        int, typer.Option("--queries", "-t", help="Number of queries t for 'random'.")
+    ] = 1000,
     kind: Annotated[str, typer.Option(help="random: range | set | mixed.")] = "mixed",
     min_attributes: Annotated[int, typer.Option(help="random: fewest attributes per query.")] = 1,
     max_attributes: Annotated[int, typer.Option(help="random: most attributes per query.")] = 3,
@@ -151,15 +156,21 @@ def build(
     max_queries: Annotated[
         int,
         typer.Option(help="marginals, identity, cube, hierarchy: most queries written to a "
-                     "text file (.sql/.txt), one per cell; YAML/JSON keep them compact at any "
-                     "size."),
+                     "text file (.sql/.txt), one per cell; YAML/JSON keep them compact (a few "
+                     "lines, up to --max-cells cells)."),
     ] = TEXT_MAX_QUERIES,
+    max_cells: Annotated[
+        int,
+        typer.Option(help="marginals, identity, cube, hierarchy: most cells the families may "
+                     "have (a guard against a typo filling memory; every command that "
+                     "answers them counts every cell).", min=1),
+    ] = DEFAULT_MAX_CELLS,
 ) -> None:
     """Build a standard workload FAMILY over the schema and write it to a file.
 
     marginals, identity, cube and hierarchy are written compactly to .yaml/.json (a few lines
-    that name the families, whatever their number of cells); to a text file, one query per
-    cell, up to --max-queries.
+    that name the families, up to --max-cells cells); to a text file, one query per cell, up to
+    --max-queries.
     """
     from tessera.errors import ResourceError
     from tessera.schema.domain import Domain
@@ -171,7 +182,8 @@ def build(
     compact = output.suffix.lower() in _STRUCTURED_SUFFIXES
     if family in STRUCTURED:
         w, doc = build_structured(family, domain, attributes=attributes, k=k,
-                                  branching=branching, depth=depth, min_order=min_order)
+                                  branching=branching, depth=depth, min_order=min_order,
+                                  max_cells=max_cells)
         if compact:
             _write_document(doc, output, f"{family}: {len(w.partitions):,} families, "
                                          f"{w.n_cells:,} cells")

@@ -268,6 +268,13 @@ def _file_relation(
         con.execute(f"ATTACH {_sql_string(str(p))} AS src (READ_ONLY)")
         return con.table(f"src.{_quote(table)}")
     if suffix in CSV_SUFFIXES or suffix == "":
+        if p.stat().st_size == 0 and names:
+            # no header and no rows: the schema's columns and no rows (n = 0), not a file
+            # whose columns are missing (the caller decides whether n = 0 may be answered)
+            types = column_types or {}
+            cols = ", ".join(f"CAST(NULL AS {types.get(n, 'VARCHAR')}) AS {_quote(n)}"
+                             for n in names)
+            return con.sql(f"SELECT {cols} WHERE false")
         return _read_csv(con, p, _csv_arguments(csv, names, text_columns, column_types))
     raise DataError(f"unknown data format {suffix!r} for {p}", hint="use CSV or Parquet")
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,7 +48,7 @@ from tessera.data.counts import count_encoded
 from tessera.data.outputs import Output, OutputError, atomic, check_outputs, staged
 from tessera.data.source import encode
 from tessera.data.table import CsvOptions
-from tessera.errors import TesseraError
+from tessera.errors import DataError, DataWarning, TesseraError
 from tessera.mechanisms import NoiseSource, discrete_gaussian, discrete_laplace
 from tessera.mechanisms.record import MechanismRecord
 from tessera.privacy import Neighbours
@@ -267,6 +268,7 @@ def answer(
     encoded = encode(data, workload.domain, on_invalid=on_invalid,  # type: ignore[arg-type]
                      csv=csv, table=table)
     timings["encode"] = time.perf_counter() - t0
+    _check_rows(encoded.n_rows, plan.neighbours)
     charge = None
     if book is not None:
         charge = book.charge(measured, plan.costs, label=label or "release",
@@ -312,6 +314,23 @@ def answer(
         book.mark_released(charge.release_id)
     timings["total"] = time.perf_counter() - start
     return release
+
+
+def _check_rows(n_rows: int, neighbours: Neighbours) -> None:
+    """No rows (an empty file, a header only, every row dropped): under substitution n is
+    public and a data set of 0 rows has no neighbour, so it is refused before the charge; under
+    add/remove n = 0 is a valid data set (its neighbours have one row), answered as any other,
+    and the curator is warned (a :class:`~tessera.errors.DataWarning`, never in an output)."""
+    if n_rows > 0:
+        return
+    if Neighbours.parse(neighbours) is Neighbours.SUBSTITUTE:
+        raise DataError("the data has no rows: under substitute neighbours n is public and "
+                        "must be at least 1 (nothing was charged)",
+                        hint="check the file (a header only?), or use add/remove neighbours, "
+                        "under which an empty data set is valid")
+    warnings.warn(DataWarning("the data has no rows (n = 0): answered as a valid empty data "
+                              "set under add/remove neighbours; check the file if you expected "
+                              "rows"), stacklevel=3)
 
 
 def _check_ledger(book: Ledger, plan: NoisePlan) -> None:

@@ -154,8 +154,8 @@ def create_file(p: Path, meta: dict[str, Any], *, overwrite: bool) -> None:
                 "overwrite=True")
     if p.exists() and not overwrite:
         raise LedgerError("a ledger (or another file) already exists here", where=str(p),
-                          hint="open it with Ledger.open; overwrite=True discards its "
-                          "history and with it the record of the spent budget")
+                          hint="use it as it is (it keeps the spent budget), or choose another "
+                          "path; replacing it would discard the record of the spent budget")
     directory = p.parent if str(p.parent) else Path(".")
     fd, tmp_name = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".init", dir=directory)
     os.close(fd)
@@ -185,7 +185,8 @@ def create_file(p: Path, meta: dict[str, Any], *, overwrite: bool) -> None:
                 os.link(tmp, p)  # atomic, and fails if the name exists (no race with init)
             except FileExistsError:
                 raise LedgerError("a ledger (or another file) already exists here",
-                                  where=str(p), hint="open it with Ledger.open") from None
+                                  where=str(p),
+                                  hint="use it as it is, or choose another path") from None
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)

@@ -144,6 +144,15 @@ class NoisePlan:
         return out
 
 
+def check_released(weights: npt.NDArray[np.float64]) -> None:
+    """Weight 0 means "not released" (docs/theory.md §3.10): a workload whose every weight is 0
+    releases nothing, and is refused before any budget is spent."""
+    if not np.any(weights > 0):
+        raise TesseraError("every query of the workload has weight 0: nothing would be released",
+                           hint="weight 0 means 'not released'; give the queries to release a "
+                           "weight > 0")
+
+
 def noise_plan(
     workload: Workload,
     budget: Budget,
@@ -167,6 +176,7 @@ def noise_plan(
     require_at_most(t, max_queries, "a release of", "answer fewer families per release (the "
                     "ledger composes releases), or raise the limit: noise_plan(..., max_queries=N)")
     w = workload.weight_array()
+    check_released(w)
     if allocation == "auto":
         allocation = "uniform" if np.all(w == w[0]) else "shares"
     comp, total = budget.calibration, budget.total
@@ -191,7 +201,9 @@ def noise_plan(
     else:
         # only the ratios of the shares matter: normalise, so that tiny weights (whose squares
         # would underflow under zCDP) calibrate like any others
-        shares = np.ones(t) if allocation == "uniform" else normalised_weights(w)
+        # uniform: equal shares for every released query (weight 0 is never released)
+        shares = ((w > 0).astype(np.float64) if allocation == "uniform"
+                  else normalised_weights(w))
         wl = _with_weights(workload, shares)
         cost = workload_cost(wl, definition=comp, neighbours=rel, time_limit=calibration_limit)
         overlap = cost.weighted

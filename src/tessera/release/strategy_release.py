@@ -21,7 +21,7 @@ import numpy.typing as npt
 from tessera.mechanisms import discrete_gaussian, discrete_laplace
 from tessera.privacy import Neighbours
 from tessera.release.budget import DISCRETE_LAPLACE, Budget
-from tessera.release.plan import Allocation, NoisePlan, noise_plan
+from tessera.release.plan import Allocation, NoisePlan, check_released, noise_plan
 from tessera.strategy.candidates import Copy
 from tessera.strategy.choose import StrategyChoice, choose_strategy
 from tessera.workload.canonical import workload_hash
@@ -63,6 +63,7 @@ def strategy_plan(
     """The noise plan of what is measured, and the strategy choice (None: the workload itself is
     measured as given — ``direct`` without duplicates — the plan as before strategies)."""
     rel = Neighbours.parse(neighbours)
+    check_released(workload.weight_array())  # before any candidate is calibrated
     if allocation != "auto" and strategy in ("auto", "direct"):
         # an explicit split of the budget over W's own queries: W is measured directly
         return noise_plan(workload, budget, neighbours=rel, allocation=allocation,

@@ -67,7 +67,7 @@ def cells(domain: Domain, max_cells: int = MAX_CELLS) -> npt.NDArray[np.integer]
         raise ResourceError(
             f"the domain has {size:,} points: the explicit histogram takes at most "
             f"{max_cells:,} (2^{int(math.log2(max_cells))})",
-            hint="IPMWU (tessera.synth.ipmwu) keeps the histogram implicit")
+            hint="the ipmwu method (--method ipmwu) keeps the histogram implicit")
     sizes = domain.sizes
     dtype = np.int8 if max(sizes, default=1) <= 127 else np.int64
     grid = np.indices(sizes, dtype=dtype).reshape(len(sizes), -1).T

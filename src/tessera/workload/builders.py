@@ -178,7 +178,8 @@ def _guard_cells(n: int, what: str, max_cells: int) -> None:
     if n > max_cells:
         raise ResourceError(
             f"{what} has {n:,} cells, above the limit of {max_cells:,}",
-            hint="choose fewer attributes or raise max_cells",
+            hint="choose fewer attributes (--attribute), or raise the limit (--max-cells; "
+            "max_cells= in Python)",
         )
 
 

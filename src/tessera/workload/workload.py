@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from tessera.errors import QueryError
+from tessera.errors import QueryError, QueryWarning
 from tessera.schema.domain import Domain
 from tessera.workload.clause import BooleanClause
 from tessera.workload.families import (
@@ -42,6 +43,34 @@ from tessera.workload.query import Query
 #: query object of about 2 KB (measured: NLTCS all 7-way marginals, 1,464,320 cells, 2.7 GiB
 #: peak; docs/benchmarks.md "Resource guards"), so 10⁶ cells take ~2 GiB.
 EXPAND_MAX_QUERIES = 1_000_000
+
+
+def unique_names(names: Sequence[str], sources: Sequence[str] | None = None) -> tuple[str, ...]:
+    """``names`` with every repeat renamed ``name (k)`` (k = 2, 3, … the first free one), each
+    renaming announced by a :class:`~tessera.errors.QueryWarning` naming where the name was
+    first used (``sources[i]``: ``file:line``, else ``query i``)."""
+    if len(set(names)) == len(names):
+        return tuple(names)
+    first: dict[str, int] = {}
+    used = set(names)
+    out = []
+    for i, n in enumerate(names):
+        if n not in first:
+            first[n] = i
+            out.append(n)
+            continue
+        k = 2
+        while f"{n} ({k})" in used:
+            k += 1
+        new = f"{n} ({k})"
+        used.add(new)
+        out.append(new)
+        here, there = ((sources[i], sources[first[n]]) if sources is not None
+                       else (f"query {i + 1}", f"query {first[n] + 1}"))
+        warnings.warn(QueryWarning(f"{here}: query name {n!r} is already used ({there}); this "
+                                   f"query is named {new!r}"), stacklevel=3)
+    return tuple(out)
+
 
 
 @dataclass(frozen=True)
@@ -86,12 +115,16 @@ class Workload:
         partitions: Sequence[Partition] = (),
         warnings: Sequence[str] = (),
     ) -> Workload:
-        """A workload from queries; default names are the queries' SQL, default weights 1."""
+        """A workload from queries; default names are the queries' SQL, default weights 1.
+        A name used twice is made unique (``a``, ``a (2)``) with a
+        :class:`~tessera.errors.QueryWarning` naming both places: two rows named alike in the
+        answers could not be told apart."""
         qs = tuple(queries)
+        given = tuple(names) if names is not None else tuple(q.to_sql(domain) for q in qs)
         return Workload(
             domain,
             qs,
-            tuple(names) if names is not None else tuple(q.to_sql(domain) for q in qs),
+            unique_names(given, sources),
             tuple(float(w) for w in weights) if weights is not None else (1.0,) * len(qs),
             tuple(sources) if sources is not None else None,
             tuple(partitions),
