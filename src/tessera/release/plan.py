@@ -106,7 +106,8 @@ class NoisePlan:
             out = [
                 Guarantee.pure(eps, n, basis=basis, note="discrete Laplace, analytic map"),
                 # pure ε ⇒ ε²/2-zCDP (Bun–Steinke 2016, Prop. 1.4)
-                Guarantee.zcdp(eps * eps / 2.0, n, basis="upper bound", note="from pure ε"),
+                Guarantee.zcdp(_half_square_up(eps), n, basis="upper bound",
+                               note="from pure ε"),
             ]
             for delta, (value, note) in zip(REPORTED_DELTAS, self._laplace_profile()):
                 out.append(Guarantee.approx(value, delta, n, basis="upper bound", note=note))
@@ -220,6 +221,14 @@ def noise_plan(
                      exact, halfwidths)
 
 
+def _half_square_up(eps: float) -> float:
+    """ε²/2 rounded up (in the decimals every budget figure is read as, docs/theory.md §9):
+    the zCDP that pure ε-DP implies (Bun–Steinke 2016, Prop. 1.4), never understated."""
+    from tessera.release.decimals import decimal_value, float_up
+
+    return float_up(decimal_value(eps) ** 2 / 2)
+
+
 def _with_weights(workload: Workload, weights: npt.ArrayLike) -> Workload:
     """The workload with these weights (expanded order: predicate queries, then each family's
     cells; a family's cells must share one weight)."""
@@ -255,26 +264,35 @@ def recheck_spent(
     """max over one neighbour change of Σ c_q, exact or a proven upper bound; refuse > total.
 
     The costs add in both calibration definitions (ε and ρ compose by summation), so this is
-    the weighted maximum overlap with comp ``pure`` and weights c."""
+    the weighted maximum overlap with comp ``pure`` and weights c — computed in the ledger's
+    exact arithmetic (:func:`tessera.release.exact_costs.cost_bound`: each cost is the decimal
+    it prints as, sums are exact rationals, the bound is rounded up), so that a certificate's
+    ``spent.value`` and the ledger's charge are one number from one source, and the comparison
+    with the total has no tolerance."""
+    from tessera.release.decimals import decimal_value
+    from tessera.release.exact_costs import cost_bound
+
     if not np.all(np.isfinite(costs)) or np.any(costs < 0):
         raise TesseraError("a noise scale came out non-positive: refusing to release")
-    res = max_overlap(workload, costs, comp=Definition.PURE, neighbours=neighbours,
-                      time_limit=time_limit)
-    spent = float(res.bound)
-    if spent <= total:
-        return spent, bool(res.exact)
-    if res.achieved > total or (res.exact and spent > total * (1.0 + 1e-9)):
-        # a row provably pays more than the budget (or the exact maximum lies above it by more
-        # than rounding): the calibration is wrong, never release
+    limit = decimal_value(total)
+    subject = workload if workload.is_structured else workload.queries
+    cb = cost_bound(workload.domain, subject, costs, neighbours=neighbours,
+                    time_limit=time_limit, threshold=limit)
+    if cb.value <= limit:
+        return cb.bound, cb.exact
+    if cb.achieved_value > limit:
+        # a row provably pays more than the budget (when the solve is exact and no cost was
+        # rounded, the witness attains the maximum itself): the calibration is wrong, never
+        # release — no tolerance
         raise TesseraError(
-            f"the noise plan re-checks at {res.achieved:.17g} > budget {total:.17g}: a row "
-            "pays more than the budget; refusing to release",
+            f"the noise plan re-checks at {float(cb.achieved_value):.17g} > budget "
+            f"{total:.17g}: a row pays more than the budget; refusing to release",
             hint="report this: the calibration and the re-check disagree",
         )
     # The re-check's bound lies above the total but no row is known to exceed it: a looser
-    # valid bound (a time limit, or the 1e-9 rounding margin of an 'exact' solver route). The
-    # calibration's own proof certifies ≤ total by construction (scales from an upper bound on
-    # γ_w, widened for rounding): the total is the tighter valid bound.
+    # valid bound (a time limit, or costs with too many digits rounded up to a multiple of
+    # 2^-k). The calibration's own proof certifies ≤ total by construction (scales from an
+    # upper bound on γ_w, widened for rounding): the total is the tighter valid bound.
     return total, False
 
 

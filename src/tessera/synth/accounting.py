@@ -104,6 +104,14 @@ class Budget:
         value = check_budget("ε" if epsilon is not None else "ρ", value)
         return Budget(definition, value, Neighbours.parse(neighbours))
 
+    @property
+    def exact(self) -> Fraction:
+        """What the run may spend, exactly: the smaller of the float's binary value and the
+        decimal it prints as, which is what a ledger charges (docs/theory.md §9: 0.1 is one
+        tenth). Every schedule is calibrated to this, so a run charged ``repr(ε)`` never spends
+        the binary excess (ten runs of ε = 0.1 fit a total of 1 exactly)."""
+        return min(Fraction(self.value), Fraction(repr(self.value)))
+
     def guarantee(self, value: float | None = None, **kw: object) -> Guarantee:
         """This budget (or ``value`` in its definition) as a :class:`Guarantee`."""
         v = self.value if value is None else value
@@ -197,7 +205,7 @@ def split_total(budget: Budget, total_fraction: float) -> CountNoise | None:
         return None
     if not (0.0 < total_fraction < 1.0):
         raise TesseraError(f"total_fraction must be in (0, 1), got {total_fraction!r}")
-    return _count_noise(Fraction(budget.value) * Fraction(total_fraction), budget.definition)
+    return _count_noise(budget.exact * Fraction(total_fraction), budget.definition)
 
 
 def plan(budget: Budget, rounds: int, total: CountNoise | None = None) -> Plan:
@@ -205,7 +213,7 @@ def plan(budget: Budget, rounds: int, total: CountNoise | None = None) -> Plan:
     if isinstance(rounds, bool) or int(rounds) != rounds or rounds < 1:
         raise TesseraError(f"rounds must be a positive integer, got {rounds!r}")
     rounds = int(rounds)
-    rest = Fraction(budget.value)
+    rest = budget.exact
     if total is not None:
         rest -= Fraction(noise_cost(total, budget.definition))
     share = rest / (2 * rounds)
@@ -222,7 +230,7 @@ def plan(budget: Budget, rounds: int, total: CountNoise | None = None) -> Plan:
             selection = ExponentialMechanism(eps_sel, 1.0)
     measurement = _count_noise(share, budget.definition)
     out = Plan(budget, rounds, total, selection, measurement)
-    assert out.total_cost() + rounds * out.round_cost() <= Fraction(budget.value)
+    assert out.total_cost() + rounds * out.round_cost() <= budget.exact
     return out
 
 

@@ -58,7 +58,7 @@ class Schedule:
     def __init__(self, budget: Budget, l1: float, l2: float, sel_sensitivity: float,
                  measure_fraction: float) -> None:
         self.budget = budget
-        self.total = Fraction(budget.value)
+        self.total = budget.exact  # what a ledger charges (issue 19 item 4)
         self.l1, self.l2, self.sel = l1, l2, sel_sensitivity
         self.fraction = Fraction(measure_fraction)
         self.pure = budget.definition is Definition.PURE

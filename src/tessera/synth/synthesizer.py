@@ -388,7 +388,7 @@ def _adaptive_preflight(workload: Workload, opts: dict[str, Any], neighbours: Ne
     target = Target.of(budget)
     run = RunBudget.of(**target.kwargs(), neighbours=rel)
     init, attrs, rounds = initial_spend(cands, run, opts.get("rounds"), f)
-    if init > Fraction(run.value):
+    if init > run.exact:
         least = math.ceil(f * attrs)
         raise TesseraError(
             f"rounds = {rounds}: the adaptive method's initialisation measures all {attrs} "
