@@ -29,7 +29,8 @@ from pathlib import Path
 
 from tessera.errors import TesseraError
 
-__all__ = ["Output", "OutputError", "atomic", "check_outputs", "staged", "write_text"]
+__all__ = ["Output", "OutputError", "atomic", "check_outputs", "fsync_directory", "fsync_file",
+           "staged", "write_text"]
 
 
 class OutputError(TesseraError):
@@ -135,7 +136,7 @@ def staged(paths: Sequence[str | os.PathLike[str]]) -> Iterator[tuple[Path, ...]
             temps.append(_temporary(p))
         yield tuple(temps)
         for t in temps:
-            _fsync(t)
+            fsync_file(t)
     except BaseException:
         for t in temps:
             with contextlib.suppress(OSError):
@@ -144,7 +145,7 @@ def staged(paths: Sequence[str | os.PathLike[str]]) -> Iterator[tuple[Path, ...]
     for t, p in zip(temps, targets):  # renames only: each atomic, none can half-write a file
         os.replace(t, p)
     for directory in {_directory(p) for p in targets}:
-        _fsync_directory(directory)
+        fsync_directory(directory)
 
 
 @contextlib.contextmanager
@@ -162,7 +163,8 @@ def write_text(path: str | os.PathLike[str], text: str) -> Path:
     return Path(path)
 
 
-def _fsync(path: Path) -> None:
+def fsync_file(path: Path) -> None:
+    """Flush a file's data to the disk."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -170,7 +172,7 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
-def _fsync_directory(directory: Path) -> None:
+def fsync_directory(directory: Path) -> None:
     """Make the renamed entries durable (POSIX); a no-op where a directory cannot be opened."""
     try:
         fd = os.open(directory, os.O_RDONLY)

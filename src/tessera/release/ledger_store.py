@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from tessera.data.outputs import fsync_directory, fsync_file
 from tessera.errors import TesseraError
 from tessera.release.ledger_records import Charge, LedgerBusy, LedgerError
 from tessera.schema.domain import Domain
@@ -174,7 +175,7 @@ def create_file(p: Path, meta: dict[str, Any], *, overwrite: bool) -> None:
             con.execute("COMMIT")
         finally:
             con.close()
-        _fsync(tmp)
+        fsync_file(tmp)
         if overwrite:
             for side in _SIDE_FILES:  # a hot journal of the old file must not touch the new
                 with contextlib.suppress(FileNotFoundError):
@@ -190,7 +191,7 @@ def create_file(p: Path, meta: dict[str, Any], *, overwrite: bool) -> None:
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-    _fsync_dir(directory)
+    fsync_directory(directory)
 
 
 def connect(path: Path, timeout: float) -> sqlite3.Connection:
@@ -281,28 +282,6 @@ def _statements(script: str) -> list[str]:
     if buf.strip():
         raise ValueError("incomplete statement in the ledger schema")
     return out
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(directory: Path) -> None:
-    """Make a new directory entry durable (POSIX); a no-op where directories cannot be opened."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 # -- rows and records -------------------------------------------------------------------------
