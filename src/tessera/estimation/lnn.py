@@ -31,9 +31,14 @@ Lagrangian dual (multipliers λ_S ≥ 0, one per target cell) is, with
 μ̂_S the GLS answers (:meth:`~tessera.strategy.marginals.MarginalDesign.reconstruct`) and
 μ_S(λ) = Q_S x(λ), x(λ) = x̂ + H⁺ Σ_S Q_Sᵀ λ_S. Every evaluation costs O(Σ_S n_S 2^|S|) and
 never touches the full domain. Complementary slackness: λ_S > 0 only on cells where μ_S = 0.
-F is solved by L-BFGS-B with bounds λ ≥ 0 (the paper uses dual ascent on the same dual),
-preconditioned by λ_S = z_S / Var_S (Var_S: the GLS variance of a cell of S, the diagonal of
-F's Hessian Q H⁺ Qᵀ).
+F is solved by L-BFGS-B with bounds λ ≥ 0, preconditioned by λ_S = z_S / Var_S (Var_S: the GLS
+variance of a cell of S, the diagonal of F's Hessian Q H⁺ Qᵀ).
+
+**Relation to the paper.** Mullins et al. weight the residual terms of their loss by a
+heuristic scheme and solve their own way; here the weights are the measurements' exact
+precisions (the loss is the Gaussian negative log-likelihood, so the estimate is the
+likelihood maximiser under local non-negativity), and the solver is the bound-constrained dual
+above. Neither their code nor their weights are reproduced.
 
 **Exactness.** The solver stops at a tolerance, so μ(λ) may be slightly negative (−1e-6-ish
 of a count). The returned answers are then the convex combination (1 − α) μ(λ) + α (T/n_S)
