@@ -191,6 +191,7 @@ def run_tessera(method: str, eps: float, seed: int, data: Any, workload: ts.Work
             return run
         raise
     t0 = time.perf_counter()
+    c0 = time.process_time()  # this process's CPU time: what an idle machine would take
     ticks: list[float] = []
     planned: list[int] = []
 
@@ -216,9 +217,11 @@ def run_tessera(method: str, eps: float, seed: int, data: Any, workload: ts.Work
                                progress=progress)
         codes = np.asarray(fitted.rows)
         run.seconds = time.perf_counter() - t0
+        run.extra["cpu_seconds"] = time.process_time() - c0
     except TimeUp:
         run.status = "time cap"
         run.seconds = time.perf_counter() - t0
+        run.extra["cpu_seconds"] = time.process_time() - c0
         run.rounds = len(ticks)
         run.rounds_planned = planned[0] if planned else None
         if len(ticks) > 1:
@@ -403,7 +406,8 @@ def repeat(method: str, eps: float, seeds: int, fn: Callable[[int], Run]) -> lis
     for s in range(seeds):
         r = fn(s)
         out.append(r)
-        print(f"  {method} ε={eps:g} #{s}: {r.status} {r.seconds:.1f} s L1 {r.marginal_l1:.4f} "
+        print(f"  {method} ε={eps:g} #{s}: {r.status} {r.seconds:.1f} s "
+              f"(CPU {r.extra.get('cpu_seconds', math.nan):.1f} s) L1 {r.marginal_l1:.4f} "
               f"q {r.query_error:.5f} {r.note} (load average {os.getloadavg()[0]:.1f})",
               file=sys.stderr, flush=True)
         if r.status != "ok":
@@ -597,8 +601,9 @@ def part_dimension(args: argparse.Namespace) -> None:
           "here), exact `sample` expectations as the paper; rows = n. The explicit MWEM cannot "
           "run at all: its histogram has 2^d cells (2^64 already), and `Synthesizer('mwem')` "
           "refuses above 2^20 — shown in the table.\n")
-    print("| d | method | status | time (s) | rounds | s / round | mean L1 error | width | notes |")
-    print("|---:|---|---|---:|---:|---:|---:|---:|---|")
+    print("| d | method | status | time (s) | CPU (s) | rounds | s / round | mean L1 error | width "
+          "| notes |")
+    print("|---:|---|---|---:|---:|---:|---:|---:|---:|---|")
     all_runs = []
     for d in args.dims:
         domain, edges, codes = tree_data(d, args.dim_rows, seed=0)
@@ -616,7 +621,9 @@ def part_dimension(args: argparse.Namespace) -> None:
             per = f"{r.per_round:.4f}" if r.per_round else "—"
             err = f"{r.marginal_l1:.4f}" if not math.isnan(r.marginal_l1) else "—"
             secs = "—" if math.isnan(r.seconds) else f"{r.seconds:.1f}"
-            print(f"| {d} | {method} | {r.status} | {secs} | {r.rounds or '—'} | {per} "
+            cpu = r.extra.get("cpu_seconds")
+            print(f"| {d} | {method} | {r.status} | {secs} | "
+                  f"{'—' if cpu is None else f'{cpu:.1f}'} | {r.rounds or '—'} | {per} "
                   f"| {err} | {r.extra.get('width', '—')} | {r.note[:160]} |", flush=True)
             print(f"  load average {os.getloadavg()[0]:.1f} at the end of d = {d} {method}",
                   file=sys.stderr, flush=True)

@@ -12,8 +12,8 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 import tessera.audit.run as run_module
-from tessera.audit.cases import all_cases, discrete_laplace_case, planted_cases
-from tessera.audit.run import AuditRow
+from tessera.audit.cases import discrete_laplace_case
+from tessera.audit.run import AuditRow, all_cases, planted_cases
 from tessera.cli.audit import print_audit
 from tessera.cli.main import app
 

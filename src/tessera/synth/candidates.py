@@ -180,11 +180,12 @@ def eligible(sizes: Sequence[int], cands: Sequence[Candidate],
     the filter is then conservative) when the caller knows it."""
     inside = downward_closure(scopes)
     union = frozenset(a for sc in scopes for a in sc)
+    everything = 8 * math.prod(sizes[a] for a in union)  # one bag of all measured attributes
     component = _components(scopes)
     out = []
     for i, c in enumerate(cands):
-        if not c.is_marginal or c.scope in inside \
-                or 8 * math.prod(sizes[a] for a in union | set(c.scope)) <= limit:  # all fit
+        if not c.is_marginal or c.scope in inside or everything * math.prod(
+                sizes[a] for a in c.scope if a not in union) <= limit:  # one bag of all fits
             out.append(i)
             continue
         own = [component.get(a, ("new", a)) for a in c.scope]
