@@ -112,3 +112,20 @@ def test_chooser_never_worse_than_direct_on_predicates() -> None:
         direct = next(s for s in ch.candidates if s.name == "direct")
         assert direct.measured.n_queries < wl.n_queries
         assert ch.chosen.total <= direct.total
+
+
+def test_ledger_charges_the_measured_strategy(tmp_path) -> None:
+    from tessera.privacy import Neighbours
+    from tessera.release.ledger import Ledger
+
+    wl = Workload.of_families(DOMAIN, k_way_marginals(DOMAIN, 2))
+    book = Ledger.init(tmp_path / "l.sqlite", total=0.3, definition="zcdp",
+                       neighbours=Neighbours.ADD_REMOVE, domain=DOMAIN, dataset="t")
+    rel = answer(_frame(), wl, Budget.of(rho=0.2), ledger=book, seed=3)
+    assert rel.strategy is not None and rel.charge is not None
+    # a row meets one cell of every measured marginal: it pays Σ costs = ρ (exactly, up to the
+    # plan's rounding margin)
+    assert rel.charge.spent_after == pytest.approx(0.2, rel=1e-9)
+    assert rel.certificate["ledger"]["spent_after"] == pytest.approx(0.2, rel=1e-9)
+    with pytest.raises(Exception, match="remaining|exceed"):
+        answer(_frame(), wl, Budget.of(rho=0.2), ledger=book, seed=4)

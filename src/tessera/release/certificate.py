@@ -206,7 +206,7 @@ def verify_certificate(
 
             plan, choice = strategy_plan(
                 workload, budget, neighbours=certificate["neighbours"],
-                allocation="auto",  # (a strategy section is written only for auto)
+                allocation="auto",  # (a strategy section is written only for auto/forced)
                 strategy=stated["requested"], objective=stated["objective"],
                 time_limit=time_limit)
     except (KeyError, TypeError, ValueError, TesseraError) as e:

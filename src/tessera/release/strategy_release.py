@@ -23,7 +23,7 @@ from tessera.privacy import Neighbours
 from tessera.release.budget import DISCRETE_LAPLACE, Budget
 from tessera.release.plan import Allocation, NoisePlan, check_released, noise_plan
 from tessera.strategy.candidates import Copy
-from tessera.strategy.choose import StrategyChoice, choose_strategy
+from tessera.strategy.choose import StrategyChoice, choose_strategy, only_direct
 from tessera.workload.canonical import workload_hash
 from tessera.workload.workload import Workload
 
@@ -61,11 +61,14 @@ def strategy_plan(
     strategy: str, objective: str, time_limit: float | None,
 ) -> tuple[NoisePlan, StrategyChoice | None]:
     """The noise plan of what is measured, and the strategy choice (None: the workload itself is
-    measured as given — ``direct`` without duplicates — the plan as before strategies)."""
+    measured as given — an explicit allocation, or ``auto`` where no other candidate applies
+    and nothing repeats — the plan as before strategies)."""
     rel = Neighbours.parse(neighbours)
     check_released(workload.weight_array())  # before any candidate is calibrated
-    if allocation != "auto" and strategy in ("auto", "direct"):
-        # an explicit split of the budget over W's own queries: W is measured directly
+    if (allocation != "auto" and strategy in ("auto", "direct")) or (
+            strategy == "auto" and only_direct(workload)):
+        # an explicit split of the budget over W's own queries, or nothing but W itself to
+        # measure: W is measured as given (no strategy section in the certificate)
         return noise_plan(workload, budget, neighbours=rel, allocation=allocation,
                           time_limit=time_limit), None
     choice = choose_strategy(workload, budget.calibration, budget.total, neighbours=rel,

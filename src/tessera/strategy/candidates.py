@@ -232,7 +232,7 @@ def direct(workload: Workload, ctx: Context) -> Strategy:
     return _calibrate(ctx, workload, measured, Copy(index), "direct")
 
 
-def _marginal_scopes(workload: Workload) -> list[Scope] | None:
+def marginal_scopes(workload: Workload) -> list[Scope] | None:
     """The scope of every family when W is marginals only (no predicates, no grouping)."""
     if workload.queries or not workload.partitions:
         return None
@@ -244,7 +244,7 @@ def _marginal_scopes(workload: Workload) -> list[Scope] | None:
 def marginal_strategy(workload: Workload, ctx: Context, kind: str) -> Strategy | None:
     """``identity`` (W's maximal scopes) or ``residual`` (the downward closure), the
     allocation error-optimal for Σ_q w_q Var_q (:func:`~.marginals.optimal_precisions`)."""
-    scopes = _marginal_scopes(workload)
+    scopes = marginal_scopes(workload)
     if scopes is None:
         return None
     dom = workload.domain

@@ -21,7 +21,10 @@ from tessera.strategy.candidates import (
     Strategy,
     direct,
     interval_strategy,
+    marginal_scopes,
     marginal_strategy,
+    merge_duplicates,
+    one_attribute,
 )
 from tessera.workload.workload import Workload
 
@@ -60,6 +63,15 @@ class StrategyChoice:
                 "chosen": s is self.chosen,
             })
         return rows
+
+
+def only_direct(workload: Workload) -> bool:
+    """Whether ``direct`` on W as given is the only candidate: no other strategy applies (W is
+    neither marginals only nor over one attribute) and no predicate query repeats. Checked
+    without calibrating anything (``answer`` then plans W exactly as before strategies)."""
+    if marginal_scopes(workload) is not None or one_attribute(workload) is not None:
+        return False
+    return merge_duplicates(workload)[0] is workload
 
 
 def score(s: Strategy, objective: str) -> float:
