@@ -129,3 +129,21 @@ def test_ledger_charges_the_measured_strategy(tmp_path) -> None:
     assert rel.certificate["ledger"]["spent_after"] == pytest.approx(0.2, rel=1e-9)
     with pytest.raises(Exception, match="remaining|exceed"):
         answer(_frame(), wl, Budget.of(rho=0.2), ledger=book, seed=4)
+
+
+def test_ranges_block_reads_compactly_and_takes_a_tree(tmp_path) -> None:
+    from tessera.errors import TesseraError
+    from tessera.strategy.choose import choose_strategy
+
+    dom = Domain.from_dict({"attributes": {"x": {"type": "integer", "min": 0, "max": 19},
+                                           "y": {"type": "integer", "min": 0, "max": 1}}})
+    f = tmp_path / "w.yaml"
+    f.write_text("ranges:\n  - {attribute: x}\n")
+    wl = Workload.load(f, dom)
+    assert wl.n_queries == 20 * 21 // 2 and wl.queries[19].scope == ()  # [0, 19]: everything
+    ch = choose_strategy(wl, "zcdp", 0.1)
+    direct = next(s for s in ch.candidates if s.name == "direct")
+    assert ch.chosen.name.startswith("hierarchical") and ch.chosen.total < direct.total / 5
+    f.write_text("ranges:\n  - {attributes: [x]}\n")
+    with pytest.raises(TesseraError, match="ranges"):
+        Workload.load(f, dom)

@@ -40,9 +40,10 @@ import numpy.typing as npt
 from tessera.errors import QueryError
 from tessera.schema.domain import Domain
 from tessera.schema.intervals import IntervalSet
-from tessera.workload.query import Query
+from tessera.workload.query import Predicate, Query
 
-__all__ = ["Partition", "cube", "group_label", "hierarchy", "k_way_marginals", "prefix_queries"]
+__all__ = ["Partition", "cube", "group_label", "hierarchy", "k_way_marginals", "prefix_queries",
+           "range_queries"]
 
 #: Most queries a prefix family may expand to (the product of its attributes' sizes).
 MAX_PREFIX_QUERIES = 1_000_000
@@ -300,4 +301,28 @@ def prefix_queries(domain: Domain, attributes: Sequence[str]) -> list[tuple[str,
         cov = {a: IntervalSet.range(0, v + 1) for a, v in zip(names, combo)}
         label = " AND ".join(f"{a}<={domain[a].label(v)}" for a, v in zip(names, combo))
         out.append((f"prefix({label})", Query.conjunction(domain, cov)))
+    return out
+
+
+def range_queries(domain: Domain, attribute: str) -> list[tuple[str, Query]]:
+    """All n(n+1)/2 ranges lo ≤ a ≤ hi over one ordered attribute of n codes (the whole range
+    is the tautology), in row-major order of (lo, hi): predicate queries, written compactly in
+    a workload file as ``ranges: [{attribute: age}]``. Returns (name, query) pairs; refused
+    above :data:`MAX_PREFIX_QUERIES` queries."""
+    attr = domain[attribute]
+    if not attr.ordered:
+        raise QueryError(f"ranges need an ordered attribute; {attribute!r} is not ordered",
+                         hint="declare the attribute ordered, or use a hierarchy")
+    n = attr.size
+    if n * (n + 1) // 2 > MAX_PREFIX_QUERIES:
+        raise QueryError(f"all ranges over {attribute!r} are {n * (n + 1) // 2:,} queries, "
+                         f"above {MAX_PREFIX_QUERIES:,}", hint="use a hierarchy")
+    labels = [attr.label(c) for c in range(n)]
+    whole = Query.tautology()
+    out = []
+    for lo in range(n):
+        for hi in range(lo, n):
+            q = whole if (lo, hi) == (0, n - 1) else Query(
+                (Predicate(attribute, IntervalSet(((lo, hi + 1),))),))
+            out.append((f"range({attribute} in [{labels[lo]}, {labels[hi]}])", q))
     return out

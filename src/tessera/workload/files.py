@@ -22,6 +22,8 @@ File formats
       partitions: [...]             # explicit families, as ``Workload.save`` writes them
       prefixes:                     # prefix (dominance) ranges: predicate queries, read compactly
         - {attributes: [age]}
+      ranges:                       # every range lo <= age <= hi: predicate queries, compactly
+        - {attribute: age}
 
   Cells are queries too: ``len(workload)`` counts the predicate queries,
   :attr:`Workload.n_queries` every query, and :meth:`Workload.expanded` materialises the
@@ -41,7 +43,7 @@ import gc
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,6 +66,7 @@ from tessera.workload.families import (
     hierarchy,
     k_way_marginals,
     prefix_queries,
+    range_queries,
 )
 from tessera.workload.fastparse import FastParser
 from tessera.workload.query import Query
@@ -283,15 +286,16 @@ def _load_structured(p: Path, text: str, domain: Domain) -> WorkloadParts:
     errors: list[TesseraError] = []
     families: list[Partition] = []
     if isinstance(doc, dict):
-        unknown = set(doc) - {"queries", "prefixes", *FAMILY_KEYS}
+        unknown = set(doc) - {"queries", "prefixes", "ranges", *FAMILY_KEYS}
         if unknown:
             raise QueryError(f"unknown key {sorted(unknown)[0]!r}", where=str(p),
-                             hint="top-level keys are queries, prefixes, "
+                             hint="top-level keys are queries, prefixes, ranges, "
                              + ", ".join(FAMILY_KEYS))
         families = _load_families(p, doc, domain, errors)
     entries = doc.get("queries", []) if isinstance(doc, dict) else doc
     if not isinstance(entries, list) or not (entries or families or errors
-                                             or (isinstance(doc, dict) and doc.get("prefixes"))):
+                                             or (isinstance(doc, dict) and (doc.get("prefixes")
+                                                                            or doc.get("ranges")))):
         raise QueryError(
             "expected a non-empty list of queries (or structured families)",
             where=str(p),
@@ -346,32 +350,50 @@ def _load_structured(p: Path, text: str, domain: Domain) -> WorkloadParts:
         names.append(str(entry.get("name", entry["where"])))
         weights.append(weight)
         sources.append(where)
-    prefix_block = doc.get("prefixes") or [] if isinstance(doc, dict) else []
-    if not isinstance(prefix_block, list):
-        errors.append(QueryError("'prefixes' must be a list", where=f"{p}:prefixes",
-                                 hint="prefixes: [{attributes: [age]}]"))
-        prefix_block = []
-    for i, entry in enumerate(prefix_block):
-        where = f"{p}:prefixes[{i}]"
-        try:
-            if not (isinstance(entry, dict) and isinstance(entry.get("attributes"), list)
-                    and set(entry) <= {"attributes", "weight"}):
-                raise QueryError("a prefix family is {attributes: [age], weight: 1}")
-            weight = float(entry.get("weight", 1.0))
-            if not (math.isfinite(weight) and weight >= 0):
-                raise QueryError(f"weight {entry.get('weight')!r} is not a number ≥ 0")
-            for name, q in prefix_queries(domain, entry["attributes"]):
-                queries.append(q)
-                names.append(name)
-                weights.append(weight)
-                sources.append(where)
-        except TesseraError as e:
-            errors.append(e.located(where))
-        except (TypeError, ValueError) as e:
-            errors.append(QueryError(f"malformed entry: {e}", where=where))
+    blocks = (("prefixes", "attributes", list, prefix_queries),
+              ("ranges", "attribute", str, range_queries))
+    for key, field_name, kind, build in blocks:
+        for q, name, weight, where in _predicate_block(p, doc, key, field_name, kind, build,
+                                                      domain, errors):
+            queries.append(q)
+            names.append(name)
+            weights.append(weight)
+            sources.append(where)
     if errors:
         raise WorkloadError(errors)
     return WorkloadParts(domain, queries, names, weights, sources, families, warnings)
+
+
+def _predicate_block(
+    p: Path, doc: Any, key: str, field_name: str, kind: type, build: Any, domain: Domain,
+    errors: list[TesseraError],
+) -> Iterator[tuple[Query, str, float, str]]:
+    """The queries of a compact predicate block (``prefixes: [{attributes: [age]}]``,
+    ``ranges: [{attribute: age}]``): (query, name, weight, where) each; errors collected."""
+    block = doc.get(key) or [] if isinstance(doc, dict) else []
+    shape = f"{{{field_name}: {'[age]' if kind is list else 'age'}, weight: 1}}"
+    if not isinstance(block, list):
+        errors.append(QueryError(f"'{key}' must be a list", where=f"{p}:{key}",
+                                 hint=f"{key}: [{shape}]"))
+        return
+    for i, entry in enumerate(block):
+        where = f"{p}:{key}[{i}]"
+        try:
+            if not (isinstance(entry, dict) and isinstance(entry.get(field_name), kind)
+                    and set(entry) <= {field_name, "weight"}):
+                raise QueryError(f"an entry of '{key}' is {shape}")
+            weight = float(entry.get("weight", 1.0))
+            if not (math.isfinite(weight) and weight >= 0):
+                raise QueryError(f"weight {entry.get('weight')!r} is not a number ≥ 0")
+            made = build(domain, entry[field_name])
+        except TesseraError as e:
+            errors.append(e.located(where))
+            continue
+        except (TypeError, ValueError) as e:
+            errors.append(QueryError(f"malformed entry: {e}", where=where))
+            continue
+        for name, q in made:
+            yield q, name, weight, where
 
 
 #: The structured blocks of a YAML/JSON workload (module docstring).
