@@ -100,6 +100,8 @@ def reconstruct(plan: NoisePlan, choice: StrategyChoice,
     """GLS answers of W from the measured noisy answers (post-processing: no privacy cost)."""
     s = choice.chosen
     answers, variances = s.estimate(noisy.astype(np.float64), noise_variances(plan))
+    # a query of weight 0 measured directly is not released (variance ∞): no answer
+    answers = np.where(np.isfinite(variances), answers, np.nan)
     exact = None
     if isinstance(s.reconstruction, Copy):
         exact = plan.halfwidths[s.reconstruction.index]
