@@ -63,7 +63,8 @@ def model_answers(plan: NoisePlan, workload: Workload, noisy: npt.NDArray[np.int
     out = np.concatenate([est.marginals[s].ravel() for s in targets])
     note = (f"{NAME}: every answer ≥ 0 and all marginals agree on shared attributes and on "
             f"the total ({est.total:,.1f}); biased, so no interval is proven for it (the "
-            f"intervals shown are the unbiased answers'); solver: {est.iterations} iterations"
+            f"intervals shown are the unbiased answers'); solver: {est.iterations} iterations, "
+            f"KKT residual {est.kkt:.1e} counts"
             + ("" if est.converged else " (not converged: " + est.message + ")")
             + ("" if est.alpha == 0 else
                f", solver deficit {est.deficit:.1e} removed by mixing {est.alpha:.1e} of the "
