@@ -305,6 +305,7 @@ def test_all_queries_at_once_count_as_one_by_one() -> None:
         lo = int(rng.integers(0, 7))
         texts.append(f"a >= {lo} AND d < {int(rng.integers(1, 4))}"
                      + (" AND c = false" if rng.random() < 0.5 else ""))
+    texts = list(dict.fromkeys(texts))  # distinct names
     w = Workload.from_sql(texts, domain)
     ev = Evaluator(domain, w.queries)
     for n in (0, 1, 7, 500):
