@@ -83,3 +83,8 @@ def test_lazy_and_type_checking_imports_count(tmp_path: Path) -> None:
         "def f():\n    from tessera.schema import intervals\n    import tessera.errors\n")
     modules = {"tessera.schema.domain", "tessera.schema.intervals", "tessera.errors"}
     assert imported_modules(module, modules) == modules
+
+
+def test_the_package_root_holds_only_the_vocabulary() -> None:
+    """Every module but the vocabulary lives in the folder of its layer (docs/architecture.md)."""
+    assert sorted(p.name for p in ROOT.glob("*.py")) == ["__init__.py", "errors.py", "privacy.py"]

@@ -28,7 +28,7 @@ def demo(
     """Make a population, then do both main jobs on it under one ledger: answer a workload
     privately (answers, certificate, report) and make private synthetic data for it (rows, run
     record, evaluation)."""
-    from tessera.demo import run_demo
+    from tessera.demo.end_to_end import run_demo
 
     with err.status("running the demo…", spinner="dots"):
         result = run_demo(directory, epsilon=epsilon, synth_epsilon=epsilon,
