@@ -55,7 +55,12 @@ from tessera.privacy import Neighbours
 from tessera.release.budget import DISCRETE_LAPLACE, Budget
 from tessera.release.ledger import Charge, Ledger
 from tessera.release.plan import Allocation, NoisePlan
-from tessera.release.strategy_release import Reconstructed, reconstruct, strategy_plan
+from tessera.release.strategy_release import (
+    Reconstructed,
+    noise_variances,
+    reconstruct,
+    strategy_plan,
+)
 from tessera.workload.workload import Workload
 
 #: Post-processing steps :func:`answer` knows, in the order they apply.
@@ -375,7 +380,7 @@ def _postprocess(
         if step not in steps:
             continue
         if step == "consistency":
-            variances = _variances(plan)
+            variances = noise_variances(plan)
             wl = plan.workload
             if wl.is_structured:
                 if wl.n_queries > CONSISTENCY_MAX_QUERIES:
@@ -428,13 +433,3 @@ def _postprocess_reconstructed(
                            "no privacy cost; biased for small counts)")
         post[step] = current
     return post, notes
-
-
-def _variances(plan: NoisePlan) -> npt.NDArray[np.float64]:
-    fn = (discrete_laplace.variance if plan.mechanism == DISCRETE_LAPLACE
-          else discrete_gaussian.variance)
-    out = np.full(plan.scales.shape, np.inf)
-    finite = np.isfinite(plan.scales)
-    values, inverse = np.unique(plan.scales[finite], return_inverse=True)
-    out[finite] = np.array([fn(float(s)) for s in values])[inverse.ravel()]
-    return out
