@@ -191,3 +191,23 @@ def test_item13_zero_byte_file_is_not_a_missing_column(files: Path) -> None:
     with pytest.raises(TesseraError, match="no rows"):
         answer(str(files / "d.csv"), Workload.load(files / "w.sql", DOMAIN),
                Budget.of(epsilon=1.0), neighbours="substitute", seed=1)
+
+
+def test_item11_many_duplicate_names_are_renamed_in_linear_time() -> None:
+    """10⁵ copies of one name: renamed in one pass (the first version probed k = 2, 3, … for
+    every copy: 5·10⁹ probes), with the first warnings and one that counts the rest."""
+    import time
+    import warnings as warnings_module
+
+    from tessera.workload.workload import unique_names
+
+    names = ["a"] * 100_000 + ["a (3)"]
+    start = time.process_time()
+    with warnings_module.catch_warnings(record=True) as caught:
+        warnings_module.simplefilter("always")
+        out = unique_names(names)
+    assert time.process_time() - start < 5.0  # a guard against the quadratic loop, not a benchmark
+    assert len(set(out)) == len(out) == len(names)
+    assert out[:4] == ("a", "a (2)", "a (4)", "a (5)") and out[-1] == "a (3)"
+    messages = [str(w.message) for w in caught]
+    assert len(messages) == 11 and messages[-1] == "… and 99,989 more queries renamed the same way"

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from tessera.errors import QueryError, QueryWarning
+from tessera.errors import MAX_ERRORS_SHOWN, QueryError, QueryWarning
 from tessera.schema.domain import Domain
 from tessera.workload.clause import BooleanClause
 from tessera.workload.families import (
@@ -48,27 +48,39 @@ EXPAND_MAX_QUERIES = 1_000_000
 def unique_names(names: Sequence[str], sources: Sequence[str] | None = None) -> tuple[str, ...]:
     """``names`` with every repeat renamed ``name (k)`` (k = 2, 3, … the first free one), each
     renaming announced by a :class:`~tessera.errors.QueryWarning` naming where the name was
-    first used (``sources[i]``: ``file:line``, else ``query i``)."""
+    first used (``sources[i]``: ``file:line``, else ``query i``) — the first
+    :data:`~tessera.errors.MAX_ERRORS_SHOWN` of them, then one warning counting the rest.
+
+    Linear in the number of names: each repeated name keeps the next k to try (a file of 10⁵
+    identical lines is renamed in one pass, not 10¹⁰ probes)."""
     if len(set(names)) == len(names):
         return tuple(names)
     first: dict[str, int] = {}
+    next_k: dict[str, int] = {}
     used = set(names)
     out = []
+    renamed = 0
     for i, n in enumerate(names):
         if n not in first:
             first[n] = i
             out.append(n)
             continue
-        k = 2
+        k = next_k.get(n, 2)
         while f"{n} ({k})" in used:
             k += 1
+        next_k[n] = k + 1
         new = f"{n} ({k})"
         used.add(new)
         out.append(new)
-        here, there = ((sources[i], sources[first[n]]) if sources is not None
-                       else (f"query {i + 1}", f"query {first[n] + 1}"))
-        warnings.warn(QueryWarning(f"{here}: query name {n!r} is already used ({there}); this "
-                                   f"query is named {new!r}"), stacklevel=3)
+        renamed += 1
+        if renamed <= MAX_ERRORS_SHOWN:
+            here, there = ((sources[i], sources[first[n]]) if sources is not None
+                           else (f"query {i + 1}", f"query {first[n] + 1}"))
+            warnings.warn(QueryWarning(f"{here}: query name {n!r} is already used ({there}); "
+                                       f"this query is named {new!r}"), stacklevel=3)
+    if renamed > MAX_ERRORS_SHOWN:
+        warnings.warn(QueryWarning(f"… and {renamed - MAX_ERRORS_SHOWN:,} more queries renamed "
+                                   "the same way"), stacklevel=3)
     return tuple(out)
 
 
