@@ -65,6 +65,9 @@ from tessera.workload.workload import Workload
 
 #: Post-processing steps :func:`answer` knows, in the order they apply.
 POSTPROCESSING = ("consistency", "model", "nonnegative")
+#: What the ``nonnegative`` step says it did (both the direct and the strategy route).
+NONNEGATIVE_NOTE = ("answers clipped at 0 and rounded to integers (post-processing: no privacy "
+                    "cost; biased for small counts)")
 #: Largest workload (cells included) least-squares consistency is run on.
 CONSISTENCY_MAX_QUERIES = 500_000
 
@@ -396,8 +399,7 @@ def _postprocess(
             current = _model_step(plan, plan.workload, noisy, current, notes)
         else:
             current = round_nonnegative(current).astype(np.float64)
-            notes[step] = ("answers clipped at 0 and rounded to integers (post-processing: "
-                           "no privacy cost; biased for small counts)")
+            notes[step] = NONNEGATIVE_NOTE
         post[step] = current
     return post, notes
 
@@ -429,7 +431,6 @@ def _postprocess_reconstructed(
             from tessera.release.consistency import round_nonnegative
 
             current = round_nonnegative(current).astype(np.float64)
-            notes[step] = ("answers clipped at 0 and rounded to integers (post-processing: "
-                           "no privacy cost; biased for small counts)")
+            notes[step] = NONNEGATIVE_NOTE
         post[step] = current
     return post, notes
