@@ -266,34 +266,72 @@ def run_tessera(method: str, eps: float, seed: int, data: Any, workload: ts.Work
 def run_baseline(method: str, dataset: str, k: int, eps: float, seed: int,
                  args: argparse.Namespace, domain: ts.Domain, workload: ts.Workload,
                  real: np.ndarray, n: int) -> Run:
+    """One AIM/MST run: its rows from the /tmp cache (``--reuse-baselines``) or a fresh run
+    (``--pgm-path``), evaluated here and summarised in the committed summary file
+    (``baselines.SUMMARY``); without rows, ``--reuse-baselines`` takes the errors the summary
+    recorded."""
     run = Run(method.upper(), eps, seed)
+    workload_name = f"{k}way"
     pgm = baselines.pgm_path(args.pgm_path)
-    if pgm is None and not args.reuse_baselines:
-        run.status, run.note = "not run", "no --pgm-path"
+    rec = baselines.cached(dataset, workload_name, method, eps, seed) \
+        if args.reuse_baselines else None
+    if rec is None and args.reuse_baselines:
+        entry = baselines.summarised(dataset, workload_name, method, eps, seed)
+        if entry is not None:
+            return from_summary(run, entry)
+    if rec is not None:
+        rec["reused"] = True
+    elif pgm is None:
+        run.status, run.note = "not run", ("not cached, not in the summary and no --pgm-path"
+                                           if args.reuse_baselines else "no --pgm-path")
         return run
-    try:
-        if pgm is None:  # --reuse-baselines without the scripts: the cache only
-            rec = baselines.cached(dataset, f"{k}way", method, eps, seed)
-            if rec is None:
-                run.status, run.note = "not run", "not cached and no --pgm-path"
-                return run
-            rec["reused"] = True
-        else:
-            rec = baselines.run_cached(dataset, k, method, eps, seed, pgm,
-                                       reuse=args.reuse_baselines)
-    except RuntimeError as e:
-        run.status, run.note = "failed", str(e)[:500]
-        return run
+    else:
+        try:
+            rec = baselines.run_cached(dataset, k, method, eps, seed, pgm, reuse=False)
+        except RuntimeError as e:
+            run.status, run.note = "failed", str(e)[:500]
+            return run
     header, rows = baselines.read_rows(rec)
     table = np.asarray(rows, dtype=np.int64)
     codes = table[:, [header.index(a) for a in domain.names]]
     run.seconds = float(rec["time_s"])
-    run.marginal_l1, run.query_error, run.extra["max_error"] = errors(real, n, codes, workload)
+    run.marginal_l1, run.query_error, max_error = errors(real, n, codes, workload)
+    baselines.record_summary(rec, {
+        "marginal_l1": run.marginal_l1,
+        "query_error": None if math.isnan(run.query_error) else run.query_error,
+        "max_error": max_error, "workload": workload_text(dataset, k, workload)})
     run.note = ("cached: " if rec.get("reused") else "") + (
         f"measured {rec['measured_at']} on {rec['machine']}, peak {rec['peak_rss_mb']:.0f} MB")
     run.extra = {k: rec[k] for k in ("measured_at", "machine", "command", "peak_rss_mb", "mbi",
-                                     "jax", "pgm_source", "rho", "reused") if k in rec}
+                                     "jax", "pgm_source", "rho", "reused", "cpu_s", "load_start",
+                                     "load_end") if k in rec}
+    run.extra["max_error"] = max_error
     return run
+
+
+def from_summary(run: Run, entry: dict[str, Any]) -> Run:
+    """A baseline run taken from the committed summary (its rows are gone)."""
+    err = entry["errors"]
+    run.seconds = float(entry["time_s"])
+    run.marginal_l1 = float(err["marginal_l1"])
+    q = err.get("query_error")
+    run.query_error = math.nan if q is None else float(q)
+    run.note = (f"summary: measured {entry['measured_at']} on {entry['machine']}, peak "
+                f"{entry['peak_rss_mb']:.0f} MB")
+    run.extra = {k: entry.get(k) for k in ("measured_at", "machine", "command", "peak_rss_mb",
+                                           "mbi", "jax", "cpu_s", "load_start", "load_end")}
+    run.extra["reused"] = "summary"
+    run.extra["max_error"] = err.get("max_error")
+    return run
+
+
+def workload_text(dataset: str, k: int, workload: ts.Workload) -> str:
+    """What the summary's errors were measured on."""
+    text = f"all {len(workload.partitions)} {k}-way marginals of {dataset}"
+    if workload.queries:
+        text += (f" + {len(workload.queries)} predicate queries (random_workload seed "
+                 f"{ADULT_QUERY_SEED})")
+    return text
 
 
 # -- reporting ---------------------------------------------------------------------------------
@@ -391,7 +429,9 @@ def reusable(previous: dict[tuple[str, float], list[Run]], method: str, eps: flo
 
 def chosen_methods(args: argparse.Namespace) -> tuple[str, ...]:
     """The Tessera methods to run (``--methods``; default all, and ``tessera.answer``)."""
-    return tuple(args.methods) if args.methods else (*TESSERA_METHODS, "tessera.answer")
+    if args.methods is None:
+        return (*TESSERA_METHODS, "tessera.answer")
+    return tuple(args.methods)
 
 
 def chosen_eps(values: Sequence[float], args: argparse.Namespace) -> tuple[float, ...]:
@@ -437,8 +477,9 @@ def part_nltcs(args: argparse.Namespace) -> None:
                                                    o))
             save("nltcs", [r for rs in runs.values() for r in rs])
     for eps in chosen_eps(NLTCS_EPS, args):
-        runs["MST", eps] = repeat("MST", eps, args.seeds, lambda s, e=eps: run_baseline(
-            "mst", "nltcs", 3, e, s, args, domain, w, real, n))
+        runs["MST", eps] = repeat("MST", eps, args.baseline_seeds or args.seeds,
+                                  lambda s, e=eps: run_baseline("mst", "nltcs", 3, e, s, args,
+                                                                domain, w, real, n))
         if eps in NLTCS_AIM_EPS:
             runs["AIM", eps] = repeat("AIM", eps, 1, lambda s, e=eps: run_baseline(
                 "aim", "nltcs", 3, e, s, args, domain, w, real, n))
@@ -550,8 +591,9 @@ def part_adult(args: argparse.Namespace) -> None:
     for eps in chosen_eps(ADULT_EPS, args):
         runs["AIM", eps] = repeat("AIM", eps, 1, lambda s, e=eps: run_baseline(
             "aim", "adult", 2, e, s, args, domain, w, real, n))
-        runs["MST", eps] = repeat("MST", eps, ADULT_MST_SEEDS, lambda s, e=eps: run_baseline(
-            "mst", "adult", 2, e, s, args, domain, w, real, n))
+        runs["MST", eps] = repeat("MST", eps, args.baseline_seeds or ADULT_MST_SEEDS,
+                                  lambda s, e=eps: run_baseline("mst", "adult", 2, e, s, args,
+                                                                domain, w, real, n))
     print("| method | ε | runs | marginal L1 (mean ± sd) | query error (mean ± sd) | "
           "time (s) | notes |")
     print("|---|---:|---:|---:|---:|---:|---|")
@@ -717,14 +759,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--pgm-path", default=os.environ.get("TESSERA_PGM_PATH"),
                     help="directory with Private-PGM's aim.py, mst.py, mechanism.py, cdp2adp.py")
     ap.add_argument("--reuse-baselines", action="store_true",
-                    help="reuse cached AIM/MST runs (/tmp/tessera-bench-cache)")
+                    help="reuse AIM/MST runs: their rows from the /tmp cache, else their errors "
+                         "from bench/baselines/synth_baselines.json")
     ap.add_argument("--reuse-tessera", action="store_true",
                     help="take Tessera's runs from the last run of the part (results JSON), "
                          "re-running only 'pending' methods; the tables are made again")
     ap.add_argument("--rerun", nargs="*", metavar="METHOD@EPS",
                     help="with --reuse-tessera: run these cells again (e.g. adaptive@10)")
-    ap.add_argument("--methods", nargs="+", choices=(*TESSERA_METHODS, "tessera.answer"),
-                    help="Tessera methods to run (default all)")
+    ap.add_argument("--methods", nargs="*", choices=(*TESSERA_METHODS, "tessera.answer"),
+                    help="Tessera methods to run (default all; none: the baselines only)")
+    ap.add_argument("--baseline-seeds", type=int, default=None,
+                    help="MST runs per cell (default: --seeds on NLTCS, 3 on Adult; AIM: 1)")
     ap.add_argument("--eps", type=float, nargs="+", help="only these ε of the part")
     ap.add_argument("--dims", type=int, nargs="+", default=[64, 256, 1024])
     ap.add_argument("--dim-rows", type=int, default=100_000)

@@ -20,9 +20,16 @@ process exceeds the kernel's memory-map limit (``vm.max_map_count``) on NLTCS 3-
 global generator, seeded per run (``np.random.seed(seed)``).
 
 Every run is one subprocess (``python bench/bench_synth_baselines.py run ...``: its peak memory is
-its own) and is cached as JSON plus the synthetic rows (``.csv.gz``, codes) under
+its own) and is cached as JSON plus the synthetic rows (``.tsv.gz``, codes) under
 ``/tmp/tessera-bench-cache`` (``TESSERA_BENCH_CACHE``), keyed by (dataset, workload, method, ε,
 seed, mbi version). AIM runs take an exclusive file lock: two AIM processes never run at once.
+
+The /tmp cache does not survive the machine; AIM takes minutes to hours a run here. So every run
+``bench/bench_synth.py`` evaluates is also summarised in the committed file
+``bench/baselines/synth_baselines.json`` (``SUMMARY``; numbers only, never rows or data): per
+(dataset, workload, method, ε, seed, mbi version) its errors as bench_synth.py measures them, wall
+and CPU time, peak memory, machine, load, versions, date and the command. ``--reuse-baselines``
+reads a run from the /tmp cache when its rows are there, else from this summary.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ import hashlib
 import importlib.metadata
 import itertools
 import json
+import math
 import os
 import platform
 import resource
@@ -48,6 +56,11 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("TESSERA_SHARED_DATA", REPO.parent / "shared" / "data"))
 CACHE = Path(os.environ.get("TESSERA_BENCH_CACHE", "/tmp/tessera-bench-cache"))
+SUMMARY = Path(os.environ.get("TESSERA_BASELINE_SUMMARY",
+                              REPO / "bench" / "baselines" / "synth_baselines.json"))
+SUMMARY_FIELDS = ("dataset", "workload", "method", "epsilon", "delta", "seed", "rho", "time_s",
+                  "cpu_s", "peak_rss_mb", "load_start", "load_end", "rows", "mbi", "jax",
+                  "pgm_source", "measured_at", "machine", "command", "options")
 DELTA = 1e-9
 PGM_FILES = ("aim.py", "mst.py", "mechanism.py", "cdp2adp.py")
 HOW_TO_GET = (
@@ -96,6 +109,61 @@ def cached(dataset: str, workload: str, method: str, epsilon: float,
         return None
     rec: dict[str, Any] = json.loads(path.read_text())
     return rec if Path(rec.get("rows_path", "")).is_file() else None
+
+
+def _same_run(entry: dict[str, Any], dataset: str, workload: str, method: str, epsilon: float,
+              seed: int) -> bool:
+    return (entry.get("dataset"), entry.get("workload"), entry.get("method"),
+            entry.get("seed"), entry.get("mbi")) == (dataset, workload, method, int(seed),
+                                                     mbi_version()) and \
+        abs(float(entry.get("epsilon", math.nan)) - float(epsilon)) <= 1e-12 * max(1.0, epsilon)
+
+
+def summary_runs(path: Path | None = None) -> list[dict[str, Any]]:
+    """Every run of the committed summary file (empty when it does not exist)."""
+    p = path or SUMMARY
+    if not p.is_file():
+        return []
+    runs: list[dict[str, Any]] = json.loads(p.read_text())["runs"]
+    return runs
+
+
+def summarised(dataset: str, workload: str, method: str, epsilon: float, seed: int,
+               path: Path | None = None) -> dict[str, Any] | None:
+    """The summary of a run (its errors under ``errors``; no rows), or None."""
+    for entry in summary_runs(path):
+        if _same_run(entry, dataset, workload, method, epsilon, seed):
+            return entry
+    return None
+
+
+def record_summary(rec: dict[str, Any], errors: dict[str, Any],
+                   path: Path | None = None) -> dict[str, Any]:
+    """Add (or replace) the summary of a run: ``rec`` is its cache record, ``errors`` what
+    bench_synth.py measured from its rows. Written under an exclusive lock, sorted, atomically."""
+    p = path or SUMMARY
+    entry = {k: rec.get(k) for k in SUMMARY_FIELDS}
+    entry["errors"] = errors
+    p.parent.mkdir(parents=True, exist_ok=True)
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / "summary.lock", "w") as lock:  # not beside the committed file
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        runs = [e for e in summary_runs(p)
+                if not _same_run(e, entry["dataset"], entry["workload"], entry["method"],
+                                 entry["epsilon"], entry["seed"])]
+        runs.append(entry)
+        runs.sort(key=lambda e: (e["dataset"], e["workload"], e["method"], e["epsilon"],
+                                 e["seed"], e["mbi"]))
+        doc = {"about": ("Private-PGM baseline runs measured by bench/bench_synth.py (see "
+                         "bench/bench_synth_baselines.py): errors counted by tessera.count from "
+                         "each run's synthetic rows (rows not kept here); time_s wall, cpu_s "
+                         "the run's own CPU, peak_rss_mb its peak memory, load_start/load_end "
+                         "the 1-minute load average around it."),
+               "runs": runs}
+        tmp = p.with_suffix(".tmp")
+        tmp.write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")
+        tmp.replace(p)
+    return entry
 
 
 def read_rows(rec: dict[str, Any]) -> tuple[list[str], list[list[int]]]:
@@ -189,6 +257,7 @@ def _run(args: argparse.Namespace) -> None:
         CACHE.mkdir(parents=True, exist_ok=True)
         lock = open(CACHE / "aim.lock", "w")  # noqa: SIM115  (held for the whole run)
         fcntl.flock(lock, fcntl.LOCK_EX)  # never two AIM processes at once
+    load_start = os.getloadavg()[0]
     t0 = time.perf_counter()
     if args.method == "aim":
         class AIM(aim.AIM):  # type: ignore[misc,name-defined]
@@ -215,7 +284,8 @@ def _run(args: argparse.Namespace) -> None:
         "dataset": args.dataset, "workload": workload, "method": args.method,
         "epsilon": args.epsilon, "delta": DELTA, "seed": args.seed,
         "rho": float(cdp2adp.cdp_rho(args.epsilon, DELTA)),
-        "time_s": elapsed, "rows": int(table.shape[0]), "rows_path": str(rows_path),
+        "time_s": elapsed, "cpu_s": _cpu_seconds(), "load_start": load_start,
+        "load_end": os.getloadavg()[0], "rows": int(table.shape[0]), "rows_path": str(rows_path),
         "mbi": mbi_version(), "jax": importlib.metadata.version("jax"),
         "pgm_source": (pgm / "SOURCE").read_text().strip() if (pgm / "SOURCE").is_file()
         else str(pgm),
@@ -229,6 +299,12 @@ def _run(args: argparse.Namespace) -> None:
     if lock is not None:
         lock.close()
     print(json.dumps(rec))
+
+
+def _cpu_seconds() -> float:
+    """This process's user + system CPU time (all its threads)."""
+    u = resource.getrusage(resource.RUSAGE_SELF)
+    return u.ru_utime + u.ru_stime
 
 
 def main() -> None:

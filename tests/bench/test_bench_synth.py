@@ -70,3 +70,49 @@ def test_pending_method_is_reported_not_raised(bench, monkeypatch) -> None:  # n
     monkeypatch.setattr(bench.ts, "Synthesizer", unknown)
     with pytest.raises(ts.TesseraError, match="unknown method"):
         bench.run_tessera("nope", 1.0, 0, codes, w, real, n, 60.0)
+
+
+def test_baseline_summary_replaces_the_lost_cache(bench, tmp_path: Path,  # noqa: ANN001
+                                                  monkeypatch) -> None:
+    """A baseline run evaluated from the /tmp cache is summarised in the committed file; once
+    its rows are gone, ``--reuse-baselines`` takes the same errors and time from the summary;
+    a second evaluation replaces the entry (no duplicates); another ε is not taken from it."""
+    import argparse
+    import gzip
+
+    import numpy as np
+
+    bl = bench.baselines
+    monkeypatch.setattr(bl, "CACHE", tmp_path / "cache")
+    monkeypatch.setattr(bl, "SUMMARY", tmp_path / "summary.json")
+    domain, edges, codes = bench.tree_data(5, 2_000, seed=0)
+    w = bench.edge_workload(domain, edges)
+    real, n = bench.real_fractions(codes, w)
+    synth = codes.copy()
+    synth[:300, 1] ^= 1  # not-privacy-noise: a planted difference, so the error is not 0
+    key = bl.cache_key("tree", "2way", "mst", 1.0, 0)
+    bl.CACHE.mkdir()
+    rows_path = bl.CACHE / f"{key}.tsv.gz"
+    with gzip.open(rows_path, "wt") as f:
+        f.write("\t".join(domain.names) + "\n")
+        f.writelines("\t".join(map(str, r)) + "\n" for r in synth.tolist())
+    rec = {"dataset": "tree", "workload": "2way", "method": "mst", "epsilon": 1.0,
+           "delta": 1e-9, "seed": 0, "time_s": 12.5, "cpu_s": 11.0, "rows": 2_000,
+           "rows_path": str(rows_path), "mbi": bl.mbi_version(), "measured_at": "today",
+           "machine": "test", "command": "run", "peak_rss_mb": 100.0}
+    (bl.CACHE / f"{key}.json").write_text(bench.json.dumps(rec))
+    args = argparse.Namespace(pgm_path=None, reuse_baselines=True)
+    fresh = bench.run_baseline("mst", "tree", 2, 1.0, 0, args, domain, w, real, n)
+    expected, _, _ = bench.errors(real, n, synth, w)
+    assert fresh.status == "ok" and fresh.marginal_l1 == pytest.approx(expected)
+    assert fresh.marginal_l1 > 0.01
+    bench.run_baseline("mst", "tree", 2, 1.0, 0, args, domain, w, real, n)
+    runs = bl.summary_runs()
+    assert len(runs) == 1 and runs[0]["errors"]["marginal_l1"] == pytest.approx(expected)
+    assert runs[0]["cpu_s"] == 11.0 and "rows_path" not in runs[0]
+    rows_path.unlink()  # the /tmp cache is gone
+    again = bench.run_baseline("mst", "tree", 2, 1.0, 0, args, domain, w, real, n)
+    assert again.note.startswith("summary:")
+    assert again.marginal_l1 == pytest.approx(expected) and again.seconds == 12.5
+    other = bench.run_baseline("mst", "tree", 2, 0.5, 0, args, domain, w, real, n)
+    assert other.status == "not run" and np.isnan(other.marginal_l1)
