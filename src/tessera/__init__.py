@@ -17,8 +17,9 @@ release and a synthesis run through them module by module):
 8. :mod:`tessera.mechanisms`: noise and selection over OpenDP;
 9. :mod:`tessera.release` (answering, ledger, certificate, report) and :mod:`tessera.synth`
    (synthetic data), independent of each other;
-10. :mod:`tessera.audit` (statistical privacy audits of the mechanisms) and :mod:`tessera.demo`
-    (both main jobs end to end on a made-up population), independent of each other;
+10. :mod:`tessera.audit` (statistical privacy audits of the mechanisms), :mod:`tessera.demo`
+    (both main jobs end to end on a made-up population) and :mod:`tessera.routes` (answers read
+    from the adaptive synthesizer's fitted model), independent of each other;
 11. the command line: :mod:`tessera.cli`.
 
 The math is in ``docs/theory.md`` (the two papers, restated with the corrections an
@@ -43,6 +44,7 @@ _EXPORTS: dict[str, str] = {
     "Ledger": "tessera.release",
     "Release": "tessera.release",
     "answer": "tessera.release",
+    "answer_adaptive": "tessera.routes.adaptive",
     "verify_certificate": "tessera.release",
     "Binned": "tessera.schema.domain",
     "Boolean": "tessera.schema.domain",
@@ -152,6 +154,7 @@ if TYPE_CHECKING:  # static type checkers and IDEs see the eager imports
         answer,
         verify_certificate,
     )
+    from tessera.routes.adaptive import answer_adaptive
     from tessera.schema.domain import Attribute, Binned, Boolean, Categorical, Domain, IntegerRange
     from tessera.schema.intervals import IntervalSet
     from tessera.synth import Synthesizer
@@ -209,6 +212,7 @@ __all__ = [
     "all_ranges",
     "allocate",
     "answer",
+    "answer_adaptive",
     "count",
     "disjoint",
     "encode",

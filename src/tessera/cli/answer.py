@@ -73,9 +73,12 @@ def answer(
                           "(Σ w·Var) or max (max w·Var).")
     ] = "total",
     estimate: Annotated[
-        str, typer.Option("--estimate", help="gls (unbiased least squares, with intervals) or "
+        str, typer.Option("--estimate", help="gls (unbiased least squares, with intervals), "
                           "model (adds non-negative, consistent estimates from every "
-                          "measurement, GReM-LNN; marginal workloads; no proven interval).")
+                          "measurement, GReM-LNN; marginal workloads; no proven interval) or "
+                          "adaptive (the budget spent on the adaptive synthesizer's "
+                          "select-measure-fit loop, every answer read from its fitted model; "
+                          "no proven interval).")
     ] = "gls",
     consistency: Annotated[
         bool, typer.Option("--consistency", help="Add least-squares consistent answers "
@@ -123,8 +126,24 @@ def answer(
     from tessera.workload.workload import Workload
 
     budget = Budget.of(epsilon=epsilon, delta=delta, rho=rho, mu=mu)
+    if estimate == "adaptive":
+        _refuse_with_adaptive(weights=weights != "auto", strategy=strategy != "auto",
+                              objective=objective != "total", consistency=consistency,
+                              nonnegative=nonnegative, report=report is not None)
     w = Workload.load(workload, Domain.load(schema))
     source = data_source(data, engine, spark_master)
+    if estimate == "adaptive":
+        from tessera.routes.adaptive import answer_adaptive
+
+        with err.status(f"answering {w.n_queries:,} queries from an adaptive model…",
+                        spinner="dots"):
+            model = answer_adaptive(
+                source, w, budget, neighbours=neighbours, ledger=ledger,
+                label=label or workload.stem, seed=seed,
+                csv=csv_options(no_header, delimiter, na, skip_rows), table=table,
+                on_invalid=on_invalid, output=output, certificate=certificate)
+        _print_model_release(model, output, certificate)
+        return
     steps = tuple(s for s, on in (("consistency", consistency), ("nonnegative", nonnegative))
                   if on)
     with err.status(f"answering {w.n_queries:,} queries…", spinner="dots"):
@@ -146,6 +165,42 @@ def answer(
 
         sys.stdout.flush()
         write_csv(release, sys.stdout.buffer)
+        sys.stdout.buffer.flush()
+
+
+def _refuse_with_adaptive(**given: bool) -> None:
+    """``--estimate adaptive`` measures what the synthesizer selects and answers from its
+    model: a strategy, a split, post-processing steps or the report do not apply."""
+    flags = {"weights": "--weights", "strategy": "--strategy", "objective": "--objective",
+             "consistency": "--consistency", "nonnegative": "--nonnegative",
+             "report": "--report"}
+    bad = [flags[k] for k, on in given.items() if on]
+    if bad:
+        raise TesseraError(f"{', '.join(bad)} cannot be used with --estimate adaptive",
+                           hint="the adaptive route selects what to measure itself and answers "
+                                "from its model (already consistent and ≥ 0); drop the "
+                                "option, or use --estimate gls|model")
+
+
+def _print_model_release(model: object, output: Path | None, certificate: Path | None) -> None:
+    """On stderr: the run (mechanisms, spend), what the answers are, the ledger charge and the
+    files; without -o the answers on stdout as CSV."""
+    from tessera.routes.adaptive import ModelRelease
+    from tessera.routes.model_files import write_answers_csv
+
+    assert isinstance(model, ModelRelease)
+    if not model.private:
+        err.print("[bold red]NOT PRIVATE[/]: seeded test randomness (--seed); never publish")
+    err.print(model.describe(), markup=False, highlight=False)
+    if model.charge is not None:
+        err.print(f"ledger: charged before release; spent {spent_text(model.charge)} (rounded "
+                  "up)", markup=False)
+    for what, path in (("answers", output), ("certificate", certificate)):
+        if path is not None:
+            err.print(f"{what + ':':<12} {path}", markup=False, highlight=False)
+    if output is None:
+        sys.stdout.flush()
+        write_answers_csv(model, sys.stdout.buffer)
         sys.stdout.buffer.flush()
 
 

@@ -218,6 +218,9 @@ def verify_run(path: Path, workload: Path, schema: Path) -> None:
                if len(result.differences) > 20 else ""))
     what = (f"{result.steps:,} mechanisms re-proved" if doc["method"] != "lp"
             else "its release certificate verified")
+    if isinstance(doc.get("answers"), dict):  # tessera answer --estimate adaptive
+        what += (f"; {doc['answers'].get('queries')} answers read from its fitted model "
+                 "(model estimates, no proven interval)")
     out.print(f"{path}: verified — {doc['method']} run, {what}; spent "
               f"{_spent_text(doc['spent'])} (workload sha256 "
               f"{doc['workload']['sha256'][:12]}…)", markup=False)

@@ -250,8 +250,13 @@ def answer(
     ``estimate``: ``gls`` (those answers) or ``model`` (adds the post-processing step
     ``model``: non-negative consistent estimates from every measurement,
     :mod:`.model_estimate`; no proven interval)."""
+    if estimate == "adaptive":  # the route lives above this layer (tessera.routes)
+        raise TesseraError("estimate 'adaptive' is tessera.answer_adaptive(data, workload, "
+                           "budget, ...) (tessera answer --estimate adaptive)",
+                           hint="it spends the budget on the adaptive synthesizer and answers "
+                                "from its fitted model")
     if estimate not in ("gls", "model"):
-        raise TesseraError(f"unknown estimate {estimate!r}", hint="one of gls, model")
+        raise TesseraError(f"unknown estimate {estimate!r}", hint="one of gls, model, adaptive")
     if estimate == "model" and "model" not in postprocess:
         postprocess = (*postprocess, "model")
     unknown = [p for p in postprocess if p not in POSTPROCESSING]

@@ -226,6 +226,7 @@ class Synthesizer:
         record: str | Path | None = None,
         answer: Callable[..., Release] | None = None,
         domain: Domain | None = None,
+        deliver: Callable[[FittedSynthesizer], None] | None = None,
     ) -> FittedSynthesizer:
         """Fit on ``data`` (a path, DataFrame, Arrow table or DuckDB relation, as
         :func:`tessera.count` reads it; or rows of codes) for ``workload`` under ``budget``.
@@ -243,12 +244,18 @@ class Synthesizer:
         ``TRUE`` under add/remove when the workload has none (:func:`with_tautology`). ``output``
         (.csv/.parquet) and ``record`` (.json): the rows and the run record, checked writable
         before the charge and written (all or none, :func:`tessera.synth.fitted.write_outputs`)
-        before the ledger marks the run released (docs/theory.md §9.6).
+        before the ledger marks the run released (docs/theory.md §9.6). ``deliver``: called
+        with the fitted run after those files are written and before the ledger marks it
+        released, for a caller that delivers more of it (a failure there marks the run aborted;
+        e.g. :func:`tessera.routes.adaptive.answer_adaptive` writes the model's answers there);
+        adaptive, ipmwu and mwem only.
         """
         if not isinstance(workload, Workload):
             workload = as_workload(workload, domain)
         outputs = synth_outputs(output, record)
         if self.method == "lp":
+            if deliver is not None:
+                raise TesseraError("deliver= is for the methods that run on the data, not 'lp'")
             return self._fit_lp(data, workload, budget, neighbours, ledger, label, seed, csv,
                                 table, on_invalid, progress, release, answer, outputs)
         if release is not None:
@@ -294,6 +301,8 @@ class Synthesizer:
                 charge = dataclasses.replace(charge, status="released")  # type: ignore[type-var]
             fitted = FittedSynthesizer(self, workload, run, target, rel, charge, seed)
             write_outputs(fitted, outputs)
+            if deliver is not None:
+                deliver(fitted)
         except BaseException as e:
             if book is not None and charge is not None:
                 try:

@@ -1,0 +1,212 @@
+"""``tessera answer --estimate adaptive``: answer a workload from the adaptive synthesizer's
+fitted model (docs/theory.md §5 "the adaptive method", §9; issue 18 item 3).
+
+Measuring a fixed strategy and reconstructing (``--estimate gls|model``) spends the budget on
+every marginal of the strategy at once; on Adult's 105 two-way marginals its best estimates
+(GReM-LNN, Mullins et al., NeurIPS 2024) stay at 2.4× the error of the adaptive synthesizer at
+the same ρ (docs/benchmarks.md, "``--estimate adaptive``"). The adaptive route spends the
+release's budget on the synthesizer's **select–measure–fit** loop instead — AIM's selection and
+annealing schedule (McKenna, Mullins, Sheldon, Miklau, VLDB 2022, Algorithm 1), the
+maximum-entropy fit P_θ of Private-PGM (McKenna, Sheldon, Miklau, ICML 2019) —
+and answers every query q of W as
+
+    â(q) = N̂ · P_θ(q),
+
+computed exactly by the engine (:func:`tessera.synth.model_answers.model_counts`: a measured
+scope's table, a clique of the junction tree, or one more inference pass; never sampled rows).
+N̂ is the run's total: the inverse-variance weighted sum of its noisy one-way marginals under
+add/remove, n under substitution.
+
+**Privacy.** Exactly the adaptive synthesizer's (:func:`tessera.synth.adaptive.adaptive`, run
+through :meth:`tessera.synth.synthesizer.Synthesizer.fit` unchanged): the exponential mechanism
+and the discrete Gaussian (zCDP) or discrete Laplace (pure DP) from OpenDP, composed
+adaptively; its run record lists every mechanism that ran and
+:func:`tessera.synth.accounting.prove` re-proves the spend from them. The answers are
+post-processing of those outputs. The ledger is charged as a synthesis run (the tautology at
+the run's budget under add/remove; :mod:`tessera.synth.charge`).
+
+**Order** (as :func:`tessera.release.answer.answer`): the requested files are checked writable
+and the workload is checked (every family's marginal fits :data:`MAX_SCOPE_CELLS`) before
+anything else; the data is read and validated; the ledger is charged in a committed
+transaction; the run; the answers; the files are written all or none
+(:func:`tessera.data.outputs.staged`); only then is the charge marked ``released``. A failure
+after the charge marks it ``aborted`` and keeps the budget spent (docs/theory.md §9.6).
+
+**What is proven.** The run's privacy guarantee (its record). Not an interval: the model is
+biased (it fills unmeasured interactions by maximum entropy), so the answers carry **no proven
+interval** — the files leave ``std_error`` and ``ci95_*`` empty and the certificate says so.
+
+``seed`` makes every draw reproducible, for tests only: the output then says NOT PRIVATE.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from tessera.data.table import CsvOptions
+from tessera.errors import QueryError, TesseraError
+from tessera.privacy import Neighbours
+from tessera.release.budget import Budget
+from tessera.release.ledger import Ledger
+from tessera.routes.model_files import (
+    NO_INTERVAL,
+    answer_batches,
+    model_certificate,
+    model_outputs,
+    write_answers,
+    write_model_outputs,
+)
+from tessera.synth.fitted import FittedSynthesizer
+from tessera.synth.model_answers import model_counts
+from tessera.synth.synthesizer import Synthesizer
+from tessera.workload.workload import Workload
+
+__all__ = ["MAX_SCOPE_CELLS", "NO_INTERVAL", "ModelRelease", "answer_adaptive",
+           "check_workload"]
+
+#: Largest dense marginal (cells of the product of a family's attributes) read from the model.
+MAX_SCOPE_CELLS = 1 << 24
+
+
+@dataclass(frozen=True, eq=False)
+class ModelRelease:
+    """W's answers read from the fitted model of an adaptive run, and its certificate.
+
+    ``answers[q]`` = N̂ · P_θ(q) in W's expanded order (predicate queries, then every family's
+    cells); ``fitted`` the run (its record, its model); ``certificate`` the sealed run record
+    with its ``answers`` section (:func:`tessera.routes.model_files.model_certificate`)."""
+
+    workload: Workload
+    answers: npt.NDArray[np.float64]
+    fitted: FittedSynthesizer
+    certificate: dict[str, Any]
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def private(self) -> bool:
+        return self.fitted.private
+
+    @property
+    def charge(self) -> Any:
+        return self.fitted.charge
+
+    @property
+    def total(self) -> float:
+        """N̂, the total the model's answers are scaled by."""
+        return float(self.fitted.result.total)
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per query (``query``) or, for a structured workload, per cell (``family,
+        cell``): the model's answer, and ``std_error``/``ci95_low``/``ci95_high`` empty (no
+        proven interval). ``attrs['private']`` says whether it is private."""
+        import pyarrow as pa
+
+        frame = pa.Table.from_batches(list(answer_batches(self))).to_pandas()
+        frame.attrs["private"] = self.private
+        frame.attrs["estimate"] = NO_INTERVAL
+        return frame
+
+    def write(self, path: str | Path) -> Path:
+        """The answers as CSV or Parquet (:func:`tessera.routes.model_files.write_answers`)."""
+        from tessera.data.outputs import atomic
+
+        (o,) = model_outputs(path, None)
+        with atomic(o.path) as tmp:
+            write_answers(self, tmp)
+        return o.path
+
+    def describe(self) -> str:
+        """A few lines for a terminal: the run's record and what the answers are."""
+        return "\n".join([self.fitted.describe(),
+                          f"answers: {self.workload.n_queries:,} queries read from the fitted "
+                          f"model (N̂ = {self.total:,.1f}); {NO_INTERVAL}"])
+
+
+def check_workload(workload: Workload) -> None:
+    """Refuse, before any budget is spent, a workload the route cannot answer from a model:
+    one with no query, a BDD query (:class:`tessera.engine.bdd.BooleanQuery`: it has no
+    canonical text, so the certificate could not name the workload by its hash), or a family
+    whose attributes' product exceeds :data:`MAX_SCOPE_CELLS` codes (the model's marginal over
+    them is a dense table)."""
+    if workload.n_queries == 0:
+        raise QueryError("the workload has no queries")
+    for name, q in zip(workload.names, workload.queries):
+        if not hasattr(q, "to_sql"):
+            raise QueryError(
+                f"query {name!r} is a BDD query: it has no canonical text, so the "
+                "certificate of the adaptive route could not name the workload",
+                hint="write it as a predicate query or a Boolean clause, or fit it with "
+                     "tessera.Synthesizer('adaptive') and read FittedSynthesizer.answers()")
+    dom = workload.domain
+    for p in workload.partitions:
+        cells = math.prod(dom[a].size for a in p.attributes)
+        if cells > MAX_SCOPE_CELLS:
+            raise QueryError(
+                f"family {p.name!r}: the model's marginal over {', '.join(p.attributes)} has "
+                f"{cells:,} cells, over the {MAX_SCOPE_CELLS:,} the adaptive route reads",
+                hint="answer it with --estimate gls (a strategy), or split the family")
+
+
+def answer_adaptive(
+    data: Any,
+    workload: Workload,
+    budget: Budget,
+    *,
+    neighbours: Neighbours | str = Neighbours.ADD_REMOVE,
+    ledger: Ledger | str | Path | None = None,
+    label: str | None = None,
+    seed: int | None = None,
+    csv: CsvOptions = CsvOptions(),
+    table: str | None = None,
+    on_invalid: str = "error",
+    output: str | Path | None = None,
+    certificate: str | Path | None = None,
+    progress: Callable[[Any], None] | None = None,
+    **options: Any,
+) -> ModelRelease:
+    """Answer ``workload`` on ``data`` under ``budget`` from the adaptive synthesizer's fitted
+    model (module docs for the order and what is proven).
+
+    ``output`` (.csv/.parquet) and ``certificate`` (.json): written, all or none, before the
+    ledger marks the charge released; checked writable before it is made. ``options``: the
+    adaptive method's (:func:`tessera.synth.adaptive.adaptive`: ``rounds``,
+    ``max_model_size``, …); ``rows`` defaults to 0 (no rows are sampled: the answers come
+    from the model)."""
+    if not isinstance(workload, Workload):
+        raise QueryError("the adaptive route takes a tessera.Workload",
+                         hint="Workload.load(path, domain) or Workload.from_sql(...)")
+    outputs = model_outputs(output, certificate)
+    check_workload(workload)
+    options.setdefault("rows", 0)
+    synthesizer = Synthesizer("adaptive", **options)  # unknown options refused here
+    book = Ledger.open(ledger) if isinstance(ledger, (str, Path)) else ledger
+    done: list[ModelRelease] = []
+    start = time.perf_counter()
+
+    def deliver(fitted: FittedSynthesizer) -> None:  # after the charge, before "released"
+        t0 = time.perf_counter()
+        answers = model_counts(fitted.result, workload)
+        t1 = time.perf_counter()
+        release = ModelRelease(workload, answers, fitted, model_certificate(fitted, answers),
+                               {"fit": t0 - start, "answers": t1 - t0})
+        write_model_outputs(release, outputs)
+        release.timings["deliver"] = time.perf_counter() - t1
+        done.append(release)
+
+    synthesizer.fit(data, workload, budget, neighbours=neighbours, ledger=book,
+                    label=label or "answers (adaptive model)", seed=seed, csv=csv,
+                    table=table, on_invalid=on_invalid,  # type: ignore[arg-type]
+                    progress=progress, deliver=deliver)
+    if not done:  # fit returns only after deliver ran
+        raise TesseraError("internal error: the adaptive route delivered nothing")
+    done[0].timings["total"] = time.perf_counter() - start
+    return done[0]

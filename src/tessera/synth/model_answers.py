@@ -1,0 +1,95 @@
+"""Exact answers of the adaptive synthesizer's fitted model for any workload over its schema
+(docs/theory.md §5, "the adaptive method"; issue 18 item 3, the adaptive route).
+
+The adaptive method ends with P_θ, the maximum-entropy model fitted to every noisy measurement,
+and N̂, its total (the noisy total under add/remove, n under substitution). A query q of a
+workload is answered as N̂ · P_θ(q), computed by the engine — never from sampled rows:
+
+* a **family** (a :class:`~tessera.workload.families.Partition` over attributes s, each axis
+  one group per code or disjoint groups of codes): the marginal P_θ(x_s) is read
+  (1) from a measured scope's table that contains s (μ of the fit), else (2) from a clique of
+  the junction tree that contains s, else (3) from the model with s added as one more scope at
+  θ_s = 0 — the same distribution (exp(0) = 1 on every cell), whose junction tree contains s:
+  one upward and one downward pass. The cells are then the sums of P_θ(x_s) over each axis's
+  groups (one tensor contraction per grouped axis);
+* any other query (a predicate conjunction, a Boolean clause, a BDD query):
+  :meth:`tessera.synth.adaptive.AdaptiveResult.answers` (an engine marginal of the query's
+  scope, or one engine pass with the query added at weight 0).
+
+Post-processing of the run's noisy measurements: no privacy cost. These answers are the
+model's; the model is biased (it fills unmeasured interactions with maximum entropy), so no
+interval is proven for them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from tessera.estimation.maxent import FitResult, ScopeModel
+from tessera.schema.domain import Domain
+from tessera.synth.adaptive import AdaptiveResult
+from tessera.synth.model_view import from_cliques
+from tessera.workload.families import Partition
+from tessera.workload.workload import Workload
+
+__all__ = ["family_probabilities", "model_counts", "scope_marginal"]
+
+FloatArray = npt.NDArray[np.float64]
+Scope = tuple[int, ...]
+
+
+def scope_marginal(model: ScopeModel, fitted: FitResult, scope: Scope,
+                   cliques: list[tuple[Scope, FloatArray]] | None = None) -> FloatArray:
+    """P_θ(x_scope) (``scope`` in domain order) of ``model`` at ``fitted.theta``, flat in
+    row-major order of the scope: from a measured scope, a clique (``cliques``: the junction
+    tree's), or the model with ``scope`` added at θ = 0 (module docs)."""
+    theta = fitted.theta
+    p = model.project(fitted.marginals, scope)
+    if p is None and cliques:
+        p = from_cliques(cliques, scope)
+    if p is None:
+        grown = ScopeModel(model.domain, [*model.scopes, scope], model.queries)
+        p = grown.project(grown.marginals(grown.extend(theta, model)), scope)
+        assert p is not None  # the grown model has ``scope`` as a scope
+    return np.asarray(p, dtype=np.float64)
+
+
+def family_probabilities(domain: Domain, family: Partition, marginal: FloatArray,
+                         scope: Scope) -> FloatArray:
+    """The family's cells (row-major, its attributes' order) from P(x_scope): each axis's codes
+    summed into its groups (codes in no group dropped)."""
+    names = domain.names
+    table = marginal.reshape(tuple(domain.sizes[i] for i in scope))
+    order = [scope.index(names.index(a)) for a in family.attributes]
+    table = np.transpose(table, order)
+    for i in range(len(family.attributes)):
+        if family.groups[i] is None:
+            continue
+        g = family.code_to_group(domain, i)
+        member = np.zeros((family.axis_size(domain, i), g.size))
+        ok = g >= 0
+        member[g[ok], np.flatnonzero(ok)] = 1.0
+        table = np.moveaxis(np.tensordot(member, table, axes=([1], [i])), 0, i)
+    return np.asarray(table, dtype=np.float64).ravel()
+
+
+def model_counts(result: AdaptiveResult, workload: Workload) -> FloatArray:
+    """N̂ · P_θ(q) for every query of ``workload`` in its expanded order (predicate queries
+    first, then every family's cells), exact from the fitted model (module docs)."""
+    if workload.domain != result.model.domain:
+        raise ValueError("the workload is over another schema than the fitted model")
+    dom = workload.domain
+    parts: list[FloatArray] = []
+    if workload.queries:
+        plain = Workload.of(dom, list(workload.queries), names=list(workload.names))
+        parts.append(np.asarray(result.answers(plain), dtype=np.float64))
+    cliques = result.model.clique_marginals(result.fit.theta) if workload.partitions else None
+    cache: dict[Scope, FloatArray] = {}
+    for family in workload.partitions:
+        scope = tuple(sorted(dom.index(a) for a in family.attributes))
+        if scope not in cache:
+            cache[scope] = scope_marginal(result.model, result.fit, scope, cliques)
+        parts.append(family_probabilities(dom, family, cache[scope], scope))
+    probabilities = np.concatenate(parts) if parts else np.zeros(0)
+    return result.total * probabilities
