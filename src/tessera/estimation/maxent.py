@@ -96,13 +96,18 @@ class ScopeModel:
         self.domain = domain
         self.scopes = tuple(tuple(s) for s in scopes)
         self.queries = tuple(queries)
-        self.shapes = tuple(tuple(domain.sizes[i] for i in s) for s in self.scopes)
+        sizes_of = domain.sizes  # once: a property that walks every attribute
+        self.shapes = tuple(tuple(sizes_of[i] for i in s) for s in self.scopes)
         sizes = [math.prod(sh) for sh in self.shapes]
         self.offsets = tuple(int(x) for x in np.cumsum([0, *sizes]))
         self.query_offset = self.offsets[-1]
         self.query_position = {j: self.query_offset + k for k, (j, _) in enumerate(self.queries)}
         self.n_parameters = self.query_offset + len(self.queries)
         self._scope_sets = [frozenset(s) for s in self.scopes]
+        self._with_attribute: dict[int, list[int]] = {}  # attribute -> scopes holding it
+        for k, s in enumerate(self.scopes):
+            for a in s:
+                self._with_attribute.setdefault(a, []).append(k)
         self._containers: dict[Scope, int | None] = {}
         self._jt: JunctionTree | None = None
         self._gibbs: GibbsModel | None = None
@@ -136,7 +141,11 @@ class ScopeModel:
         if key not in self._containers:
             want = frozenset(key)
             best = None
-            for k, s in enumerate(self._scope_sets):
+            # a container holds every attribute of ``scope``: only the scopes holding its
+            # first one are tried (in order, so ties go to the first as before)
+            pool = self._with_attribute.get(key[0], []) if key else range(len(self.scopes))
+            for k in pool:
+                s = self._scope_sets[k]
                 if want <= s and (best is None or len(s) < len(self._scope_sets[best])):
                     best = k
             self._containers[key] = best
