@@ -20,11 +20,19 @@ def _frame(n: int = 300, seed: int = 0) -> pd.DataFrame:
     return pd.DataFrame({a.name: rng.integers(0, a.size, n) for a in DOMAIN})
 
 
-@pytest.mark.parametrize("strategy", ["auto", "direct", "residual"])
+@pytest.mark.parametrize("strategy", ["auto", "direct", "residual", "contrasts"])
 def test_model_answers_nonnegative_consistent(strategy: str) -> None:
     wl = Workload.of_families(DOMAIN, k_way_marginals(DOMAIN, 2))
-    rel = answer(_frame(), wl, Budget.of(rho=0.005), strategy=strategy, estimate="model",
-                 seed=3)
+    if strategy == "contrasts":  # the GLS choice (residual contrasts), then the model step
+        rel = answer(_frame(), wl, Budget.of(rho=0.005), strategy="residual",
+                     postprocess=["model"], seed=3)
+        assert rel.strategy is not None and rel.strategy.choice.chosen.contrasts is not None
+    else:
+        rel = answer(_frame(), wl, Budget.of(rho=0.005), strategy=strategy, estimate="model",
+                     seed=3)
+        if strategy == "residual":  # for the model: marginals measured, not contrasts
+            assert rel.strategy is not None and rel.strategy.choice.chosen.contrasts is None
+            assert rel.certificate["strategy"]["estimate"] == "model"
     got = rel.postprocessed["model"]
     assert rel.answers is got
     assert np.all(got >= 0)

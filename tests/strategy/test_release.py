@@ -13,7 +13,11 @@ from tessera.data.counts import count
 from tessera.mechanisms import NoiseSource, discrete_gaussian
 from tessera.release import Budget, answer
 from tessera.release.certificate import digest, verify_certificate
-from tessera.release.strategy_release import noise_variances, strategy_plan
+from tessera.release.strategy_release import (
+    measure_contrasts,
+    measured_noise_variances,
+    strategy_plan,
+)
 from tessera.schema.domain import Domain
 from tessera.workload.families import k_way_marginals
 from tessera.workload.workload import Workload
@@ -49,14 +53,18 @@ def test_expected_error_matches_empirical_mse(kind: str, planted: bool) -> None:
         {"x": np.random.default_rng(1).integers(0, 24, 2000), "y": 0})
     exact_measured = count(frame, s.measured).answers
     truth = count(frame, wl).answers
-    variance = noise_variances(plan)
+    if kind == "marginals":  # ρ-zCDP, add/remove: ResidualPlanner's residual contrasts
+        assert s.contrasts is not None
+    variance = measured_noise_variances(plan, s)
     _, expected = s.estimate(exact_measured, variance)
     if planted:
         expected = s.reconstruction.variances(variance * 0.49)
     totals = []
     for seed in range(400):
-        noisy = discrete_gaussian.sample(exact_measured, plan.scales, NoiseSource.seeded(seed))
-        est, _ = s.estimate(noisy.values, variance)
+        source = NoiseSource.seeded(seed)
+        noisy = (discrete_gaussian.sample(exact_measured, plan.scales, source).values
+                 if s.contrasts is None else measure_contrasts(plan, s, exact_measured, source)[0])
+        est, _ = s.estimate(noisy, variance)
         totals.append(float(np.sum((est - truth) ** 2)))
     mean, se = np.mean(totals), np.std(totals, ddof=1) / np.sqrt(len(totals))
     z = abs(mean - expected.sum()) / se

@@ -194,6 +194,21 @@ def estimate_marginals(
     gls = design.reconstruct(y, prec)
     mu_b = design.mu(np.array([prec[a] for a in design.measured]))
     var = design.variances(np.array([prec[a] for a in design.measured]))
+    return estimate_from_gls(sizes, targets, gls, mu_b, var, tol=tol, max_iter=max_iter)
+
+
+def estimate_from_gls(
+    sizes: Mapping[str, int], targets: Sequence[Scope], gls: Mapping[Scope, FloatArray],
+    mu_b: Mapping[Scope, float], variances: Sequence[float], *, tol: float = 1e-7,
+    max_iter: int = 5000,
+) -> ModelEstimate:
+    """GReM-LNN from the GLS answers of the targets and the information μ_B of every residual
+    B of their downward closure (module docs; ``variances``: a typical GLS variance of a cell
+    of each target, the preconditioner). :func:`estimate_marginals` computes these from
+    marginal measurements; residual contrasts (:mod:`tessera.strategy.contrasts`) give them
+    directly."""
+    targets = list(targets)
+    var = list(variances)
     dual = _Dual(sizes, targets, mu_b, gls)
     scale = np.concatenate([np.full(n, 1.0 / v) for n, v in zip(dual.cells, var)])
 

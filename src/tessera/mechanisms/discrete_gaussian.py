@@ -136,8 +136,13 @@ def _half_weights(s: float) -> Iterator[tuple[np.ndarray, np.ndarray]]:
 
 
 def variance(sigma: float) -> float:
-    """Var Z = 2 Σ_{y≥1} y² e^{−y²/(2σ²)} / C(σ) (≤ σ², CKS20), summed numerically."""
-    s = _check_numeric_sigma(sigma)
+    """Var Z = 2 Σ_{y≥1} y² e^{−y²/(2σ²)} / C(σ) (≤ σ², CKS20): summed numerically for σ < 8;
+    above, by Poisson summation, Var Z = σ² (1 − 8π²σ² Σ_k k² q^{k²} / (1 + 2 Σ_k q^{k²})),
+    q = e^{−2π²σ²} < e^{−1263}: σ² to double precision."""
+    s = _check_sigma(sigma)
+    if s >= 8.0:
+        return s * s
+    s = _check_numeric_sigma(s)
     total = sum(float((y * y * w).sum()) for y, w in _half_weights(s))
     return 2.0 * total / normaliser(s)
 

@@ -57,10 +57,12 @@ from tessera.release.ledger import Charge, Ledger
 from tessera.release.plan import Allocation, NoisePlan
 from tessera.release.strategy_release import (
     Reconstructed,
+    measure_contrasts,
     noise_variances,
     reconstruct,
     strategy_plan,
 )
+from tessera.strategy.candidates import Strategy
 from tessera.workload.workload import Workload
 
 #: Post-processing steps :func:`answer` knows, in the order they apply.
@@ -268,7 +270,8 @@ def answer(
     timings: dict[str, float] = {}
     start = time.perf_counter()
     plan, choice = strategy_plan(workload, budget, neighbours=neighbours, allocation=allocation,
-                                 strategy=strategy, objective=objective, time_limit=time_limit)
+                                 strategy=strategy, objective=objective, time_limit=time_limit,
+                                 estimate=estimate)
     measured = plan.workload
     timings["plan"] = time.perf_counter() - start
     book = Ledger.open(ledger) if isinstance(ledger, (str, Path)) else ledger
@@ -282,6 +285,11 @@ def answer(
                      csv=csv, table=table)
     timings["encode"] = time.perf_counter() - t0
     _check_rows(encoded.n_rows, plan.neighbours)
+    contrasted = None if choice is None else choice.chosen
+    if contrasted is not None and contrasted.contrasts is None:
+        contrasted = None
+    if contrasted is not None:
+        contrasted.contrasts.check_rows(encoded.n_rows)  # type: ignore[union-attr]
     charge = None
     if book is not None:
         charge = book.charge(measured, plan.costs, label=label or "release",
@@ -293,7 +301,8 @@ def answer(
         del encoded
         timings["count"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        noisy, record = _add_noise(plan, exact, source)
+        noisy, record = (_add_noise(plan, exact, source) if contrasted is None
+                         else measure_contrasts(plan, contrasted, exact, source))
         del exact  # the exact answers go no further
         timings["noise"] = time.perf_counter() - t0
         # (W measured as given — direct, nothing merged — needs no reconstruction)
@@ -410,11 +419,11 @@ def _postprocess(
 
 
 def _model_step(plan: NoisePlan, workload: Workload, noisy: npt.NDArray[np.int64],
-                current: npt.NDArray[np.float64], notes: dict[str, str]
-                ) -> npt.NDArray[np.float64]:
+                current: npt.NDArray[np.float64], notes: dict[str, str],
+                strategy: Strategy | None = None) -> npt.NDArray[np.float64]:
     from tessera.release.model_estimate import model_answers
 
-    values, notes["model"] = model_answers(plan, workload, noisy)
+    values, notes["model"] = model_answers(plan, workload, noisy, strategy)
     return current.copy() if values is None else values
 
 
@@ -431,7 +440,8 @@ def _postprocess_reconstructed(
             notes[step] = ("already consistent: W's answers are one generalised least-squares "
                            "fit of the measured strategy")
         elif step == "model":
-            current = _model_step(plan, rec.workload, noisy, current, notes)
+            current = _model_step(plan, rec.workload, noisy, current, notes,
+                                  rec.choice.chosen)
         else:
             from tessera.release.consistency import round_nonnegative
 

@@ -146,7 +146,9 @@ def build_certificate(
     if choice is not None:
         from tessera.release.strategy_release import strategy_fields
 
-        body["strategy"] = strategy_fields(choice)
+        body["strategy"] = strategy_fields(choice, plan)
+        if choice.chosen.contrasts is not None:
+            body["mechanism"]["sensitivity"] = "per residual: strategy.contrasts"
     body["digest"] = digest(body)
     return body
 
@@ -208,14 +210,14 @@ def verify_certificate(
                 workload, budget, neighbours=certificate["neighbours"],
                 allocation="auto",  # (a strategy section is written only for auto/forced)
                 strategy=stated["requested"], objective=stated["objective"],
-                time_limit=time_limit)
+                time_limit=time_limit, estimate=stated.get("estimate", "gls"))
     except (KeyError, TypeError, ValueError, TesseraError) as e:
         return Verification(tuple(diffs) + (f"cannot recompute the plan: {e}",))
     expected = _plan_fields(plan)
     if choice is not None:
         from tessera.release.strategy_release import strategy_fields
 
-        expected["strategy"] = strategy_fields(choice)
+        expected["strategy"] = strategy_fields(choice, plan)
     for key, value in expected.items():
         _compare(key, certificate.get(key), value, diffs)
     mech = certificate.get("mechanism", {})

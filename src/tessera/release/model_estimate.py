@@ -11,12 +11,21 @@ intervals of the release are those of the unbiased (GLS or direct) answers.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import numpy.typing as npt
 
-from tessera.estimation.lnn import NAME, MarginalMeasurement, estimate_marginals
+from tessera.estimation.lnn import (
+    NAME,
+    MarginalMeasurement,
+    ModelEstimate,
+    estimate_from_gls,
+    estimate_marginals,
+)
 from tessera.release.plan import NoisePlan
-from tessera.release.strategy_release import noise_variances
+from tessera.release.strategy_release import measured_noise_variances, noise_variances
+from tessera.strategy.candidates import Strategy
 from tessera.workload.workload import Workload
 
 Scope = tuple[str, ...]
@@ -32,10 +41,14 @@ def _marginal_scopes(workload: Workload) -> list[Scope] | None:
     return [tuple(p.attributes) for p in workload.partitions]
 
 
-def model_answers(plan: NoisePlan, workload: Workload, noisy: npt.NDArray[np.int64]
+def model_answers(plan: NoisePlan, workload: Workload, noisy: npt.NDArray[np.int64],
+                  strategy: Strategy | None = None,
                   ) -> tuple[npt.NDArray[np.float64] | None, str]:
     """(W's model answers in W's expanded order, the note for the certificate), or (None, why
-    not) when W or the measured queries are not plain marginals."""
+    not) when W or the measured queries are not plain marginals. Residual contrasts
+    (``strategy.contrasts``) give the GLS answers and each residual's information directly."""
+    if strategy is not None and strategy.contrasts is not None:
+        return _note(_from_contrasts(plan, strategy, noisy), workload)
     measured = plan.workload
     scopes = _marginal_scopes(measured)
     targets = _marginal_scopes(workload)
@@ -60,6 +73,38 @@ def model_answers(plan: NoisePlan, workload: Workload, noisy: npt.NDArray[np.int
         est = estimate_marginals(sizes, ms, targets)
     except ValueError as e:
         return None, f"model estimate not applied: {e} (answers left as released)"
+    return _note(est, workload)
+
+
+def _from_contrasts(plan: NoisePlan, strategy: Strategy, noisy: npt.NDArray[np.int64]
+                    ) -> ModelEstimate:
+    """GReM-LNN from residual contrasts: the GLS answers, and μ_B = p_B/(V_B Π_{i∈B} E_i) —
+    the information that gives each residual the mean per-cell variance it has (exact when
+    the contrasts' e_i are flat, as for binary attributes; any positive metric gives a valid
+    post-processing, this one the measurements' own up to that flatness)."""
+    rc = strategy.contrasts
+    assert rc is not None
+    var = measured_noise_variances(plan, strategy)
+    starts = strategy.reconstruction.starts  # type: ignore[attr-defined]
+    v = {sc: float(var[k]) for sc, k in zip(rc.scopes, starts)}
+    sizes = dict(rc.sizes)
+    bounds = np.concatenate([[0], np.cumsum([rc.n_contrasts(sc) for sc in rc.scopes])])
+    values = noisy.astype(np.float64)
+    gls = rc.reconstruct({sc: values[bounds[k]:bounds[k + 1]]
+                          for k, sc in enumerate(rc.scopes)})
+    mu_b = {}
+    for sc in rc.scopes:
+        p = math.prod(1.0 - 1.0 / sizes[a] for a in sc)
+        e = math.prod(float(f.cell_variance.sum()) for f in rc.factors(sc))
+        mu_b[sc] = p / (v[sc] * e)
+    cell_var = rc.variances(v)
+    return estimate_from_gls(sizes, rc.targets, gls, mu_b,
+                             [float(cell_var[t].mean()) for t in rc.targets])
+
+
+def _note(est: ModelEstimate, workload: Workload) -> tuple[npt.NDArray[np.float64], str]:
+    targets = _marginal_scopes(workload)
+    assert targets is not None
     out = np.concatenate([est.marginals[s].ravel() for s in targets])
     note = (f"{NAME}: every answer ≥ 0 and all marginals agree on shared attributes and on "
             f"the total ({est.total:,.1f}); biased, so no interval is proven for it (the "

@@ -19,11 +19,14 @@ import numpy as np
 import numpy.typing as npt
 
 from tessera.mechanisms import discrete_gaussian, discrete_laplace
+from tessera.mechanisms.randomness import NoiseSource
+from tessera.mechanisms.record import MechanismRecord
 from tessera.privacy import Neighbours
 from tessera.release.budget import DISCRETE_LAPLACE, Budget
 from tessera.release.plan import Allocation, NoisePlan, check_released, noise_plan
-from tessera.strategy.candidates import Copy
+from tessera.strategy.candidates import Copy, Strategy
 from tessera.strategy.choose import StrategyChoice, choose_strategy, only_direct
+from tessera.strategy.contrasts import ResidualContrasts, contrast_sigma
 from tessera.workload.canonical import workload_hash
 from tessera.workload.workload import Workload
 
@@ -58,7 +61,7 @@ class Reconstructed:
 
 def strategy_plan(
     workload: Workload, budget: Budget, *, neighbours: Neighbours | str, allocation: Allocation,
-    strategy: str, objective: str, time_limit: float | None,
+    strategy: str, objective: str, time_limit: float | None, estimate: str = "gls",
 ) -> tuple[NoisePlan, StrategyChoice | None]:
     """The noise plan of what is measured, and the strategy choice (None: the workload itself is
     measured as given — an explicit allocation, or ``auto`` where no other candidate applies
@@ -72,7 +75,8 @@ def strategy_plan(
         return noise_plan(workload, budget, neighbours=rel, allocation=allocation,
                           time_limit=time_limit), None
     choice = choose_strategy(workload, budget.calibration, budget.total, neighbours=rel,
-                             strategy=strategy, objective=objective, time_limit=time_limit)
+                             strategy=strategy, objective=objective, time_limit=time_limit,
+                             estimate=estimate)
     s = choice.chosen
     if s.name == "direct" and s.measured is workload:
         plan = noise_plan(workload, budget, neighbours=rel, allocation=allocation,
@@ -95,11 +99,55 @@ def noise_variances(plan: NoisePlan) -> npt.NDArray[np.float64]:
     return out
 
 
+def contrast_sigmas(plan: NoisePlan, strategy: Strategy) -> npt.NDArray[np.float64]:
+    """σ_A of every residual's contrasts (:mod:`tessera.strategy.contrasts`): the plan's σ per
+    unit sensitivity of family A times Δ_A, rounded up, its cost Δ_A²/(2σ_A²) checked
+    exactly against the plan's (re-checked) cost of the family."""
+    rc = _contrasts(strategy)
+    starts = strategy.reconstruction.starts  # type: ignore[attr-defined]
+    return np.array([contrast_sigma(float(plan.scales[k]), rc.sensitivity2(sc),
+                                    float(plan.costs[k]))
+                     for sc, k in zip(rc.scopes, starts)])
+
+
+def _contrasts(strategy: Strategy) -> ResidualContrasts:
+    if strategy.contrasts is None:
+        raise TypeError("not a residual-contrast strategy")
+    return strategy.contrasts
+
+
+def measure_contrasts(plan: NoisePlan, strategy: Strategy, exact: npt.ArrayLike,
+                      source: NoiseSource) -> tuple[npt.NDArray[np.int64], MechanismRecord]:
+    """The noisy contrasts of every residual: Y_A (integers, from the exact counts of the
+    measured family A) + N_ℤ(0, σ_A²) each, from OpenDP's discrete Gaussian (one call per
+    residual), in the order of the strategy's scopes."""
+    rc = _contrasts(strategy)
+    counts = np.asarray(exact, dtype=np.int64)
+    starts = list(strategy.reconstruction.starts) + [len(counts)]  # type: ignore[attr-defined]
+    sigmas = contrast_sigmas(plan, strategy)
+    values = [rc.contrasts(sc, counts[starts[k]:starts[k + 1]]) for k, sc in
+              enumerate(rc.scopes)]
+    per = np.repeat(sigmas, [v.size for v in values])
+    noisy = discrete_gaussian.sample(np.concatenate(values), per, source)
+    return noisy.values, noisy.mechanism
+
+
+def measured_noise_variances(plan: NoisePlan, strategy: Strategy) -> npt.NDArray[np.float64]:
+    """The exact variance of the noise behind every measured query: its own discrete noise, or
+    (residual contrasts) the noise of its family's contrasts, N_ℤ(0, σ_A²)."""
+    if strategy.contrasts is None:
+        return noise_variances(plan)
+    starts = list(strategy.reconstruction.starts) + [len(plan.scales)]  # type: ignore[attr-defined]
+    var = [discrete_gaussian.variance(float(sg)) for sg in contrast_sigmas(plan, strategy)]
+    return np.repeat(var, np.diff(starts))
+
+
 def reconstruct(plan: NoisePlan, choice: StrategyChoice,
                 noisy: npt.NDArray[np.int64]) -> Reconstructed:
     """GLS answers of W from the measured noisy answers (post-processing: no privacy cost)."""
     s = choice.chosen
-    answers, variances = s.estimate(noisy.astype(np.float64), noise_variances(plan))
+    answers, variances = s.estimate(noisy.astype(np.float64),
+                                    measured_noise_variances(plan, s))
     # a query of weight 0 measured directly is not released (variance ∞): no answer
     answers = np.where(np.isfinite(variances), answers, np.nan)
     exact = None
@@ -108,11 +156,13 @@ def reconstruct(plan: NoisePlan, choice: StrategyChoice,
     return Reconstructed(choice, answers, variances, exact)
 
 
-def strategy_fields(choice: StrategyChoice) -> dict[str, Any]:
-    """The certificate's ``strategy`` section: recomputable from the public inputs."""
+def strategy_fields(choice: StrategyChoice, plan: NoisePlan) -> dict[str, Any]:
+    """The certificate's ``strategy`` section: recomputable from the public inputs (with
+    residual contrasts, each residual's contrasts, precisions, exact squared L2 sensitivity,
+    σ and per-row cost)."""
 
     s = choice.chosen
-    return {
+    fields = {
         "requested": choice.requested,
         "objective": choice.objective,
         "chosen": s.name,
@@ -125,3 +175,24 @@ def strategy_fields(choice: StrategyChoice) -> dict[str, Any]:
         "candidates": [{k: v for k, v in row.items() if k != "chosen"}
                        for row in choice.table()],
     }
+    if choice.estimate != "gls":
+        fields["estimate"] = choice.estimate
+    if s.contrasts is not None:
+        rc = s.contrasts
+        starts = s.reconstruction.starts  # type: ignore[attr-defined]
+        fields["contrasts"] = [
+            {"scope": list(sc), "contrasts": rc.n_contrasts(sc),
+             "precision": [f.precision for f in rc.factors(sc)],
+             "l2_sensitivity_squared": rc.sensitivity2(sc), "sigma": float(sg),
+             "rho": float(plan.costs[k])}
+            for sc, k, sg in zip(rc.scopes, starts, contrast_sigmas(plan, s))]
+        fields["contrasts_note"] = CONTRASTS_NOTE
+    return fields
+
+
+#: What the certificate says of a residual-contrast release.
+CONTRASTS_NOTE = (
+    "each residual family's noise is N_Z(0, sigma^2) on its integer Helmert contrasts "
+    "(tessera.strategy.contrasts); the plan's sigma of a residual family is per unit L2 "
+    "sensitivity, sigma = that x sqrt(l2_sensitivity_squared); each row pays at most rho of every "
+    "family, as a row of the marginal family it is charged as")

@@ -12,8 +12,10 @@ Candidates:
 * ``direct`` — W itself, identical predicate queries measured once (:func:`merge_duplicates`);
 * ``identity`` — marginal workloads: the marginals over W's maximal scopes; one-attribute
   workloads: the attribute's histogram;
-* ``residual`` — marginal workloads: every marginal of W's downward closure, allocation and GLS
-  in the residual basis (:mod:`~.marginals`, ResidualPlanner's closed form);
+* ``residual`` — marginal workloads: under ρ-zCDP and add/remove neighbours, every residual of
+  W's downward closure measured alone through integer contrasts (:mod:`~.contrasts`:
+  ResidualPlanner's mechanism and closed-form allocation with discrete noise); otherwise every
+  marginal of the downward closure, allocation and GLS in the residual basis (:mod:`~.marginals`);
 * ``hierarchical`` — one-attribute workloads (ranges, prefixes, hierarchies): the b-ary interval
   tree, b and the per-level allocation chosen by expected error (:mod:`~.intervals`).
 
@@ -37,6 +39,7 @@ from tessera.calibration.cost import workload_cost
 from tessera.overlap import OverlapResult
 from tessera.privacy import Definition, Neighbours
 from tessera.schema.intervals import IntervalSet
+from tessera.strategy.contrasts import ResidualContrasts
 from tessera.strategy.intervals import (
     BRANCHINGS,
     MAX_CODES,
@@ -85,6 +88,9 @@ class Strategy:
     scales: FloatArray
     expected: FloatArray
     total: float
+    #: residual contrasts (:mod:`~.contrasts`): the measured families are charged as marginals
+    #: but their noise is added to these integer contrasts, σ_A = ``scales`` × Δ_A
+    contrasts: ResidualContrasts | None = None
 
     @property
     def rmse(self) -> float:
@@ -162,6 +168,36 @@ class IntervalGLS:
         bounds = list(self.starts) + [len(noisy)]
         ys = [noisy[bounds[k]:bounds[k + 1]] for k in range(len(self.starts))]
         return self.design.reconstruct(ys, self._split(noise_variance), self.spans)
+
+
+@dataclass(frozen=True, eq=False)
+class ContrastGLS:
+    """GLS from residual contrasts (:class:`~.contrasts.ResidualContrasts`): the measured
+    workload is the tautology (∅) then one marginal family per residual scope, ``starts[k]``
+    the first measured index of scope k; the noisy values are each scope's contrasts in turn;
+    ``noise_variance[q]`` is the variance of the contrast noise of q's family."""
+
+    contrasts: ResidualContrasts
+    starts: IntArray
+    target_of: tuple[int, ...]
+    name: str = ("GLS from residual contrasts (ResidualPlanner's mechanism, integer Helmert "
+                 "contrasts, discrete Gaussian)")
+
+    def _by_scope(self, noise_variance: FloatArray) -> dict[Scope, float]:
+        return {s: float(noise_variance[k]) for s, k in zip(self.contrasts.scopes, self.starts)}
+
+    def variances(self, noise_variance: FloatArray) -> FloatArray:
+        var = self.contrasts.variances(self._by_scope(noise_variance))
+        rc = self.contrasts
+        return np.concatenate([var[rc.targets[t]].ravel() for t in self.target_of])
+
+    def answers(self, noisy: FloatArray, noise_variance: FloatArray) -> FloatArray:
+        rc = self.contrasts
+        sizes = [rc.n_contrasts(s) for s in rc.scopes]
+        bounds = np.concatenate([[0], np.cumsum(sizes)])
+        est = rc.reconstruct({s: noisy[bounds[k]:bounds[k + 1]]
+                              for k, s in enumerate(rc.scopes)})
+        return np.concatenate([est[rc.targets[t]].ravel() for t in self.target_of])
 
 
 # -- the continuous noise model ---------------------------------------------------------------
@@ -273,6 +309,44 @@ def marginal_strategy(workload: Workload, ctx: Context, kind: str) -> Strategy |
     starts = measured.family_starts[:-1].astype(np.int64)
     recon = MarginalGLS(design, starts, tuple(targets.index(s) for s in scopes))
     return _calibrate(ctx, workload, measured, recon, kind)
+
+
+def contrast_strategy(workload: Workload, ctx: Context) -> Strategy | None:
+    """``residual`` through integer contrasts (:mod:`~.contrasts`), for marginal workloads under
+    ρ-zCDP and add/remove neighbours: the closed-form optimal ρ_A per residual, charged as a
+    marginal family per residual (the tautology for ∅) with shares w_A ∝ √ρ_A, so that the
+    plan's per-row cost of family A is ρ_A and its σ per unit sensitivity 1/√(2ρ_A)."""
+    scopes = marginal_scopes(workload)
+    if (scopes is None or ctx.definition is Definition.PURE
+            or ctx.neighbours is not Neighbours.ADD_REMOVE):
+        return None
+    dom = workload.domain
+    targets = tuple(dict.fromkeys(scopes))
+    weights = np.zeros(len(targets))
+    for p, s in zip(workload.partitions, scopes):
+        weights[targets.index(s)] += p.weight
+    rc = ResidualContrasts({a: dom[a].size for a in dom.names}, targets)
+    shares = shares_for(rc.optimal_costs(weights, ctx.total), ctx.definition)
+    families = [Partition.marginal(dom, list(s), float(w), name="residual(" + ",".join(s) + ")")
+                for s, w in zip(rc.scopes[1:], shares[1:])]
+    measured = Workload.from_sql(["TRUE"], dom, names=["residual()"],
+                                 weights=[float(shares[0])])
+    measured = Workload(dom, measured.queries, measured.names, measured.weights, None,
+                        tuple(families))
+    starts = np.concatenate([[0], measured.family_starts[:-1]]).astype(np.int64)
+    recon = ContrastGLS(rc, starts, tuple(targets.index(s) for s in scopes))
+    cost = workload_cost(measured, definition=ctx.definition, neighbours=ctx.neighbours,
+                         time_limit=ctx.time_limit)
+    scales = cost.scales(ctx.total)
+    delta = np.ones(measured.n_queries)
+    for k, s in enumerate(rc.scopes):
+        end = starts[k + 1] if k + 1 < len(starts) else measured.n_queries
+        delta[starts[k]:end] = math.sqrt(rc.sensitivity2(s))
+    expected = recon.variances(model_variance(ctx.definition)(scales * delta))
+    w = workload.weight_array()
+    total = float(w[w > 0] @ expected[w > 0])
+    return Strategy("residual", workload, measured, recon, cost.weighted, scales, expected,
+                    total, rc)
 
 
 def one_attribute(workload: Workload) -> tuple[str, Spans] | None:

@@ -19,6 +19,7 @@ from tessera.privacy import Definition, Neighbours
 from tessera.strategy.candidates import (
     Context,
     Strategy,
+    contrast_strategy,
     direct,
     interval_strategy,
     marginal_scopes,
@@ -43,6 +44,8 @@ class StrategyChoice:
     candidates: tuple[Strategy, ...]
     requested: str
     objective: str
+    #: the estimate W's answers are read with: ``gls`` or ``model`` (GReM-LNN)
+    estimate: str = "gls"
 
     def score(self, s: Strategy) -> float:
         return score(s, self.objective)
@@ -91,12 +94,17 @@ def choose_strategy(
     objective: str = "total",
     time_limit: float | None = 60.0,
     compare: bool = False,
+    estimate: str = "gls",
 ) -> StrategyChoice:
     """The strategy to measure for W under a budget ``total`` of ``definition`` (ε or ρ).
 
     ``strategy``: ``auto`` (the least expected error among the candidates that apply) or one
     of them forced (a clear error when it does not apply to W); ``compare``: evaluate every
-    applicable candidate even when one is forced (for ``tessera plan``)."""
+    applicable candidate even when one is forced (for ``tessera plan``); ``estimate``: ``gls``
+    or ``model`` — for the model estimate, ``residual`` measures marginals, not residual
+    contrasts: the contrasts' allocation is optimal for GLS and spends almost nothing on the
+    total and the low-order residuals, which the non-negativity constraints then move
+    (docs/benchmarks.md, "--estimate model")."""
     if strategy not in STRATEGIES:
         raise TesseraError(f"unknown strategy {strategy!r}", hint=", ".join(STRATEGIES))
     if objective not in OBJECTIVES:
@@ -112,7 +120,8 @@ def choose_strategy(
         if name == "direct":
             cand = direct(workload, ctx)
         elif name == "residual":
-            cand = marginal_strategy(workload, ctx, "residual")
+            cand = ((contrast_strategy(workload, ctx) if estimate == "gls" else None)
+                    or marginal_strategy(workload, ctx, "residual"))
         elif name == "hierarchical":
             cand = interval_strategy(workload, ctx, "hierarchical")
         else:
@@ -133,4 +142,4 @@ def choose_strategy(
                 chosen = s
     else:
         chosen = next(s for s in found if s.name.split("(")[0] == strategy)
-    return StrategyChoice(chosen, tuple(found), strategy, objective)
+    return StrategyChoice(chosen, tuple(found), strategy, objective, estimate)
