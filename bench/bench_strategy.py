@@ -38,7 +38,13 @@ import pandas as pd
 import tessera as ts
 from tessera.data.counts import count
 from tessera.mechanisms import NoiseSource, discrete_gaussian
-from tessera.release.strategy_release import Z95, noise_variances, strategy_plan
+from tessera.release.strategy_release import (
+    Z95,
+    measure_contrasts,
+    measured_noise_variances,
+    noise_variances,
+    strategy_plan,
+)
 from tessera.strategy.intervals import (
     BRANCHINGS,
     IntervalDesign,
@@ -182,13 +188,15 @@ def part_coverage(runs: int) -> None:
     s = choice.chosen
     exact = count(data, s.measured).answers
     truth = count(data, wl).answers
-    var = noise_variances(plan)
+    var = measured_noise_variances(plan, s)
     _, v = s.estimate(exact, var)
     hw = Z95 * np.sqrt(v)
     inside = total = 0
     t0 = time.perf_counter()
     for seed in range(runs):
-        noisy = discrete_gaussian.sample(exact, plan.scales, NoiseSource.seeded(seed)).values
+        source = NoiseSource.seeded(seed)
+        noisy = (discrete_gaussian.sample(exact, plan.scales, source).values
+                 if s.contrasts is None else measure_contrasts(plan, s, exact, source)[0])
         est, _ = s.estimate(noisy, var)
         inside += int(np.sum(np.abs(est - truth) <= hw))
         total += len(truth)

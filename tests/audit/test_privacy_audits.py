@@ -399,3 +399,16 @@ def test_gaussian_release_with_gamma_minus_one_is_caught_at_two_million_runs() -
     sigma = float(setup.plan.scales[0]) * math.sqrt(2 / 3)
     _catches(workload_release_case(rho=0.5, overlap_error=-1.0),
              *_gaussian_release_probabilities(sigma, 3), trials=2_000_000)
+
+
+def test_contrast_release_passes_and_catches_a_forgotten_sensitivity() -> None:
+    """Residual contrasts: honest σ_A = σ Δ_A passes (ε_lb at most the claim, and near it: the
+    events are the Gaussian shift's likelihood-ratio events); σ per unit sensitivity (Δ_A
+    forgotten) is caught."""
+    from tessera.audit.contrast_case import contrast_release_case
+
+    honest = contrast_release_case(0.5)
+    row = audit(honest, 50_000, SEED)
+    assert not row.violated and row.epsilon_lb >= 0.6 * honest.claim.epsilon, row
+    planted = audit(contrast_release_case(0.5, planted=True), 2_000, SEED)
+    assert planted.violated and planted.epsilon_lb > honest.claim.epsilon, planted

@@ -28,6 +28,7 @@ from tessera.audit.cases import (
     synthesizer_case,
     workload_release_case,
 )
+from tessera.audit.contrast_case import contrast_release_case
 from tessera.audit.estimators import (
     DEFAULT_CONFIDENCE,
     EventCounts,
@@ -65,14 +66,15 @@ def all_cases(end_to_end: bool = False) -> list[AuditCase]:
             workload_release_case(), workload_release_case(rho=0.5),
             synthesizer_case("ipmwu", end_to_end=end_to_end),
             synthesizer_case("mwem", end_to_end=end_to_end), adaptive_case(),
-            strategy_release_case()]
+            strategy_release_case(), contrast_release_case()]
 
 
 def planted_cases() -> list[AuditCase]:
     """The planted bugs, each against its honest claim."""
     return [discrete_laplace_case(scale_factor=0.5), discrete_gaussian_case(sigma_factor=0.5),
             exponential_case(sensitivity_error=-1), workload_release_case(overlap_error=-1.0),
-            adaptive_case(planted=True), strategy_release_case(planted=True)]
+            adaptive_case(planted=True), strategy_release_case(planted=True),
+            contrast_release_case(planted=True)]
 
 
 @dataclass(frozen=True)

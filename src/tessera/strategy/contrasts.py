@@ -1,5 +1,5 @@
 r"""Residual contrasts: ResidualPlanner's mechanism with integer queries and discrete noise
-(docs/theory.md §10.4; Xiao, Kifer et al., NeurIPS 2023, "ResidualPlanner", §4–5).
+(docs/theory.md §10.6; Xiao, Kifer et al., NeurIPS 2023, "ResidualPlanner", §4–5).
 
 Why. Measuring a marginal over a scope A with per-cell noise pays for every residual B ⊆ A
 at the full cost of the marginal (:mod:`~.marginals`: 3.4% more error than ResidualPlanner on
@@ -41,7 +41,7 @@ V_A the exact variance of N_ℤ(0, S_A²). Allocation: minimise Σ_T w_T Σ_t Va
 Σ_A a_A S_A² (continuous model V_A = S_A²), a_A = Π_{i∈A} E_i · Σ_{T⊇A} w_T/n_{T∖A},
 E_i = Σ_v e_i(v), subject to Σ_A Δ_A²/(2S_A²) = ρ: Lagrange gives ρ_A ∝ Δ_A √a_A, the total
 (Σ_A Δ_A √a_A)²/(2ρ) — ResidualPlanner's closed form, exactly so when every c_i and e_i is
-flat (binary attributes; within 0.2% for 42 codes at Q = 2^14: :func:`efficiency`).
+flat (binary attributes; within 0.1% per attribute at the default Q: :func:`efficiency`).
 """
 
 from __future__ import annotations
