@@ -28,6 +28,7 @@ from tessera.cli.main import app
 from tessera.engine.bdd import BooleanQuery
 from tessera.errors import QueryError, TesseraError
 from tessera.estimation.maxent import GroupMeasurement, ScopeModel, fit
+from tessera.estimation.tree_marginals import tree_marginal
 from tessera.release import Budget, Ledger
 from tessera.release.answer import answer
 from tessera.routes.adaptive import MAX_SCOPE_CELLS, answer_adaptive
@@ -82,9 +83,11 @@ def test_model_answers_equal_brute_force(sizes: list[int], seed: int, grouped: b
     np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9 * fitted.result.total)
 
 
-def test_unmeasured_scope_read_from_the_grown_junction_tree() -> None:
+def test_unmeasured_scope_from_the_clique_tree_and_from_a_grown_tree() -> None:
     """A chain x0 — x1 — x2 measured as (x0, x1) and (x1, x2): (x0, x2) lies in no measured
-    scope and in no clique, so it is read from the model with (x0, x2) added at θ = 0."""
+    scope and in no clique; it is read from the clique tree (the product of the clique
+    marginals summed over x1) and, without the tree, from the model with (x0, x2) added at
+    θ = 0: both equal the joint's marginal."""
     dom = Domain.from_dict({"x0": 3, "x1": 2, "x2": 3})
     rng = np.random.default_rng(3)
     model = ScopeModel(dom, [(0, 1), (1, 2)])
@@ -96,8 +99,37 @@ def test_unmeasured_scope_read_from_the_grown_junction_tree() -> None:
     assert cliques is not None and not any({0, 2} <= set(c) for c, _ in cliques)
     joint = model.joint(res.theta, dom.size)
     assert joint is not None
-    got = scope_marginal(model, res, (0, 2), cliques)
-    np.testing.assert_allclose(got, joint.sum(axis=1).ravel(), rtol=1e-10, atol=1e-12)
+    want = joint.sum(axis=1).ravel()
+    tree = model.clique_tree(res.theta)
+    np.testing.assert_allclose(scope_marginal(model, res, (0, 2), tree), want, rtol=1e-10,
+                               atol=1e-12)
+    np.testing.assert_allclose(scope_marginal(model, res, (0, 2), None), want, rtol=1e-10,
+                               atol=1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(sizes=st.lists(st.integers(2, 3), min_size=2, max_size=7),
+       data=st.data(), seed=st.integers(0, 10**6))
+def test_tree_marginal_equals_the_joint(sizes: list[int], data: st.DataObject,
+                                        seed: int) -> None:
+    """Random scopes (a forest with free variables as it happens), random θ: the marginal of
+    every pair and triple from the clique tree equals the joint's (brute force)."""
+    d = len(sizes)
+    dom = Domain.from_dict({f"x{i}": n for i, n in enumerate(sizes)})
+    pairs = list(itertools.combinations(range(d), 2))
+    chosen = data.draw(st.lists(st.sampled_from(pairs), min_size=1, max_size=d, unique=True))
+    model = ScopeModel(dom, chosen)
+    theta = np.random.default_rng(seed).normal(0, 1.5, model.n_parameters)
+    tree = model.clique_tree(theta)
+    joint = model.joint(theta, dom.size)
+    assert tree is not None and joint is not None
+    for k in (1, 2, 3):
+        for scope in itertools.combinations(range(d), k):
+            rest = tuple(a for a in range(d) if a not in scope)
+            want = joint.sum(axis=rest).ravel() if rest else joint.ravel()
+            got = tree_marginal(tree[0], tree[1], dom.sizes, scope)
+            assert got is not None
+            np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
 
 
 def test_bdd_query_answered_from_the_model() -> None:

@@ -181,6 +181,16 @@ class ScopeModel:
             return None
         return self._jt.clique_marginals(theta)
 
+    def clique_tree(self, theta: FloatArray
+                    ) -> tuple[list[tuple[Scope, FloatArray]], list[int]] | None:
+        """(P over every clique of the junction tree, each clique's parent index or −1) — the
+        input of :func:`tessera.estimation.tree_marginals.tree_marginal` and
+        :func:`tessera.estimation.rows.rows_from_cliques`; None with wide queries."""
+        if self._jt is None:
+            return None
+        cliques = self._jt.clique_marginals(theta)
+        return cliques, [self._jt.clique_parent[k] - 1 for k in range(1, len(self._jt.cliques))]
+
     def sample(self, theta: FloatArray, m: int, rng: np.random.Generator,
                method: RowMethod = "rounding", columns: bool = False) -> npt.NDArray[np.int64]:
         """m rows (codes) from P_θ: from the junction tree's clique marginals

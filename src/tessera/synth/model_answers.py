@@ -8,10 +8,12 @@ workload is answered as N̂ · P_θ(q), computed by the engine — never from sa
 * a **family** (a :class:`~tessera.workload.families.Partition` over attributes s, each axis
   one group per code or disjoint groups of codes): the marginal P_θ(x_s) is read
   (1) from a measured scope's table that contains s (μ of the fit), else (2) from a clique of
-  the junction tree that contains s, else (3) from the model with s added as one more scope at
-  θ_s = 0 — the same distribution (exp(0) = 1 on every cell), whose junction tree contains s:
-  one upward and one downward pass. The cells are then the sums of P_θ(x_s) over each axis's
-  groups (one tensor contraction per grouped axis);
+  the junction tree that contains s, else (3) by summing the product of the clique marginals
+  over the subtree that joins s's variables (:mod:`tessera.estimation.tree_marginals`), else
+  (with wide queries, or a message too large) (4) from the model with s added as one more
+  scope at θ_s = 0 — the same distribution (exp(0) = 1 on every cell), whose junction tree
+  contains s: one compilation, one upward and one downward pass. The cells are then the sums
+  of P_θ(x_s) over each axis's groups (one tensor contraction per grouped axis);
 * any other query (a predicate conjunction, a Boolean clause, a BDD query):
   :meth:`tessera.synth.adaptive.AdaptiveResult.answers` (an engine marginal of the query's
   scope, or one engine pass with the query added at weight 0).
@@ -27,6 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tessera.estimation.maxent import FitResult, ScopeModel
+from tessera.estimation.tree_marginals import tree_marginal
 from tessera.schema.domain import Domain
 from tessera.synth.adaptive import AdaptiveResult
 from tessera.synth.model_view import from_cliques
@@ -40,14 +43,18 @@ Scope = tuple[int, ...]
 
 
 def scope_marginal(model: ScopeModel, fitted: FitResult, scope: Scope,
-                   cliques: list[tuple[Scope, FloatArray]] | None = None) -> FloatArray:
+                   tree: tuple[list[tuple[Scope, FloatArray]], list[int]] | None = None
+                   ) -> FloatArray:
     """P_θ(x_scope) (``scope`` in domain order) of ``model`` at ``fitted.theta``, flat in
-    row-major order of the scope: from a measured scope, a clique (``cliques``: the junction
-    tree's), or the model with ``scope`` added at θ = 0 (module docs)."""
+    row-major order of the scope: from a measured scope, a clique or the clique tree
+    (``tree``: :meth:`~tessera.estimation.maxent.ScopeModel.clique_tree`), else the model with
+    ``scope`` added at θ = 0 (module docs)."""
     theta = fitted.theta
     p = model.project(fitted.marginals, scope)
-    if p is None and cliques:
-        p = from_cliques(cliques, scope)
+    if p is None and tree is not None:
+        p = from_cliques(tree[0], scope)
+        if p is None:
+            p = tree_marginal(tree[0], tree[1], model.domain.sizes, scope)
     if p is None:
         grown = ScopeModel(model.domain, [*model.scopes, scope], model.queries)
         p = grown.project(grown.marginals(grown.extend(theta, model)), scope)
@@ -84,12 +91,12 @@ def model_counts(result: AdaptiveResult, workload: Workload) -> FloatArray:
     if workload.queries:
         plain = Workload.of(dom, list(workload.queries), names=list(workload.names))
         parts.append(np.asarray(result.answers(plain), dtype=np.float64))
-    cliques = result.model.clique_marginals(result.fit.theta) if workload.partitions else None
+    tree = result.model.clique_tree(result.fit.theta) if workload.partitions else None
     cache: dict[Scope, FloatArray] = {}
     for family in workload.partitions:
         scope = tuple(sorted(dom.index(a) for a in family.attributes))
         if scope not in cache:
-            cache[scope] = scope_marginal(result.model, result.fit, scope, cliques)
+            cache[scope] = scope_marginal(result.model, result.fit, scope, tree)
         parts.append(family_probabilities(dom, family, cache[scope], scope))
     probabilities = np.concatenate(parts) if parts else np.zeros(0)
     return result.total * probabilities

@@ -1,0 +1,112 @@
+"""P(x_s) for any set of variables s from the calibrated clique marginals of a junction tree
+(docs/theory.md §4.7, §10.5), without compiling a new tree.
+
+A junction tree's clique marginals determine the distribution (Lauritzen, *Graphical Models*,
+1996, §3.2; Koller & Friedman, *Probabilistic Graphical Models*, 2009, Thm. 10.4): for any
+connected subtree T (with the running-intersection property),
+
+    P(x_{∪_{C∈T} C}) = Π_{C∈T} P(x_C) / Π_{C∈T, C≠root(T)} P(x_{S_C}),   S_C = C ∩ parent(C).
+
+Pick, for every variable of s, one clique that holds it; T is the union of their paths to the
+root of the forest (a virtual empty clique joins the trees, separators ∅, P(∅) = 1: different
+trees are independent). Summing the product over every variable of T not in s, children before
+parents, gives P(x_s): each clique C multiplies P(x_C)/P(x_{S_C}) (0 where P(x_{S_C}) = 0) by
+its children's messages and sums out what neither its separator nor s needs — one
+``numpy.einsum`` per clique, each message a table over S_C ∪ (s's variables below C).
+Variables in no clique are uniform and independent of the rest.
+
+The result is exact (the same numbers as a tree compiled with s as a scope, up to rounding:
+``tests/routes/test_adaptive_route.py`` checks it against the joint on small domains).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["MAX_MESSAGE_CELLS", "tree_marginal"]
+
+FloatArray = npt.NDArray[np.float64]
+#: Largest message (cells) :func:`tree_marginal` builds; above it, it returns None.
+MAX_MESSAGE_CELLS = 1 << 24
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def tree_marginal(cliques: Sequence[tuple[tuple[int, ...], FloatArray]],
+                  parents: Sequence[int], sizes: Sequence[int], scope: Sequence[int]
+                  ) -> FloatArray | None:
+    """P(x_scope) (``scope``'s order, flat row-major) from clique marginals (module docs):
+    ``cliques[k]`` = (variables, P over them, axes in that order), ``parents[k]`` the index of
+    k's parent or −1 for a root. None when a message would exceed :data:`MAX_MESSAGE_CELLS`
+    cells or the tree needs more than 52 distinct variables in one product."""
+    scope = tuple(int(v) for v in scope)
+    holder: dict[int, int] = {}
+    for k, (variables, _) in enumerate(cliques):
+        for v in variables:
+            holder.setdefault(v, k)
+    inside = [v for v in scope if v in holder]
+    keep: set[int] = set()  # the cliques of the subtree T
+    for v in inside:
+        k = holder[v]
+        while k >= 0 and k not in keep:
+            keep.add(k)
+            k = parents[k]
+    children: dict[int, list[int]] = {}
+    for k in keep:
+        children.setdefault(parents[k], []).append(k)
+    wanted = set(inside)
+    below: dict[int, set[int]] = {}  # scope variables in k's subtree
+
+    def message(k: int) -> tuple[tuple[int, ...], FloatArray] | None:
+        """(variables, table) sent by clique k to its parent (k = −1: the final marginal)."""
+        parts: list[tuple[tuple[int, ...], FloatArray]] = []
+        here: set[int] = set()
+        if k >= 0:
+            variables, table = cliques[k]
+            sep = set(variables) & set(cliques[parents[k]][0]) if parents[k] >= 0 else set()
+            axes = tuple(i for i, v in enumerate(variables) if v not in sep)
+            p_sep = table.sum(axis=axes, keepdims=True) if axes else table
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ratio = np.where(p_sep > 0, table / np.where(p_sep > 0, p_sep, 1.0), 0.0)
+            parts.append((tuple(variables), ratio))
+            here = set(variables)
+        else:
+            sep = set()
+        sub = wanted & here
+        for c in sorted(children.get(k, ())):
+            got = message(c)
+            if got is None:
+                return None
+            parts.append(got)
+            sub |= below[c]
+        below[k] = sub
+        out = tuple(sorted(sep | sub))
+        if math.prod(sizes[v] for v in out) > MAX_MESSAGE_CELLS:
+            return None
+        letters: dict[int, str] = {}
+        for variables, _ in parts:
+            for v in variables:
+                letters.setdefault(v, _LETTERS[len(letters) % len(_LETTERS)])
+        if len(letters) > len(_LETTERS):
+            return None
+        spec = ",".join("".join(letters[v] for v in vs) for vs, _ in parts)
+        spec += "->" + "".join(letters[v] for v in out)
+        return out, np.einsum(spec, *(t for _, t in parts), optimize=True)
+
+    if inside:
+        got = message(-1)
+        if got is None:
+            return None
+        variables, table = got
+    else:
+        variables, table = (), np.ones(())
+    # the scope's variables in no clique: uniform, independent of the rest
+    for v in scope:
+        if v not in holder:
+            table = np.multiply.outer(table, np.full(sizes[v], 1.0 / sizes[v]))
+            variables = (*variables, v)
+    order = [variables.index(v) for v in scope]
+    return np.ascontiguousarray(np.transpose(table, order)).ravel()
