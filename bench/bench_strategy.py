@@ -4,6 +4,7 @@
     python bench/bench_strategy.py --part coverage    # 95% interval coverage, 500 seeded runs
     python bench/bench_strategy.py --part ranges      # all ranges over 1,024 values
     python bench/bench_strategy.py --part answer-ranges  # tessera.answer on a ranges: block
+    python bench/bench_strategy.py --part ranges-2d   # all rectangles over two attributes
     python bench/bench_strategy.py --part predicates  # random predicate workloads
     python bench/bench_strategy.py --part all
 
@@ -253,34 +254,127 @@ def part_ranges(n: int = 1024) -> None:
           f"(tree b={b_star}, from simulated noisy levels): {t_gls:.1f} s")
 
 
-def part_answer_ranges(n: int = 1024, rows: int = 48_842) -> None:
+def _ranges_data(sizes: dict[str, int], rows: int) -> tuple[ts.Domain, pd.DataFrame]:
+    """A schema of ordered integer attributes and synthetic rows (a discretised normal)."""
+    dom = ts.Domain.from_dict({"attributes": {a: {"type": "integer", "min": 0, "max": n - 1}
+                                              for a, n in sizes.items()}})
+    rng = np.random.default_rng(0)
+    data = pd.DataFrame({a: np.clip(rng.normal(n / 2, n / 6, rows).round(), 0, n - 1)
+                         .astype(int) for a, n in sizes.items()})
+    return dom, data
+
+
+def _timed_answers(data: pd.DataFrame, wl: ts.Workload, repeats: int, **kw: object
+                   ) -> tuple[list[float], object, float]:
+    """Wall times of ``repeats`` in-process ``answer()`` calls (after one warm-up call that
+    imports everything), the last release, and the peak traced memory of one more call."""
+    import tracemalloc
+
+    ts.answer(data, wl, ts.Budget.of(rho=RHO), **kw)  # warm-up (imports, caches)
+    times = []
+    rel = None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        rel = ts.answer(data, wl, ts.Budget.of(rho=RHO), **kw)
+        times.append(time.perf_counter() - t0)
+    tracemalloc.start()
+    ts.answer(data, wl, ts.Budget.of(rho=RHO), **kw)
+    peak = tracemalloc.get_traced_memory()[1] / 2**20
+    tracemalloc.stop()
+    return times, rel, peak
+
+
+def part_answer_ranges(n: int = 1024, rows: int = 48_842, repeats: int = 3) -> None:
     """``tessera.answer`` end to end on every range of an n-value attribute written as a
-    ``ranges:`` block (synthetic data: a discretised normal over the codes)."""
+    ``ranges:`` block (a lazy family: never 524,800 query objects), synthetic data."""
     import tempfile
 
-    dom = ts.Domain.from_dict({"attributes": {"x": {"type": "integer", "min": 0,
-                                                    "max": n - 1}}})
-    rng = np.random.default_rng(0)
-    data = pd.DataFrame({"x": np.clip(rng.normal(n / 2, n / 6, rows).round(), 0, n - 1)
-                         .astype(int)})
+    dom, data = _ranges_data({"x": n}, rows)
+    print(f"\n`answer` on all ranges over {n} values ({rows:,} synthetic rows), ρ = {RHO}; "
+          f"{load()} at the start")
     with tempfile.TemporaryDirectory() as d:
         f = Path(d) / "w.yaml"
         f.write_text("ranges:\n  - {attribute: x}\n")
         t0 = time.perf_counter()
         wl = ts.Workload.load(f, dom)
         t_load = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    rel = ts.answer(data, wl, ts.Budget.of(rho=RHO))
-    t_answer = time.perf_counter() - t0
+        times, rel, peak = _timed_answers(data, wl, repeats)
+        times_csv, _, peak_csv = _timed_answers(data, wl, repeats, output=Path(d) / "a.csv")
     truth = count(data, wl).answers
     st = rel.certificate["strategy"]
     direct = next(c for c in st["candidates"] if c["strategy"] == "direct")
-    print(f"\n`answer` on all {wl.n_queries:,} ranges over {n} values ({rows:,} synthetic rows), "
-          f"ρ = {RHO}; {load()}")
-    print(f"load the ranges block {t_load:.1f} s; answer {t_answer:.1f} s "
-          f"({', '.join(f'{k} {v:.1f}' for k, v in rel.timings.items())}); chosen "
-          f"{st['chosen']}; MAE {np.mean(np.abs(rel.answers - truth)):.2f}; direct's expected "
-          f"RMSE {direct['rmse']:.1f}")
+    chosen = next(c for c in st["candidates"] if c["strategy"] == st["chosen"])
+    print(f"{wl.n_queries:,} queries; load the block {t_load:.3f} s; chosen {st['chosen']}")
+    print("| call | wall s (median of " + str(repeats) + ") | all runs | peak traced MiB |")
+    print("| --- | ---: | --- | ---: |")
+    print(f"| answer() | {statistics.median(times):.2f} | "
+          f"{', '.join(f'{t:.2f}' for t in times)} | {peak:.0f} |")
+    print(f"| answer(output=a.csv) | {statistics.median(times_csv):.2f} | "
+          f"{', '.join(f'{t:.2f}' for t in times_csv)} | {peak_csv:.0f} |")
+    print(f"last run's steps: {', '.join(f'{k} {v:.2f}' for k, v in rel.timings.items())}")
+    print(f"MAE {np.mean(np.abs(rel.answers - truth)):.2f}; expected RMSE: chosen "
+          f"{chosen['rmse']:.2f}, direct {direct['rmse']:.1f} (direct / chosen error "
+          f"variance {direct['rmse'] ** 2 / chosen['rmse'] ** 2:,.0f}×); {load()} at the end")
+
+
+def _axis_table(n: int) -> dict[str, float]:
+    """Σ_spans V of every axis option (identity, trees b with level ratio r) for all ranges
+    over n codes: the separable factors of the 2-D total error (tessera.strategy.rectangles)."""
+    from tessera.strategy.rectangles import axis_options, precision_factors
+
+    spans = Spans.all_ranges(n)
+    out = {}
+    for kind in ("identity", "hierarchical"):
+        for opt in axis_options(n, kind):
+            v = opt.design(n).variances(precision_factors(opt.fractions, ts.Definition.ZCDP),
+                                        spans)
+            r = opt.fractions[-1] / opt.fractions[-2] if len(opt.fractions) > 1 else 1.0
+            out[f"b={opt.branching}, r={r:.3g}"] = float(v.sum())
+    return out
+
+
+def part_ranges_2d(sizes: tuple[int, ...] = (32, 64), closed: tuple[int, ...] = (128,),
+                   rows: int = 48_842, repeats: int = 3) -> None:
+    """All rectangles over two ordered attributes: candidates' expected errors (closed form),
+    chosen vs the best product of branchings, and ``answer()`` time for ``sizes``; for
+    ``closed`` only the closed-form errors (the workload would exceed the lazy family's
+    5·10⁶ queries: 128 × 128 has 68 million rectangles)."""
+    from tessera.strategy.choose import choose_strategy
+    from tessera.workload.ranges import RangeFamily, axis_counts
+
+    print(f"\nAll rectangles over two ordered attributes, ρ = {RHO}, add/remove; {load()}")
+    print("| grid | rectangles | direct RMSE | identity RMSE | hierarchical RMSE (chosen) | "
+          "direct / chosen (variance) | identity / chosen | chosen / best product | "
+          "answer() s (median) | peak MiB |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for n in (*sizes, *closed):
+        # every product of axis options: the total is (Σ V₁)(Σ V₂)/(2ρ) (separable)
+        axis = _axis_table(n)
+        best_product = min(axis.values()) ** 2 / (2 * RHO)
+        n_rect = (n * (n + 1) // 2) ** 2
+        c = int(axis_counts(n, "ranges").max())
+        direct_var = float(c) ** 2 / (2 * RHO)  # γ = (max_v (v+1)(n−v))², uniform
+        ident = axis["b=1, r=1"] ** 2 / (2 * RHO) / n_rect
+        if n in closed:
+            chosen_var = best_product / n_rect
+            print(f"| {n}×{n} (closed form only) | {n_rect:,} | {math.sqrt(direct_var):.1f} | "
+                  f"{math.sqrt(ident):.2f} | {math.sqrt(chosen_var):.2f} | "
+                  f"{direct_var / chosen_var:,.0f}× | {ident / chosen_var:.1f}× | 1.000 | — "
+                  f"| — |")
+            continue
+        dom, data = _ranges_data({"x": n, "y": n}, rows)
+        wl = ts.Workload.of_ranges(dom, [RangeFamily.of(dom, ["x", "y"])])
+        ch = choose_strategy(wl, ts.Definition.ZCDP, RHO, compare=True)
+        rmse = {s.name.split("(")[0]: s.rmse for s in ch.candidates}
+        chosen_var = ch.chosen.rmse ** 2
+        assert abs(rmse["direct"] ** 2 - direct_var) < 1e-6 * direct_var
+        times, rel, peak = _timed_answers(data, wl, repeats)
+        print(f"| {n}×{n} | {n_rect:,} | {rmse['direct']:.1f} | {rmse['identity']:.2f} | "
+              f"{ch.chosen.rmse:.2f} ({ch.chosen.name}) | {direct_var / chosen_var:,.0f}× | "
+              f"{rmse['identity'] ** 2 / chosen_var:.1f}× | "
+              f"{ch.chosen.total / best_product:.3f} | {statistics.median(times):.2f} | "
+              f"{peak:.0f} |")
+    print(f"{load()} at the end")
 
 
 def part_predicates(workloads: int = 5, k: int = 300) -> None:
@@ -322,7 +416,8 @@ def part_predicates(workloads: int = 5, k: int = 300) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--part", default="all",
-                    choices=["w1", "coverage", "ranges", "answer-ranges", "predicates", "all"])
+                    choices=["w1", "coverage", "ranges", "answer-ranges", "ranges-2d",
+                             "predicates", "all"])
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--runs", type=int, default=500)
     args = ap.parse_args()
@@ -335,7 +430,9 @@ def main() -> None:
     if args.part in ("ranges", "all"):
         part_ranges()
     if args.part in ("answer-ranges", "all"):
-        part_answer_ranges()
+        part_answer_ranges(repeats=max(args.repeats, 3))
+    if args.part in ("ranges-2d", "all"):
+        part_ranges_2d(repeats=max(args.repeats, 3))
     if args.part in ("predicates", "all"):
         part_predicates()
 

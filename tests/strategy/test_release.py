@@ -152,6 +152,6 @@ def test_ranges_block_reads_compactly_and_takes_a_tree(tmp_path) -> None:
     ch = choose_strategy(wl, "zcdp", 0.1)
     direct = next(s for s in ch.candidates if s.name == "direct")
     assert ch.chosen.name.startswith("hierarchical") and ch.chosen.total < direct.total / 5
-    f.write_text("ranges:\n  - {attributes: [x]}\n")
+    f.write_text("ranges:\n  - {columns: [x]}\n")
     with pytest.raises(TesseraError, match="ranges"):
         Workload.load(f, dom)

@@ -386,6 +386,8 @@ def count_encoded(
     whose joint marginal fits are answered from one shared ``GROUP BY`` and projected in numpy.
     Families are counted by :func:`count_families` (``method``).
     """
+    if workload.range_families is not None:
+        return _count_ranges(table, workload, method)
     answers = np.zeros(workload.n_queries, dtype=np.int64)
     groups: dict[tuple[str, ...], list[int]] = {}  # predicate queries by scope
     clause_groups: dict[tuple[str, ...], list[int]] = {}  # Boolean clauses by scope
@@ -410,6 +412,18 @@ def count_encoded(
                        [answers[cells] for _, cells in workload.family_slices()],
                        method=method, progress=lambda done, _: report(n_groups + done, total))
     return answers
+
+
+def _count_ranges(table: CodedTable, workload: Workload, method: Method) -> np.ndarray:
+    """Lazy range families (:mod:`tessera.workload.ranges`): the histogram over each family's
+    attributes (one marginal), then every range by prefix sums — no query objects."""
+    fams = workload.range_families
+    assert fams is not None
+    marginals = [Partition.marginal(workload.domain, f.attributes) for f in fams]
+    hists = [np.zeros(p.n_cells_in(workload.domain), dtype=np.int64) for p in marginals]
+    count_families(table, marginals, hists, method=method)
+    return np.concatenate([f.answers(h.reshape(f.sizes)) for f, h in zip(fams, hists)]
+                          ).astype(np.int64)
 
 
 def _count_clauses(

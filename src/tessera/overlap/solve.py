@@ -25,6 +25,7 @@ from tessera.overlap import recover, routes, structured
 from tessera.overlap.clauses import expand, has_clauses, maximal_sets
 from tessera.overlap.engine_route import is_boolean
 from tessera.overlap.quick import n_predicates
+from tessera.overlap.range_overlap import single_family, solve_range_family
 from tessera.overlap.recover import recover_families
 from tessera.overlap.result import OverlapResult, composable
 from tessera.overlap.routes import (
@@ -109,6 +110,10 @@ def max_overlap(
     if method == "toulbar2" and not wcsp_available():
         raise QueryError("method 'toulbar2' needs the ToulBar2 solver",
                          hint='pip install "tessera-dp[exact]"')
+    ranges = single_family(workload_or_queries, weights) if method == "auto" else None
+    if ranges is not None:  # every range or prefix over 1-2 attributes: closed form, exact
+        dom = domain if domain is not None else workload_or_queries.domain
+        return solve_range_family(dom, *ranges, comp, neighbours)
     if structured.is_structured(workload_or_queries):
         return structured.solve_structured(workload_or_queries, weights, domain, comp,
                                            neighbours, time_limit, method, max_overlap)

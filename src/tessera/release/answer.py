@@ -63,6 +63,7 @@ from tessera.release.strategy_release import (
     strategy_plan,
 )
 from tessera.strategy.candidates import Strategy
+from tessera.workload.ranges import RangeNames
 from tessera.workload.workload import Workload
 
 #: Post-processing steps :func:`answer` knows, in the order they apply.
@@ -130,8 +131,10 @@ class Release:
             return frame
         if self.strategy is not None:
             st = self.strategy
+            names = self.workload.names
             frame = pd.DataFrame({
-                "query": list(self.workload.all_names()),
+                "query": names.array if isinstance(names, RangeNames)
+                else list(self.workload.all_names()),
                 "answer": st.answers,
                 "std_error": np.sqrt(st.variances),
                 "ci95_low": st.answers - st.halfwidths,

@@ -29,6 +29,7 @@ from tessera.privacy import Definition, Neighbours
 from tessera.release.decimals import decimal_value, float_down, float_up
 from tessera.release.ledger_records import LedgerError
 from tessera.schema.domain import Domain
+from tessera.workload.ranges import RangeQueries
 from tessera.workload.workload import Workload
 
 __all__ = [
@@ -185,7 +186,8 @@ def _cost_bound(
     exact_distinct = [decimal_value(x) for x in distinct.tolist()]
     ints_distinct, scale = _integer_scores(exact_distinct, counts.tolist())
     ints = np.array(ints_distinct, dtype=np.float64)[inverse.ravel()]
-    subject = queries if isinstance(queries, Workload) else list(queries)
+    # (lazy range families stay lazy: the overlap dispatcher solves them in closed form)
+    subject = queries if isinstance(queries, (Workload, RangeQueries)) else list(queries)
     res = max_overlap(subject, ints, domain=None if isinstance(queries, Workload) else domain,
                       comp=Definition.PURE, neighbours=neighbours, time_limit=time_limit)
     top = math.floor(res.bound)  # the maximum of integer scores is an integer ≤ res.bound

@@ -17,7 +17,10 @@ Candidates:
   ResidualPlanner's mechanism and closed-form allocation with discrete noise); otherwise every
   marginal of the downward closure, allocation and GLS in the residual basis (:mod:`~.marginals`);
 * ``hierarchical`` — one-attribute workloads (ranges, prefixes, hierarchies): the b-ary interval
-  tree, b and the per-level allocation chosen by expected error (:mod:`~.intervals`).
+  tree, b and the per-level allocation chosen by expected error (:mod:`~.intervals`); all
+  rectangles (or 2-D prefixes) over two ordered attributes: the product of two 1-D trees,
+  every level pair measured (:mod:`~.rectangles`, GLS by the Kronecker structure);
+* ``identity`` of two ordered attributes: their 2-D histogram (:mod:`~.rectangles`).
 
 Each candidate's expected variance of every query of W is computed in closed form with the
 continuous model of the noise (σ² for the discrete Gaussian, 2b² for the discrete Laplace, both
@@ -50,6 +53,14 @@ from tessera.strategy.intervals import (
     tree_levels,
 )
 from tessera.strategy.marginals import MarginalDesign, Scope, downward_closure, optimal_precisions
+from tessera.strategy.rectangles import (
+    KroneckerGLS,
+    best_axis,
+    kappa,
+    precision_factors,
+    product_measured,
+    two_attributes,
+)
 from tessera.workload.families import Partition
 from tessera.workload.query import Query
 from tessera.workload.workload import Workload
@@ -228,8 +239,10 @@ class Context:
     time_limit: float | None = 60.0
 
 
-def _calibrate(ctx: Context, workload: Workload, measured: Workload,
+def calibrate(ctx: Context, workload: Workload, measured: Workload,
                reconstruction: Reconstruction, name: str) -> Strategy:
+    """The strategy measuring ``measured`` (its shares the budget split) for W: its own γ_w,
+    the noise scales, and W's expected variances under the continuous model."""
     cost = workload_cost(measured, definition=ctx.definition, neighbours=ctx.neighbours,
                          time_limit=ctx.time_limit)
     scales = cost.scales(ctx.total)
@@ -242,7 +255,11 @@ def _calibrate(ctx: Context, workload: Workload, measured: Workload,
 
 def merge_duplicates(workload: Workload) -> tuple[Workload, IntArray]:
     """W with identical predicate queries kept once (the largest weight, the first name), and
-    the measured index of every query of W (expanded order). W itself when nothing repeats."""
+    the measured index of every query of W (expanded order). W itself when nothing repeats
+    (one lazy range family never repeats a query: :mod:`tessera.workload.ranges`)."""
+    fams = workload.range_families
+    if fams is not None and len(fams) == 1:
+        return workload, np.arange(workload.n_queries, dtype=np.int64)
     first: dict[object, int] = {}
     index = np.empty(len(workload.queries), dtype=np.int64)
     keep: list[int] = []
@@ -265,7 +282,7 @@ def merge_duplicates(workload: Workload) -> tuple[Workload, IntArray]:
 
 def direct(workload: Workload, ctx: Context) -> Strategy:
     measured, index = merge_duplicates(workload)
-    return _calibrate(ctx, workload, measured, Copy(index), "direct")
+    return calibrate(ctx, workload, measured, Copy(index), "direct")
 
 
 def marginal_scopes(workload: Workload) -> list[Scope] | None:
@@ -308,7 +325,7 @@ def marginal_strategy(workload: Workload, ctx: Context, kind: str) -> Strategy |
     measured = Workload.of_families(dom, families)
     starts = measured.family_starts[:-1].astype(np.int64)
     recon = MarginalGLS(design, starts, tuple(targets.index(s) for s in scopes))
-    return _calibrate(ctx, workload, measured, recon, kind)
+    return calibrate(ctx, workload, measured, recon, kind)
 
 
 def contrast_strategy(workload: Workload, ctx: Context) -> Strategy | None:
@@ -353,6 +370,16 @@ def one_attribute(workload: Workload) -> tuple[str, Spans] | None:
     """(attribute, spans of every query of W) when every query of W constrains at most one
     and the same attribute (predicate conjunctions, and families over that attribute)."""
     dom = workload.domain
+    fams = workload.range_families
+    if fams is not None:  # lazy range families: their spans, no query objects
+        if len({f.attributes for f in fams}) != 1 or len(fams[0].attributes) != 1:
+            return None
+        if fams[0].sizes[0] > MAX_CODES:
+            return None
+        bounds = [f.bounds(0) for f in fams]
+        lo_all = np.concatenate([lo for lo, _ in bounds])
+        return fams[0].attributes[0], Spans.ranges(lo_all,
+                                                    np.concatenate([hi for _, hi in bounds]))
     attrs = {a for q in workload.queries if isinstance(q, Query) for a in q.scope}
     attrs |= {a for p in workload.partitions for a in p.attributes}
     if len(attrs) != 1 or any(not isinstance(q, Query) for q in workload.queries):
@@ -409,10 +436,11 @@ def interval_strategy(workload: Workload, ctx: Context, kind: str) -> Strategy |
             for r in sorted({1.0, b ** (1 / 3), b ** 0.5}):
                 options.append((levels, level_costs(len(levels), ctx.total, r)))
     best: tuple[float, list[list[tuple[int, int]]], FloatArray] | None = None
+    gram = spans.gram(n, np.where(w > 0, w, 0.0))  # (weight 0: not released, not scored)
     for levels, costs in options:
         design = IntervalDesign(n, tuple(level_groups(levels, n)))
         u = 2.0 * costs if zcdp else 0.5 * costs * costs
-        err = float(w @ design.variances(u, spans))
+        err = design.total(u, gram)
         if best is None or err < best[0]:
             best = (err, levels, costs)
     assert best is not None
@@ -429,5 +457,28 @@ def interval_strategy(workload: Workload, ctx: Context, kind: str) -> Strategy |
     measured = Workload.of_families(dom, families)
     design = IntervalDesign(n, tuple(level_groups(levels, n)))
     recon = IntervalGLS(design, measured.family_starts[:-1].astype(np.int64), spans)
-    return _calibrate(ctx, workload, measured, recon, kind)
+    return calibrate(ctx, workload, measured, recon, kind)
 
+
+
+def rectangle_strategy(workload: Workload, ctx: Context, kind: str) -> Strategy | None:
+    """``identity`` (the 2-D histogram) or ``hierarchical`` (the product of the best 1-D tree
+    of each axis, costs c·α_l β_m over the level pairs) for one lazy 2-D range family
+    (:mod:`~.rectangles`); the total error is separable, so each axis is chosen alone."""
+    fam = two_attributes(workload)
+    if fam is None:
+        return None
+    axes = tuple(best_axis(n, Spans.ranges(*fam.bounds(i)), kind, ctx.definition)[0]
+                 for i, n in enumerate(fam.sizes))
+    if kind == "hierarchical" and all(a.branching == 1 for a in axes):
+        return None  # (no axis has a tree: the identity candidate is the same design)
+    costs = ctx.total * np.multiply.outer(axes[0].fractions, axes[1].fractions).ravel()
+    name = kind if kind == "identity" else (
+        f"hierarchical(b={axes[0].branching}x{axes[1].branching})")
+    measured = product_measured(workload, fam, axes, shares_for(costs, ctx.definition), kind)
+    recon = KroneckerGLS(fam, (axes[0], axes[1]),
+                         (precision_factors(axes[0].fractions, ctx.definition),
+                          precision_factors(axes[1].fractions, ctx.definition)),
+                         kappa(ctx.definition, ctx.total),
+                         measured.family_starts[:-1].astype(np.int64))
+    return calibrate(ctx, workload, measured, recon, name)

@@ -26,7 +26,9 @@ from tessera.strategy.candidates import (
     marginal_strategy,
     merge_duplicates,
     one_attribute,
+    rectangle_strategy,
 )
+from tessera.strategy.rectangles import two_attributes
 from tessera.workload.workload import Workload
 
 StrategyName = Literal["auto", "direct", "identity", "residual", "hierarchical"]
@@ -72,7 +74,8 @@ def only_direct(workload: Workload) -> bool:
     """Whether ``direct`` on W as given is the only candidate: no other strategy applies (W is
     neither marginals only nor over one attribute) and no predicate query repeats. Checked
     without calibrating anything (``answer`` then plans W exactly as before strategies)."""
-    if marginal_scopes(workload) is not None or one_attribute(workload) is not None:
+    if (marginal_scopes(workload) is not None or one_attribute(workload) is not None
+            or two_attributes(workload) is not None):
         return False
     return merge_duplicates(workload)[0] is workload
 
@@ -123,17 +126,20 @@ def choose_strategy(
             cand = ((contrast_strategy(workload, ctx) if estimate == "gls" else None)
                     or marginal_strategy(workload, ctx, "residual"))
         elif name == "hierarchical":
-            cand = interval_strategy(workload, ctx, "hierarchical")
+            cand = (interval_strategy(workload, ctx, "hierarchical")
+                    or rectangle_strategy(workload, ctx, "hierarchical"))
         else:
             cand = (marginal_strategy(workload, ctx, "identity")
-                    or interval_strategy(workload, ctx, "identity"))
+                    or interval_strategy(workload, ctx, "identity")
+                    or rectangle_strategy(workload, ctx, "identity"))
         if cand is not None:
             found.append(cand)
         elif name == strategy:
             raise TesseraError(
                 f"strategy {strategy!r} does not apply to this workload",
                 hint="identity/residual take marginal families; identity/hierarchical take "
-                     "queries over one attribute; direct and auto take any workload")
+                     "queries over one attribute or a ranges block over two; direct and auto "
+                     "take any workload")
     if strategy == "auto":
         base = found[0]  # direct
         chosen = base

@@ -13,13 +13,27 @@ GLS. The information matrix I = Σ_l u_l G_lᵀG_l (n × n, (G_lᵀG_l)_{ij} = [
 the estimate x̂ = I⁻¹ Σ_l u_l G_lᵀ y_l has covariance I⁻¹ (I is invertible when some level
 has single codes; otherwise the pseudo-inverse gives the estimable part). A workload query is
 a union of code spans [lo, hi): its estimate sums x̂ over them, its variance
-Σ_{s,s'} Σ_{i∈s, j∈s'} (I⁻¹)_{ij}, read in O(1) a pair from the 2-D prefix sums of I⁻¹.
+Σ_{s,s'} Σ_{i∈s, j∈s'} (I⁻¹)_{ij}, read in O(1) a pair from the 2-D prefix sums of I⁻¹
+(P[a, b] = Cov(Σ_{i<a} x̂_i, Σ_{j<b} x̂_j): a range [lo, hi) has variance
+P[hi, hi] − 2 P[lo, hi] + P[lo, lo]; all n(n+1)/2 ranges in one vectorised gather).
+
+I⁻¹ of a tree in O(n²) (:func:`nested_inverse`). When the levels are nested interval
+partitions (every group of level l + 1 inside one group of level l) and the finest level is
+single codes with u > 0, I restricted to the codes of a group v of level l is
+A_v = blockdiag(A_c : c a child of v) + u_l 11ᵀ (A of a single code: u_finest), so by
+Sherman–Morrison, with B = blockdiag(A_c⁻¹) and z = B1,
+
+    A_v⁻¹ = B − u_l z zᵀ / (1 + u_l 1ᵀz).
+
+Bottom-up, level l costs Σ_v |v|² = n · (group size), O(n² b/(b−1)) in all — no n³
+factorisation (docs/theory.md §10.3). Other designs (groups not nested, no single-code level)
+take a dense Cholesky (or the pseudo-inverse when I is singular).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -52,6 +66,30 @@ class Spans:
         lo_a = np.asarray(lo, dtype=np.int64)
         return Spans(lo_a, np.asarray(hi, dtype=np.int64), np.arange(len(lo_a)), len(lo_a))
 
+    def gram(self, n: int, weights: npt.ArrayLike) -> FloatArray:
+        """M = Σ_q w_q 1_q 1_qᵀ (n × n, 1_q the indicator of query q's codes), so that
+        Σ_q w_q Var_q = ⟨Cov x̂, M⟩ for any design (the trace form of the total error): each
+        single-span query adds w_q on its square [lo, hi)², by a 2-D difference array and two
+        prefix sums, O(queries + n²); a query of several spans adds its span pairs."""
+        w = np.asarray(weights, dtype=np.float64)
+        d = np.zeros((n + 1, n + 1))
+        counts = np.bincount(self.query, minlength=self.n_queries)
+        k = counts[self.query] == 1
+        lo, hi, wk = self.lo[k], self.hi[k], w[self.query[k]]
+        for a, b, sign in ((lo, lo, 1.0), (lo, hi, -1.0), (hi, lo, -1.0), (hi, hi, 1.0)):
+            d += np.bincount(a * (n + 1) + b, weights=sign * wk,
+                             minlength=(n + 1) ** 2).reshape(n + 1, n + 1)
+        for q in np.flatnonzero(counts > 1):
+            j = np.flatnonzero(self.query == q)
+            for s1 in j:
+                for s2 in j:
+                    for a, b, sign in ((self.lo[s1], self.lo[s2], 1.0),
+                                       (self.lo[s1], self.hi[s2], -1.0),
+                                       (self.hi[s1], self.lo[s2], -1.0),
+                                       (self.hi[s1], self.hi[s2], 1.0)):
+                        d[a, b] += sign * w[q]
+        return np.cumsum(np.cumsum(d, axis=0), axis=1)[:n, :n]
+
     @staticmethod
     def all_ranges(n: int) -> Spans:
         """All n(n+1)/2 ranges [i, j], i ≤ j, in row-major order of (i, j)."""
@@ -77,12 +115,70 @@ def tree_levels(n: int, branching: int) -> list[list[tuple[int, int]]]:
             for level in interval_levels(n, branching)]
 
 
+def _runs(g: IntArray) -> list[tuple[int, int]] | None:
+    """The groups of one level as contiguous runs [s, e) in code order, or None when some
+    group is not one run or some code is in no group."""
+    if len(g) == 0 or np.any(g < 0):
+        return None
+    cuts = np.flatnonzero(np.diff(g)) + 1
+    starts = np.concatenate([[0], cuts])
+    ends = np.concatenate([cuts, [len(g)]])
+    if len(np.unique(g)) != len(starts):
+        return None
+    return list(zip(starts.tolist(), ends.tolist()))
+
+
+def nested_inverse(groups: Sequence[IntArray], precision: npt.ArrayLike) -> FloatArray | None:
+    """I⁻¹ for nested interval levels (root first) by the bottom-up Sherman–Morrison recursion
+    of the module docs, O(n²); None when the levels are not nested intervals ending in single
+    codes with positive precision (the caller factorises densely)."""
+    u = np.asarray(precision, dtype=np.float64)
+    runs = [_runs(g) for g in groups]
+    if not runs or any(r is None for r in runs) or u[-1] <= 0 or np.any(u < 0):
+        return None
+    n = len(groups[-1])
+    if len(runs[-1]) != n:  # type: ignore[arg-type]
+        return None
+    # blocks: (start, inverse of A over [start, start + size)), in code order
+    blocks: list[tuple[int, FloatArray]] = [(c, np.full((1, 1), 1.0 / u[-1])) for c in range(n)]
+    for level in range(len(groups) - 2, -1, -1):
+        new: list[tuple[int, FloatArray]] = []
+        k = 0
+        for s, e in runs[level]:  # type: ignore[union-attr]
+            children = []
+            while k < len(blocks) and blocks[k][0] < e:
+                if blocks[k][0] < s or blocks[k][0] + len(blocks[k][1]) > e:
+                    return None  # a child straddles the group: not nested
+                children.append(blocks[k][1])
+                k += 1
+            b = _block_diag(children, e - s)
+            if u[level] > 0:
+                z = b.sum(axis=1)
+                b -= np.multiply.outer(z, z) * (u[level] / (1.0 + u[level] * z.sum()))
+            new.append((s, b))
+        blocks = new
+    return blocks[0][1] if len(blocks) == 1 else _block_diag([b for _, b in blocks], n)
+
+
+def _block_diag(blocks: Sequence[FloatArray], size: int) -> FloatArray:
+    if len(blocks) == 1:
+        return blocks[0].copy()
+    out = np.zeros((size, size))
+    k = 0
+    for b in blocks:
+        out[k:k + len(b), k:k + len(b)] = b
+        k += len(b)
+    return out
+
+
 @dataclass(frozen=True, eq=False)
 class IntervalDesign:
-    """Measured levels (``groups[l][code]`` = its group, −1 for none) over n codes."""
+    """Measured levels (``groups[l][code]`` = its group, −1 for none) over n codes. The last
+    covariance computed is kept (``cov`` of the same precisions is not recomputed)."""
 
     n: int
     groups: tuple[IntArray, ...]
+    _last: dict[tuple[float, ...], FloatArray] = field(default_factory=dict, repr=False)
 
     def information(self, precision: npt.ArrayLike) -> FloatArray:
         info = np.zeros((self.n, self.n))
@@ -92,12 +188,30 @@ class IntervalDesign:
         return info
 
     def covariance(self, precision: npt.ArrayLike) -> FloatArray:
+        """I⁻¹: the tree recursion when it applies (:func:`nested_inverse`), else dense; the
+        last result is kept for the same precisions (read-only)."""
+        key = tuple(np.asarray(precision, dtype=np.float64).tolist())
+        if key in self._last:
+            return self._last[key]
+        cov = nested_inverse(self.groups, key)
+        if cov is None:
+            cov = self._dense_covariance(key)
+        cov.setflags(write=False)
+        self._last.clear()
+        self._last[key] = cov
+        return cov
+
+    def _dense_covariance(self, precision: npt.ArrayLike) -> FloatArray:
         info = self.information(precision)
         try:
             factor = scipy.linalg.cho_factor(info, lower=True, check_finite=False)
             return scipy.linalg.cho_solve(factor, np.eye(self.n), check_finite=False)
         except np.linalg.LinAlgError:
             return np.linalg.pinv(info, hermitian=True)
+
+    def total(self, precision: npt.ArrayLike, gram: FloatArray) -> float:
+        """Σ_q w_q Var_q = ⟨I⁻¹, M⟩ for M = :meth:`Spans.gram` (no per-query work)."""
+        return float(np.vdot(self.covariance(precision), gram))
 
     def variances(self, precision: npt.ArrayLike, spans: Spans,
                   cov: FloatArray | None = None) -> FloatArray:

@@ -22,7 +22,14 @@ def _sql(q: Any, domain: Any, memo: dict[int, str]) -> str:
 
 def workload_hash(workload: Workload) -> str:
     """SHA-256 of the canonical workload: the schema, and each query's canonical SQL, name and
-    weight, in order. Two files that parse to the same workload have the same hash."""
+    weight, in order. Two files that parse to the same workload have the same hash. A workload
+    of lazy range families (:mod:`tessera.workload.ranges`) is hashed from the families'
+    compact description (their queries and names follow from it)."""
+    ranges = workload.range_families
+    if ranges is not None:  # lazy range families: hashed by their compact description
+        return sha256_of({"domain": workload.domain.to_dict(),
+                          "ranges": [f.to_dict() | {"kind": f.kind, "weight": f.weight}
+                                     for f in ranges]})
     memo: dict[int, str] = {}  # predicates shared by many queries are printed once
     doc: dict[str, Any] = {
         "domain": workload.domain.to_dict(),

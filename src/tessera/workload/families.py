@@ -40,12 +40,12 @@ import numpy.typing as npt
 from tessera.errors import QueryError
 from tessera.schema.domain import Domain
 from tessera.schema.intervals import IntervalSet
-from tessera.workload.query import Predicate, Query
+from tessera.workload.query import Query
 
-__all__ = ["Partition", "cube", "group_label", "hierarchy", "k_way_marginals", "prefix_queries",
-           "range_queries"]
+__all__ = ["Partition", "cube", "group_label", "hierarchy", "k_way_marginals"]
 
-#: Most queries a prefix family may expand to (the product of its attributes' sizes).
+#: Most predicate queries range and prefix blocks may expand to beside other queries
+#: (a file of range blocks alone stays compact: :mod:`tessera.workload.ranges`).
 MAX_PREFIX_QUERIES = 1_000_000
 
 
@@ -75,10 +75,12 @@ class Partition:
                 continue
             if not gs:
                 raise QueryError(f"family {self.name!r}: attribute {a!r} has no groups")
-            for g1, g2 in itertools.combinations(gs, 2):
-                if not g1.isdisjoint(g2):
-                    raise QueryError(f"family {self.name!r}: groups of {a!r} overlap",
-                                     hint="the cells of a family must be pairwise disjoint")
+            # pairwise disjoint iff the spans of all groups, sorted by start, never overlap
+            # their successor (a span overlapping a later one overlaps the next): O(s log s)
+            spans = sorted(span for g in gs for span in g.spans)
+            if any(e > s2 for (_, e), (s2, _) in zip(spans, spans[1:])):
+                raise QueryError(f"family {self.name!r}: groups of {a!r} overlap",
+                                 hint="the cells of a family must be pairwise disjoint")
 
     # -- construction ---------------------------------------------------------------------
     @staticmethod
@@ -278,51 +280,3 @@ def hierarchy(domain: Domain, attributes: Sequence[str], branching: int = 2,
         label = base + "[" + ",".join(f"{a}:{lvl}" for a, lvl in zip(names, combo)) + "]"
         out.append(Partition.grid(domain, groups, weight, label, "hierarchy"))
     return tuple(out)
-
-
-def prefix_queries(domain: Domain, attributes: Sequence[str]) -> list[tuple[str, Query]]:
-    """The prefix (dominance) family over ordered ``attributes``: for every combination of
-    codes v, the query ∧_a (a ≤ v_a) — 1-D prefix sums, or the 2-D ranges anchored at the
-    origin. Not disjoint (a row meets many prefixes), so they stay predicate queries, which the
-    range sweep solves exactly (Helly) for one or two attributes; written compactly in a
-    workload file as ``prefixes: [{attributes: [age]}]``. Returns (name, query) pairs."""
-    names = _in_domain_order(domain, attributes)
-    for a in names:
-        if not domain[a].ordered:
-            raise QueryError(f"prefixes need ordered attributes; {a!r} is not ordered",
-                             hint="declare the attribute ordered, or use a hierarchy")
-    sizes = [domain[a].size for a in names]
-    if math.prod(sizes) > MAX_PREFIX_QUERIES:
-        raise QueryError(f"the prefix family over {list(names)} has {math.prod(sizes):,} "
-                         f"queries, above {MAX_PREFIX_QUERIES:,}",
-                         hint="use fewer attributes, or a hierarchy (a few levels of ranges)")
-    out = []
-    for combo in itertools.product(*(range(n) for n in sizes)):
-        cov = {a: IntervalSet.range(0, v + 1) for a, v in zip(names, combo)}
-        label = " AND ".join(f"{a}<={domain[a].label(v)}" for a, v in zip(names, combo))
-        out.append((f"prefix({label})", Query.conjunction(domain, cov)))
-    return out
-
-
-def range_queries(domain: Domain, attribute: str) -> list[tuple[str, Query]]:
-    """All n(n+1)/2 ranges lo ≤ a ≤ hi over one ordered attribute of n codes (the whole range
-    is the tautology), in row-major order of (lo, hi): predicate queries, written compactly in
-    a workload file as ``ranges: [{attribute: age}]``. Returns (name, query) pairs; refused
-    above :data:`MAX_PREFIX_QUERIES` queries."""
-    attr = domain[attribute]
-    if not attr.ordered:
-        raise QueryError(f"ranges need an ordered attribute; {attribute!r} is not ordered",
-                         hint="declare the attribute ordered, or use a hierarchy")
-    n = attr.size
-    if n * (n + 1) // 2 > MAX_PREFIX_QUERIES:
-        raise QueryError(f"all ranges over {attribute!r} are {n * (n + 1) // 2:,} queries, "
-                         f"above {MAX_PREFIX_QUERIES:,}", hint="use a hierarchy")
-    labels = [attr.label(c) for c in range(n)]
-    whole = Query.tautology()
-    out = []
-    for lo in range(n):
-        for hi in range(lo, n):
-            q = whole if (lo, hi) == (0, n - 1) else Query(
-                (Predicate(attribute, IntervalSet(((lo, hi + 1),))),))
-            out.append((f"range({attribute} in [{labels[lo]}, {labels[hi]}])", q))
-    return out

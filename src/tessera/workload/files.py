@@ -20,10 +20,15 @@ File formats
       hierarchies:
         - {attributes: [age, hours], branching: 2, depth: 4}
       partitions: [...]             # explicit families, as ``Workload.save`` writes them
-      prefixes:                     # prefix (dominance) ranges: predicate queries, read compactly
+      prefixes:                     # prefix (dominance) ranges: a <= v (and b <= u)
         - {attributes: [age]}
-      ranges:                       # every range lo <= age <= hi: predicate queries, compactly
-        - {attribute: age}
+      ranges:                       # every range lo <= age <= hi (1-D) ...
+        - {attributes: [age]}       # (``{attribute: age}`` is the same)
+        - {attributes: [age, hours]}  # ... or every axis-aligned rectangle (2-D)
+
+  A file of range blocks only is kept compact (:mod:`tessera.workload.ranges`: lazy
+  families, never built as query objects); beside other queries or families the blocks
+  are expanded to predicate queries (up to 10⁶).
 
   Cells are queries too: ``len(workload)`` counts the predicate queries,
   :attr:`Workload.n_queries` every query, and :meth:`Workload.expanded` materialises the
@@ -61,15 +66,15 @@ from tessera.errors import (
 from tessera.schema.domain import Domain
 from tessera.workload.clause import BooleanClause
 from tessera.workload.families import (
+    MAX_PREFIX_QUERIES,
     Partition,
     cube,
     hierarchy,
     k_way_marginals,
-    prefix_queries,
-    range_queries,
 )
 from tessera.workload.fastparse import FastParser
 from tessera.workload.query import Query
+from tessera.workload.ranges import RangeFamily, RangeQueries
 
 #: Most lines :meth:`Workload.load` reads from a text workload by default: a parsed query costs
 #: about 0.6 KB (10⁶ random conjunctions: 0.7 GiB peak with the statistics), so 5·10⁶ is
@@ -160,11 +165,18 @@ def write_workload(path: str | Path, domain: Domain, queries: Sequence[Query | B
         raise QueryError("structured families are written compactly in YAML or JSON only",
                          where=str(p), hint="save as .yaml or .json")
     if p.suffix in (".yaml", ".yml", ".json"):
-        entries = [
-            {"name": n, "where": q.to_sql(domain), "weight": w}
-            for q, n, w in zip(queries, names, weights)
-        ]
-        doc: dict[str, Any] = {"queries": entries} if entries else {}
+        doc: dict[str, Any] = {}
+        if isinstance(queries, RangeQueries):  # lazy range families: their compact blocks
+            for f in queries.families:
+                doc.setdefault(f.kind, []).append(f.to_dict())
+            entries = []
+        else:
+            entries = [
+                {"name": n, "where": q.to_sql(domain), "weight": w}
+                for q, n, w in zip(queries, names, weights)
+            ]
+        if entries:
+            doc["queries"] = entries
         if partitions:
             doc["partitions"] = [f.to_dict() for f in partitions]
         p.write_text(
@@ -350,50 +362,63 @@ def _load_structured(p: Path, text: str, domain: Domain) -> WorkloadParts:
         names.append(str(entry.get("name", entry["where"])))
         weights.append(weight)
         sources.append(where)
-    blocks = (("prefixes", "attributes", list, prefix_queries),
-              ("ranges", "attribute", str, range_queries))
-    for key, field_name, kind, build in blocks:
-        for q, name, weight, where in _predicate_block(p, doc, key, field_name, kind, build,
-                                                      domain, errors):
-            queries.append(q)
-            names.append(name)
-            weights.append(weight)
-            sources.append(where)
+    ranges = list(_range_blocks(p, doc, domain, errors))
     if errors:
         raise WorkloadError(errors)
+    if ranges and not queries and not families:
+        # only compact range blocks: the lazy families, never built as query objects
+        return WorkloadParts(domain, RangeQueries(domain, [f for f, _ in ranges]),
+                             (), None, None, (), warnings)
+    total = len(queries) + sum(f.n_queries for f, _ in ranges)
+    if ranges and total > MAX_PREFIX_QUERIES:
+        raise QueryError(f"the range blocks beside other queries or families make {total:,} "
+                         f"predicate queries, above {MAX_PREFIX_QUERIES:,}", where=str(p),
+                         hint="put the ranges or prefixes in a file of their own (a file of "
+                              "range blocks only is kept compact, never expanded)")
+    for fam, where in ranges:
+        for q, name in zip(RangeQueries(domain, [fam]), fam.names(domain).tolist()):
+            queries.append(q)
+            names.append(name)
+            weights.append(fam.weight)
+            sources.append(where)
     return WorkloadParts(domain, queries, names, weights, sources, families, warnings)
 
 
-def _predicate_block(
-    p: Path, doc: Any, key: str, field_name: str, kind: type, build: Any, domain: Domain,
-    errors: list[TesseraError],
-) -> Iterator[tuple[Query, str, float, str]]:
-    """The queries of a compact predicate block (``prefixes: [{attributes: [age]}]``,
-    ``ranges: [{attribute: age}]``): (query, name, weight, where) each; errors collected."""
-    block = doc.get(key) or [] if isinstance(doc, dict) else []
-    shape = f"{{{field_name}: {'[age]' if kind is list else 'age'}, weight: 1}}"
-    if not isinstance(block, list):
-        errors.append(QueryError(f"'{key}' must be a list", where=f"{p}:{key}",
-                                 hint=f"{key}: [{shape}]"))
-        return
-    for i, entry in enumerate(block):
-        where = f"{p}:{key}[{i}]"
-        try:
-            if not (isinstance(entry, dict) and isinstance(entry.get(field_name), kind)
-                    and set(entry) <= {field_name, "weight"}):
-                raise QueryError(f"an entry of '{key}' is {shape}")
-            weight = float(entry.get("weight", 1.0))
-            if not (math.isfinite(weight) and weight >= 0):
-                raise QueryError(f"weight {entry.get('weight')!r} is not a number ≥ 0")
-            made = build(domain, entry[field_name])
-        except TesseraError as e:
-            errors.append(e.located(where))
+def _range_blocks(p: Path, doc: Any, domain: Domain, errors: list[TesseraError]
+                  ) -> Iterator[tuple[RangeFamily, str]]:
+    """The families of the compact range blocks (``ranges: [{attribute: age}]`` or
+    ``[{attributes: [age, hours]}]``, ``prefixes: [{attributes: [age]}]``), each with its place
+    (``file:ranges[i]``); errors collected, each naming the entry and the attribute."""
+    for key in ("ranges", "prefixes"):
+        block = doc.get(key) if isinstance(doc, dict) else None
+        if block is None:
             continue
-        except (TypeError, ValueError) as e:
-            errors.append(QueryError(f"malformed entry: {e}", where=where))
+        shape = "{attributes: [age], weight: 1} or {attributes: [age, hours]}"
+        if not isinstance(block, list):
+            errors.append(QueryError(f"'{key}' must be a list", where=f"{p}:{key}",
+                                     hint=f"{key}: [{shape}]"))
             continue
-        for name, q in made:
-            yield q, name, weight, where
+        for i, entry in enumerate(block):
+            where = f"{p}:{key}[{i}]"
+            try:
+                if not isinstance(entry, dict) or not set(entry) <= {"attribute", "attributes",
+                                                                     "weight"}:
+                    raise QueryError(f"an entry of '{key}' has keys attributes (or "
+                                     f"attribute) and weight", hint=f"{key}: [{shape}]")
+                attrs = entry.get("attributes", entry.get("attribute"))
+                if isinstance(attrs, str):
+                    attrs = [attrs]
+                if ("attribute" in entry) == ("attributes" in entry) or not (
+                        isinstance(attrs, list) and all(isinstance(a, str) for a in attrs)):
+                    raise QueryError(f"an entry of '{key}' names its attributes once",
+                                     hint=f"{key}: [{shape}]")
+                weight = float(entry.get("weight", 1.0))
+                yield RangeFamily.of(domain, attrs, key, weight), where
+            except TesseraError as e:
+                errors.append(e.located(where))
+            except (TypeError, ValueError) as e:
+                errors.append(QueryError(f"malformed entry: {e}", where=where,
+                                         hint=f"{key}: [{shape}]"))
 
 
 #: The structured blocks of a YAML/JSON workload (module docstring).

@@ -38,6 +38,7 @@ from tessera.workload.files import (
 )
 from tessera.workload.parse import parse_query
 from tessera.workload.query import Query
+from tessera.workload.ranges import FamilyWeights, RangeFamily, RangeNames, RangeQueries
 
 #: Most queries :meth:`Workload.expanded` materialises by default: an expanded cell is a Python
 #: query object of about 2 KB (measured: NLTCS all 7-way marginals, 1,464,320 cells, 2.7 GiB
@@ -109,9 +110,10 @@ class Workload:
             raise ValueError("queries, names and weights must have the same length")
         if self.sources is not None and len(self.sources) != len(self.queries):
             raise ValueError("sources must name one place per query")
-        for name, w in zip(self.names, self.weights):
-            if not (math.isfinite(w) and w >= 0):
-                raise QueryError(f"query {name!r}: weight {w!r} must be a finite number ≥ 0")
+        if not isinstance(self.weights, FamilyWeights):  # (a family checks its own weight)
+            for name, w in zip(self.names, self.weights):
+                if not (math.isfinite(w) and w >= 0):
+                    raise QueryError(f"query {name!r}: weight {w!r} must be a finite number ≥ 0")
         for p in self.partitions:
             for a in p.attributes:
                 self.domain.index(a)
@@ -131,6 +133,8 @@ class Workload:
         A name used twice is made unique (``a``, ``a (2)``) with a
         :class:`~tessera.errors.QueryWarning` naming both places: two rows named alike in the
         answers could not be told apart."""
+        if isinstance(queries, RangeQueries):  # lazy range families: names unique by design
+            return Workload.of_ranges(domain, queries.families, warnings)
         qs = tuple(queries)
         given = tuple(names) if names is not None else tuple(q.to_sql(domain) for q in qs)
         return Workload(
@@ -142,6 +146,24 @@ class Workload:
             tuple(partitions),
             tuple(warnings),
         )
+
+    @staticmethod
+    def of_ranges(domain: Domain, families: Sequence[RangeFamily],
+                  warnings: Sequence[str] = ()) -> Workload:
+        """A workload of lazy range families (:mod:`tessera.workload.ranges`): every range or
+        prefix over one or two ordered attributes, never built as query objects."""
+        fams = tuple(families)
+        return Workload(domain, RangeQueries(domain, fams),  # type: ignore[arg-type]
+                        RangeNames(domain, fams), FamilyWeights(fams),  # type: ignore[arg-type]
+                        None, (), tuple(warnings))
+
+    @property
+    def range_families(self) -> tuple[RangeFamily, ...] | None:
+        """The lazy range families when W is made of them alone, with their own weights (else
+        None: e.g. the same queries re-weighted by a plan are read generically)."""
+        q = self.queries
+        ok = isinstance(q, RangeQueries) and isinstance(self.weights, FamilyWeights)
+        return q.families if ok else None  # type: ignore[union-attr]
 
     @staticmethod
     def of_families(domain: Domain, partitions: Sequence[Partition]) -> Workload:
@@ -166,11 +188,15 @@ class Workload:
     @property
     def unit_weights(self) -> bool:
         """Every query (cells included) has weight 1, found from the families alone."""
+        if isinstance(self.weights, FamilyWeights):
+            return bool(np.all(self.weights.array == 1.0))
         return all(w == 1.0 for w in self.weights) and all(p.weight == 1.0
                                                            for p in self.partitions)
 
     def weight_array(self) -> npt.NDArray[np.float64]:
         """:meth:`all_weights` as one float64 array (8 bytes a query, no Python floats)."""
+        if isinstance(self.weights, FamilyWeights):  # (lazy range families: read-only)
+            return self.weights.array
         parts = [np.asarray(self.weights, dtype=np.float64)]
         parts += [np.full(p.n_cells_in(self.domain), p.weight) for p in self.partitions]
         return np.concatenate(parts)

@@ -1,0 +1,114 @@
+"""Lazy range families through ``answer``: the same choice and expected errors as the queries
+written out, a certificate that ``verify`` re-proves, the ledger charged the measured tree's
+cost, every range in the answers file by name, and the empirical error of the chosen tree
+matching its expected error (seeded; the tolerance from the χ² spread, shown to fail for a
+strategy calibrated with the workload's γ instead of its own)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tessera.data.counts import count
+from tessera.mechanisms import NoiseSource, discrete_gaussian
+from tessera.privacy import Neighbours
+from tessera.release import Budget, answer
+from tessera.release.certificate import verify_certificate
+from tessera.release.ledger import Ledger
+from tessera.release.strategy_release import noise_variances, strategy_plan
+from tessera.schema.domain import Domain
+from tessera.strategy.choose import choose_strategy
+from tessera.workload.workload import Workload
+
+N = 48
+
+
+def _setup(tmp_path):
+    dom = Domain.from_dict({"attributes": {"x": {"type": "integer", "min": 0, "max": N - 1},
+                                           "z": {"type": "integer", "min": 0, "max": 2}}})
+    f = tmp_path / "w.yaml"
+    f.write_text("ranges:\n  - {attribute: x}\n")
+    rng = np.random.default_rng(3)
+    data = pd.DataFrame({"x": rng.integers(0, N, 3000), "z": rng.integers(0, 3, 3000)})
+    return dom, Workload.load(f, dom), data
+
+
+def test_lazy_equals_written_out(tmp_path):
+    dom, lazy, _ = _setup(tmp_path)
+    written = Workload.of(dom, list(lazy.queries), list(lazy.names))
+    assert lazy.range_families is not None and written.range_families is None
+    a = choose_strategy(lazy, "zcdp", 0.05, compare=True)
+    b = choose_strategy(written, "zcdp", 0.05, compare=True)
+    assert [s.name for s in a.candidates] == [s.name for s in b.candidates]
+    for s, t in zip(a.candidates, b.candidates):
+        assert s.overlap.bound == t.overlap.bound
+        np.testing.assert_allclose(s.expected, t.expected, rtol=1e-9)
+    assert a.chosen.name.startswith("hierarchical")
+
+
+def test_answer_verify_ledger_and_files(tmp_path):
+    dom, wl, data = _setup(tmp_path)
+    book = Ledger.init(tmp_path / "l.sqlite", total=1.0, definition="zcdp",
+                       neighbours=Neighbours.ADD_REMOVE, domain=dom, dataset="t")
+    out, cert = tmp_path / "a.csv", tmp_path / "c.json"
+    rel = answer(data, wl, Budget.of(rho=0.05), ledger=book, output=out, certificate=cert)
+    doc = json.loads(cert.read_text())
+    assert doc["strategy"]["chosen"].startswith("hierarchical")
+    assert verify_certificate(doc, wl).ok
+    # the charge is the measured tree's: a row meets one group of every level, Σ = ρ
+    assert rel.charge.spent_after == pytest.approx(0.05, rel=1e-9)
+    frame = pd.read_csv(out)
+    assert list(frame["query"]) == list(wl.names) and len(frame) == N * (N + 1) // 2
+    truth = count(data, wl).answers
+    z = (frame["answer"].to_numpy() - truth) / frame["std_error"].to_numpy()
+    assert np.mean(np.abs(z) < 4) > 0.99
+
+
+def test_expected_error_matches_empirical(tmp_path):
+    dom, wl, data = _setup(tmp_path)
+    plan, choice = strategy_plan(wl, Budget.of(rho=0.05), neighbours="add-remove",
+                                 allocation="auto", strategy="auto", objective="total",
+                                 time_limit=60)
+    s = choice.chosen
+    exact = count(data, s.measured).answers
+    truth = count(data, wl).answers.astype(float)
+    var = noise_variances(plan)
+    _, v = s.estimate(exact, var)
+    runs = 40
+    sq = np.zeros(len(truth))
+    for seed in range(runs):
+        noisy = discrete_gaussian.sample(exact, plan.scales, NoiseSource.seeded(seed)).values
+        est, _ = s.estimate(noisy, var)
+        sq += (est - truth) ** 2
+    ratio = sq.sum() / runs / v.sum()
+    # Σ_q (err_q)² over runs: mean 1 × Σ Var; the ranges' errors are correlated, so the bound
+    # is loose: 40 runs of a sum whose relative sd is at most √(2/40) ≈ 0.22
+    assert abs(ratio - 1) < 3 * np.sqrt(2 / runs), ratio
+    # planted: a tree calibrated with the workload's γ (too little noise) claims variances
+    # γ_tree/γ_W times too small, which the same check catches
+    gamma_w = choose_strategy(wl, "zcdp", 0.05, strategy="direct").chosen.overlap.bound
+    planted = ratio * s.overlap.bound / gamma_w
+    assert abs(planted - 1) > 3 * np.sqrt(2 / runs)
+
+
+def test_forced_direct_on_a_weighted_family_equals_written_out(tmp_path):
+    """``--strategy direct`` measures the lazy family itself (re-weighted by the plan: the
+    generic paths read the plan's weights, not the family's)."""
+    dom, _, data = _setup(tmp_path)
+    f = tmp_path / "w2.yaml"
+    f.write_text("ranges:\n  - {attribute: x, weight: 2}\n")
+    lazy = Workload.load(f, dom)
+    written = Workload.of(dom, list(lazy.queries), list(lazy.names), [2.0] * lazy.n_queries)
+    cert = tmp_path / "c.json"
+    rel = answer(data, lazy, Budget.of(rho=0.05), strategy="direct", certificate=cert)
+    plan_w, _ = strategy_plan(written, Budget.of(rho=0.05), neighbours="add-remove",
+                              allocation="auto", strategy="direct", objective="total",
+                              time_limit=60)
+    np.testing.assert_allclose(rel.plan.scales, plan_w.scales, rtol=1e-12)
+    assert rel.plan.spent <= 0.05
+    assert verify_certificate(json.loads(cert.read_text()), lazy).ok
+    truth = count(data, lazy).answers
+    assert np.array_equal(truth, count(data, written).answers)
