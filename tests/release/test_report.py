@@ -203,3 +203,23 @@ def test_report_renders_in_headless_chromium(laplace: Release, tmp_path: Path) -
         w, h = (int(v) for v in size.split("x"))
         assert state == "ok" and w > 0 and h > 0, images
     assert int(found.group(2)) <= int(found.group(3)), "the page is wider than the window"
+
+
+def test_strategy_reports_render_with_post_processing() -> None:
+    """Through a strategy the post-processed answers are W's: a tree (more measured queries than
+    W) with --nonnegative, and residual contrasts (no per-query noisy answers: the residuals are
+    listed instead), both render and show W's post-processed answers in the strategy section."""
+    from tessera.workload.families import Partition
+
+    tree = Workload.from_sql([f"age <= {v}" for v in range(3)], DOMAIN)
+    rel = answer(_frame(), tree, Budget.of(rho=0.5), strategy="hierarchical", seed=2,
+                 postprocess=("nonnegative",))
+    assert rel.plan.workload.n_queries > tree.n_queries
+    page = render_report(rel)
+    assert "after nonnegative" in page
+    marg = Workload.of_families(DOMAIN, [Partition.marginal(DOMAIN, ["age", "region"])])
+    rel = answer(_frame(), marg, Budget.of(rho=0.5), strategy="residual", seed=2,
+                 postprocess=("nonnegative",))
+    assert rel.strategy is not None and rel.strategy.choice.chosen.contrasts is not None
+    page = render_report(rel)
+    assert "∅ (the total)" in page and "Δ² (exact)" in page and "after nonnegative" in page

@@ -386,7 +386,30 @@ def _gain_section(plan: NoisePlan) -> str:
         "</section>")
 
 
+def _contrasts_section(release: ReleaseView) -> str:
+    """A residual-contrast release (docs/theory.md §10.6): the measured queries have no noisy
+    answers of their own — each residual's integer contrasts were noised — so this section
+    lists the residuals; W's answers are in the strategy section."""
+    st = release.certificate.get("strategy", {})
+    head = ["residual (attributes)", "contrasts", "Q per attribute", "Δ² (exact)", "σ", "ρ"]
+    rows = [[esc(", ".join(r["scope"]) or "∅ (the total)"), fmt_num(r["contrasts"]),
+             esc(", ".join(str(q) for q in r["precision"]) or "—"),
+             fmt_num(r["l2_sensitivity_squared"]), fmt_num(r["sigma"]), fmt_num(r["rho"])]
+            for r in st.get("contrasts", [])]
+    notes = "".join(f"<li><b>{esc(k)}</b>: {esc(v)}</li>"
+                    for k, v in release.postprocessing_notes.items())
+    return ('<section id="answers"><h2>7. Answers</h2>'
+            f"<p>{esc(st.get('contrasts_note', ''))}. The workload's answers, with their exact "
+            "standard errors, are in the strategy section above.</p>"
+            + html_table(head, rows, numeric={1, 3, 4, 5}, name_column=0)
+            + (f"<h3>Post-processing (no privacy cost)</h3><ul>{notes}</ul>" if notes else "")
+            + "</section>")
+
+
 def _answers_section(release: ReleaseView) -> str:
+    rec = release.strategy
+    if rec is not None and rec.choice.chosen.contrasts is not None:
+        return _contrasts_section(release)
     plan = release.plan
     wl = plan.workload
     n = wl.n_queries
@@ -394,18 +417,19 @@ def _answers_section(release: ReleaseView) -> str:
     shown = released[:MAX_PLOTTED_ANSWERS]
     fig = ""
     if shown.size:
-        img, cap = answers_figure(release, shown)
+        # through a strategy the post-processed answers are W's, not the measured queries'
+        img, cap = answers_figure(release, shown, post=rec is None)
         fig = f"<figure>{img}<figcaption>{esc(cap)}</figcaption></figure>"
     laplace = plan.mechanism == DISCRETE_LAPLACE
     param = "b" if laplace else "σ"
-    post = list(release.postprocessed)
+    post = list(release.postprocessed) if rec is None else []
     head = (["#", "query (name; WHERE clause below when different)", "weight", param, "c_q",
              "± 95%", "noisy answer", "95% interval"] + [f"after {p}" for p in post])
     rows = []
     m = min(n, MAX_TABLE_ROWS)
     # a column of whole numbers is printed as integers, any other with 2 decimals throughout
     post_values = [(v, bool(np.all(np.mod(v[np.isfinite(v)], 1.0) == 0.0)))
-                   for v in release.postprocessed.values()]
+                   for k, v in release.postprocessed.items() if k in post]
     for i in range(m):
         name = wl.name_of(i)
         sql = wl.queries[i].to_sql(wl.domain) if i < len(wl.queries) else name
@@ -448,10 +472,12 @@ def _strategy_section(release: ReleaseView) -> str:
     wl = rec.workload
     m = min(wl.n_queries, MAX_TABLE_ROWS)
     names = wl.all_names()
+    post = release.postprocessed  # W's answers after each step
     answers = [[fmt_num(i + 1), esc(next(names)), f"{rec.answers[i]:,.2f}",
                 f"{math.sqrt(rec.variances[i]):,.2f}",
                 f"[{rec.answers[i] - rec.halfwidths[i]:,.2f}, "
-                f"{rec.answers[i] + rec.halfwidths[i]:,.2f}]"] for i in range(m)]
+                f"{rec.answers[i] + rec.halfwidths[i]:,.2f}]"]
+               + [f"{float(v[i]):,.2f}" for v in post.values()] for i in range(m)]
     chosen = choice.chosen
     return (
         '<section id="strategy"><h2>Strategy: what was measured</h2>'
@@ -465,8 +491,9 @@ def _strategy_section(release: ReleaseView) -> str:
         + f"<h3>Workload answers (first {m:,})</h3><p class=\"note\">Exact standard errors "
         "of the least-squares estimates; 95% intervals ±1.96·sd (normal approximation, not a "
         "proven bound).</p>"
-        + html_table(["#", "query", "answer", "std error", "95% interval"], answers,
-                     numeric={0, 2, 3, 4}, name_column=1)
+        + html_table(["#", "query", "answer", "std error", "95% interval"]
+                     + [f"after {p}" for p in post], answers,
+                     numeric={0, 2, 3, 4} | {5 + j for j in range(len(post))}, name_column=1)
         + "</section>")
 
 

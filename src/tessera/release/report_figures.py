@@ -248,8 +248,10 @@ def noise_figure(plan: NoisePlan, ratio: float) -> tuple[str, str]:
     return _img(fig, "noise per query"), caption
 
 
-def answers_figure(release: ReleaseView, shown: npt.NDArray[np.int64]) -> tuple[str, str]:
-    """Left: noisy answers ± 95% half-width (and post-processed answers); right: the same
+def answers_figure(release: ReleaseView, shown: npt.NDArray[np.int64],
+                   post: bool = True) -> tuple[str, str]:
+    """Left: noisy answers ± 95% half-width (and, with ``post``, post-processed answers —
+    indexed like the measured queries only when W itself was measured); right: the same
     intervals centred on the noisy answer, where the noise is visible whatever the counts."""
     plan = release.plan
     names = [_mpl_label(plan.workload.name_of(int(i))) for i in shown]
@@ -272,7 +274,7 @@ def answers_figure(release: ReleaseView, shown: npt.NDArray[np.int64]) -> tuple[
                 lw=1.3)
     markers = ("D", "x", "s", "^")
     colours = ("#c2410c", "#2da44e", "#8250df", "#57606a")
-    for k, (step, values) in enumerate(release.postprocessed.items()):
+    for k, (step, values) in enumerate(release.postprocessed.items() if post else ()):
         style = {"ls": "none", "marker": markers[k % 4], "ms": 5, "color": colours[k % 4],
                  "mfc": "none" if k == 0 else colours[k % 4]}
         ax.plot(values[shown], y, label=f"after post-processing: {step}", **style)
