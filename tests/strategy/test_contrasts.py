@@ -130,3 +130,18 @@ def test_optimal_costs_reach_the_closed_form_and_beat_perturbations():
     for _ in range(50):
         p = c * np.exp(rng.normal(0, 0.2, c.size))
         assert total(p / p.sum() * rho) >= closed * (1 - 1e-12)
+
+
+def test_more_rows_than_the_contrasts_fit_are_refused_before_the_charge():
+    import pytest
+
+    from tessera.errors import ResourceError
+    from tessera.strategy.contrasts import MAX_ABS_CONTRAST, MAX_ROWS
+
+    rc = ResidualContrasts({"a": 42, "b": 32, "c": 32}, (("a", "b", "c"),))
+    for s in rc.scopes:  # every scope's contrasts fit 64 bits at MAX_ROWS rows
+        bound = MAX_ROWS * math.prod(f.max_abs for f in rc.factors(s))
+        assert bound <= MAX_ABS_CONTRAST
+    rc.check_rows(MAX_ROWS)
+    with pytest.raises(ResourceError, match="--strategy identity"):
+        rc.check_rows(MAX_ROWS + 1)
