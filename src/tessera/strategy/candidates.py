@@ -61,6 +61,14 @@ from tessera.strategy.rectangles import (
     product_measured,
     two_attributes,
 )
+from tessera.strategy.tree_allocation import (
+    GENERIC_MAX_CODES,
+    Quadratic,
+    all_prefixes_quadratic,
+    all_ranges_quadratic,
+    gram_quadratic,
+    optimal_level_costs,
+)
 from tessera.workload.families import Partition
 from tessera.workload.query import Query
 from tessera.workload.workload import Workload
@@ -415,8 +423,9 @@ def one_attribute(workload: Workload) -> tuple[str, Spans] | None:
 
 def interval_strategy(workload: Workload, ctx: Context, kind: str) -> Strategy | None:
     """``identity`` (the attribute's histogram) or ``hierarchical`` (the best branching in
-    :data:`~.intervals.BRANCHINGS` with per-level costs ∝ r^l, r ∈ {1, b^{1/3}, b^{1/2}}),
-    for one-attribute workloads."""
+    :data:`~.intervals.BRANCHINGS` with per-level costs ∝ r^l, r ∈ {1, b^{1/3}, b^{1/2}}, then
+    its per-level costs optimised for the total error, :mod:`~.tree_allocation`), for
+    one-attribute workloads."""
     found = one_attribute(workload)
     if found is None:
         return None
@@ -444,7 +453,11 @@ def interval_strategy(workload: Workload, ctx: Context, kind: str) -> Strategy |
         if best is None or err < best[0]:
             best = (err, levels, costs)
     assert best is not None
-    _, levels, costs = best
+    err, levels, costs = best
+    quad = _quadratic(workload, n, gram)
+    if kind == "hierarchical" and quad is not None:  # the best branching's costs, optimised
+        design = IntervalDesign(n, tuple(level_groups(levels, n)))
+        costs, _ = optimal_level_costs(design, levels, costs, ctx.total, zcdp, gram, quad)
     shares = shares_for(costs, ctx.definition)
     if kind == "identity":
         families = [Partition.marginal(dom, [a], 1.0, name=f"identity({a})")]
@@ -459,6 +472,17 @@ def interval_strategy(workload: Workload, ctx: Context, kind: str) -> Strategy |
     recon = IntervalGLS(design, measured.family_starts[:-1].astype(np.int64), spans)
     return calibrate(ctx, workload, measured, recon, kind)
 
+
+
+def _quadratic(workload: Workload, n: int, gram: FloatArray) -> Quadratic | None:
+    """x ↦ xᵀMx column-wise for the tree optimiser (:mod:`~.tree_allocation`): closed form for
+    one lazy range or prefix family, M itself up to GENERIC_MAX_CODES codes, else None."""
+    fams = workload.range_families
+    if fams is not None and len(fams) == 1:
+        f = fams[0]
+        return (all_ranges_quadratic(f.weight) if f.kind == "ranges"
+                else all_prefixes_quadratic(f.weight))
+    return gram_quadratic(gram) if n <= GENERIC_MAX_CODES else None
 
 
 def rectangle_strategy(workload: Workload, ctx: Context, kind: str) -> Strategy | None:

@@ -46,6 +46,8 @@ IntArray = npt.NDArray[np.int64]
 
 #: Most codes the dense n × n information matrix is built for (32 MiB at 2,048 codes).
 MAX_CODES = 4096
+#: Levels with at most this many groups are assembled by slices, others by one scatter.
+FEW_GROUPS = 64
 #: Branchings the hierarchical strategy tries (the least expected error is kept).
 BRANCHINGS = (2, 3, 4, 8, 16, 32)
 
@@ -131,7 +133,11 @@ def _runs(g: IntArray) -> list[tuple[int, int]] | None:
 def nested_inverse(groups: Sequence[IntArray], precision: npt.ArrayLike) -> FloatArray | None:
     """I⁻¹ for nested interval levels (root first) by the bottom-up Sherman–Morrison recursion
     of the module docs, O(n²); None when the levels are not nested intervals ending in single
-    codes with positive precision (the caller factorises densely)."""
+    codes with positive precision (the caller factorises densely).
+
+    Vectorised a level at a time: the groups of a level are held as one array of blocks
+    padded with zero rows and columns to the largest group (a zero row stays zero under the
+    rank-one update, z being 0 there), the children scattered into their parents' blocks."""
     u = np.asarray(precision, dtype=np.float64)
     runs = [_runs(g) for g in groups]
     if not runs or any(r is None for r in runs) or u[-1] <= 0 or np.any(u < 0):
@@ -139,35 +145,40 @@ def nested_inverse(groups: Sequence[IntArray], precision: npt.ArrayLike) -> Floa
     n = len(groups[-1])
     if len(runs[-1]) != n:  # type: ignore[arg-type]
         return None
-    # blocks: (start, inverse of A over [start, start + size)), in code order
-    blocks: list[tuple[int, FloatArray]] = [(c, np.full((1, 1), 1.0 / u[-1])) for c in range(n)]
+    starts = np.arange(n)
+    sizes = np.ones(n, dtype=np.int64)
+    blocks = np.full((n, 1, 1), 1.0 / u[-1])  # padded inverses, one per group
     for level in range(len(groups) - 2, -1, -1):
-        new: list[tuple[int, FloatArray]] = []
-        k = 0
-        for s, e in runs[level]:  # type: ignore[union-attr]
-            children = []
-            while k < len(blocks) and blocks[k][0] < e:
-                if blocks[k][0] < s or blocks[k][0] + len(blocks[k][1]) > e:
-                    return None  # a child straddles the group: not nested
-                children.append(blocks[k][1])
-                k += 1
-            b = _block_diag(children, e - s)
-            if u[level] > 0:
-                z = b.sum(axis=1)
-                b -= np.multiply.outer(z, z) * (u[level] / (1.0 + u[level] * z.sum()))
-            new.append((s, b))
-        blocks = new
-    return blocks[0][1] if len(blocks) == 1 else _block_diag([b for _, b in blocks], n)
-
-
-def _block_diag(blocks: Sequence[FloatArray], size: int) -> FloatArray:
-    if len(blocks) == 1:
-        return blocks[0].copy()
-    out = np.zeros((size, size))
-    k = 0
-    for b in blocks:
-        out[k:k + len(b), k:k + len(b)] = b
-        k += len(b)
+        rs = np.array(runs[level], dtype=np.int64)
+        gs, ge = rs[:, 0], rs[:, 1]
+        parent = np.searchsorted(ge, starts, side="right")
+        if np.any(parent >= len(gs)) or np.any(starts < gs[np.minimum(parent, len(gs) - 1)]):
+            return None
+        if np.any(starts + sizes > ge[parent]):
+            return None  # a child straddles its group: not nested
+        span = int((ge - gs).max())
+        new = np.zeros((len(gs), span, span))
+        off = starts - gs[parent]
+        if len(gs) <= FEW_GROUPS:  # large blocks: copied as slices
+            for k, (p, o, size) in enumerate(zip(parent.tolist(), off.tolist(),
+                                                 sizes.tolist())):
+                new[p, o:o + size, o:o + size] = blocks[k, :size, :size]
+        else:  # many small blocks: one scatter of their real entries
+            m = np.arange(blocks.shape[1])
+            real = ((m[None, :, None] < sizes[:, None, None])
+                    & (m[None, None, :] < sizes[:, None, None]))
+            j, a, b = np.nonzero(real)
+            new[parent[j], off[j] + a, off[j] + b] = blocks[j, a, b]
+        if u[level] > 0:
+            z = new.sum(axis=2)
+            scale = u[level] / (1.0 + u[level] * z.sum(axis=1))
+            new -= scale[:, None, None] * z[:, :, None] * z[:, None, :]
+        blocks, starts, sizes = new, gs, ge - gs
+    if len(starts) == 1:
+        return np.ascontiguousarray(blocks[0, :n, :n])
+    out = np.zeros((n, n))
+    for k, (s, size) in enumerate(zip(starts.tolist(), sizes.tolist())):
+        out[s:s + size, s:s + size] = blocks[k, :size, :size]
     return out
 
 

@@ -1,0 +1,116 @@
+r"""Per-level costs of a tree strategy that minimise W's total GLS error (docs/theory.md §10.3,
+§10.7; Qardaji, Yang, Li 2013 study the uniform and geometric splits this improves on).
+
+For levels l with costs c_l (Σ c_l = c, the total ρ or ε) the noise precisions are
+u_l = 2c_l (ρ-zCDP, σ² = 1/(2ρ_l)) or c_l²/2 (ε-DP, Laplace variance 2/ε_l²), and W's total
+error is f(u) = ⟨I(u)⁻¹, M⟩ with M = Σ_q w_q 1_q 1_qᵀ (:meth:`~.intervals.Spans.gram`). f is
+convex in u (the trace of an inverse of a matrix linear in u) and
+
+    ∂f/∂u_l = −⟨I⁻¹ G_lᵀG_l I⁻¹, M⟩ = −Σ_{g ∈ level l} x_gᵀ M x_g,   x_g = I⁻¹ 1_g,
+
+every x_g a difference of two column prefix sums of I⁻¹ (the groups are intervals). For the
+lazy families the quadratic form needs no M: with S = [0; cumsum(x)] (the n + 1 prefix sums),
+Σ over all ranges (1_qᵀx)² = Σ_{a<b} (S_b − S_a)² = (n+1) Σ S_a² − (Σ S_a)², and over all
+prefixes Σ_b S_b² — so one gradient costs O(n · groups) per level, O(n²) in all, like f
+itself. Otherwise x_gᵀ M x_g is computed with M (n² a group; used for n ≤
+:data:`GENERIC_MAX_CODES`).
+
+The costs are p · c with p = softmax(θ) (the simplex), minimised by L-BFGS from the best
+geometric split (costs ∝ r^l); the result is kept only when it is better, so the candidate is
+never worse than before. Deterministic for given inputs (the shares are then rounded as every
+strategy's, :func:`~.candidates.shares_for`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import numpy.typing as npt
+from scipy.optimize import minimize
+
+from tessera.strategy.intervals import IntervalDesign
+
+FloatArray = npt.NDArray[np.float64]
+Quadratic = Callable[[FloatArray], FloatArray]
+#: Largest n for which the gradient uses the dense M (n² work per group).
+GENERIC_MAX_CODES = 512
+#: L-BFGS iterations (the optimum of a 1,024-code binary tree is reached in ~16 evaluations).
+MAX_ITERATIONS = 40
+
+
+def all_ranges_quadratic(weight: float) -> Quadratic:
+    """Column-wise Σ_{all ranges q} w (1_qᵀx)² (module docs)."""
+
+    def from_prefix_sums(s: FloatArray) -> FloatArray:  # s: the n + 1 prefix sums, S_0 = 0
+        return weight * (len(s) * np.einsum("ij,ij->j", s, s) - s.sum(axis=0) ** 2)
+
+    def quad(x: FloatArray) -> FloatArray:
+        s = np.zeros((x.shape[0] + 1, x.shape[1]))
+        np.cumsum(x, axis=0, out=s[1:])
+        return from_prefix_sums(s)
+
+    quad.from_prefix_sums = from_prefix_sums  # type: ignore[attr-defined]
+    return quad
+
+
+def all_prefixes_quadratic(weight: float) -> Quadratic:
+    """Column-wise Σ_{all prefixes q} w (1_qᵀx)² = w Σ_b S_b²."""
+
+    def from_prefix_sums(s: FloatArray) -> FloatArray:
+        return weight * np.einsum("ij,ij->j", s[1:], s[1:])
+
+    def quad(x: FloatArray) -> FloatArray:
+        s = np.zeros((x.shape[0] + 1, x.shape[1]))
+        np.cumsum(x, axis=0, out=s[1:])
+        return from_prefix_sums(s)
+
+    quad.from_prefix_sums = from_prefix_sums  # type: ignore[attr-defined]
+    return quad
+
+
+def gram_quadratic(gram: FloatArray) -> Quadratic:
+    """Column-wise xᵀ M x for an explicit M."""
+    return lambda x: np.einsum("ij,ij->j", x, gram @ x)
+
+
+def optimal_level_costs(design: IntervalDesign, levels: Sequence[Sequence[tuple[int, int]]],
+                        start: FloatArray, total: float, zcdp: bool, gram: FloatArray,
+                        quad: Quadratic) -> tuple[FloatArray, float]:
+    """(costs, f) minimising the total error from the costs ``start`` (module docs)."""
+    n = design.n
+    prefix_form = getattr(quad, "from_prefix_sums", None)
+    lo = [np.array([s for s, _ in lv], dtype=np.int64) for lv in levels]
+    hi = [np.array([e for _, e in lv], dtype=np.int64) for lv in levels]
+
+    def precisions(p: FloatArray) -> tuple[FloatArray, FloatArray]:
+        c = total * p
+        return (2.0 * c, np.full_like(c, 2.0 * total)) if zcdp else (0.5 * c * c, total * c)
+
+    def value_grad(theta: FloatArray) -> tuple[float, FloatArray]:
+        p = np.exp(theta - theta.max())
+        p /= p.sum()
+        u, du_dp = precisions(p)
+        cov = design.covariance(u)
+        if prefix_form is not None:  # S = P[:, hi] − P[:, lo], P the 2-D prefix sums of I⁻¹
+            pref = np.zeros((n + 1, n + 1))
+            np.cumsum(cov, axis=1, out=pref[1:, 1:])
+            np.cumsum(pref, axis=0, out=pref)
+            df_du = np.array([-float(prefix_form(pref[:, h] - pref[:, lw]).sum())
+                              for lw, h in zip(lo, hi)])
+        else:
+            ccum = np.zeros((n, n + 1))
+            np.cumsum(cov, axis=1, out=ccum[:, 1:])
+            df_du = np.array([-float(quad(ccum[:, h] - ccum[:, lw]).sum())
+                              for lw, h in zip(lo, hi)])
+        g = df_du * du_dp
+        return float(np.vdot(cov, gram)), p * (g - float(p @ g))
+
+    theta0 = np.log(np.maximum(start / start.sum(), 1e-12))
+    f0 = value_grad(theta0)[0]
+    res = minimize(value_grad, theta0, jac=True, method="L-BFGS-B",
+                   options={"maxiter": MAX_ITERATIONS})
+    if not np.isfinite(res.fun) or res.fun >= f0:
+        return start, f0
+    p = np.exp(res.x - res.x.max())
+    return total * p / p.sum(), float(res.fun)
