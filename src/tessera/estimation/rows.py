@@ -109,9 +109,10 @@ def _draw(cond: FloatArray, key: npt.NDArray[np.int64], rng: np.random.Generator
         u = (position + offset[group]) / counts[group]
     k = key[rows]
     out = np.empty(n, dtype=np.int64)
-    if n_values <= 16:  # a few comparisons per row beat a binary search
-        c = cdf[k]
-        v = (u[:, None] >= c[:, :-1]).sum(axis=1)
+    if n_values <= 16:  # a few comparisons per row beat a binary search; one column of
+        v = np.zeros(n, dtype=np.int64)  # the CDF gathered at a time (no n × values copy)
+        for j in range(n_values - 1):
+            v += u >= np.ascontiguousarray(cdf[:, j]).take(k)
     else:
         flat = (cdf + np.arange(cdf.shape[0])[:, None]).ravel()
         v = np.searchsorted(flat, u + k, side="right") - k * n_values
