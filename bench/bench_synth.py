@@ -639,6 +639,42 @@ def part_adult(args: argparse.Namespace) -> None:
                   f"{statistics.fmean(r.seconds for r in ok) / aim[0].seconds:.3f}× |")
     print("\n" + peak_memory("adult"))
     save("adult", [r for rs in runs.values() for r in rs])
+    plot_adult(runs, chosen_eps(ADULT_EPS, args))
+
+
+def plot_adult(runs: dict[tuple[str, float], list[Run]], eps_values: Sequence[float]) -> None:
+    """Error against ε on Adult for every method with a finished run: the marginals' L1 and
+    the predicate queries' error (mean ± sd over runs)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(11, 4.2), dpi=100)
+    FigureCanvasAgg(fig)
+    axes = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+    for method in sorted({m for m, _ in runs}):
+        for ax, value in zip(axes, (lambda r: r.marginal_l1, lambda r: r.query_error),
+                             strict=True):
+            pts = []
+            for eps in eps_values:
+                v = [value(r) for r in runs.get((method, eps), []) if r.status == "ok"]
+                if v:
+                    pts.append((eps, statistics.fmean(v),
+                                statistics.stdev(v) if len(v) > 1 else 0.0))
+            if pts:
+                ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=[p[2] for p in pts],
+                            marker="o", capsize=3, label=method)
+    for ax, label in zip(axes, ("mean L1 over 105 2-way marginals",
+                                "mean error of 1,000 predicate queries"), strict=True):
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("ε (δ = 1e-9)")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=8)
+    axes[0].set_title("Adult: marginals")
+    axes[1].set_title("Adult: predicate queries (not fitted to)")
+    fig.tight_layout()
+    fig.savefig(PLOTS[0] / "bench_synth_adult.png")
 
 
 def run_answer(eps: float, seed: int, frame: pd.DataFrame, w: ts.Workload, real: np.ndarray,
