@@ -492,8 +492,7 @@ def rectangle_strategy(workload: Workload, ctx: Context, kind: str) -> Strategy 
     fam = two_attributes(workload)
     if fam is None:
         return None
-    axes = tuple(best_axis(n, Spans.ranges(*fam.bounds(i)), kind, ctx.definition)[0]
-                 for i, n in enumerate(fam.sizes))
+    axes = tuple(best_axis(n, fam.kind, kind, ctx.definition)[0] for n in fam.sizes)
     if kind == "hierarchical" and all(a.branching == 1 for a in axes):
         return None  # (no axis has a tree: the identity candidate is the same design)
     costs = ctx.total * np.multiply.outer(axes[0].fractions, axes[1].fractions).ravel()

@@ -19,10 +19,10 @@ r₁ × r₂ has GLS variance
     Var(r₁ × r₂) = κ⁻¹ · V₁(r₁) · V₂(r₂),    V_i = the 1-D GLS variance of the span r_i,
 
 so the total error Σ_rect w Var = w κ⁻¹ (Σ_{r₁} V₁)(Σ_{r₂} V₂) is separable: each axis's
-branching and level ratio (costs ∝ r^l, as in 1-D) are chosen independently by expected
-error, and nothing of size n₁n₂ × n₁n₂ is ever built. The estimate is
-X̂ = κ⁻¹ C₁ (Σ_{l,m} u_{lm} G_{1,l}ᵀ Y_{lm} G_{2,m}) C₂ (C_i = I_i⁻¹ by the tree recursion), the
-rectangles read off its 2-D prefix sums.
+branching and level costs (the best of ∝ r^l, then optimised level by level, as in 1-D) are
+chosen independently by expected error, and nothing of size n₁n₂ × n₁n₂ is ever built. The
+estimate is X̂ = κ⁻¹ C₁ (Σ_{l,m} u_{lm} G_{1,l}ᵀ Y_{lm} G_{2,m}) C₂ (C_i = I_i⁻¹ by the tree
+recursion), the rectangles read off its 2-D prefix sums.
 
 Released variances. The measured noises are discrete, with exact variances v_{lm} that are at
 most the continuous model's 1/u_{lm} (σ², 2b²) but not exactly in product form. The estimator
@@ -52,8 +52,13 @@ from tessera.strategy.intervals import (
     level_groups,
     tree_levels,
 )
+from tessera.strategy.tree_allocation import (
+    all_prefixes_quadratic,
+    all_ranges_quadratic,
+    optimal_level_costs,
+)
 from tessera.workload.families import Partition
-from tessera.workload.ranges import RangeFamily
+from tessera.workload.ranges import RangeFamily, axis_bounds
 from tessera.workload.workload import Workload
 
 FloatArray = npt.NDArray[np.float64]
@@ -99,16 +104,31 @@ def kappa(definition: Definition, total: float) -> float:
     return 2.0 * total if definition is not Definition.PURE else 0.5 * total * total
 
 
-def best_axis(n: int, spans: Spans, kind: str, definition: Definition
+def best_axis(n: int, family: str, kind: str, definition: Definition
               ) -> tuple[AxisOption, FloatArray]:
-    """The axis option with the least Σ_spans V (the separable total error), and its V."""
-    best: tuple[float, AxisOption, FloatArray] | None = None
+    """The axis option with the least Σ_spans V (the separable total error) over the axis's
+    spans (``family``: all ranges or all prefixes), and its V; for a tree, the best geometric
+    split is then optimised level by level (:mod:`~.tree_allocation`: the axis factor is the
+    1-D total error of the same family)."""
+    spans = Spans.ranges(*axis_bounds(n, family))
+    best: tuple[float, AxisOption] | None = None
     for opt in axis_options(n, kind):
-        v = opt.design(n).variances(precision_factors(opt.fractions, definition), spans)
-        if best is None or float(v.sum()) < best[0]:
-            best = (float(v.sum()), opt, v)
+        total = float(opt.design(n).variances(precision_factors(opt.fractions, definition),
+                                              spans).sum())
+        if best is None or total < best[0]:
+            best = (total, opt)
     assert best is not None
-    return best[1], best[2]
+    opt = best[1]
+    if opt.branching > 1:
+        zcdp = definition is not Definition.PURE
+        quad = (all_ranges_quadratic(1.0) if family == "ranges"
+                else all_prefixes_quadratic(1.0))
+        gram = spans.gram(n, np.ones(spans.n_queries))
+        fractions, _ = optimal_level_costs(opt.design(n), opt.levels, opt.fractions, 1.0, zcdp,
+                                           gram, quad)
+        opt = AxisOption(opt.levels, fractions / fractions.sum(), opt.branching)
+    v = opt.design(n).variances(precision_factors(opt.fractions, definition), spans)
+    return opt, v
 
 
 @dataclass(frozen=True, eq=False)
