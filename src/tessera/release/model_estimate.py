@@ -48,6 +48,9 @@ def model_answers(plan: NoisePlan, workload: Workload, noisy: npt.NDArray[np.int
     not) when W or the measured queries are not plain marginals. Residual contrasts
     (``strategy.contrasts``) give the GLS answers and each residual's information directly."""
     if strategy is not None and strategy.contrasts is not None:
+        if set(_marginal_scopes(workload) or ()) - set(strategy.contrasts.targets):
+            return None, ("model estimate not applied: a family of weight 0 is withheld "
+                          "(answers left as released)")
         return _note(_from_contrasts(plan, strategy, noisy), workload)
     measured = plan.workload
     scopes = _marginal_scopes(measured)

@@ -194,21 +194,27 @@ class ContrastGLS:
     """GLS from residual contrasts (:class:`~.contrasts.ResidualContrasts`): the measured
     workload is the tautology (∅) then one marginal family per residual scope, ``starts[k]``
     the first measured index of scope k; the noisy values are each scope's contrasts in turn;
-    ``noise_variance[q]`` is the variance of the contrast noise of q's family."""
+    ``noise_variance[q]`` is the variance of the contrast noise of q's family. W's family f
+    reads target ``target_of[f]`` (−1: weight 0, not released: NaN, variance ∞)."""
 
     contrasts: ResidualContrasts
     starts: IntArray
     target_of: tuple[int, ...]
+    cells: tuple[int, ...]  # of every family of W
     name: str = ("GLS from residual contrasts (ResidualPlanner's mechanism, integer Helmert "
                  "contrasts, discrete Gaussian)")
 
     def _by_scope(self, noise_variance: FloatArray) -> dict[Scope, float]:
         return {s: float(noise_variance[k]) for s, k in zip(self.contrasts.scopes, self.starts)}
 
+    def _expand(self, per_target: dict[Scope, FloatArray], fill: float) -> FloatArray:
+        rc = self.contrasts
+        return np.concatenate([per_target[rc.targets[t]].ravel() if t >= 0 else
+                               np.full(n, fill) for t, n in zip(self.target_of, self.cells)])
+
     def variances(self, noise_variance: FloatArray) -> FloatArray:
         var = self.contrasts.variances(self._by_scope(noise_variance))
-        rc = self.contrasts
-        return np.concatenate([var[rc.targets[t]].ravel() for t in self.target_of])
+        return self._expand(var, np.inf)
 
     def answers(self, noisy: FloatArray, noise_variance: FloatArray) -> FloatArray:
         rc = self.contrasts
@@ -216,7 +222,7 @@ class ContrastGLS:
         bounds = np.concatenate([[0], np.cumsum(sizes)])
         est = rc.reconstruct({s: noisy[bounds[k]:bounds[k + 1]]
                               for k, s in enumerate(rc.scopes)})
-        return np.concatenate([est[rc.targets[t]].ravel() for t in self.target_of])
+        return self._expand(est, np.nan)
 
 
 # -- the continuous noise model ---------------------------------------------------------------
@@ -346,10 +352,14 @@ def contrast_strategy(workload: Workload, ctx: Context) -> Strategy | None:
             or ctx.neighbours is not Neighbours.ADD_REMOVE):
         return None
     dom = workload.domain
-    targets = tuple(dict.fromkeys(scopes))
-    weights = np.zeros(len(targets))
+    weight: dict[Scope, float] = {}
     for p, s in zip(workload.partitions, scopes):
-        weights[targets.index(s)] += p.weight
+        weight[s] = weight.get(s, 0.0) + p.weight
+    # a target of weight 0 is not released (its answers withheld): nothing is spent on it
+    targets = tuple(s for s in weight if weight[s] > 0)
+    if not targets:
+        return None
+    weights = np.array([weight[s] for s in targets])
     rc = ResidualContrasts({a: dom[a].size for a in dom.names}, targets)
     shares = shares_for(rc.optimal_costs(weights, ctx.total), ctx.definition)
     families = [Partition.marginal(dom, list(s), float(w), name="residual(" + ",".join(s) + ")")
@@ -359,7 +369,9 @@ def contrast_strategy(workload: Workload, ctx: Context) -> Strategy | None:
     measured = Workload(dom, measured.queries, measured.names, measured.weights, None,
                         tuple(families))
     starts = np.concatenate([[0], measured.family_starts[:-1]]).astype(np.int64)
-    recon = ContrastGLS(rc, starts, tuple(targets.index(s) for s in scopes))
+    recon = ContrastGLS(rc, starts, tuple(targets.index(s) if s in targets else -1
+                                          for s in scopes),
+                        tuple(p.n_cells_in(dom) for p in workload.partitions))
     cost = workload_cost(measured, definition=ctx.definition, neighbours=ctx.neighbours,
                          time_limit=ctx.time_limit)
     scales = cost.scales(ctx.total)

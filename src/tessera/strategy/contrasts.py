@@ -185,8 +185,16 @@ class ResidualContrasts:
 
     @cached_property
     def scopes(self) -> tuple[Scope, ...]:
-        """Every residual the targets need (∅ first; smallest first)."""
-        return downward_closure(self.targets)
+        """Every residual the targets need (∅ first; smallest first). A scope with an attribute
+        of one code has no residual (1^⊥ is {0} there): it is left out, and the targets over
+        it read the residuals without that attribute (broadcast over its one code)."""
+        return tuple(s for s in downward_closure(self.targets)
+                     if all(self.sizes[a] > 1 for a in s))
+
+    def parts(self, target: Scope) -> list[Scope]:
+        """The residuals a target is the sum of: its subsets that have one."""
+        have = set(self.scopes)
+        return [a for a in subsets(target) if a in have]
 
     def factors(self, scope: Scope) -> tuple[AttributeContrasts, ...]:
         """Each attribute's contrasts in ``scope``: default precision, the largest halved
@@ -260,7 +268,7 @@ class ResidualContrasts:
         out: dict[Scope, FloatArray] = {}
         for t in self.targets:
             est = np.zeros(self.shape(t))
-            for a in subsets(t):
+            for a in self.parts(t):
                 shape = [self.sizes[i] if i in a else 1 for i in t]
                 rest = math.prod(self.sizes[i] for i in t if i not in a)
                 est += res[a].reshape(shape) / rest
@@ -272,7 +280,7 @@ class ResidualContrasts:
         out: dict[Scope, FloatArray] = {}
         for t in self.targets:
             var = np.zeros(self.shape(t))
-            for a in subsets(t):
+            for a in self.parts(t):
                 term = np.ones([1] * len(t))
                 for i, f in zip(a, self.factors(a)):
                     shape = [1] * len(t)
