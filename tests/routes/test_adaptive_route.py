@@ -37,6 +37,7 @@ from tessera.schema.intervals import IntervalSet
 from tessera.synth.model_answers import model_counts, scope_marginal
 from tessera.synth.sensitive import Evaluator, query_functions
 from tessera.synth.synthesizer import Synthesizer
+from tessera.synth.verify import verify_record
 from tessera.workload.families import Partition, k_way_marginals
 from tessera.workload.workload import Workload
 
@@ -145,9 +146,22 @@ def test_bdd_query_answered_from_the_model() -> None:
     fitted = Synthesizer("adaptive", rows=0).fit(codes, w, Budget.of(rho=1.0), seed=2)
     np.testing.assert_allclose(model_counts(fitted.result, w),
                                _brute_force(fitted.result, w), rtol=1e-9, atol=1e-7)
-    # the route itself refuses it before any charge: no canonical text for its certificate
-    with pytest.raises(QueryError, match="BDD query"):
-        answer_adaptive(codes, w, Budget.of(rho=1.0), seed=2)
+    # and through the route, whose certificate names the workload (a BDD's canonical text)
+    rel = answer_adaptive(codes, w, Budget.of(rho=1.0), seed=2)
+    np.testing.assert_allclose(rel.answers, _brute_force(rel.fitted.result, w), rtol=1e-9,
+                               atol=1e-7)
+    assert verify_record(rel.certificate, w).differences == (
+        "private: the run used seeded test randomness (NOT PRIVATE)",)
+    # the hash names the function: the same function spelled otherwise hashes alike, another not
+    from tessera.workload.canonical import workload_hash
+
+    same = BooleanQuery(bdd, bdd.add_expr(r"c \/ (~b /\ a)"))
+    other = BooleanQuery(bdd, bdd.add_expr(r"(a /\ b) \/ c"))
+
+    def named(q: BooleanQuery) -> Workload:
+        return Workload.of(dom, [q], names=["f"], partitions=list(w.partitions))
+
+    assert workload_hash(named(same)) == workload_hash(w) != workload_hash(named(other))
 
 
 # -- end to end ---------------------------------------------------------------------------------

@@ -171,6 +171,20 @@ class BooleanQuery:
     def __call__(self, domain: Domain, x: Sequence[int]) -> bool:
         return bool(self.evaluate(domain, np.asarray([x]))[0])
 
+    def canonical_text(self) -> str:
+        """A text that names f for hashing (:func:`tessera.workload.canonical.workload_hash`):
+        the manager's variable order and the BDD as nested ``ite`` (dd's ``to_expr``) — reduced
+        ordered BDDs are canonical for a fixed order, so equal functions under one order give
+        one text; a symmetric query adds its aggregate. Not SQL: BDD queries have no file
+        syntax."""
+        levels = self.manager.var_levels
+        order = ",".join(sorted(levels, key=levels.__getitem__))
+        text = f"BDD[{order}]({self.manager.to_expr(self.node)})"
+        if self.symmetric is not None:
+            s = self.symmetric
+            text += f" symmetric({s.op}, {list(s.literals)}, {s.threshold})"
+        return text
+
 
 def _symmetric_layers(
     sym: Symmetric, order: Sequence[str]

@@ -133,19 +133,11 @@ class ModelRelease:
 
 def check_workload(workload: Workload) -> None:
     """Refuse, before any budget is spent, a workload the route cannot answer from a model:
-    one with no query, a BDD query (:class:`tessera.engine.bdd.BooleanQuery`: it has no
-    canonical text, so the certificate could not name the workload by its hash), or a family
-    whose attributes' product exceeds :data:`MAX_SCOPE_CELLS` codes (the model's marginal over
-    them is a dense table)."""
+    one with no query, or a family whose attributes' product exceeds :data:`MAX_SCOPE_CELLS`
+    codes (the model's marginal over them is a dense table). (A workload that mentions no
+    attribute is refused by the synthesizer's own preflight, also before the charge.)"""
     if workload.n_queries == 0:
         raise QueryError("the workload has no queries")
-    for name, q in zip(workload.names, workload.queries):
-        if not hasattr(q, "to_sql"):
-            raise QueryError(
-                f"query {name!r} is a BDD query: it has no canonical text, so the "
-                "certificate of the adaptive route could not name the workload",
-                hint="write it as a predicate query or a Boolean clause, or fit it with "
-                     "tessera.Synthesizer('adaptive') and read FittedSynthesizer.answers()")
     dom = workload.domain
     for p in workload.partitions:
         cells = math.prod(dom[a].size for a in p.attributes)

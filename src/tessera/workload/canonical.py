@@ -17,7 +17,11 @@ from tessera.workload.workload import Workload
 
 
 def _sql(q: Any, domain: Any, memo: dict[int, str]) -> str:
-    return q.to_sql(domain, memo) if isinstance(q, Query) else q.to_sql(domain)
+    if isinstance(q, Query):
+        return q.to_sql(domain, memo)
+    if hasattr(q, "to_sql"):  # a Boolean clause
+        return q.to_sql(domain)  # type: ignore[no-any-return]
+    return q.canonical_text()  # type: ignore[no-any-return]  # a BDD query (engine.bdd)
 
 
 def workload_hash(workload: Workload) -> str:
