@@ -124,9 +124,18 @@ class ModelRelease:
             write_answers(self, tmp)
         return o.path
 
+    def mechanisms(self) -> str:
+        """The mechanisms that ran, counted by name and role (from the run's recorded steps)."""
+        counts: dict[tuple[str, str], int] = {}
+        for step in self.fitted.result.record.steps:
+            key = (step.mechanism.name, step.role)
+            counts[key] = counts.get(key, 0) + 1
+        return ", ".join(f"{name} ×{n} ({role})" for (name, role), n in counts.items())
+
     def describe(self) -> str:
-        """A few lines for a terminal: the run's record and what the answers are."""
-        return "\n".join([self.fitted.describe(),
+        """A few lines for a terminal: the run's record, the mechanisms that ran and what the
+        answers are."""
+        return "\n".join([self.fitted.describe(), f"mechanisms: {self.mechanisms()}",
                           f"answers: {self.workload.n_queries:,} queries read from the fitted "
                           f"model (N̂ = {self.total:,.1f}); {NO_INTERVAL}"])
 
