@@ -29,8 +29,7 @@ from tessera.engine.bdd import BooleanQuery
 from tessera.errors import QueryError, TesseraError
 from tessera.estimation.maxent import GroupMeasurement, ScopeModel, fit
 from tessera.estimation.tree_marginals import tree_marginal
-from tessera.release import Budget, Ledger
-from tessera.release.answer import answer
+from tessera.release import Budget, Ledger, answer
 from tessera.routes.adaptive import MAX_SCOPE_CELLS, answer_adaptive
 from tessera.schema.domain import Domain
 from tessera.schema.intervals import IntervalSet
@@ -281,6 +280,19 @@ def test_verify_accepts_untouched_and_rejects_edits(files: Path) -> None:
         (files / "bad.json").write_text(json.dumps(bad))
         r = run("verify", "bad.json", "w.sql", "-s", "schema.yaml")
         assert r.exit_code == 2 and "does NOT check out" in r.output, r.output
+
+
+def test_the_route_leaves_tessera_answer_a_function() -> None:
+    """Importing the route must not load ``tessera.release.answer`` as a side effect before
+    the package's lazy export is read (the package attribute would become the module)."""
+    import subprocess
+    import sys
+
+    code = ("import tessera; tessera.answer_adaptive; import tessera.release as r; "
+            "print(callable(tessera.answer), callable(r.answer))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.split() == ["True", "True"], out
 
 
 def test_clear_errors_for_what_the_route_cannot_take(files: Path) -> None:

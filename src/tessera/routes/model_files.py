@@ -29,7 +29,6 @@ import pyarrow as pa
 
 from tessera.data.counts import CountResult
 from tessera.data.outputs import Output, OutputError, check_outputs, staged
-from tessera.release.answer import ANSWER_SUFFIXES, CERTIFICATE_SUFFIXES
 from tessera.release.output import NOT_PRIVATE_MARK, for_people
 from tessera.synth.fitted import FittedSynthesizer
 from tessera.synth.record import sealed
@@ -40,6 +39,13 @@ __all__ = ["ESTIMATE", "NO_INTERVAL", "answer_batches", "model_certificate", "mo
 
 #: The ``answers.estimate`` of the certificate.
 ESTIMATE = "adaptive model"
+#: Suffixes of the answers and the certificate: ``tessera answer``'s
+#: (``tessera.release.answer.ANSWER_SUFFIXES``, ``CERTIFICATE_SUFFIXES``). Not imported from
+#: there: loading the submodule ``tessera.release.answer`` first would bind the package
+#: attribute ``tessera.release.answer`` to the module, shadowing the lazily exported function
+#: (``tessera.answer`` would then return a module).
+ANSWER_SUFFIXES = (".csv", ".parquet")
+CERTIFICATE_SUFFIXES = (".json",)
 #: What the files say about intervals.
 NO_INTERVAL = ("model estimates N̂·P_θ(q) of the adaptive synthesizer's fitted model: biased, "
                "no proven interval (std_error and ci95 are left empty)")
