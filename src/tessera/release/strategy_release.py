@@ -24,7 +24,7 @@ from tessera.mechanisms.record import MechanismRecord
 from tessera.privacy import Neighbours
 from tessera.release.budget import DISCRETE_LAPLACE, Budget
 from tessera.release.plan import Allocation, NoisePlan, check_released, noise_plan
-from tessera.strategy.candidates import Copy, Strategy
+from tessera.strategy.candidates import Copy, Strategy, root_weights
 from tessera.strategy.choose import StrategyChoice, choose_strategy, only_direct
 from tessera.strategy.contrasts import ResidualContrasts, contrast_sigma
 from tessera.workload.canonical import workload_hash
@@ -69,7 +69,8 @@ def strategy_plan(
     rel = Neighbours.parse(neighbours)
     check_released(workload.weight_array())  # before any candidate is calibrated
     if (allocation != "auto" and strategy in ("auto", "direct")) or (
-            strategy == "auto" and only_direct(workload)):
+            strategy == "auto" and only_direct(workload)
+            and (objective != "max" or root_weights(workload) is workload)):
         # an explicit split of the budget over W's own queries, or nothing but W itself to
         # measure: W is measured as given (no strategy section in the certificate)
         return noise_plan(workload, budget, neighbours=rel, allocation=allocation,

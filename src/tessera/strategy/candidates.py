@@ -30,6 +30,7 @@ variances of the scales it used (:meth:`Strategy.estimate`).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -251,6 +252,8 @@ class Context:
     total: float
     neighbours: Neighbours
     time_limit: float | None = 60.0
+    #: the error the split minimises (:func:`direct`): ``total`` or ``max``
+    objective: str = "total"
 
 
 def calibrate(ctx: Context, workload: Workload, measured: Workload,
@@ -295,8 +298,26 @@ def merge_duplicates(workload: Workload) -> tuple[Workload, IntArray]:
 
 
 def direct(workload: Workload, ctx: Context) -> Strategy:
+    """W itself, duplicates measured once. The split: ``total`` — the budget shares are W's
+    weights (the plan's ``shares``, c_q ∝ w_q² under zCDP, ∝ w_q under pure ε); ``max`` — the
+    shares are √w_q, which minimises max_q w_q Var_q exactly: any split with
+    max_q w_q Var_q = t pays c_q ≥ w_q/(2t) (zCDP; Var = 1/(2c)) so γ(w)/(2t) ≤ ρ, and
+    c_q = ρ w_q/γ(w) attains t = γ(w)/(2ρ) (pure ε alike with Var = 2/c², c ∝ √w)."""
     measured, index = merge_duplicates(workload)
+    if ctx.objective == "max":
+        measured = root_weights(measured)
     return calibrate(ctx, workload, measured, Copy(index), "direct")
+
+
+def root_weights(workload: Workload) -> Workload:
+    """The workload with every weight replaced by its square root (itself when all are 0/1)."""
+    w = workload.weight_array()
+    if np.all((w == 0) | (w == 1)):
+        return workload
+    families = tuple(dataclasses.replace(p, weight=math.sqrt(p.weight))
+                     for p in workload.partitions)
+    return Workload(workload.domain, workload.queries, workload.names,
+                    tuple(math.sqrt(x) for x in workload.weights), workload.sources, families)
 
 
 def marginal_scopes(workload: Workload) -> list[Scope] | None:

@@ -115,7 +115,7 @@ def choose_strategy(
     if workload.n_queries == 0:
         raise TesseraError("the workload has no queries")
     ctx = Context(Definition.parse(definition), float(total), Neighbours.parse(neighbours),
-                  time_limit)
+                  time_limit, objective)
     wanted = STRATEGIES[1:] if (strategy == "auto" or compare) else (strategy,)
     found: list[Strategy] = []
     for name in wanted:
