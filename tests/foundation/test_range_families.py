@@ -134,3 +134,23 @@ def test_bad_range_block_is_one_clear_error(tmp_path, text, needle):
     assert needle in msg, msg
     assert "w.yaml:" in msg and "hint" in msg, msg  # names the entry, with a hint
     assert "Traceback" not in msg
+
+
+def test_cli_bad_range_block_is_one_line_not_a_traceback(tmp_path, monkeypatch):
+    """``tessera answer`` on a ranges block over an unordered attribute: one error naming the
+    entry and the attribute, with a hint; nothing charged, no traceback."""
+    from typer.testing import CliRunner
+
+    from tessera.cli.main import app
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s.yaml").write_text(
+        "attributes:\n  x: {type: integer, min: 0, max: 9}\n"
+        "  c: {type: categorical, values: [a, b]}\n")
+    (tmp_path / "w.yaml").write_text("ranges:\n  - {attributes: [x, c]}\n")
+    (tmp_path / "d.csv").write_text("x,c\n1,a\n5,b\n")
+    r = CliRunner().invoke(app, ["answer", "d.csv", "w.yaml", "-s", "s.yaml", "--rho", "0.1"])
+    out = r.output
+    assert r.exit_code != 0
+    assert "w.yaml:ranges[0]" in out and "'c' is not ordered" in out and "hint" in out, out
+    assert "Traceback" not in out and r.exception is None or isinstance(r.exception, SystemExit)
