@@ -373,7 +373,7 @@ def _axis_table(n: int) -> dict[str, float]:
     costs optimised freely (tessera.strategy.tree_allocation, from the best ∝ r^l split): the
     separable factors of the 2-D total error (tessera.strategy.rectangles), zCDP."""
     from tessera.strategy.rectangles import axis_options, precision_factors
-    from tessera.strategy.tree_allocation import all_ranges_quadratic, optimal_level_costs
+    from tessera.strategy.tree_allocation import family_quadratic, optimal_level_costs
 
     spans = Spans.all_ranges(n)
     gram = spans.gram(n, np.ones(spans.n_queries))
@@ -387,7 +387,7 @@ def _axis_table(n: int) -> dict[str, float]:
         for b, (v, opt) in by_b.items():
             if b > 1:
                 fr, _ = optimal_level_costs(opt.design(n), opt.levels, opt.fractions, 1.0, True,
-                                            gram, all_ranges_quadratic(1.0))
+                                            gram, family_quadratic("ranges", 1.0))
                 v = float(opt.design(n).variances(
                     precision_factors(fr / fr.sum(), ts.Definition.ZCDP), spans).sum())
             out[f"b={b}"] = v

@@ -13,15 +13,16 @@ import pandas as pd
 import pytest
 
 from tessera.data.counts import count
-from tessera.mechanisms import NoiseSource, discrete_gaussian
 from tessera.privacy import Neighbours
 from tessera.release import Budget, answer
 from tessera.release.certificate import verify_certificate
 from tessera.release.ledger import Ledger
-from tessera.release.strategy_release import noise_variances, strategy_plan
+from tessera.release.strategy_release import strategy_plan
 from tessera.schema.domain import Domain
 from tessera.strategy.choose import choose_strategy
 from tessera.workload.workload import Workload
+
+from .empirical import mse_ratio
 
 N = 48
 
@@ -68,24 +69,9 @@ def test_answer_verify_ledger_and_files(tmp_path):
 
 
 def test_expected_error_matches_empirical(tmp_path):
-    dom, wl, data = _setup(tmp_path)
-    plan, choice = strategy_plan(wl, Budget.of(rho=0.05), neighbours="add-remove",
-                                 allocation="auto", strategy="auto", objective="total",
-                                 time_limit=60)
-    s = choice.chosen
-    exact = count(data, s.measured).answers
-    truth = count(data, wl).answers.astype(float)
-    var = noise_variances(plan)
-    _, v = s.estimate(exact, var)
+    _, wl, data = _setup(tmp_path)
     runs = 40
-    sq = np.zeros(len(truth))
-    for seed in range(runs):
-        noisy = discrete_gaussian.sample(exact, plan.scales, NoiseSource.seeded(seed)).values
-        est, _ = s.estimate(noisy, var)
-        sq += (est - truth) ** 2
-    ratio = sq.sum() / runs / v.sum()
-    # Σ_q (err_q)² over runs: mean 1 × Σ Var; the ranges' errors are correlated, so the bound
-    # is loose: 40 runs of a sum whose relative sd is at most √(2/40) ≈ 0.22
+    ratio, s = mse_ratio(wl, data, "auto", 0.05, runs)
     assert abs(ratio - 1) < 3 * np.sqrt(2 / runs), ratio
     # planted: a tree calibrated with the workload's γ (too little noise) claims variances
     # γ_tree/γ_W times too small, which the same check catches

@@ -11,12 +11,7 @@ from hypothesis import strategies as st
 from scipy.optimize import minimize
 
 from tessera.strategy.intervals import IntervalDesign, Spans, level_costs, level_groups, tree_levels
-from tessera.strategy.tree_allocation import (
-    all_prefixes_quadratic,
-    all_ranges_quadratic,
-    gram_quadratic,
-    optimal_level_costs,
-)
+from tessera.strategy.tree_allocation import family_quadratic, gram_quadratic, optimal_level_costs
 
 
 def _prefix_spans(n: int) -> Spans:
@@ -27,8 +22,8 @@ def _prefix_spans(n: int) -> Spans:
 @given(st.integers(1, 12), st.floats(0.1, 3.0), st.data())
 def test_quadratic_forms_equal_the_gram(n, w, data):
     x = np.array([[data.draw(st.floats(-5, 5)) for _ in range(3)] for _ in range(n)])
-    for spans, quad in ((Spans.all_ranges(n), all_ranges_quadratic(w)),
-                        (_prefix_spans(n), all_prefixes_quadratic(w))):
+    for spans, quad in ((Spans.all_ranges(n), family_quadratic("ranges", w)),
+                        (_prefix_spans(n), family_quadratic("prefixes", w))):
         gram = spans.gram(n, np.full(spans.n_queries, w))
         np.testing.assert_allclose(quad(x), gram_quadratic(gram)(x), rtol=1e-9, atol=1e-9)
         s = np.zeros((n + 1, 3))
@@ -43,7 +38,7 @@ def test_optimum_matches_a_derivative_free_search(n, b, kind, zcdp):
     design = IntervalDesign(n, tuple(level_groups(levels, n)))
     spans = Spans.all_ranges(n) if kind == "ranges" else _prefix_spans(n)
     gram = spans.gram(n, np.ones(spans.n_queries))
-    quad = all_ranges_quadratic(1.0) if kind == "ranges" else all_prefixes_quadratic(1.0)
+    quad = family_quadratic(kind, 1.0)
     total = 0.7
     start = level_costs(len(levels), total, 1.0)
 
@@ -68,7 +63,7 @@ def test_gradient_equals_finite_differences():
     design = IntervalDesign(n, tuple(level_groups(levels, n)))
     spans = Spans.all_ranges(n)
     gram = spans.gram(n, np.ones(spans.n_queries))
-    quad = all_ranges_quadratic(1.0)
+    quad = family_quadratic("ranges", 1.0)
     u = np.linspace(0.3, 1.2, len(levels))
     cov = design.covariance(u)
     ccum = np.zeros((n, n + 1))

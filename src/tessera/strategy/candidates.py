@@ -65,8 +65,7 @@ from tessera.strategy.rectangles import (
 from tessera.strategy.tree_allocation import (
     GENERIC_MAX_CODES,
     Quadratic,
-    all_prefixes_quadratic,
-    all_ranges_quadratic,
+    family_quadratic,
     gram_quadratic,
     optimal_level_costs,
 )
@@ -512,9 +511,7 @@ def _quadratic(workload: Workload, n: int, gram: FloatArray) -> Quadratic | None
     one lazy range or prefix family, M itself up to GENERIC_MAX_CODES codes, else None."""
     fams = workload.range_families
     if fams is not None and len(fams) == 1:
-        f = fams[0]
-        return (all_ranges_quadratic(f.weight) if f.kind == "ranges"
-                else all_prefixes_quadratic(f.weight))
+        return family_quadratic(fams[0].kind, fams[0].weight)
     return gram_quadratic(gram) if n <= GENERIC_MAX_CODES else None
 
 

@@ -52,11 +52,7 @@ from tessera.strategy.intervals import (
     level_groups,
     tree_levels,
 )
-from tessera.strategy.tree_allocation import (
-    all_prefixes_quadratic,
-    all_ranges_quadratic,
-    optimal_level_costs,
-)
+from tessera.strategy.tree_allocation import family_quadratic, optimal_level_costs
 from tessera.workload.families import Partition
 from tessera.workload.ranges import RangeFamily, axis_bounds
 from tessera.workload.workload import Workload
@@ -121,8 +117,7 @@ def best_axis(n: int, family: str, kind: str, definition: Definition
     opt = best[1]
     if opt.branching > 1:
         zcdp = definition is not Definition.PURE
-        quad = (all_ranges_quadratic(1.0) if family == "ranges"
-                else all_prefixes_quadratic(1.0))
+        quad = family_quadratic(family, 1.0)
         gram = spans.gram(n, np.ones(spans.n_queries))
         fractions, _ = optimal_level_costs(opt.design(n), opt.levels, opt.fractions, 1.0, zcdp,
                                            gram, quad)

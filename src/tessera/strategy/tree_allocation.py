@@ -39,25 +39,14 @@ GENERIC_MAX_CODES = 512
 MAX_ITERATIONS = 40
 
 
-def all_ranges_quadratic(weight: float) -> Quadratic:
-    """Column-wise Σ_{all ranges q} w (1_qᵀx)² (module docs)."""
-
-    def from_prefix_sums(s: FloatArray) -> FloatArray:  # s: the n + 1 prefix sums, S_0 = 0
-        return weight * (len(s) * np.einsum("ij,ij->j", s, s) - s.sum(axis=0) ** 2)
-
-    def quad(x: FloatArray) -> FloatArray:
-        s = np.zeros((x.shape[0] + 1, x.shape[1]))
-        np.cumsum(x, axis=0, out=s[1:])
-        return from_prefix_sums(s)
-
-    quad.from_prefix_sums = from_prefix_sums  # type: ignore[attr-defined]
-    return quad
-
-
-def all_prefixes_quadratic(weight: float) -> Quadratic:
-    """Column-wise Σ_{all prefixes q} w (1_qᵀx)² = w Σ_b S_b²."""
+def family_quadratic(kind: str, weight: float) -> Quadratic:
+    """Column-wise Σ_q w (1_qᵀx)² over all ranges (``kind='ranges'``: (n+1) Σ S_a² − (Σ S_a)²)
+    or all prefixes (Σ_b S_b²), S the n + 1 prefix sums of x, S_0 = 0 (module docs); the form
+    of the prefix sums themselves is ``.from_prefix_sums``."""
 
     def from_prefix_sums(s: FloatArray) -> FloatArray:
+        if kind == "ranges":
+            return weight * (len(s) * np.einsum("ij,ij->j", s, s) - s.sum(axis=0) ** 2)
         return weight * np.einsum("ij,ij->j", s[1:], s[1:])
 
     def quad(x: FloatArray) -> FloatArray:
