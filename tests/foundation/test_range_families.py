@@ -154,3 +154,14 @@ def test_cli_bad_range_block_is_one_line_not_a_traceback(tmp_path, monkeypatch):
     assert r.exit_code != 0
     assert "w.yaml:ranges[0]" in out and "'c' is not ordered" in out and "hint" in out, out
     assert "Traceback" not in out and r.exception is None or isinstance(r.exception, SystemExit)
+
+
+def test_lazy_workload_pickles():
+    import pickle
+
+    dom = _domain(30, 4)
+    w = Workload.of_ranges(dom, [RangeFamily.of(dom, ["x", "y"], weight=2.0)])
+    back = pickle.loads(pickle.dumps(w))
+    assert back == w and back.range_families == w.range_families
+    assert back.weight_array().tolist() == w.weight_array().tolist()
+    assert workload_hash(back) == workload_hash(w)

@@ -219,13 +219,17 @@ class FamilyWeights(tuple[float, ...]):
     Python floats. Any other weights tuple is an ordinary one (read generically)."""
 
     array: npt.NDArray[np.float64]
+    families: tuple[RangeFamily, ...]
 
     def __new__(cls, families: Sequence[RangeFamily]) -> FamilyWeights:
         out = tuple.__new__(cls, [w for f in families for w in (f.weight,) * f.n_queries])
         arr = np.concatenate([np.full(f.n_queries, f.weight) for f in families])
         arr.setflags(write=False)
-        out.array = arr
+        out.array, out.families = arr, tuple(families)
         return out
+
+    def __reduce__(self) -> tuple[Any, ...]:  # (pickled as its families)
+        return FamilyWeights, (self.families,)
 
 
 class RangeNames(Sequence[str]):
