@@ -45,6 +45,11 @@ def test_lazy_equals_written_out(tmp_path):
     b = choose_strategy(written, "zcdp", 0.05, compare=True)
     assert [s.name for s in a.candidates] == [s.name for s in b.candidates]
     for s, t in zip(a.candidates, b.candidates):
+        if s.name.startswith("hierarchical"):
+            # the lazy family's tree has its level costs optimised (the written-out queries
+            # keep the geometric split): never worse
+            assert s.total <= t.total * (1 + 1e-12)
+            continue
         assert s.overlap.bound == t.overlap.bound
         np.testing.assert_allclose(s.expected, t.expected, rtol=1e-9)
     assert a.chosen.name.startswith("hierarchical")

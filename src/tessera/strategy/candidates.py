@@ -62,13 +62,7 @@ from tessera.strategy.rectangles import (
     product_measured,
     two_attributes,
 )
-from tessera.strategy.tree_allocation import (
-    GENERIC_MAX_CODES,
-    Quadratic,
-    family_quadratic,
-    gram_quadratic,
-    optimal_level_costs,
-)
+from tessera.strategy.tree_allocation import Quadratic, family_quadratic, optimal_level_costs
 from tessera.workload.families import Partition
 from tessera.workload.query import Query
 from tessera.workload.workload import Workload
@@ -456,8 +450,8 @@ def one_attribute(workload: Workload) -> tuple[str, Spans] | None:
 def interval_strategy(workload: Workload, ctx: Context, kind: str) -> Strategy | None:
     """``identity`` (the attribute's histogram) or ``hierarchical`` (the best branching in
     :data:`~.intervals.BRANCHINGS` with per-level costs ∝ r^l, r ∈ {1, b^{1/3}, b^{1/2}}, then
-    its per-level costs optimised for the total error, :mod:`~.tree_allocation`), for
-    one-attribute workloads."""
+    for a lazy range or prefix family its per-level costs optimised for the total error,
+    :mod:`~.tree_allocation`), for one-attribute workloads."""
     found = one_attribute(workload)
     if found is None:
         return None
@@ -486,7 +480,7 @@ def interval_strategy(workload: Workload, ctx: Context, kind: str) -> Strategy |
             best = (err, levels, costs)
     assert best is not None
     err, levels, costs = best
-    quad = _quadratic(workload, n, gram)
+    quad = _quadratic(workload)
     if kind == "hierarchical" and quad is not None:  # the best branching's costs, optimised
         design = IntervalDesign(n, tuple(level_groups(levels, n)))
         costs, _ = optimal_level_costs(design, levels, costs, ctx.total, zcdp, gram, quad)
@@ -506,13 +500,16 @@ def interval_strategy(workload: Workload, ctx: Context, kind: str) -> Strategy |
 
 
 
-def _quadratic(workload: Workload, n: int, gram: FloatArray) -> Quadratic | None:
-    """x ↦ xᵀMx column-wise for the tree optimiser (:mod:`~.tree_allocation`): closed form for
-    one lazy range or prefix family, M itself up to GENERIC_MAX_CODES codes, else None."""
+def _quadratic(workload: Workload) -> Quadratic | None:
+    """x ↦ xᵀMx column-wise for the tree optimiser (:mod:`~.tree_allocation`), for one lazy
+    range or prefix family (closed form, O(n²)); None otherwise: other one-attribute workloads
+    keep the geometric splits (their optimum tends to collapse onto one level, e.g. the leaves
+    for point queries — the identity candidate — and the audit's planted-γ case relies on a
+    tree that spends on several levels)."""
     fams = workload.range_families
     if fams is not None and len(fams) == 1:
         return family_quadratic(fams[0].kind, fams[0].weight)
-    return gram_quadratic(gram) if n <= GENERIC_MAX_CODES else None
+    return None
 
 
 def rectangle_strategy(workload: Workload, ctx: Context, kind: str) -> Strategy | None:

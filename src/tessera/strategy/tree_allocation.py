@@ -12,8 +12,8 @@ every x_g a difference of two column prefix sums of I⁻¹ (the groups are inter
 lazy families the quadratic form needs no M: with S = [0; cumsum(x)] (the n + 1 prefix sums),
 Σ over all ranges (1_qᵀx)² = Σ_{a<b} (S_b − S_a)² = (n+1) Σ S_a² − (Σ S_a)², and over all
 prefixes Σ_b S_b² — so one gradient costs O(n · groups) per level, O(n²) in all, like f
-itself. Otherwise x_gᵀ M x_g is computed with M (n² a group; used for n ≤
-:data:`GENERIC_MAX_CODES`).
+itself. With an explicit M (:func:`gram_quadratic`) x_gᵀ M x_g costs n² a group (tests; the
+candidates use the closed forms only).
 
 The costs are p · c with p = softmax(θ) (the simplex), minimised by L-BFGS from the best
 geometric split (costs ∝ r^l); the result is kept only when it is better, so the candidate is
@@ -33,8 +33,6 @@ from tessera.strategy.intervals import IntervalDesign
 
 FloatArray = npt.NDArray[np.float64]
 Quadratic = Callable[[FloatArray], FloatArray]
-#: Largest n for which the gradient uses the dense M (n² work per group).
-GENERIC_MAX_CODES = 512
 #: L-BFGS iterations (the optimum of a 1,024-code binary tree is reached in ~16 evaluations).
 MAX_ITERATIONS = 40
 
