@@ -149,3 +149,31 @@ def test_more_rows_than_the_contrasts_fit_are_refused_before_the_charge():
     rc.check_rows(MAX_ROWS)
     with pytest.raises(ResourceError, match="--strategy identity"):
         rc.check_rows(MAX_ROWS + 1)
+
+
+def test_minimax_costs_lower_the_worst_cell_to_the_optimum():
+    """``--objective max``: the SLSQP split's worst weighted cell variance is below the
+    total-optimal split's and matches an independent solver (trust-constr) on the same convex
+    program; the bound K/ρ is the worst cell of the exact variances."""
+    from scipy.optimize import minimize
+
+    rc = ResidualContrasts({"a": 2, "b": 5, "c": 9}, (("a", "b"), ("b", "c"), ("a", "c")))
+    w = [1.0, 2.0, 0.5]
+    rho = 0.3
+    k = rc.worst_cell_weights(w)
+    mm = rc.minimax_costs(w, rho)
+    tot = rc.optimal_costs(w, rho)
+    assert math.isclose(mm.sum(), rho)
+    worst = float(np.max(k @ (1 / mm)))
+    assert worst < float(np.max(k @ (1 / tot))) * (1 - 1e-3)
+    # K/ρ is the worst cell: the exact per-cell variances at σ_A² = Δ_A²/(2ρ_A)
+    var = rc.variances({s: rc.sensitivity2(s) / (2 * r) for s, r in zip(rc.scopes, mm)})
+    exact = max(wt * float(var[t].max()) for t, wt in zip(rc.targets, w))
+    assert math.isclose(exact, worst, rel_tol=1e-9)
+    # an independent solver on the epigraph form
+    n = len(rc.scopes)
+    res = minimize(lambda x: x[-1], np.r_[np.full(n, rho / n), 10 * worst], method="trust-constr",
+                   constraints=[{"type": "ineq", "fun": lambda x: x[-1] - k @ (1 / x[:-1])},
+                                {"type": "eq", "fun": lambda x: x[:-1].sum() - rho}],
+                   bounds=[(1e-9, rho)] * n + [(0, None)], options={"maxiter": 3000})
+    assert worst <= float(np.max(k @ (1 / res.x[:-1]))) * (1 + 1e-4)

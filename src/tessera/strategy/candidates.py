@@ -375,7 +375,9 @@ def contrast_strategy(workload: Workload, ctx: Context) -> Strategy | None:
         return None
     weights = np.array([weight[s] for s in targets])
     rc = ResidualContrasts({a: dom[a].size for a in dom.names}, targets)
-    shares = shares_for(rc.optimal_costs(weights, ctx.total), ctx.definition)
+    costs = (rc.minimax_costs(weights, ctx.total) if ctx.objective == "max"
+             else rc.optimal_costs(weights, ctx.total))
+    shares = shares_for(costs, ctx.definition)
     families = [Partition.marginal(dom, list(s), float(w), name="residual(" + ",".join(s) + ")")
                 for s, w in zip(rc.scopes[1:], shares[1:])]
     measured = Workload.from_sql(["TRUE"], dom, names=["residual()"],

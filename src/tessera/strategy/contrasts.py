@@ -239,6 +239,54 @@ class ResidualContrasts:
         r = d * np.sqrt(a)
         return total * r / r.sum()
 
+    def worst_cell_weights(self, target_weights: Sequence[float]) -> FloatArray:
+        """K[T, A] = w_T Δ_A² max_t Π_{i∈A} e_i(t_i) / (2 n_{T∖A}²): the worst cell of target T
+        has variance ≤ Σ_A K[T, A]/ρ_A (continuous model, σ_A² = Δ_A²/(2ρ_A); equal when
+        the e_i are flat)."""
+        k = np.zeros((len(self.targets), len(self.scopes)))
+        index = {s: j for j, s in enumerate(self.scopes)}
+        for t, (target, w) in enumerate(zip(self.targets, target_weights)):
+            for a in self.parts(target):
+                e = math.prod(float(f.cell_variance.max()) for f in self.factors(a))
+                rest = math.prod(self.sizes[i] for i in target if i not in a)
+                k[t, index[a]] = w * self.sensitivity2(a) * e / (2.0 * rest * rest)
+        return k
+
+    def minimax_costs(self, target_weights: Sequence[float], total: float) -> FloatArray:
+        """ρ_A minimising max_T w_T Var_T(worst cell) subject to Σ ρ_A = ``total``: the convex
+        program min z s.t. Σ_A K[T, A]/ρ_A ≤ z for every target (:meth:`worst_cell_weights`),
+        by SLSQP from the total-optimal split, kept only where it lowers the objective (so never
+        worse than that split for ``--objective max``)."""
+        from scipy.optimize import minimize
+
+        k = self.worst_cell_weights(target_weights)
+        start = self.optimal_costs(target_weights, total)
+
+        def worst(rho: FloatArray) -> float:
+            return float(np.max(k @ (1.0 / rho)))
+
+        z0 = worst(start)
+        scale = total
+        x0 = np.concatenate([start / scale, [1.0]])  # ρ/total, z/z0
+
+        def constraints(x: FloatArray) -> FloatArray:
+            return x[-1] - (k @ (1.0 / (x[:-1] * scale))) / z0
+
+        def jacobian(x: FloatArray) -> FloatArray:
+            d = k / (z0 * scale * x[:-1] ** 2)[None, :]  # ∂/∂x_A of −Σ_A K/(x_A scale z0)
+            return np.hstack([d, np.ones((k.shape[0], 1))])
+
+        res = minimize(lambda x: x[-1], x0, method="SLSQP",
+                       jac=lambda x: np.r_[np.zeros(x.size - 1), 1.0],
+                       bounds=[(1e-9, 1.0)] * (x0.size - 1) + [(0.0, None)],
+                       constraints=[{"type": "ineq", "fun": constraints, "jac": jacobian},
+                                    {"type": "eq", "fun": lambda x: x[:-1].sum() - 1.0,
+                                     "jac": lambda x: np.r_[np.ones(x.size - 1), 0.0]}],
+                       options={"maxiter": 500, "ftol": 1e-12})
+        rho = np.clip(res.x[:-1], 1e-12, None)
+        rho = total * rho / rho.sum()
+        return rho if worst(rho) < z0 else start
+
     # -- measuring ----------------------------------------------------------------------------
     def contrasts(self, scope: Scope, marginal: npt.ArrayLike) -> IntArray:
         """Y_A = (⊗_{i∈A} G_i) M_A, flattened row-major (exact int64; ``marginal``: the
