@@ -175,7 +175,7 @@ def test_item1_library_answer_checks_outputs_before_the_charge(tmp_path: Path) -
 
 def test_item2_ctrl_c_after_the_charge_marks_aborted(
         files: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    answer_module = importlib.import_module("tessera.release.answer")
+    answer_module = importlib.import_module("tessera.release.answering")
 
     def interrupt(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt
@@ -204,7 +204,7 @@ def test_item2_ctrl_c_while_writing_leaves_no_file(
 
 def test_item2_duckdb_query_interrupted_is_one_clean_line(
         files: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    answer_module = importlib.import_module("tessera.release.answer")
+    answer_module = importlib.import_module("tessera.release.answering")
 
     def duckdb_interrupted(*args: object, **kwargs: object) -> None:
         try:

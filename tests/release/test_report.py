@@ -17,7 +17,7 @@ from PIL import Image
 
 from tessera.release import Budget, answer
 from tessera.release import report as report_module
-from tessera.release.answer import Release
+from tessera.release.answering import Release
 from tessera.release.report import render_report, write_report
 from tessera.schema.domain import Domain
 from tessera.workload.workload import Workload

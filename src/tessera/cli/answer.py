@@ -120,7 +120,7 @@ def answer(
 
     Without -o the answers go to stdout as CSV; the budget, mechanism, guarantees and ledger
     charge always go to stderr."""
-    from tessera.release.answer import answer as private_answer
+    from tessera.release.answering import answer as private_answer
     from tessera.release.budget import Budget
     from tessera.schema.domain import Domain
     from tessera.workload.workload import Workload
@@ -207,7 +207,7 @@ def _print_model_release(model: object, output: Path | None, certificate: Path |
 def _print_release(release: object) -> None:
     """On stderr: what was released and its guarantees, figures rounded for people (budgets
     spent rounded up; the exact values are in the certificate)."""
-    from tessera.release.answer import Release
+    from tessera.release.answering import Release
 
     assert isinstance(release, Release)
     plan = release.plan

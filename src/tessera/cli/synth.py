@@ -103,7 +103,7 @@ def synth(
     spark_master: SparkMasterOpt = "local[*]",
 ) -> None:
     """Private synthetic rows for WORKLOAD from DATA under a budget, in the schema's values."""
-    from tessera.release.answer import answer
+    from tessera.release.answering import answer
     from tessera.release.budget import Budget
     from tessera.release.ledger import Ledger
     from tessera.schema.domain import Domain

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from tessera.privacy import Neighbours
-from tessera.release.answer import Release, answer
+from tessera.release.answering import Release, answer
 from tessera.release.budget import Budget
 from tessera.release.ledger import Ledger
 from tessera.schema.domain import Domain

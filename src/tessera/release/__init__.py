@@ -3,7 +3,7 @@
 
 * :mod:`~tessera.release.budget`: the user's target and what it is calibrated as;
 * :mod:`~tessera.release.plan`: per-query noise from the public inputs alone;
-* :mod:`~tessera.release.answer`: plan → charge → count → noise → post-process;
+* :mod:`~tessera.release.answering`: plan → charge → count → noise → post-process;
 * :mod:`~tessera.release.ledger`: the SQLite budget ledger, overlap-aware across releases
   (its file format in :mod:`~.ledger_store`, records in :mod:`~.ledger_records`, exact cost
   bounds in :mod:`~.exact_costs` and :mod:`~.decimals`);
@@ -25,8 +25,8 @@ _EXPORTS = {
     "BudgetExceeded": "tessera.release.ledger",
     "Ledger": "tessera.release.ledger",
     "NoisePlan": "tessera.release.plan",
-    "Release": "tessera.release.answer",
-    "answer": "tessera.release.answer",
+    "Release": "tessera.release.answering",
+    "answer": "tessera.release.answering",
     "noise_plan": "tessera.release.plan",
     "verify_certificate": "tessera.release.certificate",
 }

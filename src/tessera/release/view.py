@@ -1,6 +1,6 @@
 """What the files and the report read of a release: a small protocol (docs/architecture.md).
 
-:class:`~tessera.release.answer.Release` satisfies it; :mod:`.output`, :mod:`.report` and
+:class:`~tessera.release.answering.Release` satisfies it; :mod:`.output`, :mod:`.report` and
 :mod:`.report_figures` take any :class:`ReleaseView`, so they need not import the module that
 calls them (no import cycle).
 """
@@ -22,7 +22,7 @@ from tessera.workload.workload import Workload
 
 class ReleaseView(Protocol):
     """Noisy answers of a workload with their plan, mechanism, post-processing and certificate
-    (the fields of :class:`~tessera.release.answer.Release`)."""
+    (the fields of :class:`~tessera.release.answering.Release`)."""
 
     plan: NoisePlan
     noisy: npt.NDArray[np.int64]

@@ -25,7 +25,7 @@ adaptively; its run record lists every mechanism that ran and
 post-processing of those outputs. The ledger is charged as a synthesis run (the tautology at
 the run's budget under add/remove; :mod:`tessera.synth.charge`).
 
-**Order** (as :func:`tessera.release.answer.answer`): the requested files are checked writable
+**Order** (as :func:`tessera.release.answering.answer`): the requested files are checked writable
 and the workload is checked (every family's marginal fits :data:`MAX_SCOPE_CELLS`) before
 anything else; the data is read and validated; the ledger is charged in a committed
 transaction; the run; the answers; the files are written all or none

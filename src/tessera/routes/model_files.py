@@ -40,9 +40,9 @@ __all__ = ["ESTIMATE", "NO_INTERVAL", "answer_batches", "model_certificate", "mo
 #: The ``answers.estimate`` of the certificate.
 ESTIMATE = "adaptive model"
 #: Suffixes of the answers and the certificate: ``tessera answer``'s
-#: (``tessera.release.answer.ANSWER_SUFFIXES``, ``CERTIFICATE_SUFFIXES``). Not imported from
-#: there: loading the submodule ``tessera.release.answer`` first would bind the package
-#: attribute ``tessera.release.answer`` to the module, shadowing the lazily exported function
+#: (``tessera.release.answering.ANSWER_SUFFIXES``, ``CERTIFICATE_SUFFIXES``). Not imported from
+#: there: loading the submodule ``tessera.release.answering`` first would bind the package
+#: attribute ``tessera.release.answering`` to the module, shadowing the lazily exported function
 #: (``tessera.answer`` would then return a module).
 ANSWER_SUFFIXES = (".csv", ".parquet")
 CERTIFICATE_SUFFIXES = (".json",)

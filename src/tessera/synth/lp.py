@@ -1,7 +1,7 @@
 """The LP approach to private synthetic data (docs/theory.md §6, Ghazi et al. §3).
 
 Input: noisy answers of a workload F, calibrated by Tessera's overlap accounting
-(:func:`tessera.release.answer`), normalised to f̂_f = noisy_f / n. Output: a histogram h over
+(:func:`tessera.release.answering`), normalised to f̂_f = noisy_f / n. Output: a histogram h over
 the domain 𝔻 that solves the primal of Ghazi et al.'s eq. (1),
 
     (P)   min α   s.t.   f̂_f − α ≤ Σ_x f(x) h_x ≤ f̂_f + α   (f ∈ F),   Σ_x h_x = 1,   h ≥ 0,
@@ -89,7 +89,7 @@ from tessera.workload.value_classes import ValueClasses
 if TYPE_CHECKING:  # the release layer is a sibling of synth: no runtime import (lint-imports)
     import pandas as pd
 
-    from tessera.release.answer import Release
+    from tessera.release.answering import Release
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]

@@ -26,7 +26,7 @@ from tessera.workload.query import Query
 from tessera.workload.workload import Workload
 
 if TYPE_CHECKING:  # the release layer is a sibling of synth: no runtime import (lint-imports)
-    from tessera.release.answer import Release
+    from tessera.release.answering import Release
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]

@@ -15,7 +15,7 @@ run record (``.run_record()``). Methods:
 * ``"lp"``: :func:`tessera.synth.lp.synthesize`, the LP approach: post-processing of a private
   release of the workload (``fit(..., release=tessera.answer(...))``; module docs below);
 
-**Order** (as :func:`tessera.release.answer.answer`): the budget is mapped to what the run is
+**Order** (as :func:`tessera.release.answering.answer`): the budget is mapped to what the run is
 calibrated in; the data is read and validated against the schema (errors reach the curator
 before any budget is spent); the ledger, if any, is charged in a committed transaction; only
 then does the run start; the ledger marks the charge ``released`` when the run succeeds and
@@ -76,7 +76,7 @@ from tessera.workload.query import Query
 from tessera.workload.workload import Workload
 
 if TYPE_CHECKING:  # the release layer is a sibling of synth: no runtime import (lint-imports)
-    from tessera.release.answer import Release
+    from tessera.release.answering import Release
     from tessera.release.budget import Budget as ReleaseBudget
 
 #: What a failure after the charge says (docs/theory.md §9.6).
