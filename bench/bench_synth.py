@@ -545,6 +545,22 @@ def part_nltcs(args: argparse.Namespace) -> None:
     plot_nltcs(runs)
 
 
+def log_axes(ax: Any, ylabel: str) -> None:
+    """Log-log axes against ε, grid and legend (the plots of error against ε)."""
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("ε (δ = 1e-9)")
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+
+
+def plot_earlier_aim(ax: Any, points: Sequence[tuple[float, float]]) -> None:
+    """Earlier sessions' AIM errors (``AIM_EARLIER``) as hollow, labelled reference markers."""
+    ax.plot([e for e, _ in points], [v for _, v in points], linestyle="none", marker="s",
+            markerfacecolor="none", color="k", label="AIM, earlier sessions' runs (not this run)")
+
+
 def plot_nltcs(runs: dict[tuple[str, float], list[Run]]) -> None:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -572,16 +588,9 @@ def plot_nltcs(runs: dict[tuple[str, float], list[Run]]) -> None:
     earlier = [(e, v) for e, v in AIM_EARLIER["nltcs"].items()
                if not any(r.status == "ok" for r in runs.get(("AIM", e), []))]
     if earlier:
-        ax.plot([e for e, _ in earlier], [v for _, v in earlier], linestyle="none", marker="s",
-                markerfacecolor="none", color="k",
-                label="AIM, earlier sessions' runs (not this run)")
+        plot_earlier_aim(ax, earlier)
     for a, label in ((ax, "mean L1 error over 560 3-way marginals"), (bx, "time (s)")):
-        a.set_xscale("log")
-        a.set_yscale("log")
-        a.set_xlabel("ε (δ = 1e-9)")
-        a.set_ylabel(label)
-        a.grid(alpha=0.3, which="both")
-        a.legend(fontsize=8)
+        log_axes(a, label)
     ax.set_title("NLTCS, 3-way marginals: error")
     bx.set_title("time (2 shared cores)")
     fig.tight_layout()
@@ -679,17 +688,10 @@ def plot_adult(runs: dict[tuple[str, float], list[Run]], eps_values: Sequence[fl
     earlier = [(e, v) for e, v in earlier
                if not any(r.status == "ok" for r in runs.get(("AIM", e), []))]
     if earlier:
-        axes[0].plot([e for e, _ in earlier], [v for _, v in earlier], linestyle="none",
-                     marker="s", markerfacecolor="none", color="k",
-                     label="AIM, earlier sessions' runs (not this run)")
+        plot_earlier_aim(axes[0], earlier)
     for ax, label in zip(axes, ("mean L1 over 105 2-way marginals",
                                 "mean error of 1,000 predicate queries"), strict=True):
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("ε (δ = 1e-9)")
-        ax.set_ylabel(label)
-        ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=8)
+        log_axes(ax, label)
     axes[0].set_title("Adult: marginals")
     axes[1].set_title("Adult: predicate queries (not fitted to)")
     fig.tight_layout()
