@@ -190,7 +190,7 @@ def part_coverage(runs: int) -> None:
     exact = count(data, s.measured).answers
     truth = count(data, wl).answers
     var = measured_noise_variances(plan, s)
-    _, v = s.estimate(exact, var)
+    v = s.reconstruction.variances(var)
     hw = Z95 * np.sqrt(v)
     inside = total = 0
     t0 = time.perf_counter()

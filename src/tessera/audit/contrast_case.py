@@ -34,7 +34,7 @@ from tessera.mechanisms import discrete_gaussian
 from tessera.release.budget import Budget
 from tessera.release.strategy_release import contrast_sigmas, strategy_plan
 from tessera.schema.domain import Domain
-from tessera.strategy.contrasts import ResidualContrasts
+from tessera.strategy.candidates import contrast_layout
 from tessera.workload.families import Partition
 from tessera.workload.workload import Workload
 
@@ -60,12 +60,12 @@ def contrast_setup(rho: float = 0.5) -> ContrastSetup:
     if choice is None or choice.chosen.contrasts is None:
         raise TesseraError("the contrast audit needs the residual-contrast strategy")
     s = choice.chosen
-    rc: ResidualContrasts = s.contrasts
+    rc, family_starts = contrast_layout(s)
     # the row whose columns are longest in every residual: the argmax code of each attribute
     row = {a: int(np.argmax(rc.factors((a,))[0].column_norms2)) for a in domain.names}
     base = pd.DataFrame({"a": np.arange(40) % 4, "b": np.arange(40) % 2})
     first = pd.concat([base, pd.DataFrame([row])], ignore_index=True)
-    starts = list(s.reconstruction.starts) + [plan.workload.n_queries]  # type: ignore[attr-defined]
+    starts = list(family_starts) + [plan.workload.n_queries]
 
     def contrasts(frame: pd.DataFrame) -> npt.NDArray[np.int64]:
         counts = np.asarray(count(frame, plan.workload).answers, dtype=np.int64)
@@ -74,7 +74,7 @@ def contrast_setup(rho: float = 0.5) -> ContrastSetup:
 
     sizes = [rc.n_contrasts(sc) for sc in rc.scopes]
     honest = contrast_sigmas(plan, s)
-    unit = np.array([float(plan.scales[k]) for k in s.reconstruction.starts])  # type: ignore[attr-defined]
+    unit = plan.scales[family_starts].astype(np.float64)
     return ContrastSetup((contrasts(first), contrasts(base)), np.repeat(honest, sizes),
                          np.repeat(unit, sizes), plan.spent)
 

@@ -25,7 +25,7 @@ from tessera.estimation.lnn import (
 )
 from tessera.release.plan import NoisePlan
 from tessera.release.strategy_release import measured_noise_variances, noise_variances
-from tessera.strategy.candidates import Strategy
+from tessera.strategy.candidates import Strategy, contrast_layout
 from tessera.workload.workload import Workload
 
 Scope = tuple[str, ...]
@@ -85,16 +85,11 @@ def _from_contrasts(plan: NoisePlan, strategy: Strategy, noisy: npt.NDArray[np.i
     the information that gives each residual the mean per-cell variance it has (exact when
     the contrasts' e_i are flat, as for binary attributes; any positive metric gives a valid
     post-processing, this one the measurements' own up to that flatness)."""
-    rc = strategy.contrasts
-    assert rc is not None
+    rc, starts = contrast_layout(strategy)
     var = measured_noise_variances(plan, strategy)
-    starts = strategy.reconstruction.starts  # type: ignore[attr-defined]
     v = {sc: float(var[k]) for sc, k in zip(rc.scopes, starts)}
     sizes = dict(rc.sizes)
-    bounds = np.concatenate([[0], np.cumsum([rc.n_contrasts(sc) for sc in rc.scopes])])
-    values = noisy.astype(np.float64)
-    gls = rc.reconstruct({sc: values[bounds[k]:bounds[k + 1]]
-                          for k, sc in enumerate(rc.scopes)})
+    gls = rc.reconstruct(rc.split(noisy))
     mu_b = {}
     for sc in rc.scopes:
         p = math.prod(1.0 - 1.0 / sizes[a] for a in sc)

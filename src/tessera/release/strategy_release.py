@@ -24,9 +24,9 @@ from tessera.mechanisms.record import MechanismRecord
 from tessera.privacy import Neighbours
 from tessera.release.budget import DISCRETE_LAPLACE, Budget
 from tessera.release.plan import Allocation, NoisePlan, check_released, noise_plan
-from tessera.strategy.candidates import Copy, Strategy, root_weights
+from tessera.strategy.candidates import Copy, Strategy, contrast_layout, root_weights
 from tessera.strategy.choose import StrategyChoice, choose_strategy, only_direct
-from tessera.strategy.contrasts import ResidualContrasts, contrast_sigma
+from tessera.strategy.contrasts import contrast_sigma
 from tessera.workload.canonical import workload_hash
 from tessera.workload.workload import Workload
 
@@ -104,17 +104,10 @@ def contrast_sigmas(plan: NoisePlan, strategy: Strategy) -> npt.NDArray[np.float
     """σ_A of every residual's contrasts (:mod:`tessera.strategy.contrasts`): the plan's σ per
     unit sensitivity of family A times Δ_A, rounded up, its cost Δ_A²/(2σ_A²) checked
     exactly against the plan's (re-checked) cost of the family."""
-    rc = _contrasts(strategy)
-    starts = strategy.reconstruction.starts  # type: ignore[attr-defined]
+    rc, starts = contrast_layout(strategy)
     return np.array([contrast_sigma(float(plan.scales[k]), rc.sensitivity2(sc),
                                     float(plan.costs[k]))
                      for sc, k in zip(rc.scopes, starts)])
-
-
-def _contrasts(strategy: Strategy) -> ResidualContrasts:
-    if strategy.contrasts is None:
-        raise TypeError("not a residual-contrast strategy")
-    return strategy.contrasts
 
 
 def measure_contrasts(plan: NoisePlan, strategy: Strategy, exact: npt.ArrayLike,
@@ -122,9 +115,9 @@ def measure_contrasts(plan: NoisePlan, strategy: Strategy, exact: npt.ArrayLike,
     """The noisy contrasts of every residual: Y_A (integers, from the exact counts of the
     measured family A) + N_ℤ(0, σ_A²) each, from OpenDP's discrete Gaussian (one call per
     residual), in the order of the strategy's scopes."""
-    rc = _contrasts(strategy)
+    rc, first = contrast_layout(strategy)
     counts = np.asarray(exact, dtype=np.int64)
-    starts = list(strategy.reconstruction.starts) + [len(counts)]  # type: ignore[attr-defined]
+    starts = list(first) + [len(counts)]
     sigmas = contrast_sigmas(plan, strategy)
     values = [rc.contrasts(sc, counts[starts[k]:starts[k + 1]]) for k, sc in
               enumerate(rc.scopes)]
@@ -138,7 +131,7 @@ def measured_noise_variances(plan: NoisePlan, strategy: Strategy) -> npt.NDArray
     (residual contrasts) the noise of its family's contrasts, N_ℤ(0, σ_A²)."""
     if strategy.contrasts is None:
         return noise_variances(plan)
-    starts = list(strategy.reconstruction.starts) + [len(plan.scales)]  # type: ignore[attr-defined]
+    starts = list(contrast_layout(strategy)[1]) + [len(plan.scales)]
     var = [discrete_gaussian.variance(float(sg)) for sg in contrast_sigmas(plan, strategy)]
     return np.repeat(var, np.diff(starts))
 
@@ -179,8 +172,7 @@ def strategy_fields(choice: StrategyChoice, plan: NoisePlan) -> dict[str, Any]:
     if choice.estimate != "gls":
         fields["estimate"] = choice.estimate
     if s.contrasts is not None:
-        rc = s.contrasts
-        starts = s.reconstruction.starts  # type: ignore[attr-defined]
+        rc, starts = contrast_layout(s)
         fields["contrasts"] = [
             {"scope": list(sc), "contrasts": rc.n_contrasts(sc),
              "precision": [f.precision for f in rc.factors(sc)],

@@ -211,12 +211,7 @@ class ContrastGLS:
         return self._expand(var, np.inf)
 
     def answers(self, noisy: FloatArray, noise_variance: FloatArray) -> FloatArray:
-        rc = self.contrasts
-        sizes = [rc.n_contrasts(s) for s in rc.scopes]
-        bounds = np.concatenate([[0], np.cumsum(sizes)])
-        est = rc.reconstruct({s: noisy[bounds[k]:bounds[k + 1]]
-                              for k, s in enumerate(rc.scopes)})
-        return self._expand(est, np.nan)
+        return self._expand(self.contrasts.reconstruct(self.contrasts.split(noisy)), np.nan)
 
 
 # -- the continuous noise model ---------------------------------------------------------------
@@ -354,6 +349,15 @@ def marginal_strategy(workload: Workload, ctx: Context, kind: str) -> Strategy |
     starts = measured.family_starts[:-1].astype(np.int64)
     recon = MarginalGLS(design, starts, tuple(targets.index(s) for s in scopes))
     return calibrate(ctx, workload, measured, recon, kind)
+
+
+def contrast_layout(strategy: Strategy) -> tuple[ResidualContrasts, IntArray]:
+    """(the residual contrasts, the first measured index of each residual's family) of a
+    residual-contrast strategy (:func:`contrast_strategy`)."""
+    recon = strategy.reconstruction
+    if strategy.contrasts is None or not isinstance(recon, ContrastGLS):
+        raise TypeError("not a residual-contrast strategy")
+    return strategy.contrasts, recon.starts
 
 
 def contrast_strategy(workload: Workload, ctx: Context) -> Strategy | None:

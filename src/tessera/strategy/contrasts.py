@@ -302,6 +302,15 @@ class ResidualContrasts:
                 f"{n_rows:,} rows: residual contrasts are sized for at most {MAX_ROWS:,} (their "
                 "64-bit range)", hint="use --strategy identity (marginals measured as counts)")
 
+    def split(self, noisy: npt.ArrayLike) -> dict[Scope, FloatArray]:
+        """The concatenated contrasts (every residual's in turn, :attr:`scopes` order) per
+        residual."""
+        values = np.asarray(noisy, dtype=np.float64)
+        ends = np.cumsum([self.n_contrasts(s) for s in self.scopes])
+        if values.size != ends[-1]:
+            raise ValueError(f"{values.size} noisy contrasts, the residuals have {ends[-1]}")
+        return dict(zip(self.scopes, np.split(values, ends[:-1])))
+
     # -- reconstruction -----------------------------------------------------------------------
     def residual_estimate(self, scope: Scope, noisy: npt.ArrayLike) -> FloatArray:
         """The GLS estimate of the A-residual (a tensor over A's codes) from its noisy
