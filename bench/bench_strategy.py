@@ -475,11 +475,53 @@ def part_predicates(workloads: int = 5, k: int = 300) -> None:
               f"{ch.chosen.measured.n_queries}/{wl.n_queries} |")
 
 
+def part_contrasts() -> None:
+    """Residual contrasts from their closed forms (no data): expected MAE against
+    ResidualPlanner's on Adult's 2- and 3-way marginals, the 3-way cost of sizing the contrasts
+    for 2^24 / 2^28 / 2^31 rows, and what ``--objective max`` buys on W1."""
+    import tessera.strategy.contrasts as contrasts
+    from tessera.strategy.choose import choose_strategy
+
+    dom = ts.Domain.load(DATA / "adult-domain.json")
+    sizes = {a.name: a.size for a in dom}
+    print(f"\nResidual contrasts, Adult, ρ = {RHO}, add/remove (closed forms, no data; {load()})")
+    print("| workload | rows sized for | expected MAE | ResidualPlanner | ratio |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    default = contrasts.MAX_ROWS
+    for k, rows in ((2, default), (3, 2**24), (3, 2**28), (3, 2**31)):
+        wl = ts.Workload.of_families(dom, k_way_marginals(dom, k))
+        targets = [p.attributes for p in wl.partitions]
+        cells = np.array([p.n_cells_in(dom) for p in wl.partitions])
+        rp = rp_closed_form(sizes, targets, RHO)
+        rp_mae = float(sum(c * math.sqrt(2 * rp[s] / math.pi) for s, c in zip(targets, cells))
+                       / cells.sum())
+        contrasts.MAX_ROWS = rows
+        contrasts.attribute_contrasts.cache_clear()
+        try:
+            s = choose_strategy(wl, "zcdp", RHO, strategy="residual").chosen
+        finally:
+            contrasts.MAX_ROWS = default
+            contrasts.attribute_contrasts.cache_clear()
+        mae = float(np.mean(np.sqrt(2 * s.expected / math.pi)))
+        print(f"| all {len(targets)} {k}-way | 2^{int(math.log2(rows))} | {mae:.3f} | "
+              f"{rp_mae:.3f} | {mae / rp_mae:.4f} |")
+    wl = ts.Workload.of_families(dom, k_way_marginals(dom, 2))
+    w = wl.weight_array()
+    print("\n| W1, `--strategy residual` | Σ Var | worst cell's Var | time s |")
+    print("| --- | ---: | ---: | ---: |")
+    for objective in ("total", "max"):
+        t0 = time.perf_counter()
+        s = choose_strategy(wl, "zcdp", RHO, strategy="residual", objective=objective).chosen
+        worst = float(np.max(w * s.expected))
+        print(f"| `--objective {objective}` | {s.total:,.0f} | {worst:,.0f} "
+              f"| {time.perf_counter() - t0:.2f} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--part", default="all",
                     choices=["w1", "coverage", "ranges", "answer-ranges", "ranges-2d",
-                             "predicates", "all"])
+                             "predicates", "contrasts", "all"])
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--runs", type=int, default=500)
     args = ap.parse_args()
@@ -497,6 +539,8 @@ def main() -> None:
         part_ranges_2d(repeats=max(args.repeats, 3))
     if args.part in ("predicates", "all"):
         part_predicates()
+    if args.part in ("contrasts", "all"):
+        part_contrasts()
 
 
 if __name__ == "__main__":

@@ -68,7 +68,8 @@ PRECISION = 1024
 #: Rows a release may have for its contrasts to fit 64 bits (a public bound: Q is lowered for
 #: scopes whose contrasts could exceed 2^62 at this many rows). Wider scopes pay for it: Adult's
 #: 3-way marginals cost 1.0032 / 1.0072 / 1.0166 × ResidualPlanner's MAE at 2^24 / 2^28 / 2^31
-#: rows; 2^28 (268 million) is above any table the engines here count in one release.
+#: rows (``bench/bench_strategy.py --part contrasts``); 2^28 (268 million) is above any table
+#: the engines here count in one release.
 MAX_ROWS = 2**28
 #: Largest |contrast| the discrete Gaussian takes (OpenDP adds noise in i64; the mechanisms'
 #: :data:`~tessera.mechanisms.batch.MAX_ABS_VALUE`).
