@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tessera.estimation.maxent import FitResult, GroupMeasurement, ScopeModel
+from tessera.estimation.tree_marginals import holders, tree_cost, tree_marginal
 from tessera.schema.domain import Domain
 from tessera.synth.candidates import Candidate
 from tessera.synth.sensitive import Evaluator
@@ -47,8 +48,9 @@ class ModelView:
     from a sample of the model (post-processing)."""
 
     def __init__(self, domain: Domain, cands: Sequence[Candidate], workload: Workload,
-                 sample_size: int, rng: np.random.Generator) -> None:
+                 sample_size: int, rng: np.random.Generator, exact_work: int = 0) -> None:
         self.domain = domain
+        self.exact_work = exact_work
         self.sizes = tuple(domain.sizes)
         self.cands = cands
         self.sample_size = sample_size
@@ -61,7 +63,7 @@ class ModelView:
     def estimates(self, model: ScopeModel, fitted: FitResult, which: Sequence[int],
                   total: float) -> list[FloatArray]:
         mu = fitted.marginals
-        cliques: list[tuple[tuple[int, ...], FloatArray]] | None = None  # one pass, if needed
+        tree: tuple[list[tuple[tuple[int, ...], FloatArray]], list[int]] | None = None
         index: dict[int, list[int]] = {}
         need_sample = []
         out: dict[int, FloatArray] = {}
@@ -70,10 +72,10 @@ class ModelView:
             if c.is_marginal:
                 p = model.project(mu, c.scope)
                 if p is None:
-                    if cliques is None:
-                        cliques = model.clique_marginals(fitted.theta) or []
-                        index = clique_index(cliques)
-                    p = from_cliques(cliques, c.scope, index)
+                    if tree is None:  # one pass over the junction tree, if needed
+                        tree = model.clique_tree(fitted.theta) or ([], [])
+                        index = clique_index(tree[0])
+                    p = from_cliques(tree[0], c.scope, index)
                 if p is not None:
                     out[i] = total * p
                     continue
@@ -88,6 +90,11 @@ class ModelView:
                 axes = tuple(a for a in range(d) if a not in self.cands[i].scope)
                 out[i] = total * joint.sum(axis=axes).ravel()
             need_sample = [i for i in need_sample if i not in out]
+        if need_sample and tree is not None and tree[0] and self.exact_work > 0:
+            exact = self._tree_marginals(tree, need_sample)
+            if exact is not None:
+                out.update((i, total * p) for i, p in exact.items())
+                need_sample = [i for i in need_sample if i not in out]
         if need_sample:
             columns, weights = compress(
                 model.sample(fitted.theta, self.sample_size, self.rng, method="iid",
@@ -104,6 +111,31 @@ class ModelView:
                     h = np.array([float(weights[hit].sum())])
                 out[i] = total * h / float(self.sample_size)
         return [out[i] for i in which]
+
+    def _tree_marginals(self, tree: tuple[list[tuple[tuple[int, ...], FloatArray]], list[int]],
+                        which: Sequence[int]) -> dict[int, FloatArray] | None:
+        """P_θ(x_r) of every marginal in ``which`` from the clique tree
+        (:func:`~tessera.estimation.tree_marginals.tree_marginal`), or None — the sample is
+        then drawn for all of them — when their work
+        (:func:`~tessera.estimation.tree_marginals.tree_cost`, public) exceeds
+        ``exact_work`` cells, when a wide query needs the sample anyway, or a message is too
+        large."""
+        if any(not self.cands[i].is_marginal for i in which):
+            return None
+        cliques, parents = tree
+        holder = holders(cliques)
+        work = 0
+        for i in which:
+            work += tree_cost(cliques, parents, self.sizes, self.cands[i].scope, holder)
+            if work > self.exact_work:
+                return None
+        out: dict[int, FloatArray] = {}
+        for i in which:
+            p = tree_marginal(cliques, parents, self.sizes, self.cands[i].scope, holder)
+            if p is None:
+                return None
+            out[i] = p
+        return out
 
 
 def from_cliques(cliques: Sequence[tuple[tuple[int, ...], FloatArray]],
