@@ -384,11 +384,12 @@ def _adaptive_preflight(workload: Workload, opts: dict[str, Any], neighbours: Ne
         raise QueryError("the workload mentions no attribute: the adaptive method has nothing "
                          "to measure", hint="add queries or marginals over the schema")
     for key in ("rounds", "rows", "iterations", "final_iterations", "sample_size",
-                "max_model_size", "max_cells", "batch"):
+                "max_model_size", "max_cells", "batch", "polish_passes", "exact_work"):
         v = opts.get(key)
-        if v is not None and (isinstance(v, bool) or int(v) != v or v < (0 if key == "rows"
-                                                                          else 1)):
-            raise TesseraError(f"{key} must be a positive integer, got {v!r}")
+        zero = key in ("rows", "polish_passes", "exact_work")  # 0: none / off
+        if v is not None and (isinstance(v, bool) or int(v) != v or v < (0 if zero else 1)):
+            kind = "a non-negative" if zero else "a positive"
+            raise TesseraError(f"{key} must be {kind} integer, got {v!r}")
     f = opts.get("measure_fraction", 0.9)
     if not 0.0 < f < 1.0:
         raise TesseraError(f"measure_fraction must be in (0, 1), got {f!r}")
