@@ -54,12 +54,13 @@ def problems(draw: st.DrawFn) -> tuple[np.ndarray, list[int], list[tuple[int, ..
 
 
 @settings(max_examples=60, deadline=None)
-@given(problems())
+@given(problems(), st.sampled_from([None, 1, 7, 50]))
 def test_polish_descends_and_its_bookkeeping_is_exact(
-        problem: tuple[np.ndarray, list[int], list[tuple[int, ...]], list[np.ndarray], int]
-) -> None:
+        problem: tuple[np.ndarray, list[int], list[tuple[int, ...]], list[np.ndarray], int],
+        sample: int | None) -> None:
     rows, sizes, scopes, targets, seed = problem
-    res = polish(rows, sizes, scopes, targets, np.random.default_rng(seed), passes=6)
+    res = polish(rows, sizes, scopes, targets, np.random.default_rng(seed), passes=6,
+                 sample=sample)
     assert res.rows.shape == rows.shape
     assert all(0 <= res.rows[:, a].min() and res.rows[:, a].max() < k
                for a, k in enumerate(sizes))
@@ -82,8 +83,8 @@ def test_a_planted_bookkeeping_bug_is_caught(monkeypatch: pytest.MonkeyPatch) ->
     targets = [60 * rng.dirichlet(np.ones(math.prod(sizes[a] for a in s))) for s in scopes]
     real = polish_module._attribute_step
 
-    def stale(a, x, size, ks, strides, keys, err, share):  # type: ignore[no-untyped-def]
-        out = real(a, x, size, ks, strides, keys, err, share)
+    def stale(a, x, size, ks, strides, keys, err, share, rows):  # type: ignore[no-untyped-def]
+        out = real(a, x, size, ks, strides, keys, err, share, rows)
         w = (x[0, a] + 1) % size  # row 0 moved (its cells too), its counts left as they were
         for k in ks:
             keys[k][0] += (w - x[0, a]) * strides[k][a]
@@ -109,8 +110,10 @@ def test_polish_undoes_the_rounding_of_a_large_clique() -> None:
     for s in scopes:
         rest = tuple(a for a in range(d) if a not in s)
         targets.append(n * table.sum(axis=rest).ravel())
-    res = polish(rows, [2] * d, scopes, targets, np.random.default_rng(0), passes=10)
-    assert res.after < 0.5 * res.before, (res.before, res.history)
+    for sample in (None, 256):
+        res = polish(rows, [2] * d, scopes, targets, np.random.default_rng(0), passes=10,
+                     sample=sample)
+        assert res.after < 0.5 * res.before, (sample, res.before, res.history)
 
 
 def test_polish_refuses_unsorted_scopes_and_wrong_targets() -> None:

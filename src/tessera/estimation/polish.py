@@ -15,7 +15,8 @@ change of D is exactly
 
     Δ(r, a, v) = Σ_{s∋a} [ |E_s[c_v] + 1| − |E_s[c_v]| + |E_s[c_u] − 1| − |E_s[c_u]| ].
 
-A *pass* visits every attribute a in random order; for a it evaluates Δ for every row and value
+A *pass* visits every attribute a in random order; for a it evaluates Δ for every row (or a
+random sample of ``sample`` rows: the cost of a step is rows × values × scopes ∋ a) and value
 (vectorised), and applies at once the ⌈f_a · m⌉ most negative of the m improving moves (one per
 row); the batch is kept only if the exact D over the scopes ∋ a fell, else undone and retried
 with f_a/4 (moves of one batch interact through shared cells: the check makes every kept batch
@@ -62,12 +63,13 @@ class PolishResult:
 
 def polish(rows: npt.ArrayLike, sizes: Sequence[int], scopes: Sequence[Scope],
            targets: Sequence[FloatArray], rng: np.random.Generator, *, passes: int = 20,
-           tolerance: float = 1e-3) -> PolishResult:
+           tolerance: float = 1e-3, sample: int | None = None) -> PolishResult:
     """Lower Σ_s ‖C_s(rows) − targets[s]‖₁ by single-value changes (module docstring).
 
     ``rows``: codes, shape (n, d); ``scopes[k]`` attribute indices in increasing order,
     ``targets[k]`` the wanted counts of its cells (row-major), summing to n. ``rng``:
-    post-processing randomness (the attributes' order)."""
+    post-processing randomness (the attributes' order, the rows sampled). ``sample``: the
+    moves of a step are sought among that many rows drawn without replacement (None: all)."""
     x = np.array(rows, dtype=np.int64, copy=True)
     n, d = x.shape
     sizes = [int(v) for v in sizes]
@@ -97,7 +99,10 @@ def polish(rows: npt.ArrayLike, sizes: Sequence[int], scopes: Sequence[Scope],
     for _ in range(passes):
         start = total
         for a in rng.permutation(sorted(holding)).tolist():
-            total += _attribute_step(a, x, sizes[a], holding[a], strides, keys, err, share)
+            subset = None if sample is None or sample >= n else \
+                np.sort(rng.choice(n, size=sample, replace=False))
+            total += _attribute_step(a, x, sizes[a], holding[a], strides, keys, err, share,
+                                     subset)
         history.append(total)
         if start - total <= tolerance * max(start, 1e-300):
             break
@@ -106,20 +111,23 @@ def polish(rows: npt.ArrayLike, sizes: Sequence[int], scopes: Sequence[Scope],
 
 def _attribute_step(a: int, x: IntArray, size: int, ks: list[int],
                     strides: list[dict[int, int]], keys: list[IntArray], err: list[FloatArray],
-                    share: dict[int, float]) -> float:
-    """One batch of moves on attribute a (module docstring); returns the change of D (≤ 0).
-    Updates x, keys, err and share[a] in place."""
-    u = x[:, a]
+                    share: dict[int, float], rows: IntArray | None) -> float:
+    """One batch of moves on attribute a (module docstring) among ``rows`` (None: all);
+    returns the change of D (≤ 0). Updates x, keys, err and share[a] in place."""
+    u = x[:, a] if rows is None else x[rows, a]
     n = u.size
     leave = np.zeros(n)  # the change of D from leaving the current cells
     enter = np.zeros((n, size))  # ... from entering the cell with a = v
     values = np.arange(size)
+    here = []
     bases = []
     for k in ks:
-        e, st, key = err[k], strides[k][a], keys[k]
+        e, st = err[k], strides[k][a]
+        key = keys[k] if rows is None else keys[k][rows]
         abs_e = np.abs(e)
         leave += (np.abs(e - 1.0) - abs_e)[key]  # per cell first (a few cells), then gathered
         base = key - u * st
+        here.append(key)
         bases.append(base)
         enter += (np.abs(e + 1.0) - abs_e)[base[:, None] + values * st]
     delta = enter + leave[:, None]
@@ -136,10 +144,10 @@ def _attribute_step(a: int, x: IntArray, size: int, ks: list[int],
         chosen = order[:take]
         new_v = v[chosen]
         moved = []
-        for k, base in zip(ks, bases, strict=True):
+        for k, key, base in zip(ks, here, bases, strict=True):
             e = err[k]
             change = (np.bincount(base[chosen] + new_v * strides[k][a], minlength=e.size)
-                      - np.bincount(keys[k][chosen], minlength=e.size))
+                      - np.bincount(key[chosen], minlength=e.size))
             e += change
             moved.append(change)
         new_l1 = sum(float(np.abs(err[k]).sum()) for k in ks)
@@ -150,8 +158,9 @@ def _attribute_step(a: int, x: IntArray, size: int, ks: list[int],
         if take == 1:
             return 0.0
         share[a] /= 4  # and try a smaller batch
+    at = chosen if rows is None else rows[chosen]
     for k, base in zip(ks, bases, strict=True):
-        keys[k][chosen] = base[chosen] + new_v * strides[k][a]
-    x[chosen, a] = new_v
+        keys[k][at] = base[chosen] + new_v * strides[k][a]
+    x[at, a] = new_v
     share[a] = min(1.0, share[a] * 1.5)
     return new_l1 - old_l1

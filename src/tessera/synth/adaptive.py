@@ -114,6 +114,9 @@ DEFAULT_MAX_MODEL_SIZE = 80 * 2**20
 #: the most (row, scope) cell keys the search holds (8 bytes each: 400 MB).
 POLISH_MAX_CELLS = 10**7
 POLISH_MAX_KEYS = 5 * 10**7
+#: Rows sampled per attribute step of the polish (NLTCS ε = 10, one model: 30 passes of 2,048
+#: rows reach 0.00225 in 4.6 s CPU, 10 passes of all 21,574 rows 0.00228 in 10.3 s).
+POLISH_SAMPLE = 2048
 
 
 # -- the sensitive input: exact counts of every candidate -----------------------------------
@@ -345,7 +348,7 @@ def polish_rows(rows: npt.NDArray[np.int64], model: ScopeModel, fitted: FitResul
         if p is None:
             return rows
         targets.append(rows.shape[0] * p)
-    return polish(rows, sizes, scopes, targets, rng, passes=passes).rows
+    return polish(rows, sizes, scopes, targets, rng, passes=passes, sample=POLISH_SAMPLE).rows
 
 
 def _indicator(domain: Domain, f: object, s: tuple[int, ...]) -> FloatArray:
@@ -377,7 +380,7 @@ def adaptive(
     final_iterations: int = 1000,
     sample_size: int | None = None,
     exact_work: int | None = None,
-    polish_passes: int = 10,
+    polish_passes: int = 30,
     batch: int | None = None,
     accelerated: bool = True,
     progress: Callable[[AdaptiveProgress], None] | None = None,
