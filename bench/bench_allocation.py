@@ -12,7 +12,12 @@ as separation oracle): rounds, time, certified gap, and the error against the un
 allocation and the Lagrange shape w^{1/(k+1)} rescaled by the oracle (the previous behaviour
 without explicit maximal sets).
 
-Usage: OPENBLAS_NUM_THREADS=1 python bench/bench_allocation.py [--quick]
+Part C — the default split of ``tessera answer`` on predicate workloads (``optimal``, issue 18
+item 2): ``noise_plan`` with ``auto`` (cutting planes with unit importances, at most
+``OPTIMAL_SECONDS``) against ``uniform``, same workloads, same ρ, same run: plan time of each
+(median of ``--repeats``), total variance Σ σ_q² of each, and how the optimiser ended.
+
+Usage: OPENBLAS_NUM_THREADS=1 python bench/bench_allocation.py [--quick] [--part a|b|c|all]
 (small LAPACK calls are much slower with a multi-threaded BLAS on a busy machine.)
 """
 
@@ -146,6 +151,48 @@ def part_b(quick: bool, limit: float) -> None:
     table(head, rows)
 
 
+def part_c(quick: bool, repeats: int) -> None:
+    from tessera.release import Budget, noise_plan
+    from tessera.workload.workload import Workload
+
+    dom = Domain.load(ADULT)
+    names = [a.name for a in dom]
+    rho = 0.014973
+    cases: list[tuple[str, Workload]] = []
+    for n in (30, 100) if quick else (30, 100, 300, 1000):
+        for kind in ("range", "set", "mixed"):
+            cases.append((f"{n} {kind}", random_workload(dom, n, kind=kind, seed=1)))  # type: ignore[arg-type]
+    rng = np.random.default_rng(18)  # bench_strategy.py's conjunctions of 1-3 predicates
+    for n in (100,) if quick else (100, 300):
+        sql = []
+        for _ in range(n):
+            parts = []
+            for a in rng.choice(names, size=int(rng.integers(1, 4)), replace=False):
+                lo = int(rng.integers(0, dom[a].size))
+                parts.append(f'"{a}" >= {lo}' if rng.random() < 0.5 else f'"{a}" = {lo}')
+            sql.append(" AND ".join(parts))
+        cases.append((f"{n} conj(1-3)", Workload.from_sql(sql, dom)))
+    print(f"\nC. the default split (optimal) against uniform, Adult schema, ρ = {rho}, "
+          f"add/remove; median of {repeats} plan(s) each; load {os.getloadavg()[0]:.1f}")
+    head = ["workload", "uniform s", "optimal s", "Σσ² optimal / uniform", "worst σ² ratio",
+            "how it ended"]
+    rows = []
+    for label, wl in cases:
+        times: dict[str, list[float]] = {"uniform": [], "auto": []}
+        plans = {}
+        for _ in range(repeats):
+            for kind in ("uniform", "auto"):
+                start = time.perf_counter()
+                plans[kind] = noise_plan(wl, Budget.of(rho=rho), allocation=kind)  # type: ignore[arg-type]
+                times[kind].append(time.perf_counter() - start)
+        uni, opt = plans["uniform"].scales ** 2, plans["auto"].scales ** 2
+        assert np.sum(opt) <= np.sum(uni) * (1 + 1e-9)  # never worse than uniform
+        how = plans["auto"].method.split("(", 1)[-1].rstrip(")")
+        rows.append([label, f"{np.median(times['uniform']):.2f}", f"{np.median(times['auto']):.2f}",
+                     f"{np.sum(opt) / np.sum(uni):.3f}", f"{np.max(opt) / np.max(uni):.3f}", how])
+    table(head, rows)
+
+
 def table(head: list[str], rows: list[list[str]]) -> None:
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
     print("  ".join(h.ljust(wd) for h, wd in zip(head, widths)))
@@ -157,9 +204,15 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--time-limit", type=float, default=10.0)
+    ap.add_argument("--part", choices=("a", "b", "c", "all"), default="all")
+    ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
-    part_a(args.quick)
-    part_b(args.quick, args.time_limit)
+    if args.part in ("a", "all"):
+        part_a(args.quick)
+    if args.part in ("b", "all"):
+        part_b(args.quick, args.time_limit)
+    if args.part in ("c", "all"):
+        part_c(args.quick, args.repeats)
 
 
 if __name__ == "__main__":

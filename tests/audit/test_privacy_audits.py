@@ -261,7 +261,7 @@ def test_the_plan_recheck_refuses_a_gamma_minus_one_calibration(
     workload = release_setup(1.0).workload
     monkeypatch.setattr(plan_module, "workload_cost", planted)
     with pytest.raises(TesseraError, match="re-checks at"):
-        plan_module.noise_plan(workload, ts.Budget.of(epsilon=1.0))
+        plan_module.noise_plan(workload, ts.Budget.of(epsilon=1.0), allocation="uniform")
 
 
 # -- planted bugs: the same audits fail ---------------------------------------------------------

@@ -73,7 +73,7 @@ WL = Workload.from_sql(CLAUSES, DOMAIN)
 )
 def test_plan_calibrates_to_the_exact_overlap(budget: Budget, definition: Definition,
                                               total: float) -> None:
-    plan = noise_plan(WL, budget)
+    plan = noise_plan(WL, budget, allocation="uniform")
     assert plan.overlap.exact and plan.overlap.bound == pytest.approx(4.0)
     if definition is Definition.PURE:
         assert np.allclose(plan.scales, 4.0, rtol=1e-9)  # b = γ/ε
@@ -88,7 +88,7 @@ def test_plan_calibrates_to_the_exact_overlap(budget: Budget, definition: Defini
 
 def test_pure_guarantee_is_analytic_not_infinite() -> None:
     """Regression (audit): the pure guarantee of a Laplace release is γ_w/b, never ∞."""
-    plan = noise_plan(WL, Budget.of(epsilon=0.7))
+    plan = noise_plan(WL, Budget.of(epsilon=0.7), allocation="uniform")
     pure = plan.guarantees()[0]
     assert pure.definition is Definition.PURE
     assert math.isfinite(pure.epsilon) and pure.epsilon == pytest.approx(0.7, rel=1e-9)
@@ -111,7 +111,7 @@ def test_underflowing_weights_never_mean_no_noise() -> None:
 
 
 def test_approx_budget_meets_delta_through_zcdp() -> None:
-    plan = noise_plan(WL, Budget.of(epsilon=1.0, delta=1e-6))
+    plan = noise_plan(WL, Budget.of(epsilon=1.0, delta=1e-6), allocation="uniform")
     at = {g.delta: g.epsilon for g in plan.guarantees() if g.definition is Definition.APPROX}
     assert at[1e-6] <= 1.0 and at[1e-6] == pytest.approx(1.0, rel=1e-6)
     assert discrete_gaussian.DiscreteGaussian(float(plan.scales[0])).rho() * 4 <= plan.spent * (

@@ -46,8 +46,8 @@ def _answer(files: dict[str, Path], *extra: str) -> tuple[str, str]:
 def test_item16_answer_stdout_holds_the_csv_alone(files: dict[str, Path]) -> None:
     """γ = 4 at ε = 1.5: scale 4/1.5 per query. stdout is exactly a CSV of the 8 queries;
     the budget, mechanism, guarantees and written paths are on stderr."""
-    stdout, stderr = _answer(files, "--epsilon", "1.5", "--certificate",
-                             str(files["dir"] / "c.json"))
+    stdout, stderr = _answer(files, "--epsilon", "1.5", "--weights", "uniform",
+                             "--certificate", str(files["dir"] / "c.json"))
     rows = list(csv.reader(io.StringIO(stdout)))
     assert rows[0] == HEADER and [r[0] for r in rows[1:]] == CLAUSES
     assert {r[2] for r in rows[1:]} == {"2.66667"}            # item 14: rounded for people
@@ -81,9 +81,9 @@ def test_item14_ledger_figures_rounded_spent_up_remaining_down(files: dict[str, 
     remaining one a few 1e-12 above 0; people read 3 and 0, with the rounding stated."""
     ledger = str(files["dir"] / "l.sqlite")
     _invoke("ledger", "init", ledger, "--schema", str(files["schema"]), "--epsilon", "3")
-    _, first = _answer(files, "--epsilon", "1.5", "--ledger", ledger)
+    _, first = _answer(files, "--epsilon", "1.5", "--weights", "uniform", "--ledger", ledger)
     assert "ledger: charged before release; spent 0 → 1.5 (rounded up)" in first
-    _answer(files, "--epsilon", "1.5", "--ledger", ledger)
+    _answer(files, "--epsilon", "1.5", "--weights", "uniform", "--ledger", ledger)
     shown, _ = _invoke("ledger", "show", ledger)
     assert "spent 3 (exact), remaining 0; 2 release(s) (spent rounded up, remaining down)" \
         in shown, shown

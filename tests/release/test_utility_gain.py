@@ -132,10 +132,11 @@ def test_planted_gamma_minus_one_is_caught(
                         lambda *a, **kw: _PlantedCost(real_cost(*a, **kw)))
     # the plan's own re-check refuses to release the over-spending noise
     with pytest.raises(TesseraError, match="re-checks"):
-        noise_plan(WORKLOAD, budget)
+        noise_plan(WORKLOAD, budget, allocation="uniform")
     # forced past the re-check, the statistical test rejects it
-    monkeypatch.setattr(plan_module, "recheck_spent", lambda wl, c, n, total, tl: (total, False))
-    planted = noise_plan(WORKLOAD, budget)
+    monkeypatch.setattr(plan_module, "recheck_spent",
+                        lambda wl, c, n, total, tl, **kw: (total, False))
+    planted = noise_plan(WORKLOAD, budget, allocation="uniform")
     t = len(WORKLOAD)
     good_scale = (4.0 / EPSILON if budget.mechanism == "discrete_laplace"
                   else math.sqrt(4.0 / (2.0 * RHO)))

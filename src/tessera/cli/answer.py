@@ -60,8 +60,10 @@ def answer(
     ] = None,
     neighbours: NeighboursOpt = "add-remove",
     weights: Annotated[
-        str, typer.Option("--weights", help="How workload weights split the budget: auto, "
-                          "uniform, shares (∝ weight) or importance (error-optimal).")
+        str, typer.Option("--weights", help="How the budget is split over the queries: auto "
+                          "(predicate queries of one weight: optimal; else shares), optimal "
+                          "(least total variance), uniform, shares (∝ weight) or importance "
+                          "(least Σ weight·variance).")
     ] = "auto",
     strategy: Annotated[
         str, typer.Option("--strategy", help="What to measure: auto (least expected error), "

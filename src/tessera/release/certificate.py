@@ -33,7 +33,7 @@ from tessera.mechanisms.record import MechanismRecord
 from tessera.privacy import Definition
 from tessera.release.budget import DISCRETE_LAPLACE, Budget
 from tessera.release.ledger import Charge
-from tessera.release.plan import INTERVAL_LEVEL, NoisePlan, noise_plan
+from tessera.release.plan import INTERVAL_LEVEL, NoisePlan, noise_plan, uniform_excess
 from tessera.strategy.choose import StrategyChoice
 from tessera.workload.canonical import canonical_json, workload_hash
 from tessera.workload.workload import Workload
@@ -198,10 +198,12 @@ def verify_certificate(
     try:
         budget = Budget.from_dict(certificate["budget"])
         stated = certificate.get("strategy")
+        # an optimised split is re-proved from its stated scales, not re-optimised
+        scales = [q["scale"] for q in certificate["queries"]]
         if stated is None:  # made before strategies: W itself was measured
             plan = noise_plan(workload, budget, neighbours=certificate["neighbours"],
                               allocation=certificate["allocation"]["kind"],
-                              time_limit=time_limit)
+                              time_limit=time_limit, stated_scales=scales)
             choice = None
         else:
             from tessera.release.strategy_release import strategy_plan
@@ -210,7 +212,11 @@ def verify_certificate(
                 workload, budget, neighbours=certificate["neighbours"],
                 allocation="auto",  # (a strategy section is written only for auto/forced)
                 strategy=stated["requested"], objective=stated["objective"],
-                time_limit=time_limit, estimate=stated.get("estimate", "gls"))
+                time_limit=time_limit, estimate=stated.get("estimate", "gls"),
+                stated_scales=scales)
+        if plan.allocation == "optimal" and uniform_excess(plan, time_limit) > 1e-9:
+            diffs.append("allocation: the 'optimal' split's total variance exceeds the uniform "
+                         "split's")
     except (KeyError, TypeError, ValueError, TesseraError) as e:
         return Verification(tuple(diffs) + (f"cannot recompute the plan: {e}",))
     expected = _plan_fields(plan)

@@ -11,7 +11,14 @@ Calibration (with the budget's calibration definition, pure ε or ρ-zCDP, and t
 * ``shares``: the budget split in proportion to the workload's weights w_q: ε_q = ε w_q/γ_w or
   ρ_q = ρ w_q²/γ_w (:mod:`tessera.calibration.scales`);
 * ``importance``: the weights are error importances; Σ_q w_q Var_q is minimised subject to the
-  overlap constraint by cutting planes (:mod:`tessera.calibration.allocation`).
+  overlap constraint by cutting planes (:mod:`tessera.calibration.allocation`);
+* ``optimal`` (what ``auto`` means for predicate queries of one weight): ``importance`` with
+  unit importances — the least total variance Σ_q Var_q any split of the budget meeting the
+  overlap constraint gets (:mod:`tessera.calibration.optimal`, docs/theory.md §10.4). The
+  allocation keeps the best of the cutting plane's split, the Lagrange shape and the uniform
+  split, so it is never worse than ``uniform``; ``tessera verify`` re-proves the stated split
+  (an optimiser under a time limit need not return the same split twice) and checks that it
+  is no worse than the uniform one.
 
 Then, independently of how the scales were found, the plan is **re-checked**: the per-query
 costs c_q = 1/b_q (pure) or 1/(2σ_q²) (zCDP) compose along any row to at most
@@ -34,9 +41,8 @@ from tessera.accounting import pld
 from tessera.accounting.composition import homogeneous_overlap
 from tessera.accounting.guarantee import Guarantee
 from tessera.accounting.zcdp import epsilon_for_delta
-from tessera.calibration.allocation import allocate
 from tessera.calibration.cost import workload_cost
-from tessera.calibration.oracles import overlap_from_workload
+from tessera.calibration.optimal import OPTIMAL_SECONDS, optimal_split, optimisable, widened
 from tessera.calibration.scales import normalised_weights
 from tessera.errors import TesseraError
 from tessera.mechanisms import discrete_gaussian, discrete_laplace
@@ -46,8 +52,10 @@ from tessera.release.budget import DISCRETE_LAPLACE, Budget
 from tessera.workload.files import require_at_most
 from tessera.workload.workload import Workload
 
-Allocation = Literal["auto", "uniform", "shares", "importance"]
-ALLOCATIONS = ("auto", "uniform", "shares", "importance")
+Allocation = Literal["auto", "uniform", "shares", "importance", "optimal"]
+ALLOCATIONS = ("auto", "uniform", "shares", "importance", "optimal")
+#: The allocations an optimiser computes (under a time limit): verify re-proves their scales.
+OPTIMISED = ("importance", "optimal")
 
 #: δ values at which the certificate states (ε, δ)-DP.
 REPORTED_DELTAS = (1e-5, 1e-6, 1e-9)
@@ -162,12 +170,16 @@ def noise_plan(
     allocation: Allocation = "auto",
     time_limit: float | None = 60.0,
     max_queries: int = PLAN_MAX_QUERIES,
+    stated_scales: npt.ArrayLike | None = None,
 ) -> NoisePlan:
     """Calibrate per-query noise for ``budget`` (module docs); refuse rather than overspend.
 
     ``time_limit`` (seconds) covers the whole plan: the calibration's overlap solves get
     :data:`CALIBRATION_SHARE` of it and the independent re-check the rest (each returns a proven
-    upper bound if it stops early, never a lower one)."""
+    upper bound if it stops early, never a lower one). ``stated_scales`` (``tessera verify``):
+    for an optimised allocation (:data:`OPTIMISED`), the per-query scales a certificate states,
+    re-proved by the same re-check instead of re-optimised; ignored for the others, which are
+    recomputed."""
     rel = Neighbours.parse(neighbours)
     if allocation not in ALLOCATIONS:
         raise TesseraError(f"unknown allocation {allocation!r}", hint=", ".join(ALLOCATIONS))
@@ -179,26 +191,32 @@ def noise_plan(
     w = workload.weight_array()
     check_released(w)
     if allocation == "auto":
-        allocation = "uniform" if np.all(w == w[0]) else "shares"
+        allocation = (("optimal" if optimisable(workload) else "uniform")
+                      if np.all(w == w[0]) else "shares")
+        # (W's own weights when they differ: shares; ``importance`` makes them error weights)
     comp, total = budget.calibration, budget.total
     start = time.monotonic()
     calibration_limit = None if time_limit is None else CALIBRATION_SHARE * time_limit
-    if allocation == "importance":
+    if allocation in OPTIMISED:
         if workload.is_structured:
             raise TesseraError(
-                "importance-weighted allocation takes predicate workloads; structured families "
+                f"{allocation} allocation takes predicate workloads; structured families "
                 "get their budget share from their weights",
                 hint="use --weights shares (or uniform) with marginals, cubes and hierarchies",
             )
-        target = (Guarantee.pure(total, rel) if comp is Definition.PURE
-                  else Guarantee.zcdp(total, rel))
-        alloc = allocate(t, target, importance=w,
-                         overlap=overlap_from_workload(workload, time_limit=calibration_limit),
-                         mechanism=budget.mechanism, time_limit=calibration_limit)
-        scales = np.asarray(alloc.noise_scales, dtype=np.float64)
         overlap = max_overlap(workload, np.ones(t), comp=comp, neighbours=rel,
                               time_limit=calibration_limit)
-        method = alloc.method
+        if stated_scales is not None:
+            scales = stated(stated_scales, t)
+            method = f"{allocation} (re-proved from the stated scales)"
+        else:
+            split = optimal_split(
+                workload, comp, total, rel,
+                importance=w if allocation == "importance" else None,
+                time_limit=(OPTIMAL_SECONDS if calibration_limit is None
+                            else min(calibration_limit, OPTIMAL_SECONDS))
+                if allocation == "optimal" else calibration_limit)
+            scales, method = split.scales, f"{allocation}: {split.method}"
     else:
         # only the ratios of the shares matter: normalise, so that tiny weights (whose squares
         # would underflow under zCDP) calibrate like any others
@@ -210,15 +228,39 @@ def noise_plan(
         overlap = cost.weighted
         scales = cost.scales(total)
         method = f"{allocation} (γ_w {cost.status}, {overlap.method})"
-    # Rounding in 1/share and in the sums can put Σ c_q a few ulps per query above the total:
-    # widen every scale by a margin larger than any such rounding, then re-check exactly.
-    scales = scales * (1.0 + 1e-12 + 8.0 * t * np.finfo(np.float64).eps)
+        scales = widened(scales, t)  # for rounding; then re-checked exactly
     costs = _costs(budget, scales)
     left = None if time_limit is None else max(1.0, time_limit - (time.monotonic() - start))
-    spent, exact = recheck_spent(workload, costs, rel, total, left)
+    # stated scales have no calibration proof behind them: the re-check alone must certify
+    spent, exact = recheck_spent(workload, costs, rel, total, left,
+                                 proven=allocation not in OPTIMISED or stated_scales is None)
     halfwidths = _halfwidths(budget, scales)
     return NoisePlan(workload, budget, rel, allocation, method, overlap, scales, costs, spent,
                      exact, halfwidths)
+
+
+def stated(scales: npt.ArrayLike, t: int) -> npt.NDArray[np.float64]:
+    """A certificate's per-query scales as an array (None: not released, ∞), checked."""
+    raw = [math.inf if s is None else s for s in np.asarray(scales, dtype=object).tolist()]
+    if len(raw) != t:
+        raise TesseraError(f"{len(raw)} stated scales for {t} queries")
+    out = np.asarray(raw, dtype=np.float64)
+    if np.any(np.isnan(out)) or np.any(out <= 0):
+        raise TesseraError("a stated noise scale is not a positive number")
+    return out
+
+
+def uniform_excess(plan: NoisePlan, time_limit: float | None = 60.0) -> float:
+    """Σ_q Var_q of the plan over Σ_q Var_q of the uniform split of the same budget, minus 1
+    (≤ 0: never worse than uniform, the promise of ``optimal``). Both in the continuous noise
+    model (2b² or σ²) over the released queries."""
+    uni = noise_plan(plan.workload, plan.budget, neighbours=plan.neighbours,
+                     allocation="uniform", time_limit=time_limit)
+
+    def total_variance(p: NoisePlan) -> float:
+        s = p.scales[np.isfinite(p.scales)]
+        return float(np.sum((2.0 if p.mechanism == DISCRETE_LAPLACE else 1.0) * s * s))
+    return total_variance(plan) / total_variance(uni) - 1.0
 
 
 def _half_square_up(eps: float) -> float:
@@ -259,7 +301,7 @@ def _costs(budget: Budget, scales: npt.NDArray[np.float64]) -> npt.NDArray[np.fl
 
 def recheck_spent(
     workload: Workload, costs: npt.NDArray[np.float64], neighbours: Neighbours, total: float,
-    time_limit: float | None,
+    time_limit: float | None, *, proven: bool = True,
 ) -> tuple[float, bool]:
     """max over one neighbour change of Σ c_q, exact or a proven upper bound; refuse > total.
 
@@ -293,6 +335,12 @@ def recheck_spent(
     # valid bound (a time limit, or costs with too many digits rounded up to a multiple of
     # 2^-k). The calibration's own proof certifies ≤ total by construction (scales from an
     # upper bound on γ_w, widened for rounding): the total is the tighter valid bound.
+    # Costs without such a proof (``proven=False``: a certificate's stated scales) are refused.
+    if not proven:
+        raise TesseraError(
+            f"the stated noise re-checks at ≤ {float(cb.value):.17g}, which does not prove the "
+            f"budget {total:.17g}",
+            hint="give the re-check more time (--time-limit), or the scales are too small")
     return total, False
 
 

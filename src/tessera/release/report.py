@@ -344,7 +344,8 @@ def _gain_section(plan: NoisePlan) -> str:
     zcdp = ov.comp is Definition.ZCDP
     u = 1.0 - (math.sqrt(ratio) if zcdp else ratio)
     u_text = "U = 1 − √(γ_w / comp(Q))" if zcdp else "U = 1 − γ_w / comp(Q)"
-    weights = {"uniform": "unit weights", "importance": "unit weights"}.get(
+    weights = {"uniform": "unit weights", "importance": "unit weights",
+               "optimal": "unit weights"}.get(
         plan.allocation, "the workload's weights")
     formula = (
         "Sequential composition charges every query: it needs Σ_q c_q ≤ B (B = total budget).\n"

@@ -62,30 +62,39 @@ class Reconstructed:
 def strategy_plan(
     workload: Workload, budget: Budget, *, neighbours: Neighbours | str, allocation: Allocation,
     strategy: str, objective: str, time_limit: float | None, estimate: str = "gls",
+    stated_scales: npt.ArrayLike | None = None,
 ) -> tuple[NoisePlan, StrategyChoice | None]:
     """The noise plan of what is measured, and the strategy choice (None: the workload itself is
     measured as given — an explicit allocation, or ``auto`` where no other candidate applies
-    and nothing repeats — the plan as before strategies)."""
+    and nothing repeats — the plan as before strategies). ``stated_scales``: ``tessera
+    verify``'s certificate scales of the measured queries (:func:`~.plan.noise_plan`)."""
     rel = Neighbours.parse(neighbours)
     check_released(workload.weight_array())  # before any candidate is calibrated
     if (allocation != "auto" and strategy in ("auto", "direct")) or (
             strategy == "auto" and only_direct(workload)
             and (objective != "max" or root_weights(workload) is workload)):
         # an explicit split of the budget over W's own queries, or nothing but W itself to
-        # measure: W is measured as given (no strategy section in the certificate)
-        return noise_plan(workload, budget, neighbours=rel, allocation=allocation,
-                          time_limit=time_limit), None
+        # measure: W is measured as given (no strategy section in the certificate); under
+        # ``max`` with weights 0/1 the uniform split is the exact optimum (candidates.direct)
+        kind = "uniform" if allocation == "auto" and objective == "max" else allocation
+        return noise_plan(workload, budget, neighbours=rel, allocation=kind,
+                          time_limit=time_limit, stated_scales=stated_scales), None
     choice = choose_strategy(workload, budget.calibration, budget.total, neighbours=rel,
                              strategy=strategy, objective=objective, time_limit=time_limit,
                              estimate=estimate)
     s = choice.chosen
-    if s.name == "direct" and s.measured is workload:
-        plan = noise_plan(workload, budget, neighbours=rel, allocation=allocation,
-                          time_limit=time_limit)
+    if s.split == "optimal":
+        # the chooser's optimal split of the measured queries is the one measured: re-proved
+        # by the plan's exact re-check, not optimised a second time
+        kind = "optimal"
+        stated_scales = s.scales if stated_scales is None else stated_scales
+    elif s.name == "direct":
+        w = s.measured.weight_array()
+        kind = "uniform" if np.all(w == w[0]) else "shares"
     else:
-        plan = noise_plan(s.measured, budget, neighbours=rel,
-                          allocation="auto" if s.name == "direct" else "shares",
-                          time_limit=time_limit)
+        kind = "shares"
+    plan = noise_plan(s.measured, budget, neighbours=rel, allocation=kind,
+                      time_limit=time_limit, stated_scales=stated_scales)
     return plan, choice
 
 

@@ -40,6 +40,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tessera.calibration.cost import workload_cost
+from tessera.calibration.optimal import OPTIMAL_SECONDS, optimal_split, optimisable
 from tessera.overlap import OverlapResult
 from tessera.privacy import Definition, Neighbours
 from tessera.schema.intervals import IntervalSet
@@ -104,6 +105,10 @@ class Strategy:
     #: residual contrasts (:mod:`~.contrasts`): the measured families are charged as marginals
     #: but their noise is added to these integer contrasts, σ_A = ``scales`` × Δ_A
     contrasts: ResidualContrasts | None = None
+    #: how ``scales`` split the budget: ``shares`` (the measured workload's weights, set by the
+    #: candidate's closed form) or ``optimal`` (direct: the least total variance,
+    #: :mod:`tessera.calibration.optimal`)
+    split: str = "shares"
 
     @property
     def rmse(self) -> float:
@@ -290,11 +295,26 @@ def direct(workload: Workload, ctx: Context) -> Strategy:
     weights (the plan's ``shares``, c_q ∝ w_q² under zCDP, ∝ w_q under pure ε); ``max`` — the
     shares are √w_q, which minimises max_q w_q Var_q exactly: any split with
     max_q w_q Var_q = t pays c_q ≥ w_q/(2t) (zCDP; Var = 1/(2c)) so γ(w)/(2t) ≤ ρ, and
-    c_q = ρ w_q/γ(w) attains t = γ(w)/(2ρ) (pure ε alike with Var = 2/c², c ∝ √w)."""
+    c_q = ρ w_q/γ(w) attains t = γ(w)/(2ρ) (pure ε alike with Var = 2/c², c ∝ √w).
+
+    Under ``total``, predicate queries of one weight get the split of least total variance
+    instead (:mod:`tessera.calibration.optimal`, cutting planes; kept only if better than the
+    uniform one, which it is unless the optimiser found nothing better in its time)."""
     measured, index = merge_duplicates(workload)
     if ctx.objective == "max":
         measured = root_weights(measured)
-    return calibrate(ctx, workload, measured, Copy(index), "direct")
+    s = calibrate(ctx, workload, measured, Copy(index), "direct")
+    if ctx.objective != "total" or not optimisable(measured):
+        return s
+    limit = OPTIMAL_SECONDS if ctx.time_limit is None else min(ctx.time_limit, OPTIMAL_SECONDS)
+    split = optimal_split(measured, ctx.definition, ctx.total, ctx.neighbours, time_limit=limit)
+    expected = s.reconstruction.variances(model_variance(ctx.definition)(split.scales))
+    w = workload.weight_array()
+    total = float(w[w > 0] @ expected[w > 0])
+    if total >= s.total:
+        return s
+    return dataclasses.replace(s, scales=split.scales, expected=expected, total=total,
+                               split="optimal")
 
 
 def root_weights(workload: Workload) -> Workload:

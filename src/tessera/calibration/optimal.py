@@ -1,0 +1,96 @@
+r"""The default split of a predicate workload: the least total variance the overlap allows
+(docs/theory.md §10.4; issue 18 item 2).
+
+For t predicate queries measured with per-query costs c_q (ε_q, or ρ_q under zCDP), a split is
+feasible iff every row pays Σ_{q∈I(x)} c_q ≤ B (add/remove; §3.11 for substitution). The
+uniform split c_q = B/γ prices every query by the most loaded row of the whole domain; the
+**optimal** split solves
+
+    min_c Σ_q Var_q(c_q)   s.t.   Σ_{q∈I(x)} c_q ≤ B  for every row x,
+
+Var = 1/(2ρ_q) (discrete Gaussian, continuous model σ²) or 2/ε_q² (discrete Laplace, 2b²):
+the importance-weighted allocation of §3.11 with unit importances, solved by cutting planes
+with the overlap solver as separation oracle (:func:`~.allocation.allocate`), within
+:data:`OPTIMAL_SECONDS`. :func:`~.allocation.allocate` keeps the best of the cutting plane's
+split, the Lagrange shape and the uniform split (all rescaled by the oracle's proven bound), so
+the result is **never worse than uniform**, converged or not.
+
+Privacy never rests on the optimiser: the scales are a shape, rescaled by the oracle's proven
+upper bound, widened for rounding, and the release plan re-checks their costs exactly
+(:func:`tessera.release.plan.recheck_spent`) — which is also all ``tessera verify`` does with
+them (it re-proves the stated scales rather than re-running an optimiser under a time limit).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from tessera.accounting.guarantee import Guarantee
+from tessera.calibration.allocation import allocate
+from tessera.calibration.oracles import overlap_from_workload
+from tessera.privacy import Definition, Neighbours
+from tessera.workload.query import Query
+from tessera.workload.workload import Workload
+
+__all__ = ["OPTIMAL_MAX_QUERIES", "OPTIMAL_SECONDS", "OptimalSplit", "optimal_split",
+           "optimisable", "widened"]
+
+#: Longest the default split optimises, in seconds (cutting planes stop there and keep the best
+#: split found, never worse than uniform).
+OPTIMAL_SECONDS = 20.0
+#: Most predicate queries the default split is optimised for (larger workloads: uniform).
+OPTIMAL_MAX_QUERIES = 2_000
+
+
+@dataclass(frozen=True)
+class OptimalSplit:
+    """Per-query noise scales (b or σ; widened for rounding: :func:`widened`) and how the
+    optimiser ended (``method``)."""
+
+    scales: npt.NDArray[np.float64]
+    method: str
+
+
+def optimisable(workload: Workload) -> bool:
+    """Whether the default split of W is optimised: predicate queries only (families take
+    closed-form shares), one weight for all, at least two and at most
+    :data:`OPTIMAL_MAX_QUERIES`."""
+    w = workload.weight_array()
+    return (not workload.is_structured and 2 <= workload.n_queries <= OPTIMAL_MAX_QUERIES
+            and bool(np.all(w == w[0])) and w[0] > 0
+            and all(isinstance(q, Query) for q in workload.queries))
+
+
+def widened(scales: npt.NDArray[np.float64], t: int) -> npt.NDArray[np.float64]:
+    """Scales × (1 + 1e-12 + 8 t ulp): rounding in the conversion to scales and in the sums can
+    put Σ c_q a few ulps per query above the total; the exact re-check then certifies them."""
+    return scales * (1.0 + 1e-12 + 8.0 * t * np.finfo(np.float64).eps)
+
+
+def optimal_split(
+    workload: Workload,
+    definition: Definition,
+    total: float,
+    neighbours: Neighbours,
+    *,
+    importance: npt.ArrayLike | None = None,
+    time_limit: float | None = OPTIMAL_SECONDS,
+) -> OptimalSplit:
+    """The least Σ_q w_q Var_q split of ``total`` (ε or ρ) over W's queries (w = 1 unless
+    ``importance`` is given), discrete Laplace under pure ε, discrete Gaussian under ρ-zCDP."""
+    t = workload.n_queries
+    if definition is Definition.PURE:
+        target, mechanism = Guarantee.pure(total, neighbours), "discrete_laplace"
+    else:
+        target, mechanism = Guarantee.zcdp(total, neighbours), "discrete_gaussian"
+    w = np.ones(t) if importance is None else np.asarray(importance, dtype=np.float64)
+    alloc = allocate(t, target, importance=w,
+                     overlap=overlap_from_workload(workload, time_limit=time_limit),
+                     mechanism=mechanism, time_limit=time_limit)
+    method = alloc.method
+    if importance is None:
+        method = "least total variance " + method.removeprefix("weighted ")
+    return OptimalSplit(widened(np.asarray(alloc.noise_scales, dtype=np.float64), t), method)
