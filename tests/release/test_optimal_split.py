@@ -80,7 +80,8 @@ def test_default_split_is_optimal_and_beats_uniform() -> None:
 @given(st.lists(st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(0, 3),
                           st.sampled_from(["=", "<=", ">="]), st.booleans()),
                 min_size=2, max_size=7))
-def test_optimal_matches_the_explicit_convex_program(spec: list[tuple[str, int, str, bool]]) -> None:
+def test_optimal_matches_the_explicit_convex_program(
+        spec: list[tuple[str, int, str, bool]]) -> None:
     """Random small workloads (d = 3 attributes, 24 rows): the default split's total variance
     is the optimum of the program with every row's constraint written out, never above
     uniform's, and no row pays more than ρ."""

@@ -46,8 +46,8 @@ from tessera.calibration.optimal import OPTIMAL_SECONDS, optimal_split, optimisa
 from tessera.calibration.scales import normalised_weights
 from tessera.errors import TesseraError
 from tessera.mechanisms import discrete_gaussian, discrete_laplace
-from tessera.overlap import OverlapResult, max_overlap
-from tessera.privacy import Definition, Neighbours
+from tessera.overlap import OverlapResult
+from tessera.privacy import Neighbours
 from tessera.release.budget import DISCRETE_LAPLACE, Budget
 from tessera.workload.files import require_at_most
 from tessera.workload.workload import Workload
@@ -171,6 +171,7 @@ def noise_plan(
     time_limit: float | None = 60.0,
     max_queries: int = PLAN_MAX_QUERIES,
     stated_scales: npt.ArrayLike | None = None,
+    scales_proven: bool = False,
 ) -> NoisePlan:
     """Calibrate per-query noise for ``budget`` (module docs); refuse rather than overspend.
 
@@ -179,7 +180,10 @@ def noise_plan(
     upper bound if it stops early, never a lower one). ``stated_scales`` (``tessera verify``):
     for an optimised allocation (:data:`OPTIMISED`), the per-query scales a certificate states,
     re-proved by the same re-check instead of re-optimised; ignored for the others, which are
-    recomputed."""
+    recomputed. ``scales_proven``: the stated scales come from this library's own calibration
+    (the strategy chooser's optimal split, rescaled by a proven overlap bound), so a re-check
+    that stops at its time limit above the total may rest on that proof, as a computed split's
+    does; a certificate's scales (``False``) must be certified by the re-check alone."""
     rel = Neighbours.parse(neighbours)
     if allocation not in ALLOCATIONS:
         raise TesseraError(f"unknown allocation {allocation!r}", hint=", ".join(ALLOCATIONS))
@@ -204,8 +208,10 @@ def noise_plan(
                 "get their budget share from their weights",
                 hint="use --weights shares (or uniform) with marginals, cubes and hierarchies",
             )
-        overlap = max_overlap(workload, np.ones(t), comp=comp, neighbours=rel,
-                              time_limit=calibration_limit)
+        # γ of the unit weights: the certificate's overlap, and the uniform split's calibration
+        cost = workload_cost(_with_weights(workload, (w > 0).astype(np.float64)),
+                             definition=comp, neighbours=rel, time_limit=calibration_limit)
+        overlap = cost.weighted
         if stated_scales is not None:
             scales = stated(stated_scales, t)
             method = f"{allocation} (re-proved from the stated scales)"
@@ -217,6 +223,13 @@ def noise_plan(
                             else min(calibration_limit, OPTIMAL_SECONDS))
                 if allocation == "optimal" else calibration_limit)
             scales, method = split.scales, f"{allocation}: {split.method}"
+            uniform = widened(cost.scales(total), t)
+            # the optimiser's own uniform candidate is rescaled by its oracle's bound, which a
+            # time limit can leave above the exact γ: compare with the plan's uniform split
+            if allocation == "optimal" and np.sum(uniform**2) <= np.sum(scales**2):
+                scales = uniform
+                method = (f"optimal: the uniform split (γ_w {cost.status}; the optimiser found "
+                          "nothing better in its time)")
     else:
         # only the ratios of the shares matter: normalise, so that tiny weights (whose squares
         # would underflow under zCDP) calibrate like any others
@@ -232,8 +245,9 @@ def noise_plan(
     costs = _costs(budget, scales)
     left = None if time_limit is None else max(1.0, time_limit - (time.monotonic() - start))
     # stated scales have no calibration proof behind them: the re-check alone must certify
-    spent, exact = recheck_spent(workload, costs, rel, total, left,
-                                 proven=allocation not in OPTIMISED or stated_scales is None)
+    spent, exact = recheck_spent(
+        workload, costs, rel, total, left,
+        proven=allocation not in OPTIMISED or stated_scales is None or scales_proven)
     halfwidths = _halfwidths(budget, scales)
     return NoisePlan(workload, budget, rel, allocation, method, overlap, scales, costs, spent,
                      exact, halfwidths)

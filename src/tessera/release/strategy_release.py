@@ -83,10 +83,12 @@ def strategy_plan(
                              strategy=strategy, objective=objective, time_limit=time_limit,
                              estimate=estimate)
     s = choice.chosen
+    proven = False
     if s.split == "optimal":
         # the chooser's optimal split of the measured queries is the one measured: re-proved
         # by the plan's exact re-check, not optimised a second time
         kind = "optimal"
+        proven = stated_scales is None  # (verify's stated scales have no proof but the check)
         stated_scales = s.scales if stated_scales is None else stated_scales
     elif s.name == "direct":
         w = s.measured.weight_array()
@@ -94,7 +96,7 @@ def strategy_plan(
     else:
         kind = "shares"
     plan = noise_plan(s.measured, budget, neighbours=rel, allocation=kind,
-                      time_limit=time_limit, stated_scales=stated_scales)
+                      time_limit=time_limit, stated_scales=stated_scales, scales_proven=proven)
     return plan, choice
 
 
