@@ -362,13 +362,32 @@ def marginal_strategy(workload: Workload, ctx: Context, kind: str) -> Strategy |
     if all(any(set(t) <= set(a) for a in kept) for t in targets):
         measured_scopes, costs = kept, costs[keep]
         design = MarginalDesign(sizes, measured_scopes, targets)
-    shares = shares_for(costs, ctx.definition)
-    families = [Partition.marginal(dom, list(s), float(w), name=f"{kind}(" + ",".join(s) + ")")
-                for s, w in zip(measured_scopes, shares)]
-    measured = Workload.of_families(dom, families)
-    starts = measured.family_starts[:-1].astype(np.int64)
-    recon = MarginalGLS(design, starts, tuple(targets.index(s) for s in scopes))
-    return calibrate(ctx, workload, measured, recon, kind)
+
+    def measure(costs: FloatArray) -> Strategy:
+        shares = shares_for(costs, ctx.definition)
+        families = [Partition.marginal(dom, list(s), float(w),
+                                       name=f"{kind}(" + ",".join(s) + ")")
+                    for s, w in zip(measured_scopes, shares)]
+        measured = Workload.of_families(dom, families)
+        starts = measured.family_starts[:-1].astype(np.int64)
+        recon = MarginalGLS(design, starts, tuple(targets.index(s) for s in scopes))
+        return calibrate(ctx, workload, measured, recon, kind)
+
+    best = measure(costs)
+    if ctx.objective == "max":
+        # the total-optimal split can starve a family the worst cell depends on: keep the
+        # equal split of the same families when its worst weighted cell is smaller, so that
+        # under ``max`` the split is never worse than uniform (issue 18 item 2)
+        even = measure(np.ones(len(measured_scopes)))
+        if worst_cell(even) < worst_cell(best):
+            best = even
+    return best
+
+
+def worst_cell(s: Strategy) -> float:
+    """max_q w_q Var_q over W's released queries: the ``max`` objective of a candidate."""
+    w = s.workload.weight_array()
+    return float(np.max(w[w > 0] * s.expected[w > 0]))
 
 
 def contrast_layout(strategy: Strategy) -> tuple[ResidualContrasts, IntArray]:
@@ -510,19 +529,32 @@ def interval_strategy(workload: Workload, ctx: Context, kind: str) -> Strategy |
     if kind == "hierarchical" and quad is not None:  # the best branching's costs, optimised
         design = IntervalDesign(n, tuple(level_groups(levels, n)))
         costs, _ = optimal_level_costs(design, levels, costs, ctx.total, zcdp, gram, quad)
-    shares = shares_for(costs, ctx.definition)
-    if kind == "identity":
-        families = [Partition.marginal(dom, [a], 1.0, name=f"identity({a})")]
-    else:
-        b = len(levels[1]) if len(levels) > 1 else 2
-        families = [Partition.grid(dom, {a: [IntervalSet.range(s, e) for s, e in level]}, float(wt),
-                                   f"tree{b}({a})[{lvl}]", "hierarchy")
-                    for lvl, (level, wt) in enumerate(zip(levels, shares))]
-        kind = f"hierarchical(b={b})"
-    measured = Workload.of_families(dom, families)
     design = IntervalDesign(n, tuple(level_groups(levels, n)))
-    recon = IntervalGLS(design, measured.family_starts[:-1].astype(np.int64), spans)
-    return calibrate(ctx, workload, measured, recon, kind)
+    if kind != "identity":
+        kind = f"hierarchical(b={len(levels[1]) if len(levels) > 1 else 2})"
+
+    def measure(costs: FloatArray) -> Strategy:
+        shares = shares_for(costs, ctx.definition)
+        if kind == "identity":
+            families = [Partition.marginal(dom, [a], 1.0, name=f"identity({a})")]
+        else:
+            b = len(levels[1]) if len(levels) > 1 else 2
+            families = [Partition.grid(dom, {a: [IntervalSet.range(s, e) for s, e in level]},
+                                       float(wt), f"tree{b}({a})[{lvl}]", "hierarchy")
+                        for lvl, (level, wt) in enumerate(zip(levels, shares))]
+        measured = Workload.of_families(dom, families)
+        recon = IntervalGLS(design, measured.family_starts[:-1].astype(np.int64), spans)
+        return calibrate(ctx, workload, measured, recon, kind)
+
+    best = measure(costs)
+    if ctx.objective == "max" and kind != "identity":
+        # the branching and level costs minimise the total; under ``max`` keep the same tree
+        # with equal level costs when its worst weighted query is smaller (never worse than
+        # the uniform split of the chosen tree; issue 18 item 2)
+        even = measure(level_costs(len(levels), ctx.total, 1.0))
+        if worst_cell(even) < worst_cell(best):
+            best = even
+    return best
 
 
 

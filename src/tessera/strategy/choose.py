@@ -12,8 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import numpy as np
-
 from tessera.errors import TesseraError
 from tessera.privacy import Definition, Neighbours
 from tessera.strategy.candidates import (
@@ -27,6 +25,7 @@ from tessera.strategy.candidates import (
     merge_duplicates,
     one_attribute,
     rectangle_strategy,
+    worst_cell,
 )
 from tessera.strategy.rectangles import two_attributes
 from tessera.workload.workload import Workload
@@ -56,14 +55,13 @@ class StrategyChoice:
         """One row per candidate: its γ_w, expected total / max error, RMSE, chosen or not."""
         rows = []
         for s in self.candidates:
-            w = s.workload.weight_array()
             rows.append({
                 "strategy": s.name,
                 "measured_queries": s.measured.n_queries,
                 "gamma_w": s.overlap.bound,
                 "gamma_w_exact": s.overlap.exact,
                 "expected_total": s.total,
-                "expected_max": float(np.max(w[w > 0] * s.expected[w > 0])),
+                "expected_max": worst_cell(s),
                 "rmse": s.rmse,
                 "chosen": s is self.chosen,
             })
@@ -81,10 +79,7 @@ def only_direct(workload: Workload) -> bool:
 
 
 def score(s: Strategy, objective: str) -> float:
-    if objective == "max":
-        w = s.workload.weight_array()
-        return float(np.max(w[w > 0] * s.expected[w > 0]))
-    return s.total
+    return worst_cell(s) if objective == "max" else s.total
 
 
 def choose_strategy(
