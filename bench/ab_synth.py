@@ -103,6 +103,7 @@ def run(args: argparse.Namespace) -> None:
                 "opts": opts, "l1": l1, "query": None if math.isnan(q) else q, "max": mx,
                 "model_l1": model_error(res, w, real, n), "wall": wall, "cpu": cpu,
                 "rounds": len(res.record.history), "loss": res.fit.loss,
+                "fit_iterations": res.fit.iterations,
                 "width": res.model.width, "load": os.getloadavg()[0],
                 "when": time.strftime("%H:%M:%S", time.gmtime())} | extra
         with open(args.out, "a") as f:
