@@ -145,3 +145,41 @@ def test_verify_reproves_the_stated_split() -> None:
     # more noise everywhere is private but worse than uniform: refused as 'optimal'
     worse = verify_certificate(edited(3.0, slice(None)), wl)
     assert any("exceeds the uniform" in d for d in worse.differences), worse.differences
+
+
+def test_strategy_certificates_record_the_split_and_older_ones_still_verify(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A repeated query sends W through the strategy chooser, whose ``direct`` candidate now
+    carries the optimal split (``strategy.direct_split``); a certificate made before that (direct
+    on its shares, no such field) is recomputed the old way and still verifies."""
+    import tessera.strategy.candidates as candidates
+
+    wl = Workload.from_sql([*CLAUSES, CLAUSES[0]], DOMAIN)
+    release = answer(_frame(), wl, Budget.of(rho=RHO))
+    cert = json.loads(json.dumps(release.certificate))
+    assert cert["strategy"]["chosen"] == "direct" and cert["strategy"]["direct_split"] == "optimal"
+    assert cert["allocation"]["kind"] == "optimal" and verify_certificate(cert, wl).ok
+    dropped = json.loads(json.dumps(cert))
+    del dropped["strategy"]["direct_split"]
+    dropped["digest"] = digest(dropped)
+    assert not verify_certificate(dropped, wl).ok  # an optimal split read as an old one
+
+    monkeypatch.setattr(candidates, "optimisable", lambda workload: False)
+    old = json.loads(json.dumps(answer(_frame(), wl, Budget.of(rho=RHO)).certificate))
+    monkeypatch.undo()
+    assert old["allocation"]["kind"] == "uniform" and "direct_split" not in old["strategy"]
+    assert verify_certificate(old, wl).ok  # (as made before the field and the optimal split)
+
+
+def test_a_strategy_beside_an_optimised_direct_candidate_verifies() -> None:
+    """Ranges over one attribute (≤ 60 queries): the chooser optimises ``direct`` but picks a
+    tree; the certificate records the direct candidate's split so verify recomputes the same
+    candidate table."""
+    dom = Domain.from_dict({"a": 16, "b": 2})
+    wl = Workload.from_sql([f"a >= {lo} AND a <= {hi}" for lo in range(0, 16, 3)
+                            for hi in range(lo, 16, 4)], dom)
+    frame = pd.DataFrame({"a": np.arange(300) % 16, "b": np.arange(300) % 2})
+    cert = json.loads(json.dumps(answer(frame, wl, Budget.of(rho=RHO)).certificate))
+    assert cert["strategy"]["chosen"] != "direct"
+    assert cert["strategy"].get("direct_split") == "optimal"
+    assert verify_certificate(cert, wl).ok

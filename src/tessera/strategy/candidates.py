@@ -247,6 +247,9 @@ class Context:
     time_limit: float | None = 60.0
     #: the error the split minimises (:func:`direct`): ``total`` or ``max``
     objective: str = "total"
+    #: whether :func:`direct` may optimise its split (``False``: the weights as shares, as
+    #: certificates made before the optimal split record it)
+    optimise_direct: bool = True
 
 
 def calibrate(ctx: Context, workload: Workload, measured: Workload,
@@ -304,7 +307,7 @@ def direct(workload: Workload, ctx: Context) -> Strategy:
     if ctx.objective == "max":
         measured = root_weights(measured)
     s = calibrate(ctx, workload, measured, Copy(index), "direct")
-    if ctx.objective != "total" or not optimisable(measured):
+    if ctx.objective != "total" or not ctx.optimise_direct or not optimisable(measured):
         return s
     limit = OPTIMAL_SECONDS if ctx.time_limit is None else min(ctx.time_limit, OPTIMAL_SECONDS)
     split = optimal_split(measured, ctx.definition, ctx.total, ctx.neighbours, time_limit=limit)

@@ -93,6 +93,7 @@ def choose_strategy(
     time_limit: float | None = 60.0,
     compare: bool = False,
     estimate: str = "gls",
+    optimise_direct: bool = True,
 ) -> StrategyChoice:
     """The strategy to measure for W under a budget ``total`` of ``definition`` (ε or ρ).
 
@@ -102,7 +103,8 @@ def choose_strategy(
     or ``model`` — for the model estimate, ``residual`` measures marginals, not residual
     contrasts: the contrasts' allocation is optimal for GLS and spends almost nothing on the
     total and the low-order residuals, which the non-negativity constraints then move
-    (docs/benchmarks.md, "--estimate model")."""
+    (docs/benchmarks.md, "--estimate model"). ``optimise_direct``: ``False`` keeps ``direct``
+    on its shares (how certificates made before the optimal split are recomputed)."""
     if strategy not in STRATEGIES:
         raise TesseraError(f"unknown strategy {strategy!r}", hint=", ".join(STRATEGIES))
     if objective not in OBJECTIVES:
@@ -110,7 +112,7 @@ def choose_strategy(
     if workload.n_queries == 0:
         raise TesseraError("the workload has no queries")
     ctx = Context(Definition.parse(definition), float(total), Neighbours.parse(neighbours),
-                  time_limit, objective)
+                  time_limit, objective, optimise_direct)
     wanted = STRATEGIES[1:] if (strategy == "auto" or compare) else (strategy,)
     found: list[Strategy] = []
     for name in wanted:
