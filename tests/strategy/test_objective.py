@@ -96,13 +96,16 @@ def test_max_objective_tree_never_worse_than_its_equal_split(kind: str) -> None:
     assert worst_cell(got) <= _even_worst(got, "zcdp") * (1 + 1e-9)
 
 
-def test_max_objective_marginals_leave_the_total_split_when_it_starves_a_cell() -> None:
+@pytest.mark.parametrize(("definition", "ratio"), [("zcdp", 4.35), ("pure", 6.1)])
+def test_max_objective_marginals_leave_the_total_split_when_it_starves_a_cell(
+        definition: str, ratio: float) -> None:
     """A 2-cell marginal beside a 120-cell one: the total-optimal split gives the small family
-    little; under ``max`` the equal split's worst cell is 4.4× smaller (zCDP). Fails if the
-    ``max`` branch of marginal_strategy is removed."""
+    little; under ``max`` the equal split's worst cell is 4.4× (zCDP) and 6.1× (pure ε) smaller
+    (the figures docs/theory.md §10.4 quotes). Fails if the ``max`` branch of
+    marginal_strategy is removed."""
     wl = Workload.of_families(MARGINAL_DOMAIN, [
         Partition.marginal(MARGINAL_DOMAIN, ["a"], 1.0), Partition.marginal(MARGINAL_DOMAIN,
                                                                             ["b", "c"], 1.0)])
-    got = choose_strategy(wl, "zcdp", 1.0, strategy="identity", objective="max").chosen
-    total = choose_strategy(wl, "zcdp", 1.0, strategy="identity", objective="total").chosen
-    assert worst_cell(got) < 0.5 * worst_cell(total)
+    got = choose_strategy(wl, definition, 1.0, strategy="identity", objective="max").chosen
+    total = choose_strategy(wl, definition, 1.0, strategy="identity", objective="total").chosen
+    assert worst_cell(total) / worst_cell(got) >= ratio

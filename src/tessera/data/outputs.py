@@ -11,7 +11,10 @@ file must never be seen half-written. This module is the one place both the rele
 * :func:`staged` — after it: every file is written to a temporary file *in its own directory*
   (same file system, so the final rename is atomic), fsynced; only when every one of them is
   complete are they renamed over their targets (``os.replace``) and the directories fsynced.
-  If anything fails first, the temporary files are removed and no target is touched.
+  If anything fails first, the temporary files are removed and no target is touched;
+* :func:`settled` — around everything after the charge: the ledger's charge is marked
+  ``released`` when it all succeeded, ``aborted`` (its budget stays spent, the error says so)
+  when anything failed.
 
 So a reader sees either the previous file (or none) or the complete new one, and a release
 whose writing failed leaves no output behind. It sits in the data layer because it is a side
@@ -26,11 +29,12 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
 from tessera.errors import TesseraError
 
 __all__ = ["Output", "OutputError", "atomic", "check_outputs", "fsync_directory", "fsync_file",
-           "staged", "write_text"]
+           "settled", "staged", "write_text"]
 
 
 class OutputError(TesseraError):
@@ -154,6 +158,36 @@ def atomic(path: str | os.PathLike[str]) -> Iterator[Path]:
     (:func:`staged` for one file)."""
     with staged([path]) as (tmp,):
         yield tmp
+
+
+class Settles(Protocol):
+    """What :func:`settled` uses of a ledger (:class:`tessera.Ledger`)."""
+
+    def mark_released(self, release_id: str) -> None: ...
+
+    def mark_aborted(self, release_id: str) -> None: ...
+
+
+@contextlib.contextmanager
+def settled(book: Settles | None, charge: Any, aborted: str | None = None) -> Iterator[None]:
+    """``with settled(book, charge, ABORTED):`` run everything after the charge (noise, files,
+    callbacks); when the body returns, the charge is marked released; when it raises (or is
+    interrupted), marked aborted — the budget stays spent (docs/theory.md §9.6) — and a
+    :class:`~tessera.errors.TesseraError` gets ``aborted`` (when given) added to its hint.
+    Nothing is marked without a ledger or a charge (``None``)."""
+    try:
+        yield
+    except BaseException as e:
+        if book is not None and charge is not None:
+            try:
+                book.mark_aborted(charge.release_id)
+            except TesseraError as f:
+                e.add_note(f"(could not mark release {charge.release_id} aborted: {f})")
+            if aborted and isinstance(e, TesseraError):
+                e.hint = "; ".join(filter(None, [e.hint, aborted]))
+        raise
+    if book is not None and charge is not None:
+        book.mark_released(charge.release_id)
 
 
 def write_text(path: str | os.PathLike[str], text: str) -> Path:

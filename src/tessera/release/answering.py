@@ -45,7 +45,14 @@ import numpy.typing as npt
 import pandas as pd
 
 from tessera.data.counts import count_encoded
-from tessera.data.outputs import Output, OutputError, atomic, check_outputs, staged
+from tessera.data.outputs import (
+    Output,
+    OutputError,
+    atomic,
+    check_outputs,
+    settled,
+    staged,
+)
 from tessera.data.source import encode
 from tessera.data.table import CsvOptions
 from tessera.errors import DataError, DataWarning, TesseraError
@@ -298,7 +305,7 @@ def answer(
         charge = book.charge(measured, plan.costs, label=label or "release",
                              mechanism=plan.mechanism,
                              time_limit=60.0 if time_limit is None else max(time_limit, 1.0))
-    try:
+    with settled(book, charge, ABORTED):
         t0 = time.perf_counter()
         exact = count_encoded(encoded, measured)
         del encoded
@@ -326,17 +333,6 @@ def answer(
         if deliver is not None:
             deliver(release)
         timings["deliver"] = time.perf_counter() - t0
-    except BaseException as e:
-        if book is not None and charge is not None:
-            try:
-                book.mark_aborted(charge.release_id)
-            except TesseraError as f:
-                e.add_note(f"(could not mark release {charge.release_id} aborted: {f})")
-            if isinstance(e, TesseraError):
-                e.hint = "; ".join(filter(None, [e.hint, ABORTED]))
-        raise
-    if book is not None and charge is not None:
-        book.mark_released(charge.release_id)
     timings["total"] = time.perf_counter() - start
     return release
 

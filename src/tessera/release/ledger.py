@@ -118,7 +118,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from tessera.errors import TesseraError
+from tessera.data.outputs import settled
 from tessera.privacy import Definition, Neighbours
 from tessera.release.decimals import (
     decimal_value,
@@ -416,15 +416,8 @@ class Ledger:
         raises. Either way the budget stays spent."""
         charge = self.charge(workload, costs, label=label, mechanism=mechanism,
                              time_limit=time_limit)
-        try:
+        with settled(self, charge):
             yield charge
-        except BaseException as e:
-            try:
-                self.mark_aborted(charge.release_id)
-            except TesseraError as f:
-                e.add_note(f"(could not mark release {charge.release_id} aborted: {f})")
-            raise
-        self.mark_released(charge.release_id)
 
     def mark_released(self, release_id: str) -> None:
         """Record that the answers of a charged release were published (idempotent)."""

@@ -223,9 +223,9 @@ def noise_plan(
                             else min(calibration_limit, OPTIMAL_SECONDS))
                 if allocation == "optimal" else calibration_limit)
             scales, method = split.scales, f"{allocation}: {split.method}"
-            uniform = widened(cost.scales(total), t)
             # the optimiser's own uniform candidate is rescaled by its oracle's bound, which a
             # time limit can leave above the exact γ: compare with the plan's uniform split
+            uniform = widened(cost.scales(total), t)
             if allocation == "optimal" and np.sum(uniform**2) <= np.sum(scales**2):
                 scales = uniform
                 method = (f"optimal: the uniform split (γ_w {cost.status}; the optimiser found "

@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tessera.data.counts import count
+from tessera.data.outputs import settled
 from tessera.data.source import encode
 from tessera.data.table import CsvOptions, OnInvalid
 from tessera.engine.bdd import BooleanQuery
@@ -286,7 +287,7 @@ class Synthesizer:
             charge = book.charge(w, costs, label=label or f"synthetic data ({self.method})",
                                  mechanism=f"synthesis:{self.method}")
         source = NoiseSource.secure() if seed is None else NoiseSource.seeded(seed)
-        try:
+        with settled(book, charge, ABORTED):
             if self.method == "adaptive":
                 run: Any = adaptive(workload, counts, RunBudget.of(**target.kwargs(),
                                                                    neighbours=rel),
@@ -303,17 +304,6 @@ class Synthesizer:
             write_outputs(fitted, outputs)
             if deliver is not None:
                 deliver(fitted)
-        except BaseException as e:
-            if book is not None and charge is not None:
-                try:
-                    book.mark_aborted(charge.release_id)
-                except TesseraError as f:
-                    e.add_note(f"(could not mark release {charge.release_id} aborted: {f})")
-                if isinstance(e, TesseraError):
-                    e.hint = "; ".join(filter(None, [e.hint, ABORTED]))
-            raise
-        if book is not None and charge is not None:
-            book.mark_released(charge.release_id)
         return fitted
 
     def _fit_lp(self, data: Any, workload: Workload, budget: Any, neighbours: Any, ledger: Any,
