@@ -390,3 +390,62 @@ def test_polished_rows_are_closer_to_the_model() -> None:
             total += float(np.abs(np.bincount(key, minlength=8) - want).sum())
         dist.append(total)
     assert dist[1] < 0.8 * dist[0], dist
+
+
+# -- the start: rounds from the budget, n̂ and the workload's cells ------------------------------
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(["rho", "epsilon"]), st.floats(1e-4, 5.0), st.integers(1, 12),
+       st.floats(10.0, 1e6), st.floats(1.0, 5000.0))
+def test_starting_rounds_is_the_largest_clear_t(kind: str, value: float, d: int, total: float,
+                                                cells: float) -> None:
+    """Bisection = a scan of every T in [4d, 16d] for the last T whose noise sd keeps the
+    average cell ≥ 3 sd (or 4d when none does)."""
+    from tessera.synth.schedule import Schedule, noise_sd, starting_rounds
+
+    budget = Budget.of(**{kind: value}, neighbours="add-remove")
+    s = Schedule(budget, 1.0, 1.0, 2.0, 0.9)
+    least, most = 4 * d, 16 * d
+    clear = [t for t in range(least, most + 1)
+             if total >= 3.0 * cells * noise_sd(s.round(s.total / t).measurement)]
+    # sd grows with T, so the clear T form an initial segment
+    assert clear == list(range(least, least + len(clear)))
+    assert starting_rounds(s, most, least, total, cells) == (clear[-1] if clear else least)
+
+
+def test_the_start_lowers_the_rounds_only_when_the_cells_drown(
+        small: tuple[Workload, pd.DataFrame]) -> None:
+    """At a small budget the rounds start below AIM's 16·d, chosen from n̂ (the noisy one-way
+    marginals: post-processing) and public sizes alone, the one-way marginals are measured
+    again at the new noise and the run still spends exactly its budget; at a large budget, or
+    with ``cell_sigmas = 0``, the run is AIM's."""
+    from tessera.synth.model_view import noisy_total
+    from tessera.synth.schedule import Schedule, starting_rounds
+
+    w, frame = small
+    res = count(frame, candidate_workload(w))
+    counts = SensitiveCounts(res.answers, res.n_rows)
+    d = 4
+    for rho, seed in ((6e-4, 3), (6e-4, 4), (6e-4, 5), (2.0, 3)):
+        budget = Budget.of(rho=rho, neighbours="add-remove")
+        run = adaptive(w, counts, budget, source=NoiseSource.seeded(seed), rng=seed)
+        p = run.record.parameters
+        init = [s for s in run.record.steps if s.round == 0]
+        assert p.initial_rounds == 16 * d and p.cell_sigmas == 3.0
+        # recompute the choice from what the run released: n̂ of the first d measurements
+        n_hat = noisy_total(list(run.measurements[:d]))
+        cells = (3 * 3 + 3 * 2 * 4 + 2 * 2) / 6  # the six 2-way marginals' cells
+        sched = Schedule(budget, 1.0, 1.0, selection_sensitivity(candidates(w), False), 0.9)
+        assert p.rounds == starting_rounds(sched, 16 * d, 4 * d, n_hat, cells)
+        if rho < 1:
+            assert 4 * d < p.rounds < 16 * d and len(init) == 2 * d  # inside: n̂ decides
+            assert "measured again" in run.record.describe()
+        else:
+            assert p.rounds == 16 * d and len(init) == d
+        value = prove(run.record.steps, budget.definition, budget.neighbours).rho
+        assert value is not None and rho * (1 - 1e-9) <= value <= rho
+    aim = adaptive(w, counts, Budget.of(rho=2e-4, neighbours="add-remove"),
+                   source=NoiseSource.seeded(3), rng=3, cell_sigmas=0)
+    assert aim.record.parameters.rounds == 16 * d
+    assert len([s for s in aim.record.steps if s.round == 0]) == d

@@ -447,6 +447,17 @@ def test_issue19_item3_adaptive_rounds_below_its_initialisation_are_refused_befo
     assert f.record.spent.epsilon <= 0.5 and book.spent() == 0.5
 
 
+@pytest.mark.parametrize("bad", [-1.0, math.inf, math.nan, "3", True])
+def test_a_bad_start_rule_is_refused_before_the_charge(
+        tmp_path: Path, data: pd.DataFrame, workload: Workload, domain: Domain,
+        bad: object) -> None:
+    book = _ledger(tmp_path, domain, 1.0, "add-remove")
+    with pytest.raises(TesseraError, match="cell_sigmas"):
+        Synthesizer("adaptive", cell_sigmas=bad).fit(data, workload, Budget.of(epsilon=0.5),
+                                                     ledger=book)
+    assert book.releases() == () and book.spent() == 0.0
+
+
 def test_issue19_item8_one_default_neighbour_relation(tmp_path: Path, data: pd.DataFrame,
                                                       workload: Workload) -> None:
     """Synthesis, answers, ledgers and the CLI share add/remove as the default."""

@@ -9,6 +9,14 @@ Differentially Private Synthetic Data", VLDB 2022, Algorithm 1) with these parts
   too wide for a dense marginal (a predicate or Boolean clause over many attributes), measured
   as its own count and fitted as a feature of the Gibbs model;
 * **initialisation**: every one-way marginal of the attributes the candidates mention is measured;
+* **the start** (beyond AIM, :func:`~tessera.synth.schedule.starting_rounds`): AIM's T = 16·d
+  fixes the first noise whatever the budget and the data's size. From n̂ (the noisy one-way
+  marginals' total: post-processing) and the workload marginals' mean number of cells n̄ (public),
+  the rounds start at the largest T ≤ 16·d with n̂ / (n̄ · sd(T)) ≥ ``cell_sigmas`` (3: the
+  average cell stands 3 noise standard deviations out), but at no fewer than 4·d rounds; when
+  that is fewer than 16·d, the one-way marginals are measured again at the new round noise
+  (both measurements enter every fit; nothing is discarded). Adult 2-way, ε = 0.3: σ 300 → 150;
+  NLTCS 3-way at every ε of the benchmark: unchanged (docs/benchmarks.md);
 * **round t**: (1) the candidates whose addition keeps the model's junction tree within
   ``max_model_size`` · (budget spent / budget) bytes are eligible — public information only, so
   no candidate past the engine's memory guard is ever selected; (2) the exponential mechanism
@@ -84,12 +92,15 @@ from tessera.synth.model_view import (
 )
 from tessera.synth.rounds import Timings
 from tessera.synth.schedule import (
+    CELL_SIGMAS,
+    LEAST_ROUNDS_PER_ATTRIBUTE,
     CountNoise,
     Schedule,
     noise_l1,
     noise_param,
     noise_sd,
     selection_sensitivity,
+    starting_rounds,
 )
 from tessera.synth.sensitive import Evaluator, SensitiveCounts
 from tessera.workload.families import Partition
@@ -213,6 +224,8 @@ class AdaptiveParameters:
     defaulted: tuple[str, ...] = ()
     polish_passes: int = 0
     exact_work: int = 0
+    initial_rounds: int = 0  # the T of the one-way initialisation (AIM's 16·d by default)
+    cell_sigmas: float = 0.0  # the start's rule (0: AIM's T throughout)
 
 
 @dataclass(frozen=True)
@@ -263,6 +276,10 @@ class AdaptiveRecord:
             f"spent:  {self.spent.text()} over {len(self.steps)} mechanisms",
             f"{len(self.history)} rounds ({annealed} with the noise halved), {measured} groups "
             f"measured of {p.candidates} candidates; N = {p.normaliser:.6g}, rows = {p.rows}",
+            f"start: T = {p.rounds}" + (
+                f" (AIM's {p.initial_rounds} at the one-way initialisation; the average "
+                f"workload cell under {p.cell_sigmas:g} noise sd there, so the one-way "
+                "marginals were measured again)" if p.initial_rounds > p.rounds else ""),
             f"model: width {self.width}, {self.model_bytes:,} bytes of junction-tree tables "
             f"(cap {p.max_model_size:,})",
             f"time: {t.total:.3g} s ({t.fit:.3g} s fitting)",
@@ -381,6 +398,7 @@ def adaptive(
     sample_size: int | None = None,
     exact_work: int | None = None,
     polish_passes: int = 30,
+    cell_sigmas: float = CELL_SIGMAS,
     batch: int | None = None,
     accelerated: bool = True,
     progress: Callable[[AdaptiveProgress], None] | None = None,
@@ -388,8 +406,10 @@ def adaptive(
     """Run the adaptive method (module docstring) on the exact ``counts`` of
     :func:`candidate_workload` ``(workload, max_cells)``.
 
-    ``rounds``: AIM's T (default 16·d, d the attributes the candidates mention), which sets the
-    initial noise; the run ends when the budget is spent. ``batch``: selections (each followed
+    ``rounds``: AIM's T (default 16·d, d the attributes the candidates mention, lowered by the
+    start's rule (module docstring) to no fewer than 4·d), which sets the initial noise; the run
+    ends when the budget is spent. ``cell_sigmas``: the start's rule (0: AIM's T whatever the
+    budget; a given ``rounds`` is always kept). ``batch``: selections (each followed
     by its measurement) per round before the model is refitted (default 1 up to 127 attributes,
     then ⌊d/64⌋: the lazy updating of AIM+GReM, Fuentes et al. 2026). ``accelerated``: the
     fits use mirror descent with Nesterov momentum and adaptive restart
@@ -414,6 +434,9 @@ def adaptive(
     T = int(rounds) if rounds is not None else 16 * len(attrs)
     if T < 1:
         raise TesseraError(f"rounds must be a positive integer, got {rounds!r}")
+    if not (math.isfinite(cell_sigmas) and cell_sigmas >= 0):
+        raise TesseraError(f"cell_sigmas must be finite and ≥ 0, got {cell_sigmas!r}")
+    initial_rounds = T
     cal = schedule.round(schedule.total / T)
     per_round = int(batch) if batch is not None else max(1, len(attrs) // 64)
     if per_round < 1:
@@ -440,6 +463,18 @@ def adaptive(
     for a in attrs:
         measure(index[((a,), None)], cal.measurement, 0)
     total = float(exact.n) if substitute else noisy_total(measurements)
+    marginal_scopes = maximal_scopes([c.scope for c in cands if c.is_marginal])
+    if rounds is None and cell_sigmas > 0 and marginal_scopes:  # the start: n̂, public sizes
+        cells = (sum(math.prod(sizes[a] for a in s) for s in marginal_scopes)
+                 / len(marginal_scopes))
+        start = starting_rounds(schedule, T, LEAST_ROUNDS_PER_ATTRIBUTE * len(attrs), total,
+                                cells, cell_sigmas)
+        if start < T:
+            T, cal = start, schedule.round(schedule.total / start)
+            for a in attrs:
+                measure(index[((a,), None)], cal.measurement, 0)
+            if not substitute:
+                total = noisy_total(measurements)
     defaulted = tuple(k for k, v in (("rounds", rounds), ("rows", rows),
                                      ("sample_size", sample_size), ("batch", batch))
                       if v is None)
@@ -539,12 +574,11 @@ def adaptive(
     synthetic = model.sample(fitted.theta, n_rows, gen) if n_rows else \
         np.zeros((0, len(dom)), dtype=np.int64)
     if n_rows and polish_passes > 0:
-        synthetic = polish_rows(synthetic, model, fitted, maximal_scopes(
-            [c.scope for c in cands if c.is_marginal]), polish_passes, gen)
+        synthetic = polish_rows(synthetic, model, fitted, marginal_scopes, polish_passes, gen)
     params = AdaptiveParameters(
         T, n_rows, measure_fraction, max_model_size, max_cells, iterations, final_iterations,
         sample_size, len(cands), total, per_round, accelerated, defaulted, polish_passes,
-        int(exact_work))
+        int(exact_work), initial_rounds, float(cell_sigmas) if rounds is None else 0.0)
     timings = AdaptiveTimings(setup, tuple(h.seconds for h in history),
                               time.perf_counter() - t_out, fit_seconds)
     record = AdaptiveRecord(

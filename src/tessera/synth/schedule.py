@@ -11,6 +11,13 @@ et al., VLDB 2022, Algorithm 1): noise halved, selection ε doubled.
 
 The scores' sensitivity :func:`selection_sensitivity` is Δ = max_r w_r Δ₁(r) (the module
 docstring of :mod:`tessera.synth.adaptive` derives it).
+
+:func:`starting_rounds` is Tessera's budget-dependent start (docs/theory.md §5, "the start"):
+AIM's T = 16·d sets the first noise whatever the budget; at a small budget against the data's
+size that noise buries the cells of the workload's marginals (Adult, ε = 0.3: σ = 300 against
+~145 rows per cell of a 2-way marginal), so the rounds start at the largest T ≤ 16·d at which
+the average workload cell holds :data:`CELL_SIGMAS` noise standard deviations, and never fewer
+than :data:`LEAST_ROUNDS_PER_ATTRIBUTE` · d.
 """
 
 from __future__ import annotations
@@ -27,6 +34,8 @@ from tessera.synth.accounting import Budget, largest_float_at_most
 from tessera.synth.candidates import Candidate
 
 __all__ = [
+    "CELL_SIGMAS",
+    "LEAST_ROUNDS_PER_ATTRIBUTE",
     "Calibration",
     "CountNoise",
     "Schedule",
@@ -34,11 +43,18 @@ __all__ = [
     "noise_param",
     "noise_sd",
     "selection_sensitivity",
+    "starting_rounds",
 ]
 
 #: Noise on integer counts: discrete Gaussian (zCDP) or discrete Laplace (pure DP).
 CountNoise = DiscreteGaussian | DiscreteLaplace
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+#: The start's signal-to-noise rule: the average cell of a workload marginal should hold at
+#: least this many noise standard deviations (N̂ / (cells · sd) ≥ 3) at the first noise.
+CELL_SIGMAS = 3.0
+#: The fewest rounds the start allows, per attribute (AIM's default is 16 per attribute; on
+#: Adult 2-way at ε = 0.3, 2·d rounds were worse than 4·d: docs/benchmarks.md).
+LEAST_ROUNDS_PER_ATTRIBUTE = 4
 
 
 @dataclass(frozen=True)
@@ -138,3 +154,40 @@ def selection_sensitivity(cands: Sequence[Candidate], substitute: bool) -> float
     return max(int(c.weight) * (2.0 if substitute and c.is_marginal else 1.0) for c in cands)
 
 
+def starting_rounds(schedule: Schedule, most: int, least: int, total: float,
+                    cells: float, cell_sigmas: float = CELL_SIGMAS) -> int:
+    """The largest T in [``least``, ``most``] whose round noise sd(T) (calibrated exactly as
+    :meth:`Schedule.round` of budget/T does) satisfies total / (cells · sd(T)) ≥
+    ``cell_sigmas``; ``least`` when none does, ``most`` when ``least`` ≥ ``most``.
+
+    ``total`` is N (n̂ under add/remove: post-processing of the noisy one-way marginals) and
+    ``cells`` the mean number of cells of the workload's marginals: public sizes and a DP
+    output, so the choice is post-processing. sd(T) grows with T (σ ∝ √T under zCDP, b ∝ T
+    under pure ε), so the condition holds on an initial segment of T: bisection.
+
+    >>> from tessera.synth.accounting import Budget
+    >>> from tessera.privacy import Neighbours
+    >>> s = Schedule(Budget.of(rho=0.01, neighbours=Neighbours.ADD_REMOVE), 1.0, 1.0, 1.0, 0.9)
+    >>> starting_rounds(s, 160, 40, total=30_000.0, cells=100.0)  # σ(160) ≈ 94 ≤ 300 / 3
+    160
+    >>> starting_rounds(s, 160, 40, total=15_000.0, cells=100.0)  # σ(T) ≤ 50: T ≤ 160 (50/94)²
+    44
+    >>> starting_rounds(s, 160, 40, total=2_000.0, cells=100.0)
+    40
+    """
+    if least >= most:
+        return most
+
+    def clear(t: int) -> bool:
+        sd = noise_sd(schedule.round(schedule.total / t).measurement)
+        return total >= cell_sigmas * cells * sd
+
+    if clear(most):
+        return most
+    if not clear(least):
+        return least
+    lo, hi = least, most  # clear(lo), not clear(hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if clear(mid) else (lo, mid)
+    return lo

@@ -383,6 +383,11 @@ def _adaptive_preflight(workload: Workload, opts: dict[str, Any], neighbours: Ne
     f = opts.get("measure_fraction", 0.9)
     if not 0.0 < f < 1.0:
         raise TesseraError(f"measure_fraction must be in (0, 1), got {f!r}")
+    sig = opts.get("cell_sigmas", 0.0)
+    if isinstance(sig, bool) or not isinstance(sig, (int, float)) or not (
+            math.isfinite(sig) and sig >= 0):
+        raise TesseraError(f"cell_sigmas must be a finite number ≥ 0, got {sig!r}",
+                           hint="3 (the default start), or 0 for AIM's T = 16·d")
     if budget is None:
         return
     target = Target.of(budget)
@@ -404,7 +409,8 @@ def initial_spend(cands: Sequence[Candidate], budget: RunBudget, rounds: int | N
     marginals it measures and its T: every one-way marginal at the measurement noise of a
     round of budget/T, calibrated as :func:`tessera.synth.adaptive.adaptive` does (its
     :class:`~tessera.synth.schedule.Schedule`). More than the budget when T < measure_fraction ×
-    attributes: refused before any charge."""
+    attributes: refused before any charge. (With the default T the start may measure them once
+    more at T ≥ 4·d: at most 0.9 · (1/16 + 1/4) of the budget in all.)"""
     substitute = budget.neighbours is Neighbours.SUBSTITUTE
     l1, l2 = (2.0, math.sqrt(2.0)) if substitute else (1.0, 1.0)
     schedule = Schedule(budget, l1, l2, selection_sensitivity(cands, substitute),
