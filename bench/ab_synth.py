@@ -3,16 +3,20 @@
     python bench/ab_synth.py run --label base --data nltcs --eps 10 --seeds 0 1 2 3 4 \
         --out /tmp/ab.jsonl [--opt final_iterations=3000 ...]
     python bench/ab_synth.py compare --out /tmp/ab.jsonl --a base --b exact
+    python bench/ab_synth.py baseline --method aim --data holdout --eps 1 --seeds 0 \
+        --pgm-path /tmp/private-pgm --out /tmp/ab.jsonl   # then compare --a aim --b base
 
 ``run`` fits ``tessera.Synthesizer("adaptive", **opts)`` with the test-only ``seed=s`` (OpenDP's
 seeded sampler: the outputs are NOT PRIVATE, and two variants given the same seed draw the same
 noise for as long as they make the same choices) on the same data, workload and budget as
 ``bench/bench_synth.py`` (``--part nltcs``: all 3-way marginals; ``--part adult``: all 2-way
-marginals + 1,000 predicate queries; (ε, δ = 1e-9), add/remove) and measures the rows with
-bench_synth's own ``errors`` (mean marginal L1, mean predicate-query error). It also records
-the error of the fitted model's exact marginals (``tessera.synth.model_answers.model_counts``:
-no rows), the run's CPU time, rounds and final loss. One JSON line per run is appended to
-``--out``; a variant is whatever code ``PYTHONPATH`` points at plus ``--opt`` settings.
+marginals + 1,000 predicate queries; (ε, δ = 1e-9), add/remove; ``--data holdout``: all 2-way
+marginals of a held-out table built from ../shared/data/adult-raw, :func:`holdout`) and measures
+the rows with bench_synth's own ``errors`` (mean marginal L1, mean predicate-query error). It
+also records the error of the fitted model's exact marginals
+(``tessera.synth.model_answers.model_counts``: no rows), the run's CPU time, rounds and final
+loss. One JSON line per run is appended to ``--out``; a variant is whatever code ``PYTHONPATH``
+points at plus ``--opt`` settings.
 
 ``compare`` pairs the runs of labels A and B by (data, ε, seed) and prints, per setting, the
 mean ± sd of each and the paired mean ratio mean_s(B_s / A_s) with its standard error.
@@ -42,9 +46,40 @@ import tessera as ts  # noqa: E402
 from tessera.synth.evaluate import Evaluation  # noqa: E402
 from tessera.workload.builders import marginal_families, random_workload  # noqa: E402
 
+#: A held-out table (issue 20: "measured off the benchmarks"): UCI Adult's raw rows (train +
+#: test, 48,842) with larger attributes than the discretized benchmark: age as given (74 values),
+#: hours-per-week in 3-hour bins (33), fnlwgt in 501 quantile bins, and six categorical columns.
+HOLDOUT_COLUMNS = ["age", "workclass", "fnlwgt", "education", "education-num", "marital-status",
+                   "occupation", "relationship", "race", "sex", "capital-gain", "capital-loss",
+                   "hours-per-week", "native-country", "income"]
+
+
+def holdout() -> tuple[ts.Domain, Any]:
+    """The held-out table (:data:`HOLDOUT_COLUMNS`) as codes, from ../shared/data/adult-raw."""
+    import pandas as pd
+
+    raw = bs.DATA / "adult-raw"
+    parts = [pd.read_csv(raw / f, header=None, names=HOLDOUT_COLUMNS, skipinitialspace=True,
+                         skiprows=k) for k, f in ((0, "adult.data"), (1, "adult.test"))]
+    df = pd.concat(parts, ignore_index=True)
+    out = pd.DataFrame()
+    out["age"] = df["age"].rank(method="dense").astype(int) - 1
+    out["hours"] = (df["hours-per-week"] - 1) // 3
+    out["fnlwgt"] = pd.qcut(df["fnlwgt"].rank(method="first"), 501, labels=False)
+    for c in ("workclass", "education", "marital-status", "occupation", "sex", "native-country"):
+        out[c] = df[c].astype(str).rank(method="dense").astype(int) - 1
+    sizes = {c: int(out[c].max()) + 1 for c in out.columns}
+    return ts.Domain.from_dict(sizes), out
+
 
 def setting(data: str) -> tuple[Any, ts.Workload, np.ndarray, int]:
-    """(frame, workload, real fractions, n) exactly as bench_synth's part ``data`` builds them."""
+    """(frame, workload, real fractions, n) exactly as bench_synth's part ``data`` builds them
+    (``holdout``: all 2-way marginals of :func:`holdout`)."""
+    if data == "holdout":
+        domain, frame = holdout()
+        w = marginal_families(domain, 2)
+        real, n = bs.real_fractions(frame, w)
+        return frame, w, real, n
     domain, frame = bs.load_real(data)
     if data == "nltcs":
         w = marginal_families(domain, 3)
@@ -111,6 +146,50 @@ def run(args: argparse.Namespace) -> None:
         print(json.dumps(line), flush=True)
 
 
+def baseline(args: argparse.Namespace) -> None:
+    """One AIM or MST run (mbi, the scripts of ``bench_synth_baselines.py --pgm-path``, its
+    shims) on the setting's marginals, measured like ``run``; numpy-seeded, NOT PRIVATE."""
+    import resource
+
+    import bench_synth_baselines as bb
+    import jax
+    from mbi import Dataset, Domain
+
+    pgm = bb.pgm_path(args.pgm_path)
+    if pgm is None:
+        sys.exit(bb.HOW_TO_GET)
+    aim, mst = bb.load_mechanisms(pgm)
+    frame, w, real, n = setting(args.data)
+    names = list(w.domain.names)
+    data = Dataset({c: frame[c].to_numpy() for c in names},
+                   Domain.fromdict(dict(zip(names, w.domain.sizes, strict=True))))
+    cliques = sorted({tuple(p.attributes) for p in w.partitions})
+    for s in args.seeds:
+        np.random.seed(s)  # not-privacy-noise: the baseline's own (numpy) randomness
+        t0, c0 = time.perf_counter(), time.process_time()
+        if args.method == "mst":
+            synth = mst.MST(data, args.eps, bs.DELTA)
+        else:
+            class AIM(aim.AIM):  # type: ignore[misc,name-defined]
+                def worst_approximated(self, *a: Any, **k: Any) -> Any:
+                    with jax.disable_jit():
+                        return super().worst_approximated(*a, **k)
+
+            _, synth = AIM(args.eps, bs.DELTA).run(data, [(c, 1.0) for c in cliques])
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        columns = synth.to_dict()
+        codes = np.column_stack([np.asarray(columns[c]) for c in names]).astype(np.int64)
+        l1, q, mx = bs.errors(real, n, codes, w)
+        line = {"label": args.method, "data": args.data, "eps": args.eps, "seed": s,
+                "opts": {}, "l1": l1, "query": None if math.isnan(q) else q, "max": mx,
+                "wall": wall, "cpu": cpu, "load": os.getloadavg()[0],
+                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                "when": time.strftime("%H:%M:%S", time.gmtime())}
+        with open(args.out, "a") as f:
+            f.write(json.dumps(line) + "\n")
+        print(json.dumps(line), flush=True)
+
+
 def compare(args: argparse.Namespace) -> None:
     rows = [json.loads(x) for x in Path(args.out).read_text().splitlines() if x.strip()]
     by: dict[tuple[str, str, float, int], dict[str, Any]] = {}
@@ -151,13 +230,20 @@ def main() -> None:
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run")
     r.add_argument("--label", required=True)
-    r.add_argument("--data", choices=("nltcs", "adult"), required=True)
+    r.add_argument("--data", choices=("nltcs", "adult", "holdout"), required=True)
     r.add_argument("--eps", type=float, required=True)
     r.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     r.add_argument("--opt", nargs="*", default=[], help="adaptive() settings, key=JSON")
     r.add_argument("--out", required=True)
     r.add_argument("--also-polish", type=int, default=0, metavar="PASSES",
                    help="also polish the run's rows here (run it with polish_passes=0)")
+    b = sub.add_parser("baseline")
+    b.add_argument("--method", choices=("aim", "mst"), required=True)
+    b.add_argument("--data", choices=("nltcs", "adult", "holdout"), required=True)
+    b.add_argument("--eps", type=float, required=True)
+    b.add_argument("--seeds", type=int, nargs="+", default=[0])
+    b.add_argument("--pgm-path", default=None)
+    b.add_argument("--out", required=True)
     c = sub.add_parser("compare")
     c.add_argument("--out", required=True)
     c.add_argument("--a", required=True)
@@ -165,7 +251,7 @@ def main() -> None:
     c.add_argument("--polished", action="store_true",
                    help="B's rows polished by --also-polish (l1_polished, query_polished)")
     args = p.parse_args()
-    (run if args.cmd == "run" else compare)(args)
+    {"run": run, "baseline": baseline, "compare": compare}[args.cmd](args)
 
 
 if __name__ == "__main__":

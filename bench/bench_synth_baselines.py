@@ -204,7 +204,7 @@ def run_cached(dataset: str, k: int, method: str, epsilon: float, seed: int, pgm
 # -- inside the subprocess ----------------------------------------------------------------------
 
 
-def _load(pgm: Path) -> tuple[types.ModuleType, types.ModuleType]:
+def load_mechanisms(pgm: Path) -> tuple[types.ModuleType, types.ModuleType]:
     """aim and mst modules with the two mbi 2.0 shims (module docs)."""
     import jax
 
@@ -238,7 +238,7 @@ def _run(args: argparse.Namespace) -> None:
     pgm = pgm_path(args.pgm_path)
     if pgm is None:
         sys.exit(HOW_TO_GET)
-    aim, mst = _load(pgm)
+    aim, mst = load_mechanisms(pgm)
     CACHE.mkdir(parents=True, exist_ok=True)
     import cdp2adp
     import jax
