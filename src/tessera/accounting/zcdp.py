@@ -21,6 +21,7 @@ True
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
@@ -38,6 +39,18 @@ def _log_delta(rho: float, eps: float, alpha: float) -> float:
             + alpha * math.log1p(-1.0 / alpha))
 
 
+#: The search grid of :func:`delta_for_epsilon` (fixed: computed once).
+_NEAR_ONE = 1.0 + np.geomspace(1e-9, 1.0, 81)
+_AROUND = np.geomspace(0.05, 20.0, 161)
+
+
+def _log_delta_grid(rho: float, eps: float, alpha: np.ndarray) -> np.ndarray:
+    """:func:`_log_delta` at every order of ``alpha`` at once (the grid search's values; the
+    refinement and the returned bound use :func:`_log_delta` itself)."""
+    return ((alpha - 1.0) * (alpha * rho - eps) - np.log(alpha - 1.0)
+            + alpha * np.log1p(-1.0 / alpha))
+
+
 def delta_for_epsilon(rho: float, eps: float) -> float:
     """δ(ε) of a ρ-zCDP mechanism (CKS20 Cor. 13): an upper bound on the true δ."""
     if not (rho >= 0 and math.isfinite(rho)):
@@ -49,14 +62,13 @@ def delta_for_epsilon(rho: float, eps: float) -> float:
     # the minimiser is near α* = (ε + ρ)/(2ρ) + 1 (the Bun–Steinke optimum); search around it
     centre = max(1.0 + 1e-9, (eps + rho) / (2.0 * rho) + 1.0)
     # around it, and down to α → 1⁺ (small ε with large ρ has its minimum there)
-    grid = np.concatenate([1.0 + np.geomspace(1e-9, 1.0, 81),
-                           centre * np.geomspace(0.05, 20.0, 161)])
+    grid = np.concatenate([_NEAR_ONE, centre * _AROUND])
     grid = np.unique(grid[grid > 1.0 + 1e-12])
-    values = [_log_delta(rho, eps, float(a)) for a in grid]
+    values = _log_delta_grid(rho, eps, grid)
     i = int(np.argmin(values))
     lo = float(grid[max(i - 1, 0)])
     hi = float(grid[min(i + 1, len(grid) - 1)])
-    best = values[i]
+    best = _log_delta(rho, eps, float(grid[i]))  # the scalar formula, as the refinement
     if hi > lo:
         res = minimize_scalar(lambda a: _log_delta(rho, eps, a), bounds=(lo, hi),
                               method="bounded", options={"xatol": 1e-10 * hi})
@@ -92,8 +104,10 @@ def epsilon_for_delta(rho: float, delta: float) -> float:
     return bisect(lambda e: delta_for_epsilon(rho, e) > delta, 0.0, hi)[1]
 
 
+@functools.lru_cache(maxsize=1024)
 def rho_for_epsilon_delta(eps: float, delta: float) -> float:
-    """The largest ρ found such that ρ-zCDP ⇒ (ε, δ)-DP (bisection keeping the lower end)."""
+    """The largest ρ found such that ρ-zCDP ⇒ (ε, δ)-DP (bisection keeping the lower end).
+    Pure: memoised (a ledger, a plan and a run convert the same budget)."""
     if not (eps > 0 and math.isfinite(eps)):
         raise TesseraError(f"ε must be finite and > 0, got {eps!r}")
     if not 0.0 < delta < 1.0:
