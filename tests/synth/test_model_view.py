@@ -17,7 +17,13 @@ from hypothesis import strategies as st
 from tessera.estimation.maxent import FitResult, ScopeModel
 from tessera.schema.domain import Domain
 from tessera.synth.candidates import Candidate
-from tessera.synth.model_view import ModelView, clique_index, from_cliques, maximal_scopes
+from tessera.synth.model_view import (
+    ModelView,
+    clique_index,
+    from_cliques,
+    joint_marginals,
+    maximal_scopes,
+)
 from tessera.workload.workload import Workload
 
 Scope = tuple[int, ...]
@@ -164,3 +170,19 @@ def test_candidate_marginals_planted_bug_and_budget(monkeypatch: pytest.MonkeyPa
     sampled = sampled_view.estimates(model, fitted, [at], 1.0)[0]
     assert not np.array_equal(sampled, exact)
     assert np.abs(sampled - want[at]).sum() < 0.05  # 20,000 draws: L1 sd ≈ 0.01
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(1, 4), min_size=1, max_size=7), st.data())
+def test_joint_marginals_are_the_direct_sums(sizes: list[int], data: st.DataObject) -> None:
+    """The shared partial sums equal one full sum per scope (any shapes, scopes in any
+    number, the empty scope and the whole domain included)."""
+    d = len(sizes)
+    joint = np.random.default_rng(len(sizes)).random(tuple(sizes))
+    scopes = data.draw(st.lists(st.lists(st.integers(0, d - 1), unique=True, max_size=d)
+                                .map(lambda s: tuple(sorted(s))), max_size=12))
+    got = joint_marginals(joint, scopes)
+    for s in scopes:
+        want = joint.sum(axis=tuple(a for a in range(d) if a not in s))
+        assert got[s].shape == want.shape
+        np.testing.assert_allclose(got[s], want, rtol=1e-12, atol=1e-12)

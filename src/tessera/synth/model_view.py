@@ -34,6 +34,7 @@ __all__ = [
     "clique_index",
     "compress",
     "from_cliques",
+    "joint_marginals",
     "maximal_scopes",
     "model_scopes",
     "noisy_total",
@@ -85,10 +86,10 @@ class ModelView:
             need_sample.append(i)
         joint = model.joint(fitted.theta, self.sample_size) if need_sample else None
         if joint is not None:  # a domain no larger than the sample: exact marginals
-            d = joint.ndim
-            for i in [i for i in need_sample if self.cands[i].is_marginal]:
-                axes = tuple(a for a in range(d) if a not in self.cands[i].scope)
-                out[i] = total * joint.sum(axis=axes).ravel()
+            marg = [i for i in need_sample if self.cands[i].is_marginal]
+            sums = joint_marginals(joint, [self.cands[i].scope for i in marg])
+            for i in marg:
+                out[i] = total * sums[self.cands[i].scope].ravel()
             need_sample = [i for i in need_sample if i not in out]
         if need_sample and tree is not None and tree[0] and self.exact_work > 0:
             exact = self._tree_marginals(tree, need_sample)
@@ -203,6 +204,27 @@ def build_model(dom: Domain, measurements: Sequence[GroupMeasurement],
     queries = list(dict.fromkeys(m.query for m in measurements if m.query is not None))
     return ScopeModel(dom, maximal_scopes(marginal_scopes),
                       [(j, workload.queries[j]) for j in queries])
+
+
+def joint_marginals(joint: FloatArray, scopes: Sequence[tuple[int, ...]]
+                    ) -> dict[tuple[int, ...], FloatArray]:
+    """The marginal of ``joint`` (one axis per attribute) over every scope (increasing
+    attribute indices), sharing the partial sums: the marginal over a set K is its parent's
+    (K ∪ {x}, x the smallest attribute outside K) summed over x, memoised, so scopes that agree
+    above some attribute share every sum down to it. NLTCS's 700 candidate scopes of d ≤ 3 on
+    2^16 points: ~10× fewer additions than one full sum per scope."""
+    d = joint.ndim
+    cache: dict[tuple[int, ...], FloatArray] = {tuple(range(d)): joint}
+
+    def get(keep: tuple[int, ...]) -> FloatArray:
+        found = cache.get(keep)
+        if found is None:
+            x = next(a for a in range(d) if a not in keep)
+            parent = tuple(sorted((*keep, x)))
+            found = cache[keep] = get(parent).sum(axis=parent.index(x))
+        return found
+
+    return {tuple(s): get(tuple(s)) for s in scopes}
 
 
 def maximal_scopes(scopes: Sequence[tuple[int, ...]]) -> list[tuple[int, ...]]:
