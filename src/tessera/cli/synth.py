@@ -80,7 +80,9 @@ def synth(
     rounds: Annotated[
         int | None, typer.Option("--rounds", help="Rounds T of ipmwu/mwem (default: Ghazi et al.'s "
                                  "theory); for adaptive, AIM's T setting the initial noise "
-                                 "(default 16 × attributes).")
+                                 "(default: 16 × attributes, lowered to no fewer than 4 × "
+                                 "attributes when the budget is small against the data; a "
+                                 "given T is kept).")
     ] = None,
     neighbours: NeighboursOpt = DEFAULT_NEIGHBOURS.value,
     ledger: Annotated[
