@@ -54,7 +54,13 @@ from tessera.strategy.intervals import (
     level_groups,
     tree_levels,
 )
-from tessera.strategy.marginals import MarginalDesign, Scope, downward_closure, optimal_precisions
+from tessera.strategy.marginals import (
+    MarginalDesign,
+    Scope,
+    downward_closure,
+    minimax_precisions,
+    optimal_precisions,
+)
 from tessera.strategy.rectangles import (
     KroneckerGLS,
     best_axis,
@@ -342,48 +348,62 @@ def marginal_scopes(workload: Workload) -> list[Scope] | None:
 
 def marginal_strategy(workload: Workload, ctx: Context, kind: str) -> Strategy | None:
     """``identity`` (W's maximal scopes) or ``residual`` (the downward closure), the
-    allocation error-optimal for Σ_q w_q Var_q (:func:`~.marginals.optimal_precisions`)."""
+    allocation error-optimal for the objective: Σ_q w_q Var_q (``total``,
+    :func:`~.marginals.optimal_precisions`) or max_q w_q Var_q (``max``,
+    :func:`~.marginals.minimax_precisions`: a target's weight is then the largest of its
+    families', the worst cell being what counts)."""
     scopes = marginal_scopes(workload)
     if scopes is None:
         return None
     dom = workload.domain
     targets = tuple(dict.fromkeys(scopes))
-    weights = np.zeros(len(targets))
+    weights = np.zeros(len(targets))  # Σ of the families' weights: the total's terms
+    largest = np.zeros(len(targets))  # the largest: what the worst cell counts
     for p, s in zip(workload.partitions, scopes):
         weights[targets.index(s)] += p.weight
+        largest[targets.index(s)] = max(largest[targets.index(s)], p.weight)
     if kind == "identity":
         measured_scopes = tuple(s for s in targets
                                 if not any(set(s) < set(t) for t in targets))
     else:
         measured_scopes = downward_closure(targets)
     sizes = {a: dom[a].size for a in dom.names}
-    design = MarginalDesign(sizes, measured_scopes, targets)
-    costs = optimal_precisions(design, weights, zcdp=ctx.definition is not Definition.PURE,
-                               total=ctx.total)
-    keep = costs >= DROP_BELOW * costs.max()
-    kept = tuple(s for s, k in zip(measured_scopes, keep) if k)
-    if all(any(set(t) <= set(a) for a in kept) for t in targets):
-        measured_scopes, costs = kept, costs[keep]
-        design = MarginalDesign(sizes, measured_scopes, targets)
+    zcdp = ctx.definition is not Definition.PURE
+    full = MarginalDesign(sizes, measured_scopes, targets)
 
-    def measure(costs: FloatArray) -> Strategy:
+    def dropped(costs: FloatArray) -> tuple[tuple[Scope, ...], FloatArray]:
+        """The measured scopes and costs without those below :data:`DROP_BELOW` of the
+        largest, when the targets stay covered."""
+        keep = costs >= DROP_BELOW * costs.max()
+        kept = tuple(s for s, k in zip(measured_scopes, keep) if k)
+        if all(any(set(t) <= set(a) for a in kept) for t in targets):
+            return kept, costs[keep]
+        return measured_scopes, costs
+
+    def measure(scopes_costs: tuple[tuple[Scope, ...], FloatArray]) -> Strategy:
+        measured_at, costs = scopes_costs
         shares = shares_for(costs, ctx.definition)
         families = [Partition.marginal(dom, list(s), float(w),
                                        name=f"{kind}(" + ",".join(s) + ")")
-                    for s, w in zip(measured_scopes, shares)]
+                    for s, w in zip(measured_at, shares)]
         measured = Workload.of_families(dom, families)
         starts = measured.family_starts[:-1].astype(np.int64)
+        design = full if measured_at == measured_scopes else MarginalDesign(
+            sizes, measured_at, targets)
         recon = MarginalGLS(design, starts, tuple(targets.index(s) for s in scopes))
         return calibrate(ctx, workload, measured, recon, kind)
 
-    best = measure(costs)
-    if ctx.objective == "max":
-        # the total-optimal split can starve a family the worst cell depends on: keep the
-        # equal split of the same families when its worst weighted cell is smaller, so that
-        # under ``max`` the split is never worse than uniform (issue 18 item 2)
-        even = measure(np.ones(len(measured_scopes)))
-        if worst_cell(even) < worst_cell(best):
-            best = even
+    optimal = dropped(optimal_precisions(full, weights, zcdp=zcdp, total=ctx.total))
+    if ctx.objective != "max":
+        return measure(optimal)
+    # the exact minimax split, with the total-optimal and the equal split kept as fallbacks
+    # (by the measured worst weighted cell, after the shares' rounding) so that under ``max``
+    # the split is never worse than either (issue 18 item 2; docs/theory.md §10.4)
+    best = measure(dropped(minimax_precisions(full, largest, zcdp=zcdp, total=ctx.total)))
+    for fallback in (optimal, (optimal[0], np.ones(len(optimal[0])))):
+        s = measure(fallback)
+        if worst_cell(s) < worst_cell(best):
+            best = s
     return best
 
 
