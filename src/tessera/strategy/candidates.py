@@ -69,7 +69,12 @@ from tessera.strategy.rectangles import (
     product_measured,
     two_attributes,
 )
-from tessera.strategy.tree_allocation import Quadratic, family_quadratic, optimal_level_costs
+from tessera.strategy.tree_allocation import (
+    Quadratic,
+    family_quadratic,
+    minimax_level_costs,
+    optimal_level_costs,
+)
 from tessera.workload.families import Partition
 from tessera.workload.query import Query
 from tessera.workload.workload import Workload
@@ -519,7 +524,8 @@ def interval_strategy(workload: Workload, ctx: Context, kind: str) -> Strategy |
     """``identity`` (the attribute's histogram) or ``hierarchical`` (the best branching in
     :data:`~.intervals.BRANCHINGS` with per-level costs ∝ r^l, r ∈ {1, b^{1/3}, b^{1/2}}, then
     for a lazy range or prefix family its per-level costs optimised for the total error,
-    :mod:`~.tree_allocation`), for one-attribute workloads."""
+    :mod:`~.tree_allocation`; under ``max`` that tree's level costs minimise the worst weighted
+    query instead), for one-attribute workloads."""
     found = one_attribute(workload)
     if found is None:
         return None
@@ -571,12 +577,20 @@ def interval_strategy(workload: Workload, ctx: Context, kind: str) -> Strategy |
 
     best = measure(costs)
     if ctx.objective == "max" and kind != "identity":
-        # the branching and level costs minimise the total; under ``max`` keep the same tree
-        # with equal level costs when its worst weighted query is smaller (never worse than
-        # the uniform split of the chosen tree; issue 18 item 2)
+        # the branching is chosen for the total; under ``max`` its level costs minimise the
+        # worst weighted query (:func:`~.tree_allocation.minimax_level_costs`, from the better
+        # of the total-optimal and the equal split), those two kept as fallbacks so that the
+        # split is never worse than either (issue 18 item 2; docs/theory.md §10.4)
         even = measure(level_costs(len(levels), ctx.total, 1.0))
+        start = costs if worst_cell(best) <= worst_cell(even) else level_costs(
+            len(levels), ctx.total, 1.0)
         if worst_cell(even) < worst_cell(best):
             best = even
+        minimax, _, _ = minimax_level_costs(design, levels, start, ctx.total, zcdp, spans,
+                                            np.where(w > 0, w, 0.0))
+        s = measure(minimax)
+        if worst_cell(s) < worst_cell(best):
+            best = s
     return best
 
 

@@ -202,6 +202,8 @@ MINIMAX_POWERS = (4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 2621
 #: ~4 s for Adult's 105 2-way marginals on a loaded machine, minutes for its 455 3-way ones;
 #: the smoothed max alone is within 1e-5 of the certified bound on both, docs/benchmarks.md).
 SLSQP_MAX = 64
+#: Most measured marginals for which, under pure ε, a start near each vertex is also tried.
+PURE_STARTS = 16
 
 
 @dataclass(frozen=True, eq=False)
@@ -326,11 +328,14 @@ def minimax_precisions(
       functions); its optimum is reached to ~1e-6 relative (checked against brute force and
       the certified bound :meth:`MinimaxProblem.lower_bound` in
       ``tests/strategy/test_objective.py``).
-    * pure ε: **not convex** in general (1/μ_B = 1/(Σ M c²/2) is not convex on the simplex):
-      a local minimum from the better start.
+    * pure ε: **not convex** in general (1/μ_B = 1/(Σ M c²/2) is not convex on the simplex;
+      e.g. one total count read from two 1-way marginals: the equal split is a saddle, the
+      optimum measures one of them): the best local minimum from several starts (below), equal
+      to brute force on the tests' small designs, without a guarantee in general.
 
     Method: the better of the total-optimal split (:func:`optimal_precisions`) and the equal
-    split starts the smoothed max (:func:`_smoothed`, L-BFGS, O(targets × residuals) an
+    split (pure ε: each of them, the ρ-zCDP minimax and up to :data:`PURE_STARTS` vertex
+    starts) starts the smoothed max (:func:`_smoothed`, L-BFGS, O(targets × residuals) an
     evaluation); up to :data:`SLSQP_MAX` measured marginals its result is polished by SLSQP on
     the epigraph min z s.t. w_S Var_S ≤ z, Σ c = total (:func:`_polished`), mirroring
     :meth:`~.contrasts.ResidualContrasts.minimax_costs`. The best of all of these by the exact
@@ -344,8 +349,13 @@ def minimax_precisions(
     starts = [optimal_precisions(design, w, zcdp=zcdp, total=total), even]
     if zcdp:
         starts = [min(starts, key=problem.worst)]
-    else:  # not convex: a local search from each start and from the ρ-zCDP minimax
+    else:  # not convex: a local search from each start, the ρ-zCDP minimax and (up to
+        # PURE_STARTS marginals) each start moved half-way to one marginal's vertex (pure ε
+        # favours few marginals: symmetric starts can sit on a saddle between vertices)
         starts.append(minimax_precisions(design, w, zcdp=True, total=total))
+        if k <= PURE_STARTS:
+            base = min(starts, key=problem.worst)
+            starts += [0.5 * base + 0.5 * total * np.eye(k)[j] for j in range(k)]
     found = starts + [_smoothed(problem, s, total) for s in starts]
     if k <= SLSQP_MAX:
         found.append(_polished(problem, min(found, key=problem.worst), total))
