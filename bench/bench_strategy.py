@@ -6,6 +6,7 @@
     python bench/bench_strategy.py --part answer-ranges  # tessera.answer on a ranges: block
     python bench/bench_strategy.py --part ranges-2d   # all rectangles over two attributes
     python bench/bench_strategy.py --part predicates  # random predicate workloads
+    python bench/bench_strategy.py --part max-split   # --objective max: equal / total / minimax
     python bench/bench_strategy.py --part all
 
 Baseline: ResidualPlanner's closed form (Xiao, Kifer et al., NeurIPS 2023) for marginal
@@ -517,11 +518,100 @@ def part_contrasts() -> None:
               f"| {time.perf_counter() - t0:.2f} |")
 
 
+def part_max_split() -> None:
+    """``--objective max``: the worst weighted cell's variance of the equal, the total-optimal
+    and the minimax split of the same strategy (marginals measured as counts: Adult W1 and a
+    1+2+3-way workload; trees: all ranges and all prefixes over 1,024 values), the plan time of
+    ``choose_strategy(..., objective='max')`` for that strategy (all three computed and
+    calibrated), and under ρ-zCDP the certified lower bound on the minimax (marginals:
+    MinimaxProblem.lower_bound; trees: the relaxed program over the active queries)."""
+    from tessera.strategy.candidates import worst_cell
+    from tessera.strategy.choose import choose_strategy
+    from tessera.strategy.marginals import (
+        MarginalDesign,
+        MinimaxProblem,
+        minimax_precisions,
+        optimal_precisions,
+    )
+    from tessera.strategy.tree_allocation import (
+        family_quadratic,
+        minimax_level_costs,
+        optimal_level_costs,
+    )
+    from tessera.workload.ranges import RangeFamily
+
+    dom = ts.Domain.load(DATA / "adult-domain.json")
+    sizes = {a.name: a.size for a in dom}
+    print(f"\n`--objective max`: worst weighted cell variance by split (ρ = {RHO} zCDP, "
+          f"ε = 1 pure; add/remove; {load()})")
+    print("| workload | strategy | definition | equal | total-optimal | minimax | "
+          "lower bound | equal / minimax | total-opt / minimax | plan s |")
+    print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    income = "income>50K"
+    mixed = (k_way_marginals(dom, 1) + k_way_marginals(dom, 2)
+             + [p for p in k_way_marginals(dom, 3) if income in p.attributes])
+    for label, fams in (("W1: all 105 2-way", k_way_marginals(dom, 2)),
+                        ("15 1-way + 105 2-way + 91 3-way with income", mixed)):
+        wl = ts.Workload.of_families(dom, fams)
+        targets = tuple(dict.fromkeys(p.attributes for p in wl.partitions))
+        measured = tuple(s for s in targets if not any(set(s) < set(t) for t in targets))
+        design = MarginalDesign(sizes, measured, targets)
+        w = np.ones(len(targets))
+        for definition, total in (("zcdp", RHO), ("pure", 1.0)):
+            zcdp = definition == "zcdp"
+            problem = MinimaxProblem.of(design, w, zcdp)
+            even = problem.worst(np.full(len(measured), total / len(measured)))
+            opt = problem.worst(optimal_precisions(design, w, zcdp=zcdp, total=total))
+            cost = minimax_precisions(design, w, zcdp=zcdp, total=total)
+            mm = problem.worst(cost)
+            bound = f"{problem.lower_bound(cost, total):,.6g}" if zcdp else "(not convex)"
+            t0 = time.perf_counter()
+            chosen = choose_strategy(wl, definition, total, strategy="identity",
+                                     objective="max", time_limit=60).chosen
+            plan = time.perf_counter() - t0
+            assert abs(worst_cell(chosen) / mm - 1) < 1e-4, (worst_cell(chosen), mm)
+            print(f"| {label} ({len(measured)} measured) | identity (counts) | {definition} | "
+                  f"{even:,.6g} | {opt:,.6g} | {mm:,.6g} | {bound} | {even / mm:.3f} | "
+                  f"{opt / mm:.3f} | {plan:.1f} |")
+    n = 1024
+    one = ts.Domain.from_dict({"x": n})
+    for kind in ("ranges", "prefixes"):
+        wl = ts.Workload.of_ranges(one, [RangeFamily.of(one, ["x"], kind)])
+        for definition, total in (("zcdp", RHO), ("pure", 1.0)):
+            zcdp = definition == "zcdp"
+            t0 = time.perf_counter()
+            chosen = choose_strategy(wl, definition, total, strategy="hierarchical",
+                                     objective="max", time_limit=60).chosen
+            plan = time.perf_counter() - t0
+            recon = chosen.reconstruction
+            design, spans = recon.design, recon.spans  # type: ignore[attr-defined]
+            levels = []
+            for g in design.groups:
+                cuts = np.flatnonzero(np.diff(g)) + 1
+                levels.append(list(zip(np.r_[0, cuts].tolist(), np.r_[cuts, n].tolist())))
+            ones = np.ones(spans.n_queries)
+
+            def worst(c: np.ndarray, zcdp: bool = zcdp, design=design, spans=spans) -> float:
+                return float(np.max(design.variances(2 * c if zcdp else c * c / 2, spans)))
+
+            even_c = level_costs(len(levels), total, 1.0)
+            opt_c, _ = optimal_level_costs(design, levels, even_c, total, zcdp,
+                                           spans.gram(n, ones), family_quadratic(kind, 1.0))
+            _, mm, bound = minimax_level_costs(design, levels, min([even_c, opt_c], key=worst),
+                                               total, zcdp, spans, ones)
+            assert abs(worst_cell(chosen) / mm - 1) < 1e-4, (worst_cell(chosen), mm)
+            even, opt = worst(even_c), worst(opt_c)
+            shown = f"{bound:,.6g}" if zcdp else "(not convex)"
+            print(f"| all {spans.n_queries:,} {kind}, n = {n} | {chosen.name} | {definition} | "
+                  f"{even:,.6g} | {opt:,.6g} | {mm:,.6g} | {shown} | {even / mm:.3f} | "
+                  f"{opt / mm:.3f} | {plan:.1f} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--part", default="all",
                     choices=["w1", "coverage", "ranges", "answer-ranges", "ranges-2d",
-                             "predicates", "contrasts", "all"])
+                             "predicates", "contrasts", "max-split", "all"])
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--runs", type=int, default=500)
     args = ap.parse_args()
@@ -541,6 +631,8 @@ def main() -> None:
         part_predicates()
     if args.part in ("contrasts", "all"):
         part_contrasts()
+    if args.part in ("max-split", "all"):
+        part_max_split()
 
 
 if __name__ == "__main__":

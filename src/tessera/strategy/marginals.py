@@ -262,15 +262,16 @@ class MinimaxProblem:
         return float(-res.fun)
 
 
-def _smoothed(problem: MinimaxProblem, start: FloatArray, total: float) -> FloatArray:
+def _smoothed(problem: MinimaxProblem, start: FloatArray, total: float,
+              powers: Sequence[float] = MINIMAX_POWERS) -> FloatArray:
     """L-BFGS on (1/p) log Σ_S f_S(c)^p over c = total·softmax(θ), p raised through
-    :data:`MINIMAX_POWERS`: the p-norm's minimiser c_p has max_S f_S(c_p) ≤ m^{1/p} × the
-    minimax (m targets), and each solve starts from the last."""
+    ``powers`` (:data:`MINIMAX_POWERS`): the p-norm's minimiser c_p has max_S f_S(c_p) ≤
+    m^{1/p} × the minimax (m targets), and each solve starts from the last."""
     from scipy.optimize import minimize
     from scipy.special import logsumexp
 
     theta = np.log(np.maximum(start / total, 1e-300))
-    for p in MINIMAX_POWERS:
+    for p in powers:
 
         def objective(th: FloatArray, p: float = p) -> tuple[float, FloatArray]:
             s = np.exp(th - th.max())
@@ -356,7 +357,11 @@ def minimax_precisions(
         if k <= PURE_STARTS:
             base = min(starts, key=problem.worst)
             starts += [0.5 * base + 0.5 * total * np.eye(k)[j] for j in range(k)]
-    found = starts + [_smoothed(problem, s, total) for s in starts]
+    # (pure ε: the continuation starts at a larger p, which keeps each start's basin; every
+    # local minimum is polished, not only the best)
+    powers = MINIMAX_POWERS if zcdp else MINIMAX_POWERS[3:]
+    found = starts + [_smoothed(problem, s, total, powers) for s in starts]
     if k <= SLSQP_MAX:
-        found.append(_polished(problem, min(found, key=problem.worst), total))
+        found += [_polished(problem, s, total)
+                  for s in ([min(found, key=problem.worst)] if zcdp else found)]
     return min(found, key=problem.worst)
