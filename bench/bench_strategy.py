@@ -548,7 +548,7 @@ def part_max_split() -> None:
           "lower bound | equal / minimax | total-opt / minimax | plan s |")
     print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     income = "income>50K"
-    mixed = (k_way_marginals(dom, 1) + k_way_marginals(dom, 2)
+    mixed = (list(k_way_marginals(dom, 1)) + list(k_way_marginals(dom, 2))
              + [p for p in k_way_marginals(dom, 3) if income in p.attributes])
     for label, fams in (("W1: all 105 2-way", k_way_marginals(dom, 2)),
                         ("15 1-way + 105 2-way + 91 3-way with income", mixed)):

@@ -243,9 +243,15 @@ def test_max_objective_marginal_strategy_is_the_minimax_split(definition: str) -
 
 
 @pytest.mark.parametrize("definition", ["zcdp", "pure"])
-def test_max_objective_marginal_release_verifies(definition: str) -> None:
+def test_max_objective_marginal_release_verifies(definition: str,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """A release with ``--objective max`` through marginals measured as counts spends at most
-    its budget and its certificate verifies (verify recomputes the minimax choice)."""
+    its budget, records ``strategy.max_split`` and its certificate verifies (verify recomputes
+    the minimax choice); without the field it is read as made before the minimax (the better of
+    two splits) and fails; a certificate made the old way (no field) still verifies."""
+    import tessera.release.strategy_release as strategy_release
+    from tessera.release.certificate import digest
+
     dom = MARGINAL_DOMAIN
     wl = Workload.of_families(dom, [Partition.marginal(dom, ["a"]),
                                     Partition.marginal(dom, ["b", "c"], 2.0),
@@ -257,9 +263,24 @@ def test_max_objective_marginal_release_verifies(definition: str) -> None:
                  neighbours="substitution")
     assert rel.strategy is not None and rel.strategy.choice.chosen.name == "identity"
     cert = json.loads(json.dumps(rel.certificate))
-    assert cert["strategy"]["objective"] == "max"
+    assert cert["strategy"]["objective"] == "max" and cert["strategy"]["max_split"] == "minimax"
     assert cert["spent"]["value"] <= (0.5 if definition == "zcdp" else 1.0) * (1 + 1e-9)
     assert verify_certificate(cert, wl).ok, verify_certificate(cert, wl).differences
+    dropped = json.loads(json.dumps(cert))
+    del dropped["strategy"]["max_split"]
+    dropped["digest"] = digest(dropped)
+    assert not verify_certificate(dropped, wl).ok  # a minimax split read as an old one
+
+    fields, choose = strategy_release.strategy_fields, strategy_release.choose_strategy
+    monkeypatch.setattr(strategy_release, "choose_strategy",
+                        lambda *a, **k: choose(*a, **{**k, "minimax": False}))
+    monkeypatch.setattr(strategy_release, "strategy_fields", lambda choice, plan: {
+        k: v for k, v in fields(choice, plan).items() if k != "max_split"})
+    old = json.loads(json.dumps(answer(frame, wl, budget, strategy="identity",
+                                       objective="max", neighbours="substitution").certificate))
+    monkeypatch.undo()
+    assert "max_split" not in old["strategy"]
+    assert verify_certificate(old, wl).ok, verify_certificate(old, wl).differences
 
 
 # -- trees: the minimax level costs -----------------------------------------------------------

@@ -213,7 +213,8 @@ def verify_certificate(
                 allocation="auto",  # (a strategy section is written only for auto/forced)
                 strategy=stated["requested"], objective=stated["objective"],
                 time_limit=time_limit, estimate=stated.get("estimate", "gls"),
-                stated_scales=scales, direct_split=stated.get("direct_split", "shares"))
+                stated_scales=scales, direct_split=stated.get("direct_split", "shares"),
+                max_split=stated.get("max_split", "best-of-two"))
         if plan.allocation == "optimal" and uniform_excess(plan, time_limit) > 1e-9:
             diffs.append("allocation: the 'optimal' split's total variance exceeds the uniform "
                          "split's")

@@ -63,13 +63,16 @@ def strategy_plan(
     workload: Workload, budget: Budget, *, neighbours: Neighbours | str, allocation: Allocation,
     strategy: str, objective: str, time_limit: float | None, estimate: str = "gls",
     stated_scales: npt.ArrayLike | None = None, direct_split: str = "optimal",
+    max_split: str = "minimax",
 ) -> tuple[NoisePlan, StrategyChoice | None]:
     """The noise plan of what is measured, and the strategy choice (None: the workload itself is
     measured as given — an explicit allocation, or ``auto`` where no other candidate applies
     and nothing repeats — the plan as before strategies). ``stated_scales``: ``tessera
     verify``'s certificate scales of the measured queries (:func:`~.plan.noise_plan`);
     ``direct_split``: ``shares`` recomputes a certificate made before ``direct`` optimised its
-    split (its strategy section has no ``direct_split``)."""
+    split (its strategy section has no ``direct_split``); ``max_split``: ``best-of-two``
+    recomputes one made under ``max`` before marginal and tree candidates took the minimax
+    split (no ``max_split``)."""
     rel = Neighbours.parse(neighbours)
     check_released(workload.weight_array())  # before any candidate is calibrated
     if (allocation != "auto" and strategy in ("auto", "direct")) or (
@@ -83,7 +86,8 @@ def strategy_plan(
                           time_limit=time_limit, stated_scales=stated_scales), None
     choice = choose_strategy(workload, budget.calibration, budget.total, neighbours=rel,
                              strategy=strategy, objective=objective, time_limit=time_limit,
-                             estimate=estimate, optimise_direct=direct_split == "optimal")
+                             estimate=estimate, optimise_direct=direct_split == "optimal",
+                             minimax=max_split == "minimax")
     s = choice.chosen
     proven = False
     if s.split == "optimal":
@@ -189,6 +193,10 @@ def strategy_fields(choice: StrategyChoice, plan: NoisePlan) -> dict[str, Any]:
         # the direct candidate's split (absent: its weights as shares, as in certificates made
         # before the optimal split; verify recomputes the choice with the same rule)
         fields["direct_split"] = direct.split
+    if choice.objective == "max" and choice.minimax:
+        # marginal and tree candidates took the minimax split (absent: the better of the
+        # total-optimal and the equal split, as in certificates made before it)
+        fields["max_split"] = "minimax"
     if s.contrasts is not None:
         rc, starts = contrast_layout(s)
         fields["contrasts"] = [

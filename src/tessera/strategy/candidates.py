@@ -261,6 +261,10 @@ class Context:
     #: whether :func:`direct` may optimise its split (``False``: the weights as shares, as
     #: certificates made before the optimal split record it)
     optimise_direct: bool = True
+    #: under ``max``, whether marginal and tree candidates take the minimax split (``False``:
+    #: the better of the total-optimal and the equal split, as certificates made before the
+    #: minimax record it)
+    minimax: bool = True
 
 
 def calibrate(ctx: Context, workload: Workload, measured: Workload,
@@ -404,9 +408,13 @@ def marginal_strategy(workload: Workload, ctx: Context, kind: str) -> Strategy |
     # the exact minimax split, with the total-optimal and the equal split kept as fallbacks
     # (by the measured worst weighted cell, after the shares' rounding) so that under ``max``
     # the split is never worse than either (issue 18 item 2; docs/theory.md §10.4)
-    best = measure(dropped(minimax_precisions(full, largest, zcdp=zcdp, total=ctx.total)))
-    for fallback in (optimal, (optimal[0], np.ones(len(optimal[0])))):
-        s = measure(fallback)
+    splits = [optimal, (optimal[0], np.ones(len(optimal[0])))]
+    if ctx.minimax:
+        splits.insert(0, dropped(minimax_precisions(full, largest, zcdp=zcdp,
+                                                    total=ctx.total)))
+    best = measure(splits[0])
+    for split in splits[1:]:
+        s = measure(split)
         if worst_cell(s) < worst_cell(best):
             best = s
     return best
@@ -586,11 +594,12 @@ def interval_strategy(workload: Workload, ctx: Context, kind: str) -> Strategy |
             len(levels), ctx.total, 1.0)
         if worst_cell(even) < worst_cell(best):
             best = even
-        minimax, _, _ = minimax_level_costs(design, levels, start, ctx.total, zcdp, spans,
-                                            np.where(w > 0, w, 0.0))
-        s = measure(minimax)
-        if worst_cell(s) < worst_cell(best):
-            best = s
+        if ctx.minimax:
+            minimax, _, _ = minimax_level_costs(design, levels, start, ctx.total, zcdp, spans,
+                                                np.where(w > 0, w, 0.0))
+            s = measure(minimax)
+            if worst_cell(s) < worst_cell(best):
+                best = s
     return best
 
 

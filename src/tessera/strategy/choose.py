@@ -47,6 +47,9 @@ class StrategyChoice:
     objective: str
     #: the estimate W's answers are read with: ``gls`` or ``model`` (GReM-LNN)
     estimate: str = "gls"
+    #: under ``max``: marginal and tree candidates took the minimax split (``False``: the
+    #: better of the total-optimal and the equal split)
+    minimax: bool = True
 
     def score(self, s: Strategy) -> float:
         return score(s, self.objective)
@@ -94,6 +97,7 @@ def choose_strategy(
     compare: bool = False,
     estimate: str = "gls",
     optimise_direct: bool = True,
+    minimax: bool = True,
 ) -> StrategyChoice:
     """The strategy to measure for W under a budget ``total`` of ``definition`` (ε or ρ).
 
@@ -104,7 +108,10 @@ def choose_strategy(
     contrasts: the contrasts' allocation is optimal for GLS and spends almost nothing on the
     total and the low-order residuals, which the non-negativity constraints then move
     (docs/benchmarks.md, "--estimate model"). ``optimise_direct``: ``False`` keeps ``direct``
-    on its shares (how certificates made before the optimal split are recomputed)."""
+    on its shares (how certificates made before the optimal split are recomputed);
+    ``minimax``: ``False`` keeps, under ``max``, the better of the total-optimal and the equal
+    split of marginal and tree candidates (how certificates made before the minimax split are
+    recomputed)."""
     if strategy not in STRATEGIES:
         raise TesseraError(f"unknown strategy {strategy!r}", hint=", ".join(STRATEGIES))
     if objective not in OBJECTIVES:
@@ -112,7 +119,7 @@ def choose_strategy(
     if workload.n_queries == 0:
         raise TesseraError("the workload has no queries")
     ctx = Context(Definition.parse(definition), float(total), Neighbours.parse(neighbours),
-                  time_limit, objective, optimise_direct)
+                  time_limit, objective, optimise_direct, minimax)
     wanted = STRATEGIES[1:] if (strategy == "auto" or compare) else (strategy,)
     found: list[Strategy] = []
     for name in wanted:
@@ -145,4 +152,4 @@ def choose_strategy(
                 chosen = s
     else:
         chosen = next(s for s in found if s.name.split("(")[0] == strategy)
-    return StrategyChoice(chosen, tuple(found), strategy, objective, estimate)
+    return StrategyChoice(chosen, tuple(found), strategy, objective, estimate, minimax)
