@@ -26,6 +26,10 @@ Each candidate's expected variance of every query of W is computed in closed for
 continuous model of the noise (σ² for the discrete Gaussian, 2b² for the discrete Laplace, both
 upper bounds on the discrete variances); a release recomputes them exactly with the discrete
 variances of the scales it used (:meth:`Strategy.estimate`).
+
+(Over ~600 lines: every candidate builder beside the :class:`Strategy` record and the
+reconstructions they share; the split optimisers they call live in their own modules —
+:mod:`~.marginals`, :mod:`~.tree_allocation`, :mod:`~.contrasts`.)
 """
 
 from __future__ import annotations
