@@ -191,7 +191,7 @@ def test_minimax_marginals_equal_brute_force(case, zcdp: bool) -> None:
     assert got == pytest.approx(want, rel=1e-6), (got, want)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(marginal_designs(most=16), st.booleans(), st.integers(0, 2**31 - 1))
 def test_minimax_marginals_beat_every_other_split(case, zcdp: bool, seed: int) -> None:
     """Up to 16 measured marginals: the minimax split's worst weighted cell is at most that of
