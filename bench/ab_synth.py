@@ -11,7 +11,8 @@ seeded sampler: the outputs are NOT PRIVATE, and two variants given the same see
 noise for as long as they make the same choices) on the same data, workload and budget as
 ``bench/bench_synth.py`` (``--part nltcs``: all 3-way marginals; ``--part adult``: all 2-way
 marginals + 1,000 predicate queries; (ε, δ = 1e-9), add/remove; ``--data holdout``: all 2-way
-marginals of a held-out table built from ../shared/data/adult-raw, :func:`holdout`) and measures
+marginals of a held-out table built from ../shared/data/adult-raw, :func:`holdout`; ``--data
+small``: 1,304 rows of Adult, all 3-way marginals of eight attributes, :func:`small`) and measures
 the rows with bench_synth's own ``errors`` (mean marginal L1, mean predicate-query error). It
 also records the error of the fitted model's exact marginals
 (``tessera.synth.model_answers.model_counts``: no rows), the run's CPU time, rounds and final
@@ -72,12 +73,26 @@ def holdout() -> tuple[ts.Domain, Any]:
     return ts.Domain.from_dict(sizes), out
 
 
+#: A small sparse held-out table: 1,304 rows (the size of the issue's small unseen table) drawn
+#: once (seed 7) from the discretized Adult, eight attributes, all 56 3-way marginals.
+SMALL_COLUMNS = ["age", "workclass", "education", "marital-status", "occupation", "sex",
+                 "hours-per-week", "income>50K"]
+
+
+def small() -> tuple[ts.Domain, Any]:
+    """The small held-out table (:data:`SMALL_COLUMNS`)."""
+    domain, frame = bs.load_real("adult")
+    sizes = {c: domain.sizes[domain.index(c)] for c in SMALL_COLUMNS}
+    rows = frame[SMALL_COLUMNS].sample(1304, random_state=7).reset_index(drop=True)
+    return ts.Domain.from_dict(sizes), rows
+
+
 def setting(data: str) -> tuple[Any, ts.Workload, np.ndarray, int]:
     """(frame, workload, real fractions, n) exactly as bench_synth's part ``data`` builds them
     (``holdout``: all 2-way marginals of :func:`holdout`)."""
-    if data == "holdout":
-        domain, frame = holdout()
-        w = marginal_families(domain, 2)
+    if data in ("holdout", "small"):
+        domain, frame = holdout() if data == "holdout" else small()
+        w = marginal_families(domain, 2 if data == "holdout" else 3)
         real, n = bs.real_fractions(frame, w)
         return frame, w, real, n
     domain, frame = bs.load_real(data)
@@ -230,7 +245,7 @@ def main() -> None:
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run")
     r.add_argument("--label", required=True)
-    r.add_argument("--data", choices=("nltcs", "adult", "holdout"), required=True)
+    r.add_argument("--data", choices=("nltcs", "adult", "holdout", "small"), required=True)
     r.add_argument("--eps", type=float, required=True)
     r.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     r.add_argument("--opt", nargs="*", default=[], help="adaptive() settings, key=JSON")
@@ -239,7 +254,7 @@ def main() -> None:
                    help="also polish the run's rows here (run it with polish_passes=0)")
     b = sub.add_parser("baseline")
     b.add_argument("--method", choices=("aim", "mst"), required=True)
-    b.add_argument("--data", choices=("nltcs", "adult", "holdout"), required=True)
+    b.add_argument("--data", choices=("nltcs", "adult", "holdout", "small"), required=True)
     b.add_argument("--eps", type=float, required=True)
     b.add_argument("--seeds", type=int, nargs="+", default=[0])
     b.add_argument("--pgm-path", default=None)
