@@ -89,6 +89,9 @@ IntArray = npt.NDArray[np.int64]
 SHARE_DIGITS = 6
 #: A measured marginal whose cost is below this fraction of the largest is dropped.
 DROP_BELOW = 1e-4
+#: Under ``max``, the other tree branchings (best first by their geometric split's worst query)
+#: whose minimax level costs are tried beside the branching chosen for the total.
+OTHER_BRANCHINGS = 1
 
 
 class Reconstruction(Protocol):
@@ -571,21 +574,21 @@ def interval_strategy(workload: Workload, ctx: Context, kind: str) -> Strategy |
         design = IntervalDesign(n, tuple(level_groups(levels, n)))
         costs, _ = optimal_level_costs(design, levels, costs, ctx.total, zcdp, gram, quad)
     design = IntervalDesign(n, tuple(level_groups(levels, n)))
-    if kind != "identity":
-        kind = f"hierarchical(b={len(levels[1]) if len(levels) > 1 else 2})"
 
-    def measure(costs: FloatArray) -> Strategy:
+    def measure(costs: FloatArray, levels: list[list[tuple[int, int]]] = levels,
+                design: IntervalDesign = design) -> Strategy:
         shares = shares_for(costs, ctx.definition)
+        b = len(levels[1]) if len(levels) > 1 else 2
         if kind == "identity":
             families = [Partition.marginal(dom, [a], 1.0, name=f"identity({a})")]
         else:
-            b = len(levels[1]) if len(levels) > 1 else 2
             families = [Partition.grid(dom, {a: [IntervalSet.range(s, e) for s, e in level]},
                                        float(wt), f"tree{b}({a})[{lvl}]", "hierarchy")
                         for lvl, (level, wt) in enumerate(zip(levels, shares))]
         measured = Workload.of_families(dom, families)
         recon = IntervalGLS(design, measured.family_starts[:-1].astype(np.int64), spans)
-        return calibrate(ctx, workload, measured, recon, kind)
+        return calibrate(ctx, workload, measured, recon,
+                         kind if kind == "identity" else f"hierarchical(b={b})")
 
     best = measure(costs)
     if ctx.objective == "max" and kind != "identity":
@@ -599,12 +602,39 @@ def interval_strategy(workload: Workload, ctx: Context, kind: str) -> Strategy |
         if worst_cell(even) < worst_cell(best):
             best = even
         if ctx.minimax:
-            minimax, _, _ = minimax_level_costs(design, levels, start, ctx.total, zcdp, spans,
-                                                np.where(w > 0, w, 0.0))
-            s = measure(minimax)
-            if worst_cell(s) < worst_cell(best):
-                best = s
+            # and the branching: also the best other branching by the worst query of its best
+            # geometric split (the minimax can reorder them: prefixes over 1,024 values,
+            # b = 2 beats the total's b = 3 by 10% under zCDP; docs/benchmarks.md)
+            weights = np.where(w > 0, w, 0.0)
+            tries = [(design, levels, start)]
+            tries += other_branchings(options, levels, spans, weights, zcdp)[:OTHER_BRANCHINGS]
+            for design_o, levels_o, start_o in tries:
+                minimax, _, _ = minimax_level_costs(design_o, levels_o, start_o, ctx.total,
+                                                    zcdp, spans, weights)
+                s = measure(minimax, levels_o, design_o)
+                if worst_cell(s) < worst_cell(best):
+                    best = s
     return best
+
+
+def other_branchings(options: list[tuple[list[list[tuple[int, int]]], FloatArray]],
+                     chosen: list[list[tuple[int, int]]], spans: Spans, weights: FloatArray,
+                     zcdp: bool) -> list[tuple[IntervalDesign, list[list[tuple[int, int]]],
+                                               FloatArray]]:
+    """(design, levels, costs) of every tree option other than ``chosen``: each branching's
+    geometric split with the least worst weighted query, those branchings in increasing order
+    of it (one vectorised pass over every query per option)."""
+    best: dict[int, tuple[float, IntervalDesign, list[list[tuple[int, int]]], FloatArray]] = {}
+    for levels, costs in options:
+        if levels is chosen:
+            continue
+        n = levels[-1][-1][1]
+        design = IntervalDesign(n, tuple(level_groups(levels, n)))
+        worst = float(np.max(weights * design.variances(
+            2.0 * costs if zcdp else 0.5 * costs * costs, spans)))
+        if id(levels) not in best or worst < best[id(levels)][0]:
+            best[id(levels)] = (worst, design, levels, costs)
+    return [(d, lv, c) for _, d, lv, c in sorted(best.values(), key=lambda t: t[0])]
 
 
 
