@@ -131,8 +131,9 @@ def run(args: argparse.Namespace) -> None:
     opts = parse_opt(args.opt)
     for s in args.seeds:
         t0, c0 = time.perf_counter(), time.process_time()
+        budget = ts.Budget.of(epsilon=args.eps) if args.pure else bs.budget(args.eps)
         fitted = ts.Synthesizer("adaptive", **opts).fit(
-            frame, w, bs.budget(args.eps), neighbours=bs.NEIGHBOURS, seed=s)
+            frame, w, budget, neighbours=bs.NEIGHBOURS, seed=s)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         l1, q, mx = bs.errors(real, n, np.asarray(fitted.rows), w)
         res = fitted.result
@@ -149,7 +150,8 @@ def run(args: argparse.Namespace) -> None:
             extra["polish_cpu"] = time.process_time() - c1
             extra["l1_polished"], q2, _ = bs.errors(real, n, rows, w)
             extra["query_polished"] = None if math.isnan(q2) else q2
-        line = {"label": args.label, "data": args.data, "eps": args.eps, "seed": s,
+        line = {"label": args.label + (" (pure)" if args.pure else ""), "data": args.data,
+                "eps": args.eps, "seed": s,
                 "opts": opts, "l1": l1, "query": None if math.isnan(q) else q, "max": mx,
                 "model_l1": model_error(res, w, real, n), "wall": wall, "cpu": cpu,
                 "rounds": len(res.record.history), "loss": res.fit.loss,
@@ -250,6 +252,9 @@ def main() -> None:
     r.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     r.add_argument("--opt", nargs="*", default=[], help="adaptive() settings, key=JSON")
     r.add_argument("--out", required=True)
+    r.add_argument("--pure", action="store_true",
+                   help="pure ε-DP (ε, add/remove) instead of (ε, δ = 1e-9); the label gets "
+                        "' (pure)'")
     r.add_argument("--also-polish", type=int, default=0, metavar="PASSES",
                    help="also polish the run's rows here (run it with polish_passes=0)")
     b = sub.add_parser("baseline")
