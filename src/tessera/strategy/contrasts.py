@@ -57,6 +57,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tessera.errors import ResourceError, TesseraError
+from tessera.strategy.epigraph import epigraph_minimax
 from tessera.strategy.marginals import Scope, downward_closure, subsets
 
 FloatArray = npt.NDArray[np.float64]
@@ -258,35 +259,16 @@ class ResidualContrasts:
         program min z s.t. Σ_A K[T, A]/ρ_A ≤ z for every target (:meth:`worst_cell_weights`),
         by SLSQP from the total-optimal split, kept only where it lowers the objective (so never
         worse than that split for ``--objective max``)."""
-        from scipy.optimize import minimize
-
         k = self.worst_cell_weights(target_weights)
         start = self.optimal_costs(target_weights, total)
 
         def worst(rho: FloatArray) -> float:
             return float(np.max(k @ (1.0 / rho)))
 
-        z0 = worst(start)
-        scale = total
-        x0 = np.concatenate([start / scale, [1.0]])  # ρ/total, z/z0
-
-        def constraints(x: FloatArray) -> FloatArray:
-            return x[-1] - (k @ (1.0 / (x[:-1] * scale))) / z0
-
-        def jacobian(x: FloatArray) -> FloatArray:
-            d = k / (z0 * scale * x[:-1] ** 2)[None, :]  # ∂/∂x_A of −Σ_A K/(x_A scale z0)
-            return np.hstack([d, np.ones((k.shape[0], 1))])
-
-        res = minimize(lambda x: x[-1], x0, method="SLSQP",
-                       jac=lambda x: np.r_[np.zeros(x.size - 1), 1.0],
-                       bounds=[(1e-9, 1.0)] * (x0.size - 1) + [(0.0, None)],
-                       constraints=[{"type": "ineq", "fun": constraints, "jac": jacobian},
-                                    {"type": "eq", "fun": lambda x: x[:-1].sum() - 1.0,
-                                     "jac": lambda x: np.r_[np.ones(x.size - 1), 0.0]}],
-                       options={"maxiter": 500, "ftol": 1e-12})
-        rho = np.clip(res.x[:-1], 1e-12, None)
-        rho = total * rho / rho.sum()
-        return rho if worst(rho) < z0 else start
+        rho = total * epigraph_minimax(
+            lambda x: k @ (1.0 / (x * total)), lambda x: -k / (total * x * x)[None, :],
+            start / total, maxiter=500, ftol=1e-12)
+        return rho if worst(rho) < worst(start) else start
 
     # -- measuring ----------------------------------------------------------------------------
     def contrasts(self, scope: Scope, marginal: npt.ArrayLike) -> IntArray:

@@ -42,6 +42,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from tessera.strategy.epigraph import epigraph_minimax
+
 Scope = tuple[str, ...]
 FloatArray = npt.NDArray[np.float64]
 
@@ -195,7 +197,6 @@ def optimal_precisions(
     return total * e / e.sum()
 
 
-
 #: The p of the smoothed max (Σ_S f_S^p)^{1/p}, raised in turn (each from the last solution).
 MINIMAX_POWERS = (4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 262144.0)
 #: Most measured marginals the SLSQP polish runs for (its dense QP is cubic in their number:
@@ -296,25 +297,10 @@ def _smoothed(problem: MinimaxProblem, start: FloatArray, total: float,
 
 def _polished(problem: MinimaxProblem, start: FloatArray, total: float) -> FloatArray:
     """SLSQP on the epigraph  min z  s.t.  f_S(c) ≤ z (every released target), Σ c = total,
-    with the exact Jacobian, from ``start`` (c/total and z/z0 optimised, z0 = max f(start))."""
-    from scipy.optimize import minimize
-
-    k = len(start)
-    z0 = problem.worst(start)
-    x0 = np.concatenate([start / total, [1.0]])
-    res = minimize(lambda x: x[-1], x0, method="SLSQP",
-                   jac=lambda x: np.r_[np.zeros(k), 1.0],
-                   bounds=[(1e-9, 1.0)] * k + [(0.0, None)],
-                   constraints=[
-                       {"type": "ineq",
-                        "fun": lambda x: x[-1] - problem.values(total * x[:-1]) / z0,
-                        "jac": lambda x: np.hstack([-problem.jacobian(total * x[:-1]) * total
-                                                    / z0, np.ones((len(problem.wc), 1))])},
-                       {"type": "eq", "fun": lambda x: x[:-1].sum() - 1.0,
-                        "jac": lambda x: np.r_[np.ones(k), 0.0]}],
-                   options={"maxiter": 500, "ftol": 1e-14})
-    x = np.clip(res.x[:-1], 1e-12, None)
-    return total * x / x.sum()
+    with the exact Jacobian, from ``start`` (:func:`~.epigraph.epigraph_minimax`)."""
+    return total * epigraph_minimax(lambda x: problem.values(total * x),
+                                    lambda x: problem.jacobian(total * x) * total,
+                                    start / total, maxiter=500, ftol=1e-14)
 
 
 def minimax_precisions(

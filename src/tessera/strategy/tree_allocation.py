@@ -29,6 +29,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy.optimize import minimize
 
+from tessera.strategy.epigraph import epigraph_minimax
 from tessera.strategy.intervals import IntervalDesign, Spans
 
 FloatArray = npt.NDArray[np.float64]
@@ -172,25 +173,12 @@ def minimax_level_costs(design: IntervalDesign, levels: Sequence[Sequence[tuple[
         active = np.argsort(f)[::-1][:ACTIVE_QUERIES]
         bound = 0.0
         x_cur = best / total
-        k = len(best)
         for _ in range(MINIMAX_ROUNDS):
-            e, wq, z0 = indicators(active), weights[active], worst
-            res = minimize(
-                lambda x: x[-1], np.r_[x_cur, 1.0], method="SLSQP",
-                jac=lambda x: np.r_[np.zeros(k), 1.0],
-                bounds=[(1e-9, 1.0)] * k + [(0.0, None)],
-                constraints=[
-                    {"type": "ineq",
-                     "fun": lambda x, e=e, wq=wq, z0=z0:
-                         x[-1] - active_values(total * x[:-1], e, wq)[0] / z0,
-                     "jac": lambda x, e=e, wq=wq, z0=z0: np.hstack(
-                         [-active_values(total * x[:-1], e, wq)[1] * total / z0,
-                          np.ones((len(wq), 1))])},
-                    {"type": "eq", "fun": lambda x: x[:-1].sum() - 1.0,
-                     "jac": lambda x: np.r_[np.ones(k), 0.0]}],
-                options={"maxiter": 200, "ftol": 1e-12})
-            x_cur = np.clip(res.x[:-1], 1e-12, None)
-            x_cur /= x_cur.sum()
+            e, wq = indicators(active), weights[active]
+            x_cur = epigraph_minimax(
+                lambda x, e=e, wq=wq: active_values(total * x, e, wq)[0],
+                lambda x, e=e, wq=wq: active_values(total * x, e, wq)[1] * total,
+                x_cur, maxiter=200, ftol=1e-12)
             c = total * x_cur
             bound = float(np.max(active_values(c, e, wq)[0]))
             f = weighted(c)
