@@ -55,12 +55,13 @@ from tessera.engine.decomposition import DEFAULT_MEMORY_LIMIT
 from tessera.engine.factors import Function
 from tessera.engine.junction import JunctionTree, junction_tree
 from tessera.engine.model import GibbsModel
+from tessera.errors import ResourceError
 from tessera.estimation.rows import Method as RowMethod
 from tessera.estimation.rows import rows_from_cliques
 from tessera.schema.domain import Domain
 from tessera.workload.families import Partition
 
-__all__ = ["FitResult", "GroupMeasurement", "ScopeModel", "fit"]
+__all__ = ["FitResult", "GroupMeasurement", "ScopeModel", "added_query_probabilities", "fit"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.intp]
@@ -297,6 +298,47 @@ class FitResult:
     alpha: float
     iterations: int
     oracle_calls: int
+
+
+def added_query_probabilities(model: ScopeModel, theta: FloatArray,
+                              queries: Sequence[Function],
+                              names: Sequence[str] | None = None,
+                              *, memory_limit: int = DEFAULT_MEMORY_LIMIT) -> FloatArray:
+    """P_θ(q = 1) of queries q that are not features of ``model``, exactly: the model with q
+    added as one more feature at weight θ_q = 0 is the same distribution (exp(0·q(x)) = 1),
+    and the engine's pass over it gives μ_q (one compilation, one upward and downward pass).
+
+    **In groups that fit the engine's memory guard.** All queries go into one pass when its
+    decomposition fits ``memory_limit``; else the queries are halved and each half answered
+    the same way, down to single queries. Queries over shared attributes tie the decomposition
+    through their automata's states (k conjunctions crossing the same attributes can put 2^k
+    states in one bag where each alone puts 2: 30 wide conjunctions over Adult need > 70 PiB
+    together, ~10^5 bytes each), so a group that does not fit costs one refused compilation
+    (the guard runs before any table is allocated) and the answers are unchanged: each μ_q is
+    a marginal of the same P_θ. A single query that does not fit raises the engine's
+    :class:`~tessera.errors.ResourceError`, naming it (``names[j]``, else its position)."""
+    out = np.empty(len(queries))
+
+    def solve(lo: int, hi: int) -> None:
+        added = [(-1 - j, queries[j]) for j in range(lo, hi)]
+        try:
+            extra = ScopeModel(model.domain, model.scopes, [*model.queries, *added],
+                               memory_limit=memory_limit)
+        except ResourceError as e:
+            if hi - lo > 1:
+                mid = (lo + hi) // 2
+                solve(lo, mid)
+                solve(mid, hi)
+                return
+            name = names[lo] if names is not None else f"#{lo}"
+            raise ResourceError(f"query {name}: {e.message}", hint=e.hint) from None
+        mu = extra.marginals(extra.extend(theta, model))
+        for j in range(lo, hi):
+            out[j] = float(mu[extra.query_position[-1 - j]])
+
+    if queries:
+        solve(0, len(queries))
+    return out
 
 
 def initial_step(measurements: Sequence[GroupMeasurement], total: float) -> float:

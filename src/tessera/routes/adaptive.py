@@ -26,11 +26,33 @@ post-processing of those outputs. The ledger is charged as a synthesis run (the 
 the run's budget under add/remove; :mod:`tessera.synth.charge`).
 
 **Order** (as :func:`tessera.release.answering.answer`): the requested files are checked writable
-and the workload is checked (every family's marginal fits :data:`MAX_SCOPE_CELLS`) before
-anything else; the data is read and validated; the ledger is charged in a committed
-transaction; the run; the answers; the files are written all or none
-(:func:`tessera.data.outputs.staged`); only then is the charge marked ``released``. A failure
-after the charge marks it ``aborted`` and keeps the budget spent (docs/theory.md §9.6).
+and the workload is checked (:func:`check_workload`: every family's marginal fits
+:data:`MAX_SCOPE_CELLS`; every query the model cannot read from a table fits the engine's
+memory guard with the least model any run ends with) before anything else; the data is read
+and validated; the ledger is charged in a committed transaction; the run; the answers; the
+files are written all or none (:func:`tessera.data.outputs.staged`); only then is the charge
+marked ``released``. A failure after the charge marks it ``aborted`` and keeps the budget spent
+(docs/theory.md §9.6).
+
+**No memory failure the public inputs foresee happens after the charge.** A predicate, Boolean
+or BDD query whose scope lies in no table of the fitted model is answered by one more engine
+pass over the model with the query added at weight 0; several such queries over shared
+attributes tie the decomposition through their automata (30 conjunctions of 8 of Adult's
+attributes: > 70 PiB in one pass, ~10^5 bytes each alone). The answer pass therefore runs them
+in groups that fit (:func:`tessera.estimation.maxent.added_query_probabilities`: halved until
+they fit, down to one query), so only a *single* query can be refused, and
+:func:`check_workload` refuses before the charge every query that does not fit even with the
+least model any run ends with: the one-way marginals of every attribute the candidates mention
+(the initialisation always measures them; the private selection only adds scopes and queries to
+them), at θ = 0 — the same engine pass, so a query refused there would be refused after the
+run. What remains, and why it cannot be checked first: the fitted model's other scopes are chosen
+by the private selection (within the selection's own cap, ``max_model_size``: 80 MiB of
+junction-tree tables by default, 1/25 of the engine's 2 GiB), so a query that fits beside the
+one-way marginals could in principle not fit beside a model the selection built; a bound from
+the selection's cap alone would be the model of *every* candidate scope — for a workload of
+marginals over most attributes, one bag of all of them — which would refuse nearly every
+workload that runs today. The same holds for a family whose marginal lies in no measured scope
+and no clique (read from the model grown by that scope, within :data:`MAX_SCOPE_CELLS`).
 
 **What is proven.** The run's privacy guarantee (its record). Not an interval: the model is
 biased (it fills unmeasured interactions by maximum entropy), so the answers carry **no proven
@@ -53,7 +75,9 @@ import numpy.typing as npt
 import pandas as pd
 
 from tessera.data.table import CsvOptions
-from tessera.errors import QueryError, TesseraError
+from tessera.engine.factors import scope
+from tessera.errors import QueryError, ResourceError, TesseraError
+from tessera.estimation.maxent import ScopeModel, added_query_probabilities
 from tessera.privacy import Neighbours
 from tessera.release.budget import Budget
 from tessera.release.ledger import Ledger
@@ -65,6 +89,7 @@ from tessera.routes.model_files import (
     write_answers,
     write_model_outputs,
 )
+from tessera.synth.candidates import DEFAULT_MAX_CELLS, candidates
 from tessera.synth.fitted import FittedSynthesizer
 from tessera.synth.model_answers import model_counts
 from tessera.synth.synthesizer import Synthesizer
@@ -140,11 +165,16 @@ class ModelRelease:
                           f"model (N̂ = {self.total:,.1f}); {NO_INTERVAL}"])
 
 
-def check_workload(workload: Workload) -> None:
-    """Refuse, before any budget is spent, a workload the route cannot answer from a model:
-    one with no query, or a family whose attributes' product exceeds :data:`MAX_SCOPE_CELLS`
-    codes (the model's marginal over them is a dense table). (A workload that mentions no
-    attribute is refused by the synthesizer's own preflight, also before the charge.)"""
+def check_workload(workload: Workload, max_cells: int = DEFAULT_MAX_CELLS) -> None:
+    """Refuse, before any budget is spent, a workload the route cannot answer from a model
+    (public inputs only: the schema, the workload, the candidates' ``max_cells``): one with no
+    query; a family whose attributes' product exceeds :data:`MAX_SCOPE_CELLS` codes (the
+    model's marginal over them is a dense table); a query (predicate over two or more
+    attributes, Boolean clause, BDD query) whose engine pass does not fit the engine's memory
+    guard even beside the least model a run ends with (module docs: the one-way marginals of
+    the attributes the candidates mention, at θ = 0). A query over one attribute is always read
+    from its one-way marginal. (A workload that mentions no attribute is refused by the
+    synthesizer's own preflight, also before the charge.)"""
     if workload.n_queries == 0:
         raise QueryError("the workload has no queries")
     dom = workload.domain
@@ -155,6 +185,22 @@ def check_workload(workload: Workload) -> None:
                 f"family {p.name!r}: the model's marginal over {', '.join(p.attributes)} has "
                 f"{cells:,} cells, over the {MAX_SCOPE_CELLS:,} the adaptive route reads",
                 hint="answer it with --estimate gls (a strategy), or split the family")
+    joint = [(j, q) for j, q in enumerate(workload.queries) if len(scope(dom, q)) > 1]
+    if not joint:
+        return
+    ones = sorted({c.scope[0] for c in candidates(workload, max_cells)
+                   if c.is_marginal and len(c.scope) == 1})
+    least = ScopeModel(dom, [(a,) for a in ones])
+    names = list(workload.names)
+    try:
+        added_query_probabilities(least, least.zero(), [q for _, q in joint],
+                                  [repr(names[j]) for j, _ in joint])
+    except ResourceError as e:
+        raise ResourceError(
+            f"{e.message} — the adaptive route cannot read it from any model (nothing was "
+            "charged)",
+            hint="split the query into simpler ones (fewer attributes, or disjoint "
+                 "conjunctions), or answer the workload with --estimate gls") from None
 
 
 def answer_adaptive(
@@ -186,9 +232,11 @@ def answer_adaptive(
         raise QueryError("the adaptive route takes a tessera.Workload",
                          hint="Workload.load(path, domain) or Workload.from_sql(...)")
     outputs = model_outputs(output, certificate)
-    check_workload(workload)
     options.setdefault("rows", 0)
     synthesizer = Synthesizer("adaptive", **options)  # unknown options refused here
+    cells = options.get("max_cells", DEFAULT_MAX_CELLS)  # a bad value: refused by fit's preflight
+    check_workload(workload, cells if isinstance(cells, int) and not isinstance(cells, bool)
+                   and cells >= 1 else DEFAULT_MAX_CELLS)
     book = Ledger.open(ledger) if isinstance(ledger, (str, Path)) else ledger
     done: list[ModelRelease] = []
     start = time.perf_counter()

@@ -67,7 +67,13 @@ import numpy.typing as npt
 from tessera.accounting.guarantee import Guarantee
 from tessera.engine.factors import scope
 from tessera.errors import TesseraError
-from tessera.estimation.maxent import FitResult, GroupMeasurement, ScopeModel, fit
+from tessera.estimation.maxent import (
+    FitResult,
+    GroupMeasurement,
+    ScopeModel,
+    added_query_probabilities,
+    fit,
+)
 from tessera.estimation.polish import polish
 from tessera.estimation.tree_marginals import holders, tree_marginal
 from tessera.mechanisms import NoiseSource
@@ -320,7 +326,7 @@ class AdaptiveResult:
         queries from a model with the query added at weight 0 (one engine pass)."""
         from tessera.synth.sensitive import query_functions
 
-        functions, _ = query_functions(workload.domain, workload)
+        functions, names = query_functions(workload.domain, workload)
         cliques = self.model.clique_marginals(self.fit.theta)
         out = np.empty(len(functions))
         rest = []
@@ -333,13 +339,10 @@ class AdaptiveResult:
                 rest.append(j)
                 continue
             out[j] = float(p @ _indicator(workload.domain, f, s))
-        if rest:
-            extra = ScopeModel(workload.domain, self.model.scopes,
-                               [*self.model.queries, *((-1 - j, functions[j]) for j in rest)])
-            theta = extra.extend(self.fit.theta, self.model)
-            mu = extra.marginals(theta)
-            for j in rest:
-                out[j] = float(mu[extra.query_position[-1 - j]])
+        if rest:  # in groups that fit the engine's memory guard, one pass per group
+            out[rest] = added_query_probabilities(self.model, self.fit.theta,
+                                                  [functions[j] for j in rest],
+                                                  [names[j] for j in rest])
         return out
 
 
