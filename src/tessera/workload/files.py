@@ -7,7 +7,10 @@ File formats
 ------------
 * **Text** (``.sql``, ``.txt``, anything not YAML/JSON): one WHERE clause per line; ``#`` starts a
   comment (outside quoted literals); an optional ``name:`` prefix names the query (any other
-  name in double quotes: ``"young adults": age < 30``).
+  name in double quotes: ``"young adults": age < 30``). A Boolean (BDD) query over binary
+  attributes is written as its canonical text, ``f: BDD[a,b,c](ite(a, TRUE, c))`` (optionally
+  followed by `` symmetric(or, [('a', 1), ('c', 1)], 1)``; :mod:`tessera.workload.bdd`), which is
+  what ``Workload.save`` writes for it, so a saved workload reads back with the same hash.
 * **YAML / JSON**: ``{"queries": [{"name": ..., "where": ..., "weight": ...}, ...]}`` (or the list
   alone). Weights are importance weights ≥ 0 (default 1). Structured families
   (:mod:`tessera.workload.families`) sit beside the queries and are never expanded to text::
@@ -64,6 +67,7 @@ from tessera.errors import (
     syntax_error,
 )
 from tessera.schema.domain import Domain
+from tessera.workload.bdd import BooleanQuery, is_bdd_text, parse_bdd
 from tessera.workload.clause import BooleanClause
 from tessera.workload.families import (
     MAX_PREFIX_QUERIES,
@@ -156,7 +160,8 @@ def read_workload(path: str | Path, domain: Domain, *,
 
 
 
-def write_workload(path: str | Path, domain: Domain, queries: Sequence[Query | BooleanClause],
+def write_workload(path: str | Path, domain: Domain,
+                   queries: Sequence[Query | BooleanClause | BooleanQuery],
                    names: Sequence[str], weights: Sequence[float],
                    partitions: Sequence[Partition]) -> None:
     """Write as text (``name: WHERE``) or, for .yaml/.json, structured with weights."""
@@ -172,7 +177,7 @@ def write_workload(path: str | Path, domain: Domain, queries: Sequence[Query | B
             entries = []
         else:
             entries = [
-                {"name": n, "where": q.to_sql(domain), "weight": w}
+                {"name": n, "where": query_text(q, domain), "weight": w}
                 for q, n, w in zip(queries, names, weights)
             ]
         if entries:
@@ -187,7 +192,7 @@ def write_workload(path: str | Path, domain: Domain, queries: Sequence[Query | B
         return
     lines = []
     for q, n in zip(queries, names):
-        sql = q.to_sql(domain)
+        sql = query_text(q, domain)
         if n == sql:
             lines.append(sql)
         elif re.fullmatch(r"[^\W\d][\w.\-]*", n):
@@ -200,6 +205,15 @@ def write_workload(path: str | Path, domain: Domain, queries: Sequence[Query | B
         else:
             lines.append('"' + n.replace('"', '""') + f'": {sql}')
     p.write_text("\n".join(lines) + "\n")
+
+
+def query_text(q: Query | BooleanClause | BooleanQuery, domain: Domain) -> str:
+    """The text a workload file holds for ``q``: its SQL WHERE clause, or a BDD query's
+    canonical text (:meth:`~tessera.workload.bdd.BooleanQuery.canonical_text`, read back by
+    :func:`~tessera.workload.bdd.parse_bdd`)."""
+    if isinstance(q, BooleanQuery):
+        return q.canonical_text()
+    return q.to_sql(domain)
 
 
 def count_lines(p: str | Path) -> int:
@@ -224,13 +238,14 @@ def _strip_comment(line: str) -> str:
 def _load_text(p: Path, text: str, domain: Domain) -> WorkloadParts:
     """One query per line; simple conjunctions take :mod:`tessera.workload.fastparse` (same queries,
     identical predicates shared), everything else -- and every error -- ``parse_query``."""
-    queries: list[Query | BooleanClause] = []
+    queries: list[Query | BooleanClause | BooleanQuery] = []
     names: list[str] = []
     sources: list[str] = []
     errors: list[TesseraError] = []
     warnings: list[str] = []
     notes: list[str] = []
     fast = FastParser(domain)
+    managers: dict[str, Any] = {}  # BDD queries of one variable order share a manager
     where = f"{p}:"
     # Millions of acyclic objects: the cycle collector would only rescan them, so it is off
     # while loading, except right after the main parser, whose sqlglot trees (and errors'
@@ -252,6 +267,15 @@ def _load_text(p: Path, text: str, domain: Domain) -> WorkloadParts:
                 name, clause = m.group(1), m.group(2)
             else:
                 name, clause = line, line
+            if is_bdd_text(clause):  # a BDD query, as BooleanQuery.canonical_text writes it
+                try:
+                    queries.append(parse_bdd(clause, domain, managers))
+                except QueryError as e:
+                    errors.append(e.located(f"{where}{lineno}"))
+                    continue
+                names.append(name)
+                sources.append(f"{where}{lineno}")
+                continue
             query = fast.try_parse(clause, notes)
             if notes:
                 warnings.extend(f"{where}{lineno}: {note}" for note in notes)
@@ -314,12 +338,13 @@ def _load_structured(p: Path, text: str, domain: Domain) -> WorkloadParts:
             hint='{"queries": [{"name": "q1", "where": "age >= 30", "weight": 1}]} or '
             '{"marginals": [{"all": 2}]}',
         )
-    queries: list[Query | BooleanClause] = []
+    queries: list[Query | BooleanClause | BooleanQuery] = []
     names: list[str] = []
     weights: list[float] = []
     sources: list[str] = []
     warnings: list[str] = []
     fast = FastParser(domain)
+    managers: dict[str, Any] = {}  # BDD queries of one variable order share a manager
     for i, entry in enumerate(entries):
         where = f"{p}:queries[{i}]"
         if isinstance(entry, str):
@@ -354,7 +379,9 @@ def _load_structured(p: Path, text: str, domain: Domain) -> WorkloadParts:
             continue
         notes: list[str] = []
         try:  # (the fast path for simple conjunctions, identical predicates shared)
-            queries.append(fast.parse(str(entry["where"]), notes))
+            text = str(entry["where"])
+            queries.append(parse_bdd(text, domain, managers) if is_bdd_text(text)
+                           else fast.parse(text, notes))
         except QueryError as e:
             errors.append(e.located(where))
             continue
