@@ -264,6 +264,25 @@ def stated(scales: npt.ArrayLike, t: int) -> npt.NDArray[np.float64]:
     return out
 
 
+def restated(plan: NoisePlan, scales: npt.ArrayLike, time_limit: float | None = 60.0
+              ) -> NoisePlan:
+    """``plan`` with a certificate's stated per-query scales in place of its own (``tessera
+    verify``): the privacy proof of what ran rests on those scales alone — the costs c_q from
+    them (rounded up, :func:`_costs`), the exact re-check max over one neighbour change of Σ c_q
+    (exact or a proven upper bound, refused above the total; no calibration proof is assumed:
+    ``proven=False``), the exact half-widths. The overlap (γ_w of the split's shares) and the
+    method stay the plan's: they describe the recomputed split, which verify compares with the
+    stated one to a tolerance. Scales equal to the plan's give the plan itself."""
+    s = stated(scales, plan.workload.n_queries)
+    if np.array_equal(s, plan.scales):
+        return plan
+    costs = _costs(plan.budget, s)
+    spent, exact = recheck_spent(plan.workload, costs, plan.neighbours, plan.total, time_limit,
+                                 proven=False)
+    return dataclasses.replace(plan, scales=s, costs=costs, spent=spent, spent_exact=exact,
+                               halfwidths=_halfwidths(plan.budget, s))
+
+
 def uniform_excess(plan: NoisePlan, time_limit: float | None = 60.0) -> float:
     """Σ_q Var_q of the plan over Σ_q Var_q of the uniform split of the same budget, minus 1
     (≤ 0: never worse than uniform, the promise of ``optimal``). Both in the continuous noise
