@@ -88,6 +88,7 @@ homogeneous queries U = 1 − γ/t (Laplace) and 1 − √(γ/t) (Gaussian).
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -112,6 +113,26 @@ from tessera.calibration.regimes import Regime, check_importance, regime_for
 from tessera.errors import TesseraError
 from tessera.privacy import Definition, Neighbours
 
+IntArray = npt.NDArray[np.int64]
+
+#: With a local search (:mod:`tessera.overlap.local_search`) the cutting plane's own loop stops
+#: at this share of the time limit: the rest is for the exact proof of the load at its point.
+LOOP_SHARE = 0.6
+#: ... but the exact proof gets at least this many seconds (an upper bound if it stops early).
+FINAL_MIN_SECONDS = 2.0
+#: Violated rows added as cuts per heuristic round (heaviest first) ...
+HEURISTIC_CUTS = 32
+#: ... the rows kept as the next rounds' starts (those that gave cuts, latest first) ...
+HEURISTIC_ARCHIVE = 256
+#: ... random starts of the wide search tried before the exact solver ...
+WIDE_RANDOM = 512
+#: Default most cutting-plane rounds with an exact oracle only ...
+EXACT_ROUNDS = 200
+#: ... and when they are heuristic (milliseconds each; the time
+#: limit is what binds).
+HEURISTIC_ROUNDS = 5_000
+_EPS = float(np.finfo(np.float64).eps)
+
 
 @dataclass(frozen=True)
 class Allocation:
@@ -126,7 +147,8 @@ class Allocation:
     Optimisation record (weighted allocations): ``error`` = Σ_q w_q Var_q achieved;
     ``lower_bound`` ≤ the least Σ_q w_q Var_q of any allocation meeting the target under the
     accounting model (module docs), or None when no certificate is available; ``cuts`` the
-    overlapping sets the master problem used; ``rounds`` the oracle calls of the cutting plane;
+    overlapping sets the master problem used; ``rounds`` the oracle calls of the cutting plane
+    (``heuristic_rounds`` of them answered by the local search: cuts only, never a bound);
     ``converged`` whether it stopped because L(u) ≤ B(1 + tol).
     """
 
@@ -143,6 +165,7 @@ class Allocation:
     cuts: tuple[Cut, ...] = ()
     rounds: int = 0
     converged: bool | None = None
+    heuristic_rounds: int = 0
 
     def variances(self) -> FloatArray:
         """Per-query noise variance: 2b² (Laplace; ≥ discrete Laplace's), σ² (Gaussian;
@@ -186,7 +209,7 @@ def allocate(
     refine: bool = True,
     *,
     tol: float = DEFAULT_TOL,
-    max_rounds: int = 200,
+    max_rounds: int | None = None,
     time_limit: float | None = None,
 ) -> Allocation:
     """Per-query noise parameters meeting ``target`` through the overlap bound.
@@ -261,50 +284,121 @@ def _optimise(
     # u = v · B/factor: the cut Σ_I u ≤ B/factor is Σ_I v ≤ 1.
     unit = budget / factor
     y0 = shape * (unit / np.max(shape))
-    first_bound, first_cuts, separating = oracles.answer(y0, above=unit, quick=True)
+    start = time.monotonic()
+    search = oracles.row_search
+    # rows whose sets became cuts (the heuristic's and the exact solver's): the weights move a
+    # little between rounds, so they are the next searches' best starts
+    archive: list[IntArray] = []
+
+    def remember(rows: IntArray) -> None:
+        archive[:] = [np.concatenate([rows, *archive])[:HEURISTIC_ARCHIVE]]
+
+    def heavy_cuts(y: FloatArray, above: float, seed: int, wide: bool = False
+                   ) -> tuple[float, list[Cut]]:
+        """The local search's rows with load > ``above`` (at most HEURISTIC_CUTS, heaviest
+        first): valid cuts, and the heaviest load found (a lower bound only). ``wide``: start
+        inside every query and from many random rows too (before asking the exact solver)."""
+        assert search is not None
+        starts = archive[0] if archive else None
+        if wide:
+            found = search.search(y, starts, n_random=WIDE_RANDOM, n_inside=t, generations=4,
+                                  seed=seed)
+        else:
+            found = search.search(y, starts, seed=seed)
+        hot = np.flatnonzero(found.loads > above)[:HEURISTIC_CUTS]
+        remember(found.atoms[hot])
+        cuts = [tuple(int(i) for i in np.flatnonzero(found.sets[r])) for r in hot]
+        return float(found.loads[0]) if found.loads.size else 0.0, cuts
+
+    if search is not None:
+        # the first cuts from the heuristic; the shape's load is proven only if it is needed
+        _, first_cuts = heavy_cuts(y0, unit, 0)
+        first_load: float | None = None
+        separating = True
+    else:
+        first_bound, first_cuts, separating = oracles.answer(y0, above=unit, quick=True)
+        first_load = capped(y0, first_bound)
     # (name, y, load(y)) — load None: ask the oracle
-    candidates: list[tuple[str, FloatArray, float | None]] = [
-        ("Lagrange shape", y0, capped(y0, first_bound)),
-        ("uniform", np.ones(t), None),
-    ]
+    candidates: list[tuple[str, FloatArray, float | None]] = [("Lagrange shape", y0, first_load)]
+    if not np.all(shape == shape[0]):  # else the uniform split is the Lagrange shape
+        candidates.append(("uniform", np.ones(t), None))
     lower: float | None = seq_opt if oracles.sequential else None
     cp: CuttingPlane | None = None
     if separating:
         # Explicit I_2: small families go to the master at once; large ones by separation.
         initial = list(oracles.sets) if len(oracles.sets) <= 2000 else []
         initial += first_cuts
+        # with a heuristic, the loop leaves time for the final proof of the load
+        loop_limit = time_limit
+        if time_limit is not None and search is not None:
+            loop_limit = LOOP_SHARE * time_limit
+        rounds = [0]
 
-        def separate(v: FloatArray) -> tuple[float, list[Cut]]:
-            bound, cuts, _ = oracles.answer(v * unit, above=unit * (1.0 + tol), quick=True)
+        def separate(v: FloatArray, heuristic_ok: bool) -> tuple[float, list[Cut], bool]:
+            rounds[0] += 1
+            above = unit * (1.0 + tol)
+            if search is not None and heuristic_ok:
+                found, cuts = heavy_cuts(v * unit, above, rounds[0])
+                if not cuts:
+                    found, cuts = heavy_cuts(v * unit, above, rounds[0], wide=True)
+                return found / unit, cuts, False  # violated rows: cuts, never a bound
+            if search is not None:
+                # nothing violated that the heuristic sees: prove it (or find the row it
+                # missed) with the exact solver, in the time left
+                left = None if time_limit is None else max(
+                    FINAL_MIN_SECONDS, time_limit - (time.monotonic() - start))
+                bound, cuts, _ = oracles.answer(v * unit, above=above, seconds=left)
+                for c in cuts:
+                    row = search.row_meeting(c)
+                    if row is not None:
+                        remember(row[None, :])
+                return bound / unit, cuts, True
+            bound, cuts, _ = oracles.answer(v * unit, above=above, quick=True)
             violated = any(math.fsum(v[list(c)].tolist()) > 1.0 + tol for c in cuts)
-            if bound > unit * (1.0 + tol) and not violated and oracles.has_quick:
+            if bound > above and not violated and oracles.has_quick:
                 # the quick answer neither certifies nor cuts: ask the full oracle
-                full, more, _ = oracles.answer(v * unit, above=unit * (1.0 + tol))
+                full, more, _ = oracles.answer(v * unit, above=above)
                 bound, cuts = min(bound, full), cuts + more
-            return bound / unit, cuts
+            return bound / unit, cuts, True
 
         # conditioning: the master sees weights ≤ 1
         cp = cutting_plane(
-            w / scale, k, separate, initial, tol=tol, max_rounds=max_rounds, time_limit=time_limit
+            w / scale, k, separate, initial, tol=tol,
+            max_rounds=max_rounds if max_rounds is not None
+            else EXACT_ROUNDS if search is None else HEURISTIC_ROUNDS,
+            time_limit=loop_limit, fast_master=search is not None,
         )
         cut_lb = scale * regime.c * unit ** (-k) * cp.lower_bound
         lower = cut_lb if factor == 1.0 else min(cut_lb, seq_opt)
         y_cp = cp.v * unit
-        candidates.insert(0, ("cutting plane", y_cp, capped(y_cp, cp.load * unit)))
+        if math.isfinite(cp.load):
+            cp_load: float | None = capped(y_cp, cp.load * unit)
+        else:
+            # the last round was heuristic: prove the load at v in the time left
+            left = None if time_limit is None else max(
+                FINAL_MIN_SECONDS, time_limit - (time.monotonic() - start))
+            cp_load = capped(y_cp, oracles.answer(y_cp, seconds=left)[0])
+        candidates.insert(0, ("cutting plane", y_cp, cp_load))
         if cp.converged and factor == 1.0:
             candidates = candidates[:1]  # optimal to tol; other shapes cannot do better
-    best: tuple[float, str, FloatArray] | None = None
+    best: tuple[float, str, FloatArray, FloatArray, float | None] | None = None
     for name, y, lv in candidates:
+        if lv is None and time_limit is not None and search is not None:
+            # the heuristic route proved no load here yet: in the time left (or a minimum)
+            left = max(FINAL_MIN_SECONDS, time_limit - (time.monotonic() - start))
+            lv = capped(y, oracles.answer(y, seconds=left)[0])
+        lv = load(y) if lv is None else lv
         u = _rescale(y, budget, load, lv)
         err = regime.error(u, w)
         if best is None or err < best[0]:
-            best = (err, name, u)
+            best = (err, name, u, y, lv)
     assert best is not None
-    _, name, u = best
+    _, name, u, y_best, l_best = best
     if cp is not None:
+        heur = (f" ({cp.heuristic_rounds} by local search)" if cp.heuristic_rounds else "")
         method = (
             f"weighted (cutting planes: {len(cp.sets)} overlapping sets, {cp.rounds} oracle "
-            f"round(s), {'converged' if cp.converged else 'stopped early'}"
+            f"round(s){heur}, {'converged' if cp.converged else 'stopped early'}"
             + ("" if name == "cutting plane" else f"; {name} was better")
             + ")"
         )
@@ -316,13 +410,17 @@ def _optimise(
         target,
         regime,
         u,
-        load,
+        # out of time with the workload's own solver, the proof at y_best covers the rescaled
+        # split (the true load is homogeneous); else the oracle re-checks it itself
+        scaled_load(y_best, l_best, load) if search is not None and time_limit is not None
+        and time.monotonic() - start > time_limit - FINAL_MIN_SECONDS else load,
         w,
         method,
         lower_bound=None if lower is None else float(min(lower, best[0])),  # ≤ a feasible error
         cuts=() if cp is None else cp.sets,
         rounds=0 if cp is None else cp.rounds,
         converged=None if cp is None else cp.converged,
+        heuristic_rounds=0 if cp is None else cp.heuristic_rounds,
     )
 
 
@@ -349,6 +447,31 @@ def _finish(
         error=regime.error(regime.to_u(params), w),
         **record,
     )
+
+
+def scaled_load(
+    y: FloatArray, ly: float | None, load: Callable[[FloatArray], float]
+) -> Callable[[FloatArray], float]:
+    """u ↦ an upper bound on load(u) from ``ly`` ≥ load(y), a bound already proven at y.
+
+    The load (the weighted maximum overlap, capped by Σ u) is monotone and positively
+    homogeneous in the weights, so u ≤ r·y elementwise gives load(u) ≤ r·load(y) ≤ r·ly with
+    r = max_q u_q/y_q; the float ratio and product are rounded up by 8 ulps. Where y_q = 0 < u_q,
+    or without ``ly``, it asks ``load`` (the oracle) itself. This saves the exact solve that
+    re-checking the rescaled split u = y·B/ly would cost."""
+    if ly is None or not math.isfinite(ly):
+        return load
+    yv = np.asarray(y, dtype=np.float64)
+
+    def bound(u: FloatArray) -> float:
+        uv = np.asarray(u, dtype=np.float64)
+        if uv.shape != yv.shape or np.any((yv <= 0) & (uv > 0)) or np.any(uv < 0):
+            return load(u)
+        pos = yv > 0
+        r = float(np.max(uv[pos] / yv[pos])) if np.any(pos) else 0.0
+        return r * ly * (1.0 + 8.0 * _EPS)
+
+    return bound
 
 
 def _rescale(

@@ -257,3 +257,56 @@ def _polish(
     lam[np.flatnonzero(cuts)] = mult[:n_cuts]
     nu[np.flatnonzero(box)] = mult[n_cuts:]
     return x, lam, nu
+
+
+#: Floor on the box multipliers ν_q in :func:`solve_master_dual` (keeps σ_q > 0, where the dual
+#: objective is differentiable; G stays a valid bound for any ν ≥ 0).
+DUAL_FLOOR = 1e-12
+
+
+def solve_master_dual(
+    importance: npt.ArrayLike,
+    k: int,
+    a: sp.csr_matrix,
+    lam0: FloatArray | None = None,
+    nu0: FloatArray | None = None,
+    *,
+    max_iter: int = 300,
+) -> tuple[MasterSolution, FloatArray]:
+    """An approximate master by dual ascent, warm-started: max G(λ, ν) over λ ≥ 0, ν ≥
+    :data:`DUAL_FLOOR` by L-BFGS-B from (``lam0``, ``nu0``) (the previous round's multipliers,
+    0 for new cuts). ∂G/∂λ_I = Σ_{q∈I} v_q − 1 and ∂G/∂ν_q = v_q − 1 with
+    v_q = (k w_q/σ_q)^{1/(k+1)} the minimiser of the Lagrangian, which is the returned point
+    (capped at 1): near the master's optimum, feasible for its cuts only up to the dual's
+    accuracy — a point to separate, not a
+    split (the caller rescales any split by a proven load). ``lower_bound`` = G, valid for any
+    multipliers (weak duality). Returns the solution and ν (the next warm start)."""
+    w = np.asarray(importance, dtype=np.float64)
+    t = w.size
+    m = a.shape[0]
+    ck = (k + 1) * k ** (-k / (k + 1))
+    coef = ck * w ** (1.0 / (k + 1))
+    e = k / (k + 1.0)
+    at = a.T.tocsr()
+    lam = np.zeros(m) if lam0 is None else np.maximum(np.asarray(lam0, dtype=np.float64), 0.0)
+    nu = k * w if nu0 is None else np.maximum(np.asarray(nu0, dtype=np.float64), DUAL_FLOOR)
+
+    def negative_g(z: FloatArray) -> tuple[float, FloatArray]:
+        sigma = (at @ z[:m] if m else 0.0) + z[m:]
+        v = (k * w / sigma) ** (1.0 / (k + 1))
+        g = float(np.sum(coef * sigma**e)) - float(np.sum(z))
+        grad = np.concatenate([(a @ v) - 1.0 if m else np.zeros(0), v - 1.0])
+        return -g, -grad
+
+    bounds = [(0.0, None)] * m + [(DUAL_FLOOR, None)] * t
+    res = scipy.optimize.minimize(negative_g, np.concatenate([lam, nu]), jac=True,
+                                  method="L-BFGS-B", bounds=bounds,
+                                  options={"maxiter": max_iter, "gtol": 1e-9, "ftol": 1e-13})
+    z = np.maximum(res.x, 0.0)
+    z[m:] = np.maximum(z[m:], DUAL_FLOOR)
+    lam, nu = z[:m], z[m:]
+    sigma = (at @ lam if m else 0.0) + nu
+    v = np.minimum((k * w / sigma) ** (1.0 / (k + 1)), 1.0)
+    value = float(np.sum(w * v ** (-k)))
+    lb = min(dual_bound(w, k, a, lam, nu), value)
+    return MasterSolution(v, value, lb, lam, int(res.nit), False), nu

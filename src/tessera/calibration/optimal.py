@@ -10,8 +10,8 @@ uniform split c_q = B/γ prices every query by the most loaded row of the whole 
 
 Var = 1/(2ρ_q) (discrete Gaussian, continuous model σ²) or 2/ε_q² (discrete Laplace, 2b²):
 the importance-weighted allocation of §3.11 with unit importances, solved by cutting planes
-with the overlap solver as separation oracle (:func:`~.allocation.allocate`), within
-:data:`OPTIMAL_SECONDS`. :func:`~.allocation.allocate` keeps the best of the cutting plane's
+(:func:`~.allocation.allocate`) within :data:`OPTIMAL_SECONDS`: a local search over value
+classes proposes the cuts, the overlap solver certifies (docs/theory.md §10.4). :func:`~.allocation.allocate` keeps the best of the cutting plane's
 split, the Lagrange shape and the uniform split (all rescaled by the oracle's proven bound);
 the release plan (:func:`tessera.release.plan.noise_plan`) and the strategy chooser then keep
 the uniform split calibrated to γ itself unless this one has a smaller total variance — whose
@@ -45,11 +45,11 @@ __all__ = ["OPTIMAL_MAX_QUERIES", "OPTIMAL_SECONDS", "OptimalSplit", "optimal_sp
 #: split found, never worse than uniform).
 OPTIMAL_SECONDS = 15.0
 #: Most predicate queries the default split is optimised for; larger workloads keep the
-#: uniform split unless ``--weights optimal`` is asked for: each cutting-plane round is a
-#: weighted overlap solve of 1-3 s on 100-300 random Adult queries, and in 15-20 s the
-#: optimiser often found nothing better than uniform there (docs/benchmarks.md, "Budget
-#: allocation", part C), while at 30-60 queries it converges in seconds.
-OPTIMAL_MAX_QUERIES = 60
+#: uniform split unless ``--weights optimal`` is asked for. The cuts come from a local search
+#: in milliseconds (:mod:`tessera.overlap.local_search`); what limits the size is the exact
+#: proof of the final non-uniform load: about 2 s at 200 random Adult queries, out of reach
+#: in 15-40 s at 1,000 (docs/benchmarks.md, "Budget allocation", part C; docs/theory.md §10.4).
+OPTIMAL_MAX_QUERIES = 200
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -31,7 +32,9 @@ import scipy.sparse as sp
 from tessera.accounting.composition import normalise_sets
 from tessera.errors import TesseraError
 from tessera.overlap import max_overlap
+from tessera.overlap.local_search import RowSearch
 from tessera.privacy import Definition, Neighbours
+from tessera.workload.query import Query
 
 FloatArray = npt.NDArray[np.float64]
 #: ``overlap(y)`` ≥ max_x Σ_{q: q(x)=1} y_q for per-query weights y ≥ 0.
@@ -81,7 +84,10 @@ class WorkloadOracle:
     ``time_limit`` (seconds per call, None = exact) is used when the bound matters: the final
     certificate and when cut generation stalls. While cuts are being generated
     :meth:`quick` uses ``separation_time_limit``: an anytime search finds a violated row long
-    before it proves optimality, and any bound it returns is still valid.
+    before it proves optimality, and any bound it returns is still valid; :meth:`within` takes
+    the limit of the call. :attr:`row_search` is the local search of
+    :mod:`tessera.overlap.local_search` (predicate conjunctions only, else None): it proposes
+    heavy rows — cuts — in milliseconds, and never bounds anything.
     """
 
     workload: Any
@@ -108,6 +114,23 @@ class WorkloadOracle:
     def quick(self, y: FloatArray) -> tuple[float, Sequence[int] | None]:
         limits = [x for x in (self.time_limit, self.separation_time_limit) if x is not None]
         return self._solve(y, min(limits) if limits else None)
+
+    def within(self, y: FloatArray, seconds: float | None) -> tuple[float, Sequence[int] | None]:
+        """The exact solve (or a proven upper bound) in at most ``seconds`` (None: the
+        oracle's own limit), never more than the oracle's own limit."""
+        limits = [x for x in (self.time_limit, seconds) if x is not None]
+        return self._solve(y, min(limits) if limits else None)
+
+    @cached_property
+    def row_search(self) -> RowSearch | None:
+        """The local search over the workload's value classes (predicate conjunctions of a
+        flat workload; None otherwise)."""
+        wl = self.workload
+        queries = getattr(wl, "queries", wl)
+        if getattr(wl, "is_structured", False) or not all(type(q) is Query for q in queries):
+            return None
+        domain = self.domain if self.domain is not None else getattr(wl, "domain", None)
+        return None if domain is None else RowSearch.of(domain, list(queries))
 
 
 def overlap_from_workload(
@@ -164,11 +187,13 @@ class CombinedOracle:
     sequential: bool  # no bound given at all: sequential composition
 
     def answer(
-        self, y: FloatArray, above: float = math.inf, limit: int = 32, quick: bool = False
+        self, y: FloatArray, above: float = math.inf, limit: int = 32, quick: bool = False,
+        seconds: float | None = None,
     ) -> tuple[float, list[Cut], bool]:
         """(min of the bounds at y, sets with load > ``above`` — most loaded first —, whether
         some oracle can separate). ``quick``: use an oracle's ``quick`` method if it has one
-        (a cheaper, still valid, answer for cut generation)."""
+        (a cheaper, still valid, answer for cut generation); ``seconds``: the time an oracle
+        with a ``within`` method may take (its answer is still exact or a proven bound)."""
         bounds: list[float] = []
         cuts: list[Cut] = []
         separating = self.incidence is not None
@@ -180,7 +205,12 @@ class CombinedOracle:
                 cuts.append(self.sets[int(i)])
         for f in self.callables:
             g = getattr(f, "quick", None) if quick else None
-            bound, cut, sep = read_answer((g if callable(g) else f)(y), self.size)
+            timed = getattr(f, "within", None) if seconds is not None and not quick else None
+            if callable(timed):
+                raw = timed(y, seconds)
+            else:
+                raw = (g if callable(g) else f)(y)
+            bound, cut, sep = read_answer(raw, self.size)
             bounds.append(bound)
             separating |= sep
             if cut is not None:
@@ -195,6 +225,16 @@ class CombinedOracle:
     @property
     def has_quick(self) -> bool:
         return any(callable(getattr(f, "quick", None)) for f in self.callables)
+
+    @property
+    def row_search(self) -> RowSearch | None:
+        """The first oracle's local search (:class:`WorkloadOracle`), if it has one: it
+        proposes cuts, never bounds."""
+        for f in self.callables:
+            rs = getattr(f, "row_search", None)
+            if isinstance(rs, RowSearch):
+                return rs
+        return None
 
 
 def combine_oracles(
