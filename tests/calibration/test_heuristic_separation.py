@@ -52,6 +52,7 @@ def test_search_rows_are_exact_local_maxima_below_the_maximum(seed: int) -> None
     wl = random_workload(rng, max_queries=12)
     y = rng.uniform(0.05, 1.0, len(wl.queries))
     rs = RowSearch.of(wl.domain, wl.queries)
+    assert rs is not None
     found = rs.search(y, n_random=4, generations=1, seed=seed)
     codes = rs.codes(found.atoms)
     hits = _hits(wl, codes)

@@ -124,8 +124,10 @@ FINAL_MIN_SECONDS = 2.0
 HEURISTIC_CUTS = 32
 #: ... the rows kept as the next rounds' starts (those that gave cuts, latest first) ...
 HEURISTIC_ARCHIVE = 256
-#: ... random starts of the wide search tried before the exact solver ...
+#: ... random starts of the wide search tried before the exact solver, and its starts inside
+#: the heaviest queries ...
 WIDE_RANDOM = 512
+WIDE_INSIDE = 1_024
 #: Default most cutting-plane rounds with an exact oracle only ...
 EXACT_ROUNDS = 200
 #: ... and when they are heuristic (milliseconds each; the time
@@ -301,8 +303,8 @@ def _optimise(
         assert search is not None
         starts = archive[0] if archive else None
         if wide:
-            found = search.search(y, starts, n_random=WIDE_RANDOM, n_inside=t, generations=4,
-                                  seed=seed)
+            found = search.search(y, starts, n_random=WIDE_RANDOM,
+                                  n_inside=min(t, WIDE_INSIDE), generations=4, seed=seed)
         else:
             found = search.search(y, starts, seed=seed)
         hot = np.flatnonzero(found.loads > above)[:HEURISTIC_CUTS]
@@ -379,6 +381,9 @@ def _optimise(
                 FINAL_MIN_SECONDS, time_limit - (time.monotonic() - start))
             cp_load = capped(y_cp, oracles.answer(y_cp, seconds=left)[0])
         candidates.insert(0, ("cutting plane", y_cp, cp_load))
+        # the points the loop proved on its way: each a feasible split once rescaled
+        candidates += [("an earlier cutting-plane point", v * unit, capped(v * unit, lv * unit))
+                       for v, lv in cp.proven if v is not cp.v]
         if cp.converged and factor == 1.0:
             candidates = candidates[:1]  # optimal to tol; other shapes cannot do better
     best: tuple[float, str, FloatArray, FloatArray, float | None] | None = None
@@ -410,10 +415,9 @@ def _optimise(
         target,
         regime,
         u,
-        # out of time with the workload's own solver, the proof at y_best covers the rescaled
-        # split (the true load is homogeneous); else the oracle re-checks it itself
-        scaled_load(y_best, l_best, load) if search is not None and time_limit is not None
-        and time.monotonic() - start > time_limit - FINAL_MIN_SECONDS else load,
+        # with the workload's own solver the proof at y_best covers the rescaled split (the
+        # true load is homogeneous); another oracle must agree itself, as before
+        load if search is None else scaled_load(y_best, l_best, load),
         w,
         method,
         lower_bound=None if lower is None else float(min(lower, best[0])),  # ≤ a feasible error

@@ -34,7 +34,8 @@ class CuttingPlane:
     """Result of :func:`cutting_plane` (budget normalised to 1): ``v`` the last master point,
     ``lower_bound`` ≤ min (P) (with budget 1), ``load`` the oracle's proven bound at ``v`` (∞
     when none was computed there), ``heuristic_rounds`` the rounds whose cuts came from a
-    heuristic."""
+    heuristic, ``proven`` every (point, proven load) the loop saw (each a feasible split once
+    rescaled by its load)."""
 
     v: FloatArray
     lower_bound: float
@@ -43,6 +44,7 @@ class CuttingPlane:
     rounds: int
     converged: bool
     heuristic_rounds: int = 0
+    proven: tuple[tuple[FloatArray, float], ...] = ()
 
 
 def cutting_plane(
@@ -81,11 +83,14 @@ def cutting_plane(
     master = solve_master(w, k, sets)
     precise, nu = True, None  # master by the interior point (precise) or by dual ascent
     load, rounds, converged, heuristic, heuristic_ok = math.inf, 0, False, 0, True
+    certified: list[tuple[FloatArray, float]] = []
     while True:
         found_load, found, proven = separate(master.v, heuristic_ok)
         rounds += 1
         load = found_load if proven else math.inf
         heuristic += not proven
+        if proven and math.isfinite(load):
+            certified.append((master.v, load))
         if proven and load <= 1.0 + tol:
             converged = True
             break
@@ -113,4 +118,4 @@ def cutting_plane(
         # the returned point and bound: the precise master (no load is proven there yet)
         master, load = solve_master(w, k, sets), math.inf
     return CuttingPlane(master.v, master.lower_bound, load, tuple(sets), rounds, converged,
-                        heuristic)
+                        heuristic, tuple(certified))

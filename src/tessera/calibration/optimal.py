@@ -11,10 +11,11 @@ uniform split c_q = B/γ prices every query by the most loaded row of the whole 
 Var = 1/(2ρ_q) (discrete Gaussian, continuous model σ²) or 2/ε_q² (discrete Laplace, 2b²):
 the importance-weighted allocation of §3.11 with unit importances, solved by cutting planes
 (:func:`~.allocation.allocate`) within :data:`OPTIMAL_SECONDS`: a local search over value
-classes proposes the cuts, the overlap solver certifies (docs/theory.md §10.4). :func:`~.allocation.allocate` keeps the best of the cutting plane's
-split, the Lagrange shape and the uniform split (all rescaled by the oracle's proven bound);
-the release plan (:func:`tessera.release.plan.noise_plan`) and the strategy chooser then keep
-the uniform split calibrated to γ itself unless this one has a smaller total variance — whose
+classes proposes the cuts, the overlap solver certifies (docs/theory.md §10.4).
+:func:`~.allocation.allocate` keeps the best of the cutting plane's split, the Lagrange
+shape and the uniform split (all rescaled by the oracle's proven bound); the release plan
+(:func:`tessera.release.plan.noise_plan`) and the strategy chooser then keep the uniform
+split calibrated to γ itself unless this one has a smaller total variance — whose
 oracle may be looser than γ under a time limit — so what is measured is **never worse than
 uniform**, converged or not.
 

@@ -46,6 +46,11 @@ BoolArray = npt.NDArray[np.bool_]
 BATCH = 64
 #: Sweeps over the attributes before an ascent stops even if a row still improves.
 MAX_SWEEPS = 30
+#: Rows per matrix product in :meth:`RowSearch.ascend` (bounds its rows × t float arrays).
+CHUNK = 256
+#: Largest membership table (atoms × queries, summed over attributes) built; beyond it
+#: :meth:`RowSearch.of` returns None and the caller separates with the exact solver only.
+MAX_CELLS = 20_000_000
 
 
 @dataclass(frozen=True, eq=False)
@@ -78,11 +83,15 @@ class RowSearch:
     class_of_segment: tuple[IntArray, ...]
 
     @staticmethod
-    def of(domain: Domain, queries: Sequence[Query]) -> RowSearch:
-        """The search for ``queries`` (predicate conjunctions) over ``domain``."""
+    def of(domain: Domain, queries: Sequence[Query]) -> RowSearch | None:
+        """The search for ``queries`` (predicate conjunctions) over ``domain``, or None when
+        its tables would exceed :data:`MAX_CELLS`."""
         t = len(queries)
         member, member_f, reps, positions, starts, segs = [], [], [], [], [], []
-        for ca in workload_value_classes(domain, queries):
+        attributes = workload_value_classes(domain, queries)
+        if sum(ca.classes.n_classes for ca in attributes) * t > MAX_CELLS:
+            return None
+        for ca in attributes:
             vc = ca.classes
             full = np.ones((vc.n_classes, t), dtype=bool)
             full[:, ca.queries] = vc.membership
@@ -145,6 +154,10 @@ class RowSearch:
         """Coordinate ascent of every row of ``x`` (rows × constrained attributes) at weights
         ``y``: each attribute in turn takes the atom of largest load given the others, until no
         row changes (or :data:`MAX_SWEEPS`). Returns the local maxima and their loads."""
+        if x.shape[0] > CHUNK:
+            parts = [self.ascend(x[i : i + CHUNK], y) for i in range(0, x.shape[0], CHUNK)]
+            return (np.concatenate([p[0] for p in parts]),
+                    np.concatenate([p[1] for p in parts]))
         x = np.array(x, dtype=np.int64, copy=True)
         k = x.shape[0]
         rows = np.arange(k)
