@@ -36,6 +36,13 @@ SETTINGS = settings(max_examples=25, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
 
+def _case(seed: int) -> tuple[np.random.Generator, Workload, int, list[tuple[int, ...]]]:
+    """A random workload of ≤ 12 queries over ≤ 3 small attributes, and its sets I(x)."""
+    rng = np.random.default_rng(seed)
+    wl = random_workload(rng, max_queries=12)
+    return rng, wl, len(wl.queries), every_row_set(wl)
+
+
 def _codes(wl: Workload) -> np.ndarray:
     return np.array(list(itertools.product(*[range(s) for s in wl.domain.sizes])))
 
@@ -77,10 +84,7 @@ def test_search_rows_are_exact_local_maxima_below_the_maximum(seed: int) -> None
 @SETTINGS
 @given(seed=st.integers(0, 10_000))
 def test_heuristic_route_is_feasible_certified_and_optimal(seed: int) -> None:
-    rng = np.random.default_rng(seed)
-    wl = random_workload(rng, max_queries=12)
-    t = len(wl.queries)
-    sets = every_row_set(wl)
+    _, wl, t, sets = _case(seed)
     a = allocate(t, Guarantee.zcdp(RHO), importance=np.ones(t), overlap=overlap_from_workload(wl))
     u = np.array(a.parameters)
     true_load = enumerated_load(u, sets)
@@ -112,13 +116,11 @@ def test_heuristic_rounds_do_the_work() -> None:
 def test_out_of_time_split_is_still_certified(seed: int) -> None:
     """A loop stopped at once (time limit 0): the split's proof is the exact solver's at the
     cutting plane's point, carried over by homogeneity (:func:`scaled_load`)."""
-    rng = np.random.default_rng(seed)
-    wl = random_workload(rng, max_queries=12)
-    t = len(wl.queries)
+    _, wl, t, sets = _case(seed)
     a = allocate(t, Guarantee.zcdp(RHO), importance=np.ones(t),
                  overlap=overlap_from_workload(wl), time_limit=0.0)
     u = np.array(a.parameters)
-    true_load = enumerated_load(u, every_row_set(wl))
+    true_load = enumerated_load(u, sets)
     assert true_load <= RHO
     assert a.load >= true_load * (1 - 1e-12)
 
@@ -126,10 +128,7 @@ def test_out_of_time_split_is_still_certified(seed: int) -> None:
 @SETTINGS
 @given(seed=st.integers(0, 10_000))
 def test_scaled_load_bounds_the_load(seed: int) -> None:
-    rng = np.random.default_rng(seed)
-    wl = random_workload(rng, max_queries=12)
-    t = len(wl.queries)
-    sets = every_row_set(wl)
+    rng, wl, t, sets = _case(seed)
     y = rng.uniform(0.1, 1.0, t)
     u = y * rng.uniform(0.2, 1.0, t)
     calls: list[int] = []
