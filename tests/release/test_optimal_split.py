@@ -152,7 +152,7 @@ def test_strategy_certificates_record_the_split_and_older_ones_still_verify(
     """A repeated query sends W through the strategy chooser, whose ``direct`` candidate now
     carries the optimal split (``strategy.direct_split``); a certificate made before that (direct
     on its shares, no such field) is recomputed the old way and still verifies."""
-    import tessera.strategy.candidates as candidates
+    import tessera.strategy.direct as direct_candidate
 
     wl = Workload.from_sql([*CLAUSES, CLAUSES[0]], DOMAIN)
     release = answer(_frame(), wl, Budget.of(rho=RHO))
@@ -164,7 +164,7 @@ def test_strategy_certificates_record_the_split_and_older_ones_still_verify(
     dropped["digest"] = digest(dropped)
     assert not verify_certificate(dropped, wl).ok  # an optimal split read as an old one
 
-    monkeypatch.setattr(candidates, "optimisable", lambda workload: False)
+    monkeypatch.setattr(direct_candidate, "optimisable", lambda workload: False)
     old = json.loads(json.dumps(answer(_frame(), wl, Budget.of(rho=RHO)).certificate))
     monkeypatch.undo()
     assert old["allocation"]["kind"] == "uniform" and "direct_split" not in old["strategy"]

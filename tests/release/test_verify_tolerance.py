@@ -25,7 +25,7 @@ import pandas as pd
 import pytest
 import scipy.optimize
 
-import tessera.strategy.candidates as candidates
+import tessera.strategy.direct as direct
 import tessera.strategy.epigraph as epigraph
 import tessera.strategy.tree_allocation as tree_allocation
 from tessera.release import Budget, answer
@@ -134,8 +134,8 @@ def test_optimal_predicate_split_verifies_when_the_optimiser_moves(
     cert = json.loads(json.dumps(rel_.certificate))
     assert cert["strategy"]["direct_split"] == "optimal"
     assert verify_certificate(cert, wl).ok, verify_certificate(cert, wl).differences
-    monkeypatch.setattr(candidates, "optimal_split",
-                        _perturbed(candidates.optimal_split, rel, "scales"))
+    monkeypatch.setattr(direct, "optimal_split",
+                        _perturbed(direct.optimal_split, rel, "scales"))
     result = verify_certificate(cert, wl)
     assert result.ok, result.differences
     for factor in (1 + 1e-3, 1 - 1e-3):
