@@ -14,7 +14,7 @@ without explicit maximal sets).
 
 Part C — the default split of ``tessera answer`` on predicate workloads (``optimal``, issue 18
 item 2): ``noise_plan`` with ``optimal`` (cutting planes with unit importances, at most
-``OPTIMAL_SECONDS``; what ``auto`` gives up to ``OPTIMAL_MAX_QUERIES`` queries) against
+``OPTIMAL_ROUNDS`` rounds; what ``auto`` gives up to ``OPTIMAL_MAX_QUERIES`` queries) against
 ``uniform``, same workloads, same ρ, same run: plan time of each (median of ``--repeats``),
 total variance Σ σ_q² of each, and how the optimiser ended.
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -186,3 +187,22 @@ def test_planted_heuristic_certificate_is_caught(monkeypatch: pytest.MonkeyPatch
     planted = run()
     assert max(planted) > RHO * (1 + 1e-9)
     assert math.isfinite(max(planted))
+
+
+@pytest.mark.slow
+def test_default_split_is_reproducible_at_200_queries(shared_data: Path) -> None:
+    """``tessera verify`` recomputes the default split: the loop stops by rounds (or
+    convergence), not by the clock, so two runs give the same scales to verify's tolerance
+    (200 random Adult queries, about 20 s each on a loaded machine)."""
+    from tessera.calibration.optimal import optimal_split
+    from tessera.privacy import Definition, Neighbours
+    from tessera.schema.domain import Domain
+    from tessera.workload.builders import random_workload as adult_workload
+
+    dom = Domain.load(str(shared_data / "adult-domain.json"))
+    wl = adult_workload(dom, 200, kind="set", seed=1)
+    first, second = (optimal_split(wl, Definition.ZCDP, 0.014973, Neighbours.ADD_REMOVE)
+                     for _ in range(2))
+    # verify's tolerance for an optimiser's output (release.certificate.CHOICE_RTOL)
+    gap = float(np.max(np.abs(first.scales / second.scales - 1.0)))
+    assert gap <= 1e-6, (gap, first.method, second.method)
