@@ -20,8 +20,7 @@ from hypothesis import strategies as st
 
 from tessera.accounting import Guarantee
 from tessera.calibration import allocate, overlap_from_workload
-from tessera.calibration.allocation import scaled_load
-from tessera.calibration.oracles import CombinedOracle
+from tessera.calibration.oracles import CombinedOracle, scaled_load
 from tessera.overlap.local_search import HeavyRows, RowSearch
 from tessera.workload.workload import Workload
 

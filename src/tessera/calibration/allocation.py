@@ -107,6 +107,7 @@ from tessera.calibration.oracles import (
     FloatArray,
     Overlap,
     combine_oracles,
+    scaled_load,
     sequential_overlap,
 )
 from tessera.calibration.regimes import Regime, check_importance, regime_for
@@ -133,7 +134,6 @@ EXACT_ROUNDS = 200
 #: ... and when they are heuristic (milliseconds each; the time
 #: limit is what binds).
 HEURISTIC_ROUNDS = 5_000
-_EPS = float(np.finfo(np.float64).eps)
 
 
 @dataclass(frozen=True)
@@ -451,31 +451,6 @@ def _finish(
         error=regime.error(regime.to_u(params), w),
         **record,
     )
-
-
-def scaled_load(
-    y: FloatArray, ly: float | None, load: Callable[[FloatArray], float]
-) -> Callable[[FloatArray], float]:
-    """u ↦ an upper bound on load(u) from ``ly`` ≥ load(y), a bound already proven at y.
-
-    The load (the weighted maximum overlap, capped by Σ u) is monotone and positively
-    homogeneous in the weights, so u ≤ r·y elementwise gives load(u) ≤ r·load(y) ≤ r·ly with
-    r = max_q u_q/y_q; the float ratio and product are rounded up by 8 ulps. Where y_q = 0 < u_q,
-    or without ``ly``, it asks ``load`` (the oracle) itself. This saves the exact solve that
-    re-checking the rescaled split u = y·B/ly would cost."""
-    if ly is None or not math.isfinite(ly):
-        return load
-    yv = np.asarray(y, dtype=np.float64)
-
-    def bound(u: FloatArray) -> float:
-        uv = np.asarray(u, dtype=np.float64)
-        if uv.shape != yv.shape or np.any((yv <= 0) & (uv > 0)) or np.any(uv < 0):
-            return load(u)
-        pos = yv > 0
-        r = float(np.max(uv[pos] / yv[pos])) if np.any(pos) else 0.0
-        return r * ly * (1.0 + 8.0 * _EPS)
-
-    return bound
 
 
 def _rescale(

@@ -37,6 +37,7 @@ from tessera.privacy import Definition, Neighbours
 from tessera.workload.query import Query
 
 FloatArray = npt.NDArray[np.float64]
+_EPS = float(np.finfo(np.float64).eps)
 #: ``overlap(y)`` ≥ max_x Σ_{q: q(x)=1} y_q for per-query weights y ≥ 0.
 Overlap = Callable[[FloatArray], float]
 #: A realised overlapping set I(x) (sorted query indices).
@@ -235,6 +236,31 @@ class CombinedOracle:
             if isinstance(rs, RowSearch):
                 return rs
         return None
+
+
+def scaled_load(
+    y: FloatArray, ly: float | None, load: Callable[[FloatArray], float]
+) -> Callable[[FloatArray], float]:
+    """u ↦ an upper bound on load(u) from ``ly`` ≥ load(y), a bound already proven at y.
+
+    The load (the weighted maximum overlap, capped by Σ u) is monotone and positively
+    homogeneous in the weights, so u ≤ r·y elementwise gives load(u) ≤ r·load(y) ≤ r·ly with
+    r = max_q u_q/y_q; the float ratio and product are rounded up by 8 ulps. Where y_q = 0 < u_q,
+    or without ``ly``, it asks ``load`` (the oracle) itself. This saves the exact solve that
+    re-checking the rescaled split u = y·B/ly would cost."""
+    if ly is None or not math.isfinite(ly):
+        return load
+    yv = np.asarray(y, dtype=np.float64)
+
+    def bound(u: FloatArray) -> float:
+        uv = np.asarray(u, dtype=np.float64)
+        if uv.shape != yv.shape or np.any((yv <= 0) & (uv > 0)) or np.any(uv < 0):
+            return load(u)
+        pos = yv > 0
+        r = float(np.max(uv[pos] / yv[pos])) if np.any(pos) else 0.0
+        return r * ly * (1.0 + 8.0 * _EPS)
+
+    return bound
 
 
 def combine_oracles(
