@@ -61,6 +61,8 @@ def check(workload: WorkloadArg, schema: SchemaOpt) -> None:
     table.add_row("range queries", f"{s.n_range_queries:,}")
     if s.n_clauses:
         table.add_row("Boolean clauses (OR / NOT across attributes)", f"{s.n_clauses:,}")
+    if s.n_bdd:
+        table.add_row("BDD queries (Boolean functions of two-valued attributes)", f"{s.n_bdd:,}")
     table.add_row(
         "attributes used",
         ", ".join(f"{a} ({n})" for a, n in s.attributes_used.items()) or "none",

@@ -20,6 +20,9 @@ grouped by scope too; each scope's ``GROUP BY`` on the codes is coarsened to the
 its clauses' atoms and every clause is evaluated on the class representatives, vectorised
 (:func:`_count_clauses`).
 
+BDD queries (:class:`~tessera.workload.bdd.BooleanQuery`) are answered on the ``GROUP BY`` of
+their variables' codes by their own automaton (:mod:`tessera.data.bdd_counts`).
+
 Structured families (:mod:`tessera.workload.families`: marginals, cube cells, hierarchy levels) are
 never expanded: each is ONE aggregation over its attributes (:func:`count_families`) — a
 ``bincount`` of row-major cell indices built from the code columns in numpy, or a DuckDB
@@ -32,7 +35,7 @@ the per-family arrays (:attr:`CountResult.family_answers`), written as a long ta
 These are exact counts of the sensitive data: for testing, auditing and non-private use.
 Everything printed from here is marked NOT PRIVATE.
 
-Why this module is long (about 620 lines): it is one idea, exact answers of a workload on
+Why this module is long (about 660 lines): it is one idea, exact answers of a workload on
 data, and :class:`CountResult`, the form they are returned and written in (long and wide
 tables, with the Arrow label machinery for the families' cells). The per-family aggregation
 itself is :mod:`tessera.data.family_counts`.
@@ -51,13 +54,17 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tessera.data.bdd_counts import count_bdd_queries
 from tessera.data.family_counts import NUMPY_MAX_ROWS as NUMPY_MAX_ROWS  # re-exported
 from tessera.data.family_counts import Method, count_families
 from tessera.data.source import encode
 from tessera.data.table import CodedTable, CsvOptions, InvalidValues, OnInvalid, ScanProgress
+from tessera.errors import QueryError
 from tessera.schema.domain import Domain
+from tessera.workload.bdd import BooleanQuery
 from tessera.workload.clause import BooleanClause
 from tessera.workload.families import Partition, group_label
+from tessera.workload.query import Query
 from tessera.workload.value_classes import ValueClasses, value_classes, workload_value_classes
 from tessera.workload.workload import Workload
 
@@ -391,14 +398,22 @@ def count_encoded(
     answers = np.zeros(workload.n_queries, dtype=np.int64)
     groups: dict[tuple[str, ...], list[int]] = {}  # predicate queries by scope
     clause_groups: dict[tuple[str, ...], list[int]] = {}  # Boolean clauses by scope
+    bdds: list[int] = []  # BDD queries (tessera.data.bdd_counts)
     for scope, idx in workload.scopes().items():
-        pred = [i for i in idx if not isinstance(workload.queries[i], BooleanClause)]
-        if pred:
-            groups[scope] = pred
-        if len(pred) < len(idx):
-            clause_groups[scope] = [i for i in idx if isinstance(workload.queries[i],
-                                                                 BooleanClause)]
-    n_groups = len(groups) + len(clause_groups)
+        for i in idx:
+            q = workload.queries[i]
+            if isinstance(q, BooleanQuery):
+                bdds.append(i)
+            elif isinstance(q, BooleanClause):
+                clause_groups.setdefault(scope, []).append(i)
+            elif isinstance(q, Query):
+                groups.setdefault(scope, []).append(i)
+            else:
+                raise QueryError(f"query {workload.names[i]!r} is a {type(q).__name__}, which "
+                                 "cannot be counted",
+                                 hint="a workload holds predicate queries, Boolean clauses "
+                                      "and BDD queries")
+    n_groups = len(groups) + len(clause_groups) + bool(bdds)
     total = n_groups + len(workload.partitions)
     report = progress if progress is not None else (lambda done, total: None)
     if groups:
@@ -407,6 +422,9 @@ def count_encoded(
     if clause_groups:
         _count_clauses(table, workload, clause_groups, answers[: len(workload)],
                        lambda done: report(len(groups) + done, total))
+    if bdds:
+        count_bdd_queries(table, workload, bdds, answers[: len(workload)], max_cells=max_cells)
+        report(n_groups, total)
     if workload.partitions:
         count_families(table, workload.partitions,
                        [answers[cells] for _, cells in workload.family_slices()],

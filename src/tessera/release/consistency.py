@@ -245,6 +245,10 @@ def consistent_answers(
         return Consistency(y, False, "consistency not applied: the workload has Boolean clauses "
                            "(OR / NOT across attributes); the projection takes predicate queries",
                            0, 0, n_rel, n_rel, 0)
+    if not all(isinstance(q, Query) for q in workload.queries):  # BDD queries
+        return Consistency(y, False, "consistency not applied: the workload has BDD queries "
+                           "(Boolean functions); the projection takes predicate queries",
+                           0, 0, n_rel, n_rel, 0)
 
     # contradictions answer 0 on every data set; equal queries are one coordinate of 𝒮
     zero: list[int] = []

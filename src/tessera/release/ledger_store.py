@@ -38,6 +38,7 @@ from tessera.data.outputs import fsync_directory, fsync_file
 from tessera.errors import TesseraError
 from tessera.release.ledger_records import Charge, LedgerBusy, LedgerError
 from tessera.schema.domain import Domain
+from tessera.workload.bdd import BooleanQuery, is_bdd_text, parse_bdd
 from tessera.workload.clause import BooleanClause
 from tessera.workload.families import Partition
 from tessera.workload.parse import parse_query
@@ -360,11 +361,19 @@ def stored_clauses(workload: Workload, domain: Domain, schema: str, where: str) 
     if workload.n_queries == 0:
         raise LedgerError("the release has no queries", where=where)
     clauses = []
+    managers: dict[str, Any] = {}
     for i, q in enumerate(workload.queries):
+        if isinstance(q, BooleanQuery):  # stored as its canonical text (a workload file's)
+            text = q.canonical_text()
+            if parse_bdd(text, domain, managers).canonical_text() != text:
+                raise LedgerError(f"query {workload.describe(i)} does not survive its text "
+                                  f"{text[:80]!r}", where=where)
+            clauses.append(text)
+            continue
         if not isinstance(q, (Query, BooleanClause)):
-            raise LedgerError(f"query {workload.describe(i)} is not a SQL query (a predicate "
-                              "query or a Boolean clause); the ledger stores workloads as SQL",
-                              where=where)
+            raise LedgerError(f"query {workload.describe(i)} is a {type(q).__name__}, not a "
+                              "predicate query, a Boolean clause or a BDD query; the ledger "
+                              "stores workloads as text", where=where)
         text = q.to_sql(domain)
         back = parse_query(text, domain)
         if back != q and not (back.is_contradiction() and q.is_contradiction()):
@@ -382,8 +391,10 @@ def stored_workload(domain: Domain, release_id: str, clauses_json: str, where: s
     :func:`stored_clauses` in JSON. ``where``: the ledger's path, for errors."""
     doc = json.loads(clauses_json)
     clauses = doc["clauses"] if isinstance(doc, dict) else doc
+    managers: dict[str, Any] = {}  # BDD queries of one variable order share a manager
     try:
-        queries = tuple(parse_query(str(text), domain) for text in clauses)
+        queries = tuple(parse_bdd(str(text), domain, managers) if is_bdd_text(str(text))
+                        else parse_query(str(text), domain) for text in clauses)
         families = tuple(Partition.from_dict(domain, f)
                          for f in (doc.get("families", []) if isinstance(doc, dict) else []))
     except TesseraError as e:

@@ -53,6 +53,7 @@ from tessera.release.report_html import (
     kv_table,
     shorten,
 )
+from tessera.workload.files import query_text
 from tessera.workload.stats import WorkloadStats
 
 if TYPE_CHECKING:
@@ -433,7 +434,7 @@ def _answers_section(release: ReleaseView) -> str:
                    for k, v in release.postprocessed.items() if k in post]
     for i in range(m):
         name = wl.name_of(i)
-        sql = wl.queries[i].to_sql(wl.domain) if i < len(wl.queries) else name
+        sql = query_text(wl.queries[i], wl.domain) if i < len(wl.queries) else name
         cell = esc(name) + (f'<span class="sql">{esc(sql)}</span>' if sql != name else "")
         if np.isfinite(plan.scales[i]):
             hw = int(plan.halfwidths[i])

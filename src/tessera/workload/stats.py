@@ -1,6 +1,6 @@
 """Statistics of a workload: what ``tessera workload check`` and the report show (attributes
 used, scope sizes, contradictions, tautologies, duplicates, structured families summarised without
-expanding them).
+expanding them). Boolean clauses and BDD queries are counted in every statistic.
 
 Duplicates are found in linear time (rows of predicate codes sorted once, not pairs compared).
 """
@@ -14,6 +14,7 @@ from operator import attrgetter
 
 import numpy as np
 
+from tessera.workload.bdd import BooleanQuery
 from tessera.workload.clause import BooleanClause
 from tessera.workload.query import Predicate, Query
 from tessera.workload.workload import Workload
@@ -36,15 +37,19 @@ class WorkloadStats:
     #: How many of the queries are Boolean clauses (counted in every statistic above; never
     #: range queries; contradictions and tautologies found exactly from their automata).
     n_clauses: int = 0
+    #: How many are BDD queries (:class:`~tessera.workload.bdd.BooleanQuery`; counted like the
+    #: clauses: constant exactly when the BDD is a leaf, equal when one manager's nodes are).
+    n_bdd: int = 0
 
     @staticmethod
     def of(w: Workload) -> WorkloadStats:
         """Linear in the number of predicates, and light: each distinct predicate object is
         looked at once (numbered by value), then every statistic is an array operation on those
         numbers; duplicates are equal rows of numbers found by one sort, not a dict of hashed
-        queries. Boolean clauses are summarised one by one (:func:`_with_clauses`)."""
-        if any(isinstance(q, BooleanClause) for q in w.queries):
-            return _with_clauses(w)
+        queries. Boolean clauses and BDD queries are summarised one by one
+        (:func:`_with_functions`)."""
+        if any(isinstance(q, (BooleanClause, BooleanQuery)) for q in w.queries):
+            return _with_functions(w)
         domain, queries = w.domain, w.queries
         n = len(queries)
         preds = attrgetter("predicates")
@@ -148,10 +153,13 @@ class FamilyStats:
         )
 
 
-def _with_clauses(w: Workload) -> WorkloadStats:
-    """:meth:`WorkloadStats.of` of a workload holding Boolean clauses: the predicate queries'
-    statistics, renumbered, with each clause added (its scope, exact constancy, equal ones)."""
-    clauses = [i for i, q in enumerate(w.queries) if isinstance(q, BooleanClause)]
+def _with_functions(w: Workload) -> WorkloadStats:
+    """:meth:`WorkloadStats.of` of a workload holding Boolean clauses or BDD queries: the
+    predicate queries' statistics, renumbered, with each of the others added (its scope, exact
+    constancy, equal ones). Two BDD queries are equal when they are the same node of one
+    manager (reduced ordered BDDs are canonical for a fixed order); equal functions under two
+    variable orders are not matched."""
+    clauses = [i for i, q in enumerate(w.queries) if isinstance(q, (BooleanClause, BooleanQuery))]
     is_clause = set(clauses)
     keep = [i for i in range(len(w)) if i not in is_clause]
     base = WorkloadStats.of(Workload(
@@ -162,19 +170,24 @@ def _with_clauses(w: Workload) -> WorkloadStats:
     sizes = dict(base.scope_sizes)
     contra = set(back[list(base.contradictions)].tolist())
     tauto = set(back[list(base.tautologies)].tolist())
-    equal: dict[BooleanClause, list[int]] = {}
+    equal: dict[object, list[int]] = {}
     for i in clauses:
         c = w.queries[i]
-        assert isinstance(c, BooleanClause)
         for a in c.scope:
             used[a] = used.get(a, 0) + 1
         sizes[len(c.scope)] = sizes.get(len(c.scope), 0) + 1
-        if c.is_contradiction():
+        if isinstance(c, BooleanQuery):
+            constant = (c.node == c.manager.false, c.node == c.manager.true)
+            key: object = (id(c.manager), c.manager.to_expr(c.node))
+        else:
+            assert isinstance(c, BooleanClause)
+            constant, key = (c.is_contradiction(), c.is_tautology()), c
+        if constant[0]:
             contra.add(i)
-        elif c.is_tautology():
+        elif constant[1]:
             tauto.add(i)
         else:
-            equal.setdefault(c, []).append(i)
+            equal.setdefault(key, []).append(i)
     groups = [sorted(back[list(g)].tolist()) for g in base.duplicates]
     groups += [g for g in equal.values() if len(g) > 1]
     groups.sort(key=lambda g: g[0])
@@ -188,7 +201,8 @@ def _with_clauses(w: Workload) -> WorkloadStats:
         n_range_queries=base.n_range_queries,
         total_weight=float(sum(w.weights)),
         families=base.families,
-        n_clauses=len(clauses),
+        n_clauses=sum(isinstance(w.queries[i], BooleanClause) for i in clauses),
+        n_bdd=sum(isinstance(w.queries[i], BooleanQuery) for i in clauses),
     )
 
 
