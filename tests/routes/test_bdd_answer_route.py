@@ -28,6 +28,7 @@ from tessera.data.counts import count, count_encoded
 from tessera.data.source import encode
 from tessera.engine.bdd import at_least, bdd_manager, disjunction, from_expr, parity
 from tessera.schema.domain import Domain
+from tessera.synth.sensitive import sensitive_counts
 from tessera.workload.bdd import BooleanQuery
 from tessera.workload.stats import WorkloadStats
 from tessera.workload.workload import Workload
@@ -97,6 +98,9 @@ def test_counts_of_bdd_queries_equal_brute_force(dom: Domain, seed: int) -> None
     # one GROUP BY per scope (max_cells too small for the union's) gives the same counts
     encoded = encode(frame, dom)
     np.testing.assert_array_equal(count_encoded(encoded, w, max_cells=4), expected)
+    # the adaptive route's row-by-row counts (a list of queries: synth.sensitive's Evaluator)
+    rows = sensitive_counts(dom, list(w.queries), frame)
+    np.testing.assert_array_equal(rows.counts, expected)
     # a BDD-only workload
     only = Workload.of(dom, list(_bdd_queries()), names=list(BDD))
     np.testing.assert_array_equal(count(frame, only).answers, _brute_force(only, frame))
@@ -202,3 +206,19 @@ def test_cli_ledger_charges_bdd_releases_overlap_aware(files: Path, dom: Domain)
         assert r.exit_code == 0 and "Traceback" not in r.output, r.output
         spent.append(r.output.split("spent ")[1].split(" (")[0])
     assert spent == ["0 → 1", "1 → 1", "1 → 2"], spent
+
+
+def test_a_bdd_over_a_non_binary_attribute_is_refused_before_any_charge(
+    dom: Domain, tmp_path: Path
+) -> None:
+    mgr = bdd_manager(["a", "e"])  # e has 3 values: not a BDD variable
+    w = Workload.of(dom, [from_expr(mgr, r"a /\ e")], names=["x"])
+    with pytest.raises(tessera.TesseraError, match="'e' has 3"):
+        count(_frame(), w)
+    from tessera.release.ledger import Ledger
+
+    book = Ledger.init(tmp_path / "l.db", total=5.0, definition="zcdp", neighbours="add-remove",
+                       domain=dom, dataset="d")
+    with pytest.raises(tessera.TesseraError, match="'e' has 3"):
+        tessera.answer(_frame(), w, tessera.Budget.of(rho=1.0), ledger=book)
+    assert not Ledger.open(tmp_path / "l.db").releases()
