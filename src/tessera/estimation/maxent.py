@@ -66,23 +66,42 @@ __all__ = ["FitResult", "GroupMeasurement", "ScopeModel", "added_query_probabili
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.intp]
 Scope = tuple[int, ...]
+#: One map per attribute of a scope: code → group (groups numbered 0 … g − 1).
+Coarsening = tuple[tuple[int, ...], ...]
 
 
 @dataclass(frozen=True, eq=False)
 class GroupMeasurement:
     """A noisy vector ``y`` of the counts of one group: the marginal over ``scope`` (cells in
     row-major order of the scope's attributes, domain order) or, when ``query`` is given, the
-    single count of that wide query; ``sd`` is the standard deviation of each entry's noise."""
+    single count of that wide query; ``sd`` is the standard deviation of each entry's noise (one
+    number, or one per entry: a sum of k entries of noise σ has σ√k).
+    ``groups`` (one map per attribute of the scope, code → group): ``y`` counts the
+    *coarsened* marginal, whose cells are the products of groups (row-major over the group
+    numbers); the fit then compares y with the sums of the model's cells over each group (a
+    linear measurement A μ_s; the smoothness bound of :func:`initial_step` still holds, since
+    ‖A δ‖₂ ≤ ‖A δ‖₁ ≤ ‖δ‖₁)."""
 
     scope: Scope
     y: FloatArray
-    sd: float
+    sd: float | FloatArray
     query: int | None = None
+    groups: Coarsening | None = None
 
     @property
-    def key(self) -> Scope | int:
-        """The group it measures: a scope or a query number."""
-        return self.scope if self.query is None else self.query
+    def key(self) -> Scope | int | tuple[Scope, Coarsening]:
+        """The group it measures: a scope, a query number, or a scope with its coarsening."""
+        if self.query is not None:
+            return self.query
+        return self.scope if self.groups is None else (self.scope, self.groups)
+
+    def __post_init__(self) -> None:
+        if self.groups is None:
+            return
+        if len(self.groups) != len(self.scope):
+            raise ValueError("a coarsening needs one map of codes to groups per attribute")
+        if np.asarray(self.y).size != math.prod(max(g) + 1 for g in self.groups):
+            raise ValueError("a coarsened measurement needs one count per product of groups")
 
 
 class ScopeModel:
@@ -241,32 +260,38 @@ class _Objective:
         target: list[FloatArray] = []
         self.constant = 0.0
         at = 0
-        for key, ms in groups.items():
-            c = np.array([1.0 / (m.sd * m.sd) for m in ms])
-            ys = np.stack([m.y for m in ms])
-            prec = float(c.sum())
-            ybar = (c[:, None] * ys).sum(axis=0) / prec
-            self.constant += 0.5 * float((c * (ys * ys).sum(axis=1)).sum()
-                                         - prec * (ybar @ ybar))
-            if isinstance(key, int):
-                s_idx = np.array([model.query_position[key]], dtype=np.intp)
+        for ms in groups.values():
+            first = ms[0]
+            ys = np.stack([np.asarray(m.y, dtype=np.float64).reshape(-1) for m in ms])
+            c = np.stack([np.broadcast_to(1.0 / np.square(np.asarray(m.sd, dtype=np.float64)),
+                                          ys.shape[1]) for m in ms])  # per-entry precisions
+            prec = c.sum(axis=0)
+            ybar = (c * ys).sum(axis=0) / prec
+            self.constant += 0.5 * float((c * ys * ys).sum() - (prec * ybar * ybar).sum())
+            if first.query is not None:
+                s_idx = np.array([model.query_position[first.query]], dtype=np.intp)
                 d_idx = np.array([at], dtype=np.intp)
             else:
-                k = model.container(key)
+                k = model.container(first.scope)
                 if k is None:
-                    raise KeyError(f"no model scope contains {key}")
+                    raise KeyError(f"no model scope contains {first.scope}")
                 scope, shape = model.scopes[k], model.shapes[k]
                 cells = np.arange(math.prod(shape), dtype=np.intp)
                 digits = np.unravel_index(cells, shape)
-                sub = [i for i, a in enumerate(scope) if a in key]
-                local = np.ravel_multi_index(tuple(digits[i] for i in sub),
-                                             tuple(shape[i] for i in sub)) if sub else \
-                    np.zeros_like(cells)
+                sub = [i for i, a in enumerate(scope) if a in first.scope]
+                if first.groups is None:  # the marginal's own cells
+                    picked = tuple(digits[i] for i in sub)
+                    dims = tuple(shape[i] for i in sub)
+                else:  # each code to its group: the coarsened marginal's cells
+                    maps = [np.asarray(g, dtype=np.intp) for g in first.groups]
+                    picked = tuple(g[digits[i]] for g, i in zip(maps, sub, strict=True))
+                    dims = tuple(int(g.max()) + 1 for g in maps)
+                local = np.ravel_multi_index(picked, dims) if sub else np.zeros_like(cells)
                 s_idx = model.offsets[k] + cells
                 d_idx = at + local.astype(np.intp)
             src.append(s_idx)
             dst.append(d_idx)
-            precision.append(np.full(ybar.size, prec))
+            precision.append(prec)
             target.append(ybar)
             at += ybar.size
         self.src = np.concatenate(src)
@@ -345,7 +370,7 @@ def initial_step(measurements: Sequence[GroupMeasurement], total: float) -> floa
     """α₀ = 1/L with L = N² max_group Σ_{m on group} 1/σ_m² (the smoothness of L in μ)."""
     per: dict[object, float] = {}
     for m in measurements:
-        per[m.key] = per.get(m.key, 0.0) + 1.0 / (m.sd * m.sd)
+        per[m.key] = per.get(m.key, 0.0) + float(np.max(1.0 / np.square(m.sd)))
     return 1.0 / (total * total * max(per.values()))
 
 

@@ -55,6 +55,7 @@ post-processing).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -87,6 +88,13 @@ from tessera.synth.candidates import (
     eligible,
     grown_size,
     model_size,
+)
+from tessera.synth.coarsening import (
+    COARSEN_SIGMAS,
+    Coarsened,
+    CoarseSpace,
+    one_way_counts,
+    value_groups,
 )
 from tessera.synth.model_view import (
     ModelView,
@@ -232,6 +240,7 @@ class AdaptiveParameters:
     exact_work: int = 0
     initial_rounds: int = 0  # the T of the one-way initialisation (AIM's 16·d by default)
     cell_sigmas: float = 0.0  # the start's rule (0: AIM's T throughout)
+    coarsen_sigmas: float = 0.0  # the coarsening's threshold τ / σ (0: every cell measured)
 
 
 @dataclass(frozen=True)
@@ -402,6 +411,7 @@ def adaptive(
     exact_work: int | None = None,
     polish_passes: int = 30,
     cell_sigmas: float = CELL_SIGMAS,
+    coarsen_sigmas: float = COARSEN_SIGMAS,
     batch: int | None = None,
     accelerated: bool = True,
     progress: Callable[[AdaptiveProgress], None] | None = None,
@@ -439,6 +449,8 @@ def adaptive(
         raise TesseraError(f"rounds must be a positive integer, got {rounds!r}")
     if not (math.isfinite(cell_sigmas) and cell_sigmas >= 0):
         raise TesseraError(f"cell_sigmas must be finite and ≥ 0, got {cell_sigmas!r}")
+    if not (math.isfinite(coarsen_sigmas) and coarsen_sigmas >= 0):
+        raise TesseraError(f"coarsen_sigmas must be finite and ≥ 0, got {coarsen_sigmas!r}")
     initial_rounds = T
     cal = schedule.round(schedule.total / T)
     per_round = int(batch) if batch is not None else max(1, len(attrs) // 64)
@@ -450,16 +462,31 @@ def adaptive(
     measurements: list[GroupMeasurement] = []
     spent = Fraction(0)
 
+    space: CoarseSpace | None = None  # the groups, once values are merged
+    fitted_on = measurements  # what the model is fitted to: these, or their coarse form
+    coarse: dict[int, Coarsened] = {}  # per candidate, under ``space``'s groups
+
+    def coarsened(i: int) -> Coarsened:
+        if i not in coarse:
+            c = cands[i]
+            shape = [sizes[a] for a in c.scope] if c.is_marginal else [1]
+            coarse[i] = Coarsened.of(shape, space.maps(c.scope)
+                                     if c.is_marginal and space is not None else None)
+        return coarse[i]
+
     def measure(i: int, noise: CountNoise, r: int) -> GroupMeasurement:
         nonlocal spent
-        c = cands[i]
+        c, how = cands[i], coarsened(i)
         sens = (l1 if schedule.pure else l2) if c.is_marginal else 1.0
-        rel = noise.sample(exact.counts[i], source)
+        rel = noise.sample(how.sum(exact.counts[i]), source)
         step = Step("measurement", r, rel.mechanism, sens)
         steps.append(step)
         spent += Fraction(step_cost(step, budget.definition))
-        m = GroupMeasurement(c.scope, rel.values.astype(np.float64), noise_sd(noise), c.query)
+        m = GroupMeasurement(c.scope, rel.values.astype(np.float64), noise_sd(noise), c.query,
+                             how.groups)
         measurements.append(m)
+        if space is not None:
+            fitted_on.append(space.coarse(m))
         return m
 
     # initialisation: every one-way marginal (AIM), each at the round's measurement noise
@@ -478,6 +505,20 @@ def adaptive(
                 measure(index[((a,), None)], cal.measurement, 0)
             if not substitute:
                 total = noisy_total(measurements)
+    if coarsen_sigmas > 0 and all(c.is_marginal for c in cands):
+        # the groups, from the noisy one-way counts (post-processing); wide queries are
+        # functions of the fine values, so a workload with any keeps every value
+        tau = coarsen_sigmas * noise_sd(cal.measurement)
+        ones = {a: one_way_counts(measurements, a) for a in attrs}
+        merged = CoarseSpace.of(dom, {a: value_groups(v, tau) for a, v in ones.items()
+                                      if v is not None}, ones)  # type: ignore[misc]
+        if merged.merged:
+            space = merged
+            fitted_on = [space.coarse(m) for m in measurements]
+            coarse.clear()  # the initialisation's measurements were made fine
+    model_dom = dom if space is None else space.domain
+    model_cands = cands if space is None else [
+        dataclasses.replace(c, cells=coarsened(i).cells) for i, c in enumerate(cands)]
     defaulted = tuple(k for k, v in (("rounds", rounds), ("rows", rows),
                                      ("sample_size", sample_size), ("batch", batch))
                       if v is None)
@@ -485,10 +526,10 @@ def adaptive(
         sample_size = int(min(100_000, max(10_000, 20_000_000 // max(len(dom), 1))))
     if exact_work is None:  # exact tree marginals while at most ~2x the sample's time (~40 ns
         exact_work = 128 * sample_size * len(dom)  # per sampled code, measured on Adult)
-    view = ModelView(dom, cands, workload, sample_size, gen, int(exact_work))
-    model = build_model(dom, measurements, workload)
+    view = ModelView(model_dom, model_cands, workload, sample_size, gen, int(exact_work))
+    model = build_model(model_dom, fitted_on, workload)
     tf = time.perf_counter()
-    fitted = fit(model, measurements, total, iterations=iterations, momentum=accelerated)
+    fitted = fit(model, fitted_on, total, iterations=iterations, momentum=accelerated)
     fit_seconds = time.perf_counter() - tf
     setup = time.perf_counter() - t0
     history: list[AdaptiveRound] = []
@@ -522,10 +563,10 @@ def adaptive(
                 break
             fresh = [i for i in offered if i not in scores_of]
             if fresh:  # the model is refitted once per round: its estimates are reused
-                est = view.estimates(model, fitted, fresh, total)
-                bias = [noise_l1(cal.measurement) * cands[i].cells for i in fresh]
-                sc = exact_scores([exact.counts[i] for i in fresh], est, bias,
-                                  [weights[i] for i in fresh], total)
+                est = view.estimates(model, fitted, fresh, total)  # in the model's cells
+                bias = [noise_l1(cal.measurement) * coarsened(i).cells for i in fresh]
+                sc = exact_scores([coarsened(i).sum(exact.counts[i]) for i in fresh], est,
+                                  bias, [weights[i] for i in fresh], total)
                 for i, e, v in zip(fresh, est, sc, strict=True):
                     est_of[i], scores_of[i] = e, float(v)
             chosen = cal.selection.select(np.array([scores_of[i] for i in offered]), source)
@@ -537,15 +578,15 @@ def adaptive(
             picked.append((i, est_of[i]))
         if not substitute:
             total = noisy_total(measurements)
-        new_model = build_model(dom, measurements, workload)
+        new_model = build_model(model_dom, fitted_on, workload)
         tf = time.perf_counter()
-        fitted = fit(new_model, measurements, total, theta=new_model.extend(fitted.theta, model),
+        fitted = fit(new_model, fitted_on, total, theta=new_model.extend(fitted.theta, model),
                      alpha=fitted.alpha, iterations=iterations, momentum=accelerated)
         fit_seconds += time.perf_counter() - tf
         model = new_model
         afters = view.estimates(model, fitted, [i for i, _ in picked], total)
         moved = sum(float(np.abs(a - b).sum()) for (_, b), a in zip(picked, afters, strict=True))
-        expected = sum(noise_l1(cal.measurement) * cands[i].cells for i, _ in picked)
+        expected = sum(noise_l1(cal.measurement) * coarsened(i).cells for i, _ in picked)
         used = cal
         annealed = not final and moved <= expected
         if annealed:
@@ -554,19 +595,21 @@ def adaptive(
         seconds = (time.perf_counter() - tr) / max(len(picked), 1)
         for i, _ in picked:
             history.append(AdaptiveRound(
-                t, cands[i].label(dom), cands[i].cells, noise_param(used.measurement),
+                t, cands[i].label(dom), coarsened(i).cells, noise_param(used.measurement),
                 used.selection.epsilon, float(spent), annealed, model.width, size_now,
                 len(offered), seconds))
         if progress is not None and picked:
             i, before = picked[-1]
             y = measurements[-1].y
-            err = float(np.abs(y - before).sum()) / max(total * cands[i].cells, 1.0)
+            err = float(np.abs(y - before).sum()) / max(total * coarsened(i).cells, 1.0)
             progress(AdaptiveProgress(t, T, float(spent), float(budget_total), err))
         if final:
             break
     tf = t_out = time.perf_counter()
-    fitted = fit(model, measurements, total, theta=fitted.theta, alpha=fitted.alpha,
+    fitted = fit(model, fitted_on, total, theta=fitted.theta, alpha=fitted.alpha,
                  iterations=final_iterations, momentum=accelerated)
+    if space is not None:  # the model over the fine domain, exactly (CoarseSpace.expand)
+        model, fitted = space.expand(model, fitted)
     fit_seconds += time.perf_counter() - tf
     proof = prove(steps, budget.definition, budget.neighbours)
     proven = proof.epsilon if schedule.pure else proof.rho
@@ -581,7 +624,8 @@ def adaptive(
     params = AdaptiveParameters(
         T, n_rows, measure_fraction, max_model_size, max_cells, iterations, final_iterations,
         sample_size, len(cands), total, per_round, accelerated, defaulted, polish_passes,
-        int(exact_work), initial_rounds, float(cell_sigmas) if rounds is None else 0.0)
+        int(exact_work), initial_rounds, float(cell_sigmas) if rounds is None else 0.0,
+        float(coarsen_sigmas))
     timings = AdaptiveTimings(setup, tuple(h.seconds for h in history),
                               time.perf_counter() - t_out, fit_seconds)
     record = AdaptiveRecord(

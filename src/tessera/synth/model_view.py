@@ -186,7 +186,7 @@ def noisy_total(measurements: Sequence[GroupMeasurement]) -> float:
     for m in measurements:
         if m.query is not None:
             continue
-        var = m.sd * m.sd * m.y.size
+        var = float(np.sum(np.broadcast_to(np.square(m.sd), np.shape(m.y))))
         num += float(m.y.sum()) / var
         den += 1.0 / var
     return max(1.0, num / den)

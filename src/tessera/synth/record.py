@@ -139,7 +139,7 @@ def step_from_dict(d: dict[str, Any]) -> Step:
 def applied_to(fitted: FittedRun) -> list[dict[str, Any]]:
     """What each recorded step read, in step order: the total, a selection over the
     candidates, a query's count (its index in the workload's expanded order) or a marginal
-    (its attributes)."""
+    (its attributes; a coarsened one also its groups: per attribute, each code's group)."""
     r = fitted.result.record
     names = fitted.workload.domain.names
     if fitted.method == "adaptive":
@@ -150,8 +150,14 @@ def applied_to(fitted: FittedRun) -> list[dict[str, Any]]:
                 out.append({"selection": "candidates"})
                 continue
             g = next(measured)
-            out.append({"query": int(g.query)} if g.query is not None
-                       else {"marginal": [names[i] for i in g.scope]})
+            if g.query is not None:
+                out.append({"query": int(g.query)})
+                continue
+            target: dict[str, Any] = {"marginal": [names[i] for i in g.scope]}
+            if g.groups is not None:  # coarsened: each attribute's code → group map
+                target["groups"] = {names[a]: list(m) for a, m in zip(g.scope, g.groups,
+                                                                      strict=True)}
+            out.append(target)
         return out
     selections = r.transcript.selections
     out = []

@@ -383,11 +383,13 @@ def _adaptive_preflight(workload: Workload, opts: dict[str, Any], neighbours: Ne
     f = opts.get("measure_fraction", 0.9)
     if not 0.0 < f < 1.0:
         raise TesseraError(f"measure_fraction must be in (0, 1), got {f!r}")
-    sig = opts.get("cell_sigmas", 0.0)
-    if isinstance(sig, bool) or not isinstance(sig, (int, float)) or not (
-            math.isfinite(sig) and sig >= 0):
-        raise TesseraError(f"cell_sigmas must be a finite number ≥ 0, got {sig!r}",
-                           hint="3 (the default start), or 0 for AIM's T = 16·d")
+    for key, hint in (("cell_sigmas", "3 (the default start), or 0 for AIM's T = 16·d"),
+                      ("coarsen_sigmas", "3 (MST's threshold, the default), or 0 to measure "
+                                         "every cell")):
+        sig = opts.get(key, 0.0)
+        if isinstance(sig, bool) or not isinstance(sig, (int, float)) or not (
+                math.isfinite(sig) and sig >= 0):
+            raise TesseraError(f"{key} must be a finite number ≥ 0, got {sig!r}", hint=hint)
     if budget is None:
         return
     target = Target.of(budget)

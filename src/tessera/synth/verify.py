@@ -177,6 +177,24 @@ def verify_record(
     return RecordVerification(tuple(diffs), len(steps))
 
 
+def _check_groups(where: str, target: dict[str, Any], workload: Workload) -> list[str]:
+    """A coarsened marginal's groups: one map per attribute of the marginal, a group for every
+    code, groups numbered 0 … g − 1 (the calibration does not depend on them: summing cells
+    keeps the marginal's sensitivity, docs/theory.md §5)."""
+    groups, marginal = target["groups"], target.get("marginal", [])
+    if not isinstance(groups, dict) or set(groups) != set(marginal):
+        return [f"{where}.applied_to.groups: not one map per attribute of {marginal}"]
+    dom = workload.domain
+    out = []
+    for name, m in groups.items():
+        size = dom.sizes[dom.names.index(name)] if name in dom.names else -1
+        if (not isinstance(m, list) or len(m) != size
+                or sorted(set(m)) != list(range(len(set(m))))):
+            out.append(f"{where}.applied_to.groups[{name!r}]: not a map of its {size} codes to "
+                       "groups 0 … g − 1")
+    return out
+
+
 def _check_steps(method: Any, steps: list[dict[str, Any]], workload: Workload,
                  record: dict[str, Any], neighbours: Neighbours, definition: Definition,
                  key: str) -> list[str]:
@@ -205,6 +223,8 @@ def _check_steps(method: Any, steps: list[dict[str, Any]], workload: Workload,
         if "marginal" in target and tuple(target["marginal"]) not in scopes:
             diffs.append(f"{where}.applied_to: {target['marginal']} is not a candidate "
                          "marginal of the workload")
+        if "groups" in target:
+            diffs += _check_groups(where, target, workload)
         want = _expected_sensitivity(str(method), s, substitute, definition)
         if not _close(s.get("sensitivity"), want):
             diffs.append(f"{where}.sensitivity: {s.get('sensitivity')!r}, its target has "

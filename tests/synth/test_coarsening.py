@@ -1,0 +1,304 @@
+"""Coarsened measurements of the adaptive synthesizer (tessera.synth.coarsening): the groups
+and the sums against their definitions, the sensitivity of a coarsened marginal by brute force,
+the maximum-entropy fit with coarsened measurements against the minimum over every
+distribution, and runs whose coarsened measurements are re-derived from what they released."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.optimize import minimize
+
+from tessera.data.counts import count
+from tessera.estimation.maxent import FitResult, GroupMeasurement, ScopeModel, fit
+from tessera.mechanisms import NoiseSource
+from tessera.schema.domain import Domain
+from tessera.synth.accounting import Budget, prove
+from tessera.synth.adaptive import adaptive, candidate_workload
+from tessera.synth.candidates import candidates
+from tessera.synth.coarsening import Coarsened, CoarseSpace, one_way_counts, value_groups
+from tessera.synth.schedule import Schedule, noise_sd, selection_sensitivity
+from tessera.synth.sensitive import SensitiveCounts
+from tessera.workload.families import k_way_marginals
+from tessera.workload.workload import Workload
+
+
+@given(st.lists(st.floats(-50, 500), min_size=1, max_size=12), st.floats(0, 300))
+def test_value_groups_keep_the_clear_values_and_merge_the_rest(counts: list[float],
+                                                               tau: float) -> None:
+    g = value_groups(np.array(counts), tau)
+    clear = [v for v, c in enumerate(counts) if c >= tau]
+    rare = [v for v, c in enumerate(counts) if c < tau]
+    if len(rare) < 2:
+        assert g == tuple(range(len(counts)))
+    else:
+        assert [g[v] for v in clear] == list(range(len(clear)))
+        assert {g[v] for v in rare} == {len(clear)}
+
+
+@st.composite
+def coarsenings(draw: st.DrawFn) -> tuple[list[int], tuple[tuple[int, ...], ...]]:
+    shape = draw(st.lists(st.integers(1, 5), min_size=1, max_size=3))
+    groups = []
+    for n in shape:
+        k = draw(st.integers(1, n))
+        m = draw(st.lists(st.integers(0, k - 1), min_size=n, max_size=n))
+        used = sorted(set(m))  # number the groups 0 … g − 1
+        groups.append(tuple(used.index(x) for x in m))
+    return shape, tuple(groups)
+
+
+def _matrix(shape: list[int], groups: tuple[tuple[int, ...], ...]) -> np.ndarray:
+    """The aggregation matrix A written out cell by cell."""
+    dims = [max(g) + 1 for g in groups]
+    fine = list(itertools.product(*(range(n) for n in shape)))
+    coarse = list(itertools.product(*(range(n) for n in dims)))
+    a = np.zeros((len(coarse), len(fine)))
+    for j, x in enumerate(fine):
+        a[coarse.index(tuple(g[v] for g, v in zip(groups, x, strict=True))), j] = 1
+    return a
+
+
+@settings(max_examples=60, deadline=None)
+@given(coarsenings(), st.integers(0, 2**31 - 1))
+def test_coarse_sums_are_the_aggregation_matrix(design: tuple, seed: int) -> None:
+    shape, groups = design
+    a = _matrix(shape, groups)
+    c = Coarsened.of(shape, groups)
+    rng = np.random.default_rng(seed)
+    ints = rng.integers(0, 100, math.prod(shape))
+    floats = rng.random(math.prod(shape))
+    assert c.cells == a.shape[0]
+    assert c.sum(ints).dtype == np.int64
+    assert np.array_equal(c.sum(ints), (a @ ints).astype(np.int64))
+    assert np.allclose(c.sum(floats), a @ floats)
+
+
+@settings(max_examples=60, deadline=None)
+@given(coarsenings(), st.integers(0, 2**31 - 1))
+def test_a_coarsened_marginal_has_the_sensitivity_of_the_marginal(design: tuple,
+                                                                  seed: int) -> None:
+    """One row added or removed moves the coarse counts by exactly 1 in L1 and L2; one row
+    substituted by at most 2 in L1 and √2 in L2 (the calibration of docs/theory.md §5)."""
+    shape, groups = design
+    c = Coarsened.of(shape, groups)
+    rng = np.random.default_rng(seed)
+    rows = rng.integers(0, 1 << 20, size=(20, len(shape))) % np.array(shape)
+
+    def counts(r: np.ndarray) -> np.ndarray:
+        idx = np.ravel_multi_index(tuple(r.T), shape) if len(r) else np.zeros(0, dtype=int)
+        return c.sum(np.bincount(idx, minlength=math.prod(shape)).astype(np.int64))
+
+    base = counts(rows)
+    removed = base - counts(rows[1:])
+    assert np.abs(removed).sum() == 1 and np.sqrt((removed ** 2).sum()) == 1
+    swapped = base - counts(np.vstack([rows[1:], rows[:1][:, ::-1] % np.array(shape)]))
+    assert np.abs(swapped).sum() <= 2 and np.sqrt((swapped ** 2).sum()) <= math.sqrt(2)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_fit_with_coarsened_measurements_reaches_the_minimum(seed: int) -> None:
+    """The fit's loss Σ_m ‖N A_m μ − y_m‖² / 2σ_m² (A_m: the coarsening, written out here cell
+    by cell) is that of the best distribution over every point (SLSQP). A planted error in the
+    fit's coarse index (e.g. the groups of the wrong attribute) misses the minimum."""
+    rng = np.random.default_rng(seed)
+    sizes = [4, 3, 3]
+    dom = Domain.from_dict({f"a{i}": n for i, n in enumerate(sizes)})
+    points = np.array(list(itertools.product(*(range(n) for n in sizes))))
+    total = 400.0
+    specs = [((0, 1), ((0, 0, 1, 1), (0, 1, 1))), ((1, 2), None), ((0,), None),
+             ((0, 2), ((0, 1, 1, 2), (0, 0, 1)))]
+    ms, mats = [], []
+    for scope, groups in specs:
+        shape = [sizes[a] for a in scope]
+        a = _matrix(shape, groups) if groups else np.eye(math.prod(shape))
+        ms.append(GroupMeasurement(scope, rng.uniform(0, 150, a.shape[0]),
+                                   float(rng.uniform(3, 8)), groups=groups))
+        mats.append(a)
+    model = ScopeModel(dom, [(0, 1), (1, 2), (0, 2)])
+    res = fit(model, ms, total, iterations=20_000, tolerance=1e-13, momentum=True)
+
+    def project(p: np.ndarray, scope: tuple[int, ...]) -> np.ndarray:
+        idx = np.ravel_multi_index(tuple(points[:, a] for a in scope), [sizes[a] for a in scope])
+        return np.bincount(idx, weights=p, minlength=math.prod(sizes[a] for a in scope))
+
+    def loss(p: np.ndarray) -> float:
+        return sum(float(np.sum((total * (a @ project(p, m.scope)) - m.y) ** 2))
+                   / (2 * m.sd ** 2) for m, a in zip(ms, mats, strict=True))
+
+    best = minimize(loss, np.full(len(points), 1 / len(points)), method="SLSQP",
+                    bounds=[(0, 1)] * len(points),
+                    constraints=[{"type": "eq", "fun": lambda p: p.sum() - 1}],
+                    options={"maxiter": 3000, "ftol": 1e-14})
+    ours = sum(float(np.sum((total * (a @ model.project(res.marginals, m.scope)) - m.y) ** 2))
+               / (2 * m.sd ** 2) for m, a in zip(ms, mats, strict=True))
+    assert ours == pytest.approx(res.loss, rel=1e-9)
+    assert best.fun <= ours * (1 + 1e-6)  # SLSQP stops within ~1e-8 of the optimum
+    assert ours <= best.fun * (1 + 1e-3) + 1e-6
+
+
+def test_a_coarsened_measurement_needs_one_count_per_product_of_groups() -> None:
+    with pytest.raises(ValueError, match="one count per product"):
+        GroupMeasurement((0, 1), np.zeros(6), 1.0, groups=((0, 0, 1), (0, 1)))
+    with pytest.raises(ValueError, match="one map"):
+        GroupMeasurement((0, 1), np.zeros(2), 1.0, groups=((0, 0, 1),))
+
+
+# -- runs ----------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def rare() -> tuple[Workload, pd.DataFrame]:
+    """a has three frequent values, one of ~100 rows (between 1 and 2 thresholds of the test's
+    run: a planted doubled threshold would merge it) and three rare ones (~5 rows each); b
+    depends on a, c on b."""
+    rng = np.random.default_rng(1)
+    n = 6000
+    a = rng.choice(7, size=n, p=[0.45, 0.3, 0.25 - 120 / n, 5 / n, 5 / n, 5 / n, 105 / n])
+    b = (a + rng.integers(0, 2, n)) % 4
+    c = (b > 1).astype(int) ^ (rng.random(n) < 0.1)
+    frame = pd.DataFrame({"a": a, "b": b, "c": c.astype(int)})
+    dom = Domain.from_dict({"a": 7, "b": 4, "c": 2})
+    return Workload.of(dom, [], partitions=k_way_marginals(dom, 2)), frame
+
+
+def test_a_run_measures_coarsened_marginals_of_its_rare_values(
+        rare: tuple[Workload, pd.DataFrame]) -> None:
+    """The groups are re-derived from what the run released (its fine one-way measurements and
+    the round noise), every coarsened measurement is the coarse sum of the exact counts plus
+    noise of the recorded sd (within 6 sd: a planted wrong sum fails), the history counts the
+    coarse cells, and the run spends exactly its budget; with ``coarsen_sigmas = 0`` nothing is
+    coarsened."""
+    w, frame = rare
+    res = count(frame, candidate_workload(w))
+    counts = SensitiveCounts(res.answers, res.n_rows)
+    at, fine = 0, {}
+    for c in candidates(w):  # the candidate workload's counts, in candidate order
+        fine[c.scope] = res.answers[at: at + c.cells].astype(np.int64)
+        at += c.cells
+    budget = Budget.of(rho=0.05, neighbours="add-remove")
+    run = adaptive(w, counts, budget, source=NoiseSource.seeded(7), rng=7)
+    sizes = [7, 4, 2]
+    coarse = [m for m in run.measurements if m.groups is not None]
+    assert coarse, "the rare values of a were never merged"
+    first = [m for m in run.measurements if m.groups is None and len(m.scope) == 1]
+    rounds = run.record.parameters.rounds
+    sched = Schedule(budget, 1.0, 1.0, selection_sensitivity(candidates(w), False), 0.9)
+    tau = 3.0 * noise_sd(sched.round(sched.total / rounds).measurement)
+    for a in range(3):
+        want = value_groups(one_way_counts(first, a), tau)
+        for m in coarse:
+            if a in m.scope:
+                assert m.groups[m.scope.index(a)] == want
+    assert value_groups(one_way_counts(first, 0), tau) == (0, 1, 2, 4, 4, 4, 3)
+    for m in coarse:
+        how = Coarsened.of([sizes[a] for a in m.scope], m.groups)
+        assert np.all(np.abs(m.y - how.sum(fine[m.scope])) <= 6 * m.sd)
+    cells = {m.scope: Coarsened.of([sizes[a] for a in m.scope], m.groups).cells
+             for m in run.measurements[-len(run.record.history):]}
+    assert sorted(h.cells for h in run.record.history) == sorted(
+        cells[m.scope] for m in run.measurements[-len(run.record.history):])
+    value = prove(run.record.steps, budget.definition, budget.neighbours).rho
+    assert value is not None and 0.05 * (1 - 1e-9) <= value <= 0.05
+    plain = adaptive(w, counts, budget, source=NoiseSource.seeded(7), rng=7, coarsen_sigmas=0)
+    assert all(m.groups is None for m in plain.measurements)
+    assert plain.record.parameters.coarsen_sigmas == 0 and \
+        run.record.parameters.coarsen_sigmas == 3.0
+
+
+def _joint(model: ScopeModel, theta: np.ndarray) -> np.ndarray:
+    """P_θ over every point, written out (brute force)."""
+    sizes = model.domain.sizes
+    points = np.array(list(itertools.product(*(range(n) for n in sizes))))
+    logp = np.zeros(len(points))
+    for k, s in enumerate(model.scopes):
+        table = theta[model.offsets[k]: model.offsets[k + 1]].reshape(model.shapes[k])
+        logp += table[tuple(points[:, a] for a in s)]
+    p = np.exp(logp - logp.max())
+    return (p / p.sum()).reshape(sizes)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_expanded_model_is_the_coarse_model_times_the_within_group_factors(
+        seed: int) -> None:
+    """Brute force over every point: the fine model :meth:`CoarseSpace.expand` writes has the
+    coarse model's distribution over groups, and within groups the factors q_a of the one-way
+    counts; its marginals are those of its own joint. A planted expansion that forgets q (or adds
+    it twice) fails."""
+    rng = np.random.default_rng(seed)
+    fine = Domain.from_dict({"a": 5, "b": 3, "c": 4})
+    groups = {0: (0, 1, 1, 2, 1), 1: (0, 1, 2), 2: (0, 0, 1, 1)}
+    counts = {a: rng.uniform(-5, 60, n) for a, n in enumerate(fine.sizes)}
+    space = CoarseSpace.of(fine, groups, counts)
+    assert space.merged and space.domain.sizes == (3, 3, 2) and set(space.log_q) == {0, 2}
+    coarse_model = ScopeModel(space.domain, [(0, 1), (1, 2), (0, 2)])
+    theta_c = rng.normal(0, 1, coarse_model.n_parameters)
+    fitted = FitResult(theta_c, coarse_model.marginals(theta_c), 0.0, 1.0, 0, 0)
+    model, res = space.expand(coarse_model, fitted)
+    pf, pc = _joint(model, res.theta), _joint(coarse_model, theta_c)
+    g = [np.asarray(groups[a]) for a in range(3)]
+    summed = np.zeros(pc.shape)
+    np.add.at(summed, np.ix_(g[0], g[1], g[2]), pf)
+    assert np.allclose(summed, pc, atol=1e-12)
+    for a in (0, 2):
+        w = np.maximum(counts[a], CoarseSpace.FLOOR)
+        q = w / np.bincount(g[a], weights=w)[g[a]]
+        other = tuple(i for i in range(3) if i != a)
+        assert np.allclose(pf.sum(axis=other), pc.sum(axis=other)[g[a]] * q, atol=1e-12)
+    for k, s in enumerate(model.scopes):
+        other = tuple(i for i in range(3) if i not in s)
+        assert np.allclose(res.marginals[model.offsets[k]: model.offsets[k + 1]],
+                           pf.sum(axis=other).ravel(), atol=1e-10)
+
+
+def test_fine_measurements_enter_the_coarse_space_as_group_sums() -> None:
+    fine = Domain.from_dict({"a": 4, "b": 2})
+    space = CoarseSpace.of(fine, {0: (0, 1, 1, 1), 1: (0, 1)},
+                           {0: np.array([50.0, 1, 2, 3]), 1: np.array([20.0, 30])})
+    m = space.coarse(GroupMeasurement((0,), np.array([50.0, 1, 2, 3]), 2.0))
+    assert m.y.tolist() == [50.0, 6.0] and np.allclose(m.sd, [2.0, 2.0 * math.sqrt(3)])
+    kept = space.coarse(GroupMeasurement((1,), np.array([20.0, 30]), 2.0))
+    assert kept.y.tolist() == [20.0, 30.0] and kept.sd == 2.0
+    done = space.coarse(GroupMeasurement((0, 1), np.arange(4.0), 1.0,
+                                         groups=((0, 1, 1, 1), (0, 1))))
+    assert done.groups is None and done.y.tolist() == [0.0, 1.0, 2.0, 3.0]
+    with pytest.raises(ValueError, match="other groups"):
+        space.coarse(GroupMeasurement((0, 1), np.arange(6.0), 1.0,
+                                      groups=((0, 1, 2, 2), (0, 1))))
+
+
+def test_a_record_with_coarsened_measurements_verifies(
+        rare: tuple[Workload, pd.DataFrame]) -> None:
+    """The run record names each coarsened marginal's groups; it verifies untouched, and groups
+    that are not a map of the attribute's codes fail even with the digest recomputed."""
+    import copy
+    import json
+
+    from tessera.release import Budget as ReleaseBudget
+    from tessera.release import answer
+    from tessera.release.certificate import verify_certificate
+    from tessera.synth.record import sealed
+    from tessera.synth.synthesizer import Synthesizer
+    from tessera.synth.verify import verify_record
+
+    w, frame = rare
+    f = Synthesizer("adaptive", rows=100).fit(frame, w, ReleaseBudget.of(rho=0.05),
+                                              neighbours="add-remove", answer=answer)
+    rec = json.loads(json.dumps(f.run_record()))
+    coarse = [s for s in rec["steps"] if "groups" in s["applied_to"]]
+    assert coarse and all(len(s["applied_to"]["groups"]["a"]) == 7 for s in coarse
+                          if "a" in s["applied_to"]["groups"])
+    assert verify_record(rec, w, verify_certificate=verify_certificate).ok
+    bad = copy.deepcopy(rec)
+    step = next(s for s in bad["steps"] if "groups" in s["applied_to"])
+    name = next(iter(step["applied_to"]["groups"]))
+    step["applied_to"]["groups"][name] = step["applied_to"]["groups"][name][:-1]
+    bad.pop("sha256", None)
+    result = verify_record(sealed(bad), w, verify_certificate=verify_certificate)
+    assert not result.ok and any("groups" in d for d in result.differences)
