@@ -64,9 +64,19 @@ def _brute_force(sizes: dict[str, int], ms: list[MarginalMeasurement],
             grad += u * (q.T @ r)
         return val, grad
 
-    res = minimize(f, np.zeros(n), jac=True, method="SLSQP",
-                   constraints=[{"type": "ineq", "fun": lambda x: qs @ x, "jac": lambda x: qs}],
+    cons = [{"type": "ineq", "fun": lambda x: qs @ x, "jac": lambda x: qs}]
+    res = minimize(f, np.zeros(n), jac=True, method="SLSQP", constraints=cons,
                    options={"maxiter": 2000, "ftol": 1e-14})
+    if not res.success:  # SLSQP's line search can stall at the optimum ("positive
+        # directional derivative"): restart it from where it stopped, then an interior method
+        res = minimize(f, res.x, jac=True, method="SLSQP", constraints=cons,
+                       options={"maxiter": 2000, "ftol": 1e-12})
+    if not res.success:
+        from scipy.optimize import LinearConstraint
+
+        res = minimize(f, res.x, jac=True, method="trust-constr",
+                       constraints=[LinearConstraint(qs, 0, np.inf)],
+                       options={"maxiter": 20_000, "gtol": 1e-12, "xtol": 1e-14})
     assert res.success, res.message
     out = {t: _query_matrix(sizes, t) @ res.x for t in targets}
     return out, float(res.fun)
