@@ -22,7 +22,13 @@ from tessera.schema.domain import Domain
 from tessera.synth.accounting import Budget, prove
 from tessera.synth.adaptive import adaptive, candidate_workload
 from tessera.synth.candidates import candidates
-from tessera.synth.coarsening import Coarsened, CoarseSpace, one_way_counts, value_groups
+from tessera.synth.coarsening import (
+    Coarsened,
+    CoarseSpace,
+    one_way_counts,
+    value_groups,
+    value_runs,
+)
 from tessera.synth.schedule import Schedule, noise_sd, selection_sensitivity
 from tessera.synth.sensitive import SensitiveCounts
 from tessera.workload.families import k_way_marginals
@@ -40,6 +46,22 @@ def test_value_groups_keep_the_clear_values_and_merge_the_rest(counts: list[floa
     else:
         assert [g[v] for v in clear] == list(range(len(clear)))
         assert {g[v] for v in rare} == {len(clear)}
+
+
+@given(st.lists(st.floats(-50, 500), min_size=1, max_size=12), st.floats(0, 300))
+def test_value_runs_are_intervals_closed_at_the_threshold(counts: list[float],
+                                                          tau: float) -> None:
+    g = value_runs(np.array(counts), tau)
+    assert g[0] == 0 and all(b - a in (0, 1) for a, b in zip(g, g[1:]))  # intervals, in order
+    for k in range(g[-1] + 1):
+        members = [v for v in range(len(counts)) if g[v] == k]
+        if any(counts[v] >= tau for v in members):
+            assert len(members) == 1  # a clear value is its own group
+            continue
+        clipped = [max(counts[v], 0.0) for v in members]
+        assert len(members) == 1 or sum(clipped[:-1]) < tau  # closed no later than τ ...
+        last = members[-1]  # ... and no earlier: at it, at a clear value or at the end
+        assert sum(clipped) >= tau or last == len(counts) - 1 or counts[last + 1] >= tau
 
 
 @st.composite
@@ -153,8 +175,8 @@ def test_a_coarsened_measurement_needs_one_count_per_product_of_groups() -> None
 # -- runs ----------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def rare() -> tuple[Workload, pd.DataFrame]:
+@pytest.fixture(scope="module", params=["ordered", "categorical"])
+def rare(request: pytest.FixtureRequest) -> tuple[Workload, pd.DataFrame]:
     """a has three frequent values, one of ~100 rows (between 1 and 2 thresholds of the test's
     run: a planted doubled threshold would merge it) and three rare ones (~5 rows each); b
     depends on a, c on b."""
@@ -164,7 +186,14 @@ def rare() -> tuple[Workload, pd.DataFrame]:
     b = (a + rng.integers(0, 2, n)) % 4
     c = (b > 1).astype(int) ^ (rng.random(n) < 0.1)
     frame = pd.DataFrame({"a": a, "b": b, "c": c.astype(int)})
-    dom = Domain.from_dict({"a": 7, "b": 4, "c": 2})
+    dom = Domain.from_dict({"a": 7, "b": 4, "c": 2})  # integer codes: ordered
+    if request.param == "categorical":  # a's codes are labels: no order
+        labels = [f"v{i}" for i in range(7)]
+        frame["a"] = np.array(labels, dtype=object)[a]
+        dom = Domain.from_dict({"attributes": {
+            "a": {"type": "categorical", "values": labels},
+            "b": {"type": "integer", "min": 0, "max": 3},
+            "c": {"type": "integer", "min": 0, "max": 1}}})
     return Workload.of(dom, [], partitions=k_way_marginals(dom, 2)), frame
 
 
@@ -174,7 +203,8 @@ def test_a_run_measures_coarsened_marginals_of_its_rare_values(
     the round noise), every coarsened measurement is the coarse sum of the exact counts plus
     noise of the recorded sd (within 6 sd: a planted wrong sum fails), the history counts the
     coarse cells, and the run spends exactly its budget; with ``coarsen_sigmas = 0`` nothing is
-    coarsened."""
+    coarsened. Ordered attributes are grouped in runs of consecutive codes, the others by
+    merging every rare value (MST's rule)."""
     w, frame = rare
     res = count(frame, candidate_workload(w))
     counts = SensitiveCounts(res.answers, res.n_rows)
@@ -187,16 +217,22 @@ def test_a_run_measures_coarsened_marginals_of_its_rare_values(
     sizes = [7, 4, 2]
     coarse = [m for m in run.measurements if m.groups is not None]
     assert coarse, "the rare values of a were never merged"
-    first = [m for m in run.measurements if m.groups is None and len(m.scope) == 1]
+    assert all(m.groups is None for m in run.measurements if len(m.scope) == 1)  # fine
+    first = [m for m in run.measurements[:6] if len(m.scope) == 1]  # the initialisation
     rounds = run.record.parameters.rounds
     sched = Schedule(budget, 1.0, 1.0, selection_sensitivity(candidates(w), False), 0.9)
     tau = 3.0 * noise_sd(sched.round(sched.total / rounds).measurement)
+    dom = w.domain
     for a in range(3):
-        want = value_groups(one_way_counts(first, a), tau)
+        rule = value_runs if dom[dom.names[a]].ordered else value_groups
+        want = rule(one_way_counts(first, a), tau)
         for m in coarse:
             if a in m.scope:
                 assert m.groups[m.scope.index(a)] == want
+    assert value_runs(one_way_counts(first, 0), tau) == (0, 1, 2, 3, 3, 3, 4)
     assert value_groups(one_way_counts(first, 0), tau) == (0, 1, 2, 4, 4, 4, 3)
+    a_groups = {m.groups[0] for m in coarse if m.scope[0] == 0}
+    assert a_groups == {(0, 1, 2, 3, 3, 3, 4) if dom["a"].ordered else (0, 1, 2, 4, 4, 4, 3)}
     for m in coarse:
         how = Coarsened.of([sizes[a] for a in m.scope], m.groups)
         assert np.all(np.abs(m.y - how.sum(fine[m.scope])) <= 6 * m.sd)
@@ -268,6 +304,15 @@ def test_fine_measurements_enter_the_coarse_space_as_group_sums() -> None:
     done = space.coarse(GroupMeasurement((0, 1), np.arange(4.0), 1.0,
                                          groups=((0, 1, 1, 1), (0, 1))))
     assert done.groups is None and done.y.tolist() == [0.0, 1.0, 2.0, 3.0]
+    # q from new one-way counts; a one-way over groups refined within them by q
+    q0 = np.exp(space.log_q[0])
+    assert np.allclose(q0, [1.0, 1 / 6, 2 / 6, 3 / 6])
+    moved = space.with_counts(0, np.array([50.0, 3, 3, -4]))
+    total = 6 + CoarseSpace.FLOOR  # a negative count is floored
+    assert np.allclose(np.exp(moved.log_q[0])[1:],
+                       [3 / total, 3 / total, CoarseSpace.FLOOR / total])
+    assert np.allclose(space.fine_one_way(0, np.array([40.0, 12.0])), [40, 2, 4, 6])
+    assert space.fine_one_way(1, np.array([1.0, 2.0])).tolist() == [1.0, 2.0]
     with pytest.raises(ValueError, match="other groups"):
         space.coarse(GroupMeasurement((0, 1), np.arange(6.0), 1.0,
                                       groups=((0, 1, 2, 2), (0, 1))))

@@ -95,6 +95,7 @@ from tessera.synth.coarsening import (
     CoarseSpace,
     one_way_counts,
     value_groups,
+    value_runs,
 )
 from tessera.synth.model_view import (
     ModelView,
@@ -133,8 +134,12 @@ __all__ = [
 ]
 
 FloatArray = npt.NDArray[np.float64]
-#: AIM's default cap on the model (bytes of the junction tree's tables).
-DEFAULT_MAX_MODEL_SIZE = 80 * 2**20
+#: The cap on the model (bytes of the junction tree's tables, fine domain). AIM's is 80 MiB;
+#: with coarsened measurements marginals of many-valued attributes become affordable and a
+#: model of 10^7 cells made one Adult ε = 1 run 10× slower than another for no lower error
+#: (docs/benchmarks.md, "coarsened measurements": 8 MiB 0.972× against 0.983× at 80 MiB,
+#: 2.4× less CPU).
+DEFAULT_MAX_MODEL_SIZE = 8 * 2**20
 #: The most target cells the rows are polished towards (public: the workload's scopes), and
 #: the most (row, scope) cell keys the search holds (8 bytes each: 400 MB).
 POLISH_MAX_CELLS = 10**7
@@ -466,12 +471,29 @@ def adaptive(
     fitted_on = measurements  # what the model is fitted to: these, or their coarse form
     coarse: dict[int, Coarsened] = {}  # per candidate, under ``space``'s groups
 
+    def refresh(a: int) -> None:
+        nonlocal space
+        assert space is not None
+        counts_a = one_way_counts(measurements, a)
+        if counts_a is not None:
+            space = space.with_counts(a, counts_a)
+
+    def estimates(which: Sequence[int]) -> list[FloatArray]:
+        """N μ̂ of candidates in their measured cells: the model's, a one-way one refined
+        within its groups by q (:meth:`CoarseSpace.fine_one_way`)."""
+        est = view.estimates(model, fitted, which, total)
+        if space is None:
+            return est
+        return [space.fine_one_way(cands[i].scope[0], e) if cands[i].is_marginal
+                and len(cands[i].scope) == 1 else e for i, e in zip(which, est, strict=True)]
+
     def coarsened(i: int) -> Coarsened:
         if i not in coarse:
             c = cands[i]
             shape = [sizes[a] for a in c.scope] if c.is_marginal else [1]
-            coarse[i] = Coarsened.of(shape, space.maps(c.scope)
-                                     if c.is_marginal and space is not None else None)
+            # one-way marginals stay fine: they alone inform the values within a group
+            coarse[i] = Coarsened.of(shape, space.maps(c.scope) if c.is_marginal and len(
+                c.scope) > 1 and space is not None else None)
         return coarse[i]
 
     def measure(i: int, noise: CountNoise, r: int) -> GroupMeasurement:
@@ -487,6 +509,8 @@ def adaptive(
         measurements.append(m)
         if space is not None:
             fitted_on.append(space.coarse(m))
+            if m.groups is None and len(c.scope) == 1:  # q_a from every fine one-way
+                refresh(c.scope[0])
         return m
 
     # initialisation: every one-way marginal (AIM), each at the round's measurement noise
@@ -510,8 +534,9 @@ def adaptive(
         # functions of the fine values, so a workload with any keeps every value
         tau = coarsen_sigmas * noise_sd(cal.measurement)
         ones = {a: one_way_counts(measurements, a) for a in attrs}
-        merged = CoarseSpace.of(dom, {a: value_groups(v, tau) for a, v in ones.items()
-                                      if v is not None}, ones)  # type: ignore[misc]
+        merged = CoarseSpace.of(dom, {
+            a: (value_runs if dom[dom.names[a]].ordered else value_groups)(v, tau)
+            for a, v in ones.items() if v is not None}, ones)  # type: ignore[misc]
         if merged.merged:
             space = merged
             fitted_on = [space.coarse(m) for m in measurements]
@@ -563,7 +588,7 @@ def adaptive(
                 break
             fresh = [i for i in offered if i not in scores_of]
             if fresh:  # the model is refitted once per round: its estimates are reused
-                est = view.estimates(model, fitted, fresh, total)  # in the model's cells
+                est = estimates(fresh)
                 bias = [noise_l1(cal.measurement) * coarsened(i).cells for i in fresh]
                 sc = exact_scores([coarsened(i).sum(exact.counts[i]) for i in fresh], est,
                                   bias, [weights[i] for i in fresh], total)
@@ -584,7 +609,7 @@ def adaptive(
                      alpha=fitted.alpha, iterations=iterations, momentum=accelerated)
         fit_seconds += time.perf_counter() - tf
         model = new_model
-        afters = view.estimates(model, fitted, [i for i, _ in picked], total)
+        afters = estimates([i for i, _ in picked])
         moved = sum(float(np.abs(a - b).sum()) for (_, b), a in zip(picked, afters, strict=True))
         expected = sum(noise_l1(cal.measurement) * coarsened(i).cells for i, _ in picked)
         used = cal

@@ -44,7 +44,8 @@ import numpy.typing as npt
 from tessera.estimation.maxent import Coarsening, FitResult, GroupMeasurement, ScopeModel
 from tessera.schema.domain import Domain
 
-__all__ = ["COARSEN_SIGMAS", "CoarseSpace", "Coarsened", "one_way_counts", "value_groups"]
+__all__ = ["COARSEN_SIGMAS", "CoarseSpace", "Coarsened", "one_way_counts", "value_groups",
+           "value_runs"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.intp]
@@ -64,6 +65,26 @@ def value_groups(counts: FloatArray, threshold: float) -> tuple[int, ...]:
     out[keep] = np.arange(int(keep.sum()))
     out[~keep] = int(keep.sum())
     return tuple(int(g) for g in out)
+
+
+def value_runs(counts: FloatArray, threshold: float) -> tuple[int, ...]:
+    """code → group for an ordered attribute: the codes whose estimated count is ≥
+    ``threshold`` are their own groups; consecutive other codes are merged into runs, each
+    closed once its clipped total reaches ``threshold`` (groups numbered in code order, so each
+    group is an interval of codes)."""
+    out: list[int] = []
+    g, run, total = -1, False, 0.0
+    for c in np.asarray(counts, dtype=np.float64):
+        if c >= threshold:
+            g, run = g + 1, False
+        else:
+            if not run:
+                g, run, total = g + 1, True, 0.0
+            total += max(float(c), 0.0)
+        out.append(g)
+        if run and total >= threshold:
+            run = False
+    return tuple(out)
 
 
 def one_way_counts(measurements: Sequence[GroupMeasurement], attribute: int) -> FloatArray | None:
@@ -111,6 +132,13 @@ class Coarsened:
         return np.bincount(self.index, weights=fine, minlength=self.cells)
 
 
+def _log_q(groups: Sequence[int], counts: FloatArray, floor: float) -> FloatArray:
+    """log q(v | g(v)), q ∝ max(ĉ_v, floor) within each group."""
+    gi = np.asarray(groups, dtype=np.intp)
+    w = np.maximum(np.asarray(counts, dtype=np.float64), floor)
+    return np.asarray(np.log(w) - np.log(np.bincount(gi, weights=w))[gi])
+
+
 @dataclass(frozen=True, eq=False)
 class CoarseSpace:
     """The domain the rounds are fitted in once values are grouped: attribute a has one code per
@@ -145,12 +173,25 @@ class CoarseSpace:
                                    for a in range(len(names))})
         log_q: dict[int, FloatArray] = {}
         for a, g in groups.items():
-            if len(set(g)) == len(g):
-                continue
-            gi = np.asarray(g, dtype=np.intp)
-            w = np.maximum(np.asarray(counts[a], dtype=np.float64), cls.FLOOR)
-            log_q[a] = np.log(w) - np.log(np.bincount(gi, weights=w))[gi]
+            if len(set(g)) < len(g):
+                log_q[a] = _log_q(g, counts[a], cls.FLOOR)
         return cls(fine, coarse, dict(groups), log_q)
+
+    def with_counts(self, attribute: int, counts: FloatArray) -> CoarseSpace:
+        """The same groups with q of ``attribute`` from new one-way counts (a fine one-way
+        measurement made in the rounds)."""
+        if attribute not in self.log_q:
+            return self
+        log_q = dict(self.log_q)
+        log_q[attribute] = _log_q(self.groups[attribute], counts, self.FLOOR)
+        return CoarseSpace(self.fine, self.domain, self.groups, log_q)
+
+    def fine_one_way(self, attribute: int, coarse: FloatArray) -> FloatArray:
+        """A one-way marginal over groups refined within them: c[g(v)] · q_a(v | g(v))."""
+        if attribute not in self.log_q:
+            return coarse
+        g = np.asarray(self.groups[attribute], dtype=np.intp)
+        return np.asarray(coarse)[g] * np.exp(self.log_q[attribute])
 
     @property
     def merged(self) -> bool:
