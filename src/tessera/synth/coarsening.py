@@ -10,12 +10,14 @@ spread over 16× fewer cells. AIM measures every cell of every marginal it selec
 penalty √(2/π)·σ·cells keeps such marginals out of its model (docs/benchmarks.md, Issue 20).
 
 Here the model keeps every value. After the one-way initialisation each attribute's values are
-grouped from the noisy one-way counts ĉ_v (:func:`value_groups`: a value with ĉ_v ≥ τ is its own
-group, the others — if at least two — one group; τ = ``coarsen_sigmas`` × the round noise's
-standard deviation), and a selected marginal r is measured **coarsened**: the noisy counts of
-the products of groups (:class:`Coarsened`). The fit compares them with the model's sums over
-each group (:class:`tessera.estimation.maxent.GroupMeasurement` ``groups``), while the one-way
-measurements keep telling the merged values apart: within a group the model follows them.
+grouped from the noisy one-way counts ĉ_v, τ = ``coarsen_sigmas`` × the round noise's standard
+deviation: a value with ĉ_v ≥ τ is its own group; the others, for an ordered attribute, form runs
+of consecutive codes, each closed once its total reaches τ (:func:`value_runs`: the ends of
+Adult's age stay apart), and for a categorical one all share one group (:func:`value_groups`,
+MST's rule). A selected marginal r of two or more attributes is then measured **coarsened**: the
+noisy counts of the products of groups (:class:`Coarsened`); one-way marginals are always
+measured fine — they alone tell the merged values apart, and within a group the model follows
+them (:class:`CoarseSpace`).
 
 **Privacy.** The groups are a function of the noisy one-way measurements (post-processing).
 Summing cells is a contraction: adding or removing one row changes one cell of the fine marginal
