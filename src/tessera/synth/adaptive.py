@@ -17,6 +17,13 @@ Differentially Private Synthetic Data", VLDB 2022, Algorithm 1) with these parts
   that is fewer than 16·d, the one-way marginals are measured again at the new round noise
   (both measurements enter every fit; nothing is discarded). Adult 2-way, ε = 0.3: σ 300 → 150;
   NLTCS 3-way at every ε of the benchmark: unchanged (docs/benchmarks.md);
+* **coarsened measurements** (beyond AIM, :mod:`tessera.synth.coarsening`): after the start,
+  values whose noisy one-way count is below ``coarsen_sigmas`` (3) round-noise sd are grouped
+  (ordered attributes: runs of consecutive codes; categorical: one group, MST's rule), every
+  later marginal of two or more attributes is measured over the products of groups (same
+  sensitivity, fewer cells: a smaller noise penalty), one-way marginals stay fine, and the
+  rounds are fitted over group codes; the final model is written over the fine domain exactly.
+  Off for workloads with wide queries (functions of the fine values);
 * **round t**: (1) the candidates whose addition keeps the model's junction tree within
   ``max_model_size`` · (budget spent / budget) bytes are eligible — public information only, so
   no candidate past the engine's memory guard is ever selected; (2) the exponential mechanism
