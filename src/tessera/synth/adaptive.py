@@ -549,8 +549,9 @@ def adaptive(
             fitted_on = [space.coarse(m) for m in measurements]
             coarse.clear()  # the initialisation's measurements were made fine
     model_dom = dom if space is None else space.domain
-    model_cands = cands if space is None else [
-        dataclasses.replace(c, cells=coarsened(i).cells) for i, c in enumerate(cands)]
+    model_cands = cands if space is None else [  # their cells in the model's (group) codes
+        dataclasses.replace(c, cells=math.prod(space.domain.sizes[a] for a in c.scope))
+        if c.is_marginal else c for c in cands]
     defaulted = tuple(k for k, v in (("rounds", rounds), ("rows", rows),
                                      ("sample_size", sample_size), ("batch", batch))
                       if v is None)
