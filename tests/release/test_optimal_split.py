@@ -46,12 +46,21 @@ def _brute_optimum(wl: Workload, rho: float) -> float:
     t = a.shape[1]
     rows = a[a.sum(axis=1) > 0]
     x0 = np.full(t, np.log(rho / max(1.0, rows.sum(axis=1).max())))
-    res = minimize(lambda z: float(np.sum(0.5 * np.exp(-z))), x0,
-                   jac=lambda z: -0.5 * np.exp(-z),
-                   constraints=[{"type": "ineq", "fun": lambda z: rho - rows @ np.exp(z),
-                                 "jac": lambda z: -rows * np.exp(z)}],
-                   method="SLSQP", options={"ftol": 1e-11, "maxiter": 2000})
+    problem = {"fun": lambda z: float(np.sum(0.5 * np.exp(-z))),
+               "jac": lambda z: -0.5 * np.exp(-z),
+               "constraints": [{"type": "ineq", "fun": lambda z: rho - rows @ np.exp(z),
+                                "jac": lambda z: -rows * np.exp(z)}]}
+    res = minimize(x0=x0, method="SLSQP", options={"ftol": 1e-11, "maxiter": 2000}, **problem)
+    if not res.success:
+        # SLSQP can stop on "Positive directional derivative for linesearch" near the optimum:
+        # restart it from its last point, then fall back to trust-constr (same program)
+        res = minimize(x0=res.x, method="SLSQP", options={"ftol": 1e-11, "maxiter": 2000},
+                       **problem)
+    if not res.success:
+        res = minimize(x0=res.x, method="trust-constr",
+                       options={"gtol": 1e-12, "xtol": 1e-14, "maxiter": 20000}, **problem)
     assert res.success, res.message
+    assert np.max(rows @ np.exp(res.x)) <= rho * (1 + 1e-7)  # feasible (no lower value by slack)
     return float(res.fun)
 
 
@@ -183,3 +192,113 @@ def test_a_strategy_beside_an_optimised_direct_candidate_verifies() -> None:
     assert cert["strategy"]["chosen"] != "direct"
     assert cert["strategy"].get("direct_split") == "optimal"
     assert verify_certificate(cert, wl).ok
+
+
+# -- a split stopped early (issue 18 item 5): verify re-proves it, never re-optimises -----------
+WIDE = Domain.from_dict({"a": 6, "b": 5, "c": 4, "d": 3})
+
+
+def _wide_workload(repeat: bool) -> Workload:
+    """30 random two-attribute predicates on a 360-row domain: the cutting plane needs more
+    than 2 rounds here (stopped after 2, its split differs from the converged one by ~25%).
+    ``repeat``: the first query twice, so W goes through the strategy chooser's ``direct``."""
+    rng = np.random.default_rng(1)
+    clauses = []
+    for _ in range(30):
+        pair = rng.choice(list("abcd"), 2, replace=False)
+        clauses.append(" AND ".join(f"{x} {rng.choice(['<=', '>=', '='])} "
+                                    f"{rng.integers(0, WIDE[x].size)}" for x in pair))
+    queries = Workload.from_sql(clauses, WIDE).queries
+    clauses = [c for i, c in enumerate(clauses) if queries[i] not in queries[:i]]  # distinct
+    return Workload.from_sql(clauses + clauses[:1] if repeat else clauses, WIDE)
+
+
+def _wide_frame() -> pd.DataFrame:
+    rng = np.random.default_rng(2)
+    return pd.DataFrame({n: rng.integers(0, s, 500) for n, s in zip(WIDE.names, WIDE.sizes)})
+
+
+def _stopped_early(wl: Workload, monkeypatch: pytest.MonkeyPatch) -> dict:
+    """The certificate of a release whose optimiser stopped after 2 cutting-plane rounds (as a
+    run stopped by the wall-clock guard under load would), and a check that it did stop early:
+    its split differs from the converged one far beyond CHOICE_RTOL."""
+    import tessera.calibration.optimal as optimal_module
+
+    converged = answer(_wide_frame(), wl, Budget.of(rho=RHO)).certificate
+    monkeypatch.setattr(optimal_module, "OPTIMAL_ROUNDS", 2)
+    cert = json.loads(json.dumps(answer(_wide_frame(), wl, Budget.of(rho=RHO)).certificate))
+    monkeypatch.undo()
+    assert cert["allocation"]["kind"] == "optimal"
+    early = np.array([q["scale"] for q in cert["queries"]])
+    full = np.array([q["scale"] for q in converged["queries"]])
+    assert np.max(np.abs(early / full - 1)) > 1e-2
+    return cert
+
+
+def _check_stopped_early_split(cert: dict, wl: Workload) -> None:
+    """What verify proves of an optimised split (docs/certificate.md): it verifies as stated;
+    an over-spend (scales × 0.9) fails the exact re-proof, a split worse than uniform fails
+    the uniform comparison — both with the digest recomputed — and the digest catches an
+    edit that did not recompute it."""
+    assert verify_certificate(cert, wl).ok, verify_certificate(cert, wl).differences
+
+    def edited(factors: np.ndarray, redigest: bool = True) -> dict:
+        doc = json.loads(json.dumps(cert))
+        for q, f in zip(doc["queries"], factors):
+            q["scale"] *= float(f)
+        if redigest:
+            doc["digest"] = digest(doc)
+        return doc
+
+    t = len(cert["queries"])
+    over = verify_certificate(edited(np.full(t, 0.9)), wl).differences
+    assert any("does not prove" in d or "re-checks" in d for d in over), over
+    # private (every scale at least the stated one) but with more total variance than uniform
+    worse = verify_certificate(edited(np.full(t, 3.0)), wl).differences
+    assert any("exceeds the uniform" in d for d in worse), worse
+    untouched = verify_certificate(edited(np.r_[1.5, np.ones(t - 1)], redigest=False), wl)
+    assert any(d.startswith("digest") for d in untouched.differences), untouched.differences
+
+
+@pytest.mark.parametrize("repeat", [False, True], ids=["plan", "strategy-direct"])
+def test_a_split_stopped_early_verifies_without_the_optimiser(
+        repeat: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A certificate whose optimal split was stopped after 2 rounds verifies with the normal
+    code, which never runs the optimiser (it would raise here); the edits are caught."""
+    import tessera.strategy.direct as direct_candidate
+
+    wl = _wide_workload(repeat)
+    cert = _stopped_early(wl, monkeypatch)
+    if repeat:
+        assert cert["strategy"]["chosen"] == "direct"
+        assert cert["strategy"]["direct_split"] == "optimal"
+    else:
+        assert "strategy" not in cert
+
+    def no_optimiser(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise AssertionError("verify ran the optimiser")
+
+    monkeypatch.setattr(direct_candidate, "optimal_split", no_optimiser)
+    monkeypatch.setattr(plan_module, "optimal_split", no_optimiser)
+    _check_stopped_early_split(cert, wl)
+
+
+@pytest.mark.parametrize("planted", ["no re-proof", "no uniform check"])
+def test_planted_verify_bugs_are_caught(planted: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The checks above can fail: a verify whose re-proof of the stated scales never refuses
+    an over-spend, or that skips the comparison with the uniform split, is caught."""
+    import tessera.release.certificate as certificate_module
+
+    wl = _wide_workload(repeat=True)
+    cert = _stopped_early(wl, monkeypatch)
+    if planted == "no re-proof":
+        real = plan_module.recheck_spent
+
+        def no_refusal(workload, costs, neighbours, total, time_limit, *, proven=True):  # type: ignore[no-untyped-def]
+            # the stated scales' load is computed but never held against the budget
+            return real(workload, costs, neighbours, float("inf"), time_limit, proven=proven)
+        monkeypatch.setattr(plan_module, "recheck_spent", no_refusal)
+    else:
+        monkeypatch.setattr(certificate_module, "uniform_excess", lambda plan, limit: -1.0)
+    with pytest.raises(AssertionError):
+        _check_stopped_early_split(cert, wl)

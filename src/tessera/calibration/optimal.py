@@ -11,8 +11,9 @@ uniform split c_q = B/γ prices every query by the most loaded row of the whole 
 Var = 1/(2ρ_q) (discrete Gaussian, continuous model σ²) or 2/ε_q² (discrete Laplace, 2b²):
 the importance-weighted allocation of §3.11 with unit importances, solved by cutting planes
 (:func:`~.allocation.allocate`) in at most :data:`OPTIMAL_ROUNDS` rounds (deterministic, so
-that ``tessera verify`` recomputes the same split; the clock, :data:`GUARD` ×
-:data:`OPTIMAL_SECONDS`, is only a guard): a local search over value classes proposes the
+that a split is reproducible unless the clock, :data:`GUARD` × :data:`OPTIMAL_SECONDS`, which is
+only a guard, stopped it; ``tessera verify`` does not re-run it for the split that was
+measured: docs/certificate.md): a local search over value classes proposes the
 cuts, the overlap solver certifies (docs/theory.md §10.4).
 :func:`~.allocation.allocate` keeps the best of the cutting plane's split, the Lagrange
 shape and the uniform split (all rescaled by the oracle's proven bound); the release plan
@@ -48,8 +49,9 @@ __all__ = ["GUARD", "OPTIMAL_MAX_QUERIES", "OPTIMAL_ROUNDS", "OPTIMAL_SECONDS", 
 #: the wall-clock guard of the whole optimisation (the loop stops by rounds).
 OPTIMAL_SECONDS = 15.0
 #: Cutting-plane rounds of the default split: the loop stops after this many (or when
-#: converged), not at a wall-clock time, so that ``tessera verify``, which recomputes the
-#: split, meets the same point on a machine of any speed or load (the rounds are
+#: converged), not at a wall-clock time, so that a recomputation (``tessera verify`` of a
+#: ``direct`` candidate that was not chosen) meets the same point on a machine of any speed or
+#: load unless the guard stopped it (the rounds are
 #: deterministic: seeded local search, deterministic masters; an exact solve that finishes
 #: is exact). 40 rounds take 6–13 s at 200 random Adult queries (docs/benchmarks.md).
 OPTIMAL_ROUNDS = 40

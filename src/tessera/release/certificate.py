@@ -59,9 +59,10 @@ OPTIONAL_KEYS = ("strategy",)
 #: Relative tolerance when a recomputed float is compared with the certificate's.
 RTOL = 1e-9
 #: Relative tolerance when what an optimiser recomputes is compared with the certificate: the
-#: stated scales against the recomputed split (the total-optimal split of predicate workloads by
-#: cutting planes, the ``--objective max`` minimax split by SLSQP, tree level costs, residual
-#: contrasts' precisions), the candidates' expected errors and γ_w of the split's shares. These
+#: stated scales against the recomputed split (the ``--objective max`` minimax split by SLSQP,
+#: tree level costs, residual contrasts' precisions; an optimised predicate split is not
+#: recomputed: :func:`verify_certificate`), the candidates' expected errors, γ_w of the split's
+#: shares, and the optimised split's total variance against the uniform split's. These
 #: optimisers stop at a tolerance and another BLAS or CPU moves their last digits; the privacy
 #: proof never uses this tolerance (it re-proves the stated scales exactly: docs/certificate.md).
 CHOICE_RTOL = 1e-6
@@ -213,7 +214,14 @@ def verify_certificate(
     that the stated scales are the split the public inputs give, and the strategy's expected
     errors — is recomputed (the optimisers run again) and compared to :data:`CHOICE_RTOL`, so
     another platform's last digits do not reject a valid certificate; a stated scale moved by
-    more than that, or any field inconsistent with the stated scales, still fails."""
+    more than that, or any field inconsistent with the stated scales, still fails.
+
+    **An optimised predicate split** (allocation ``optimal``, W as given or the ``direct``
+    strategy with ``direct_split`` ``optimal``) is not recomputed: the cutting-plane loop may
+    stop at a wall-clock guard, which no re-run reproduces. Its stated scales are re-proved
+    exactly (privacy), its total variance must not exceed the uniform split's calibrated to γ
+    (:func:`~tessera.release.plan.uniform_excess`, to :data:`CHOICE_RTOL`), every other field
+    is checked as above, and its optimality is not re-checked (docs/certificate.md)."""
     diffs: list[str] = []
     if certificate.get("digest") != digest(certificate):
         diffs.append("digest: the certificate was edited after it was made")
@@ -236,7 +244,8 @@ def verify_certificate(
                 strategy=stated["requested"], objective=stated["objective"],
                 time_limit=time_limit, estimate=stated.get("estimate", "gls"),
                 stated_scales=scales, direct_split=stated.get("direct_split", "shares"),
-                max_split=stated.get("max_split", "best-of-two"))
+                max_split=stated.get("max_split", "best-of-two"),
+                stated_chosen=stated.get("chosen"))
         plan = restated(recomputed, scales, time_limit)  # the proof: the stated scales alone
         if plan.allocation == "optimal" and uniform_excess(plan, time_limit) > CHOICE_RTOL:
             diffs.append("allocation: the 'optimal' split's total variance exceeds the uniform "

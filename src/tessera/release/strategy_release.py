@@ -23,7 +23,7 @@ from tessera.mechanisms.randomness import NoiseSource
 from tessera.mechanisms.record import MechanismRecord
 from tessera.privacy import Neighbours
 from tessera.release.budget import DISCRETE_LAPLACE, Budget
-from tessera.release.plan import Allocation, NoisePlan, check_released, noise_plan
+from tessera.release.plan import Allocation, NoisePlan, check_released, noise_plan, stated
 from tessera.strategy.candidates import Copy, Strategy, contrast_layout, root_weights
 from tessera.strategy.choose import StrategyChoice, choose_strategy, only_direct
 from tessera.strategy.contrasts import contrast_sigma
@@ -63,7 +63,7 @@ def strategy_plan(
     workload: Workload, budget: Budget, *, neighbours: Neighbours | str, allocation: Allocation,
     strategy: str, objective: str, time_limit: float | None, estimate: str = "gls",
     stated_scales: npt.ArrayLike | None = None, direct_split: str = "optimal",
-    max_split: str = "minimax",
+    max_split: str = "minimax", stated_chosen: str | None = None,
 ) -> tuple[NoisePlan, StrategyChoice | None]:
     """The noise plan of what is measured, and the strategy choice (None: the workload itself is
     measured as given — an explicit allocation, or ``auto`` where no other candidate applies
@@ -72,7 +72,10 @@ def strategy_plan(
     ``direct_split``: ``shares`` recomputes a certificate made before ``direct`` optimised its
     split (its strategy section has no ``direct_split``); ``max_split``: ``best-of-two``
     recomputes one made under ``max`` before marginal and tree candidates took the minimax
-    split (no ``max_split``)."""
+    split (no ``max_split``); ``stated_chosen``: the certificate's chosen strategy — when it
+    is ``direct`` with the ``optimal`` split, the stated scales *are* that split: the
+    cutting-plane optimiser is not run again (its stop under a wall-clock guard need not be
+    reproducible), and verify checks them instead (privacy re-proved, no worse than uniform)."""
     rel = Neighbours.parse(neighbours)
     check_released(workload.weight_array())  # before any candidate is calibrated
     if (allocation != "auto" and strategy in ("auto", "direct")) or (
@@ -84,10 +87,14 @@ def strategy_plan(
         kind = "uniform" if allocation == "auto" and objective == "max" else allocation
         return noise_plan(workload, budget, neighbours=rel, allocation=kind,
                           time_limit=time_limit, stated_scales=stated_scales), None
+    direct_scales = None
+    if stated_scales is not None and stated_chosen == "direct" and direct_split == "optimal":
+        given = np.asarray(stated_scales, dtype=object)
+        direct_scales = tuple(float(x) for x in stated(given, given.size))
     choice = choose_strategy(workload, budget.calibration, budget.total, neighbours=rel,
                              strategy=strategy, objective=objective, time_limit=time_limit,
                              estimate=estimate, optimise_direct=direct_split == "optimal",
-                             minimax=max_split == "minimax")
+                             minimax=max_split == "minimax", direct_scales=direct_scales)
     s = choice.chosen
     proven = False
     if s.split == "optimal":

@@ -98,6 +98,7 @@ def choose_strategy(
     estimate: str = "gls",
     optimise_direct: bool = True,
     minimax: bool = True,
+    direct_scales: tuple[float, ...] | None = None,
 ) -> StrategyChoice:
     """The strategy to measure for W under a budget ``total`` of ``definition`` (ε or ρ).
 
@@ -111,7 +112,8 @@ def choose_strategy(
     on its shares (how certificates made before the optimal split are recomputed);
     ``minimax``: ``False`` keeps, under ``max``, the better of the total-optimal and the equal
     split of marginal and tree candidates (how certificates made before the minimax split are
-    recomputed)."""
+    recomputed); ``direct_scales``: ``tessera verify``'s stated optimal split of ``direct``,
+    taken in place of the optimiser (:func:`~.candidates.direct`)."""
     if strategy not in STRATEGIES:
         raise TesseraError(f"unknown strategy {strategy!r}", hint=", ".join(STRATEGIES))
     if objective not in OBJECTIVES:
@@ -119,7 +121,7 @@ def choose_strategy(
     if workload.n_queries == 0:
         raise TesseraError("the workload has no queries")
     ctx = Context(Definition.parse(definition), float(total), Neighbours.parse(neighbours),
-                  time_limit, objective, optimise_direct, minimax)
+                  time_limit, objective, optimise_direct, minimax, direct_scales)
     wanted = STRATEGIES[1:] if (strategy == "auto" or compare) else (strategy,)
     found: list[Strategy] = []
     for name in wanted:

@@ -50,6 +50,9 @@ class Context:
     #: the better of the total-optimal and the equal split, as certificates made before the
     #: minimax record it)
     minimax: bool = True
+    #: ``tessera verify``: a certificate's stated optimal split of ``direct``'s measured queries
+    #: (∞: not released), used in place of the optimiser, which is not run again (None: run it)
+    direct_scales: tuple[float, ...] | None = None
 
 
 def calibrate(ctx: Context, workload: Workload, measured: Workload,

@@ -13,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tessera.calibration.optimal import OPTIMAL_SECONDS, optimal_split, optimisable
+from tessera.errors import TesseraError
 from tessera.strategy.context import Context, calibrate
 from tessera.strategy.reconstruction import Copy, Strategy, model_variance
 from tessera.workload.workload import Workload
@@ -57,21 +58,32 @@ def direct(workload: Workload, ctx: Context) -> Strategy:
 
     Under ``total``, predicate queries of one weight get the split of least total variance
     instead (:mod:`tessera.calibration.optimal`, cutting planes; kept only if better than the
-    uniform one, which it is unless the optimiser found nothing better in its time)."""
+    uniform one, which it is unless the optimiser found nothing better in its time). With
+    ``ctx.direct_scales`` (``tessera verify``) the certificate's stated split is taken as it is,
+    with no optimiser run and no comparison: verify re-proves its privacy and compares it with
+    the uniform split itself (docs/certificate.md)."""
     measured, index = merge_duplicates(workload)
     if ctx.objective == "max":
         measured = root_weights(measured)
     s = calibrate(ctx, workload, measured, Copy(index), "direct")
     if ctx.objective != "total" or not ctx.optimise_direct or not optimisable(measured):
         return s
-    limit = OPTIMAL_SECONDS if ctx.time_limit is None else min(ctx.time_limit, OPTIMAL_SECONDS)
-    split = optimal_split(measured, ctx.definition, ctx.total, ctx.neighbours, time_limit=limit)
-    expected = s.reconstruction.variances(model_variance(ctx.definition)(split.scales))
+    if ctx.direct_scales is not None:
+        scales = np.asarray(ctx.direct_scales, dtype=np.float64)
+        if scales.shape != (measured.n_queries,):
+            raise TesseraError(f"{scales.size} stated scales for the {measured.n_queries} "
+                               "queries direct measures")
+    else:
+        limit = (OPTIMAL_SECONDS if ctx.time_limit is None
+                 else min(ctx.time_limit, OPTIMAL_SECONDS))
+        scales = optimal_split(measured, ctx.definition, ctx.total, ctx.neighbours,
+                               time_limit=limit).scales
+    expected = s.reconstruction.variances(model_variance(ctx.definition)(scales))
     w = workload.weight_array()
     total = float(w[w > 0] @ expected[w > 0])
-    if total >= s.total:
+    if total >= s.total and ctx.direct_scales is None:
         return s
-    return dataclasses.replace(s, scales=split.scales, expected=expected, total=total,
+    return dataclasses.replace(s, scales=scales, expected=expected, total=total,
                                split="optimal")
 
 
