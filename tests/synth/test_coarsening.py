@@ -125,47 +125,54 @@ def test_a_coarsened_marginal_has_the_sensitivity_of_the_marginal(design: tuple,
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_the_fit_with_coarsened_measurements_reaches_the_minimum(seed: int) -> None:
-    """The fit's loss Σ_m ‖N A_m μ − y_m‖² / 2σ_m² (A_m: the coarsening, written out here cell
-    by cell) is that of the best distribution over every point (SLSQP). A planted error in the
-    fit's coarse index (e.g. the groups of the wrong attribute) misses the minimum."""
+def test_the_coarse_space_fit_reaches_the_minimum(seed: int) -> None:
+    """The synthesizer's fit over group codes: fine one-way measurements enter as group sums
+    with per-entry noise sd σ√|G| (:meth:`CoarseSpace.coarse`), coarsened ones as they are. The
+    fit's loss Σ_m Σ_cells (N μ_c − y_m)² / 2σ_{m,cell}² is that of the best distribution over
+    every coarse point (SLSQP, the per-entry sd written out here). A planted fit that takes one
+    sd per measurement (the first entry's) misses the minimum."""
     rng = np.random.default_rng(seed)
-    sizes = [4, 3, 3]
-    dom = Domain.from_dict({f"a{i}": n for i, n in enumerate(sizes)})
-    points = np.array(list(itertools.product(*(range(n) for n in sizes))))
+    fine = Domain.from_dict({"a0": 4, "a1": 3, "a2": 3})
+    groups = {0: (0, 0, 1, 1), 1: (0, 1, 1), 2: (0, 1, 2)}
+    space = CoarseSpace.of(fine, groups, {a: rng.uniform(1, 50, n)
+                                          for a, n in enumerate(fine.sizes)})
     total = 400.0
-    specs = [((0, 1), ((0, 0, 1, 1), (0, 1, 1))), ((1, 2), None), ((0,), None),
-             ((0, 2), ((0, 1, 1, 2), (0, 0, 1)))]
-    ms, mats = [], []
-    for scope, groups in specs:
-        shape = [sizes[a] for a in scope]
-        a = _matrix(shape, groups) if groups else np.eye(math.prod(shape))
-        ms.append(GroupMeasurement(scope, rng.uniform(0, 150, a.shape[0]),
-                                   float(rng.uniform(3, 8)), groups=groups))
-        mats.append(a)
-    model = ScopeModel(dom, [(0, 1), (1, 2), (0, 2)])
+    fine_ms = [GroupMeasurement((0,), rng.uniform(0, 150, 4), float(rng.uniform(3, 8))),
+               GroupMeasurement((1,), rng.uniform(0, 150, 3), float(rng.uniform(3, 8)))]
+    coarse_ms = [GroupMeasurement(s, rng.uniform(0, 150, math.prod(space.domain.sizes[a]
+                                                                   for a in s)),
+                                  float(rng.uniform(3, 8)), groups=space.maps(s))
+                 for s in [(0, 1), (1, 2), (0, 2)]]
+    ms = [space.coarse(m) for m in fine_ms + coarse_ms]
+    assert not np.isscalar(ms[0].sd) and np.allclose(ms[0].sd, fine_ms[0].sd * math.sqrt(2))
+    model = ScopeModel(space.domain, [(0, 1), (1, 2), (0, 2)])
     res = fit(model, ms, total, iterations=20_000, tolerance=1e-13, momentum=True)
+    sizes = space.domain.sizes
+    points = np.array(list(itertools.product(*(range(n) for n in sizes))))
 
     def project(p: np.ndarray, scope: tuple[int, ...]) -> np.ndarray:
         idx = np.ravel_multi_index(tuple(points[:, a] for a in scope), [sizes[a] for a in scope])
         return np.bincount(idx, weights=p, minlength=math.prod(sizes[a] for a in scope))
 
     def loss(p: np.ndarray) -> float:
-        return sum(float(np.sum((total * (a @ project(p, m.scope)) - m.y) ** 2))
-                   / (2 * m.sd ** 2) for m, a in zip(ms, mats, strict=True))
+        return sum(float(np.sum((total * project(p, m.scope) - m.y) ** 2
+                                / (2 * np.square(m.sd)))) for m in ms)
 
     best = minimize(loss, np.full(len(points), 1 / len(points)), method="SLSQP",
                     bounds=[(0, 1)] * len(points),
                     constraints=[{"type": "eq", "fun": lambda p: p.sum() - 1}],
                     options={"maxiter": 3000, "ftol": 1e-14})
-    ours = sum(float(np.sum((total * (a @ model.project(res.marginals, m.scope)) - m.y) ** 2))
-               / (2 * m.sd ** 2) for m, a in zip(ms, mats, strict=True))
+    ours = sum(float(np.sum((total * model.project(res.marginals, m.scope) - m.y) ** 2
+                            / (2 * np.square(m.sd)))) for m in ms)
     assert ours == pytest.approx(res.loss, rel=1e-9)
     assert best.fun <= ours * (1 + 1e-6)  # SLSQP stops within ~1e-8 of the optimum
     assert ours <= best.fun * (1 + 1e-3) + 1e-6
 
 
 def test_a_coarsened_measurement_needs_one_count_per_product_of_groups() -> None:
+    coarsened = GroupMeasurement((0, 1), np.zeros(4), 1.0, groups=((0, 0, 1), (0, 1)))
+    with pytest.raises(ValueError, match="fit it over group codes"):  # not over fine codes
+        fit(ScopeModel(Domain.from_dict({"a": 3, "b": 2}), [(0, 1)]), [coarsened], 10.0)
     with pytest.raises(ValueError, match="one count per product"):
         GroupMeasurement((0, 1), np.zeros(6), 1.0, groups=((0, 0, 1), (0, 1)))
     with pytest.raises(ValueError, match="one map"):

@@ -78,9 +78,8 @@ class GroupMeasurement:
     number, or one per entry: a sum of k entries of noise σ has σ√k).
     ``groups`` (one map per attribute of the scope, code → group): ``y`` counts the
     *coarsened* marginal, whose cells are the products of groups (row-major over the group
-    numbers); the fit then compares y with the sums of the model's cells over each group (a
-    linear measurement A μ_s; the smoothness bound of :func:`initial_step` still holds, since
-    ‖A δ‖₂ ≤ ‖A δ‖₁ ≤ ‖δ‖₁)."""
+    numbers). :func:`fit` does not take such a measurement over the fine domain: the adaptive
+    synthesizer fits it over group codes (:class:`tessera.synth.coarsening.CoarseSpace`)."""
 
     scope: Scope
     y: FloatArray
@@ -89,11 +88,9 @@ class GroupMeasurement:
     groups: Coarsening | None = None
 
     @property
-    def key(self) -> Scope | int | tuple[Scope, Coarsening]:
-        """The group it measures: a scope, a query number, or a scope with its coarsening."""
-        if self.query is not None:
-            return self.query
-        return self.scope if self.groups is None else (self.scope, self.groups)
+    def key(self) -> Scope | int:
+        """The group it measures: a scope or a query number."""
+        return self.scope if self.query is None else self.query
 
     def __post_init__(self) -> None:
         if self.groups is None:
@@ -253,6 +250,9 @@ class _Objective:
                  total: float) -> None:
         groups: dict[Scope | int, list[GroupMeasurement]] = {}
         for m in measurements:
+            if m.groups is not None:
+                raise ValueError(f"the measurement of {m.scope} is coarsened: fit it over group "
+                                 "codes (tessera.synth.coarsening.CoarseSpace.coarse)")
             groups.setdefault(m.key, []).append(m)
         src: list[IntArray] = []  # θ/μ entries ...
         dst: list[IntArray] = []  # ... and the group cell each one projects to
@@ -279,14 +279,9 @@ class _Objective:
                 cells = np.arange(math.prod(shape), dtype=np.intp)
                 digits = np.unravel_index(cells, shape)
                 sub = [i for i, a in enumerate(scope) if a in first.scope]
-                if first.groups is None:  # the marginal's own cells
-                    picked = tuple(digits[i] for i in sub)
-                    dims = tuple(shape[i] for i in sub)
-                else:  # each code to its group: the coarsened marginal's cells
-                    maps = [np.asarray(g, dtype=np.intp) for g in first.groups]
-                    picked = tuple(g[digits[i]] for g, i in zip(maps, sub, strict=True))
-                    dims = tuple(int(g.max()) + 1 for g in maps)
-                local = np.ravel_multi_index(picked, dims) if sub else np.zeros_like(cells)
+                local = np.ravel_multi_index(tuple(digits[i] for i in sub),
+                                             tuple(shape[i] for i in sub)) if sub else \
+                    np.zeros_like(cells)
                 s_idx = model.offsets[k] + cells
                 d_idx = at + local.astype(np.intp)
             src.append(s_idx)

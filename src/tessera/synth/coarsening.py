@@ -5,8 +5,9 @@ MST (McKenna, Miklau, Sheldon, "Winning the NIST Contest: A scalable and general
 differentially private synthetic data", JPC 2021, §4.1) measures every one-way marginal, then
 merges the values of each attribute whose noisy count is below 3σ into one value before it
 measures anything else: a 2-way marginal of Adult's ``native-country`` (42 values, 90 % one of
-them) × ``age`` (32) then has 4 × 21 cells instead of 1,344, and its measurement the same ρ
-spread over 16× fewer cells. AIM measures every cell of every marginal it selects, so its noise
+them) × ``age`` (32) then has 4 × 21 cells instead of 1,344 (Adult's exact one-way counts
+against τ = 450, about 3σ at ε = 0.3), and its measurement the same ρ spread over 16× fewer
+cells. AIM measures every cell of every marginal it selects, so its noise
 penalty √(2/π)·σ·cells keeps such marginals out of its model (docs/benchmarks.md, Issue 20).
 
 Here the model keeps every value. After the one-way initialisation each attribute's values are
@@ -153,8 +154,8 @@ class CoarseSpace:
     up to the within-group factors, which the fine one-way measurements alone inform (the
     coarsened ones sum over them): q_a is their clipped, normalised estimate, and the fine
     one-way measurements enter the coarse fit as their group sums (noise sd σ√|G| per group,
-    :meth:`coarse`). The junction tree then runs over group codes (Adult ε = 1: a model of
-    native-country × age × … over 4 × 21 × … cells instead of 42 × 32 × …), and
+    :meth:`coarse`). The junction tree then runs over group codes (with MST's rule at
+    τ = 450: native-country × age × … over 4 × 21 × … cells instead of 42 × 32 × …), and
     :meth:`expand` writes the fitted model over the fine domain exactly:
     θ_f,s[x_s] = θ_c,s[g(x_s)] (+ log q_a once per attribute), so that its marginals over
     groups are P_c's and its fine one-way marginals P_c(g_a) q_a. Post-processing throughout."""
