@@ -221,7 +221,12 @@ def verify_certificate(
     stop at a wall-clock guard, which no re-run reproduces. Its stated scales are re-proved
     exactly (privacy), its total variance must not exceed the uniform split's calibrated to γ
     (:func:`~tessera.release.plan.uniform_excess`, to :data:`CHOICE_RTOL`), every other field
-    is checked as above, and its optimality is not re-checked (docs/certificate.md)."""
+    is checked as above, and its optimality is not re-checked (docs/certificate.md). The same
+    holds for the optimised split of a ``direct`` candidate that lost to another strategy: the
+    candidate table records it (``candidates[k].scales``), and it is re-proved and compared
+    with the uniform split the same way (:func:`_check_losing_direct`), its expected errors
+    recomputed from it; a certificate made before the table recorded it has the optimiser
+    run again, as before."""
     diffs: list[str] = []
     if certificate.get("digest") != digest(certificate):
         diffs.append("digest: the certificate was edited after it was made")
@@ -236,7 +241,7 @@ def verify_certificate(
                                     time_limit=time_limit, stated_scales=scales)
             choice = None
         else:
-            from tessera.release.strategy_release import strategy_plan
+            from tessera.release.strategy_release import recorded_direct_split, strategy_plan
 
             recomputed, choice = strategy_plan(
                 workload, budget, neighbours=certificate["neighbours"],
@@ -245,11 +250,14 @@ def verify_certificate(
                 time_limit=time_limit, estimate=stated.get("estimate", "gls"),
                 stated_scales=scales, direct_split=stated.get("direct_split", "shares"),
                 max_split=stated.get("max_split", "best-of-two"),
-                stated_chosen=stated.get("chosen"))
+                stated_chosen=stated.get("chosen"),
+                recorded_direct=recorded_direct_split(stated))
         plan = restated(recomputed, scales, time_limit)  # the proof: the stated scales alone
         if plan.allocation == "optimal" and uniform_excess(plan, time_limit) > CHOICE_RTOL:
             diffs.append("allocation: the 'optimal' split's total variance exceeds the uniform "
                          "split's")
+        if choice is not None:
+            _check_losing_direct(choice, budget, certificate["neighbours"], time_limit, diffs)
     except (KeyError, TypeError, ValueError, TesseraError) as e:
         return Verification(tuple(diffs) + (f"cannot recompute the plan: {e}",))
     # the choice: the stated scales are the recomputed split's (an optimiser's output: to a
@@ -265,9 +273,14 @@ def verify_certificate(
     _compare_split(plan.scales, np.asarray(split, dtype=np.float64), rtol, certificate, diffs)
     expected = _plan_fields(plan)
     if choice is not None:
-        from tessera.release.strategy_release import strategy_fields
+        from tessera.release.strategy_release import recorded_direct_split, strategy_fields
 
         expected["strategy"] = strategy_fields(choice, plan)
+        if recorded_direct_split(certificate["strategy"]) is None:
+            # made before the candidate table recorded a losing direct split: the optimiser
+            # ran again above, and the table is compared as it was then written
+            for row in expected["strategy"]["candidates"]:
+                row.pop("scales", None)
     for key, value in expected.items():
         _compare(key, certificate.get(key), value, diffs, loose, rtol)
     mech = certificate.get("mechanism", {})
@@ -286,6 +299,25 @@ def verify_certificate(
     if unknown or missing:
         diffs.append(f"fields: unknown {unknown}, missing {missing}")
     return Verification(tuple(diffs))
+
+
+def _check_losing_direct(choice: StrategyChoice, budget: Budget, neighbours: str,
+                         time_limit: float | None, diffs: list[str]) -> None:
+    """A losing ``direct`` candidate's optimised split, as the candidate table records it, is a
+    valid split (docs/certificate.md): its exact load re-proved ≤ the budget and its total
+    variance no worse than the uniform split's (to :data:`CHOICE_RTOL`), as for a chosen one;
+    its expected errors are recomputed from it in closed form and compared with the table."""
+    from tessera.release.strategy_release import check_direct_split
+
+    where = "strategy.candidates[direct].scales"
+    try:
+        plan = check_direct_split(choice, budget, neighbours, time_limit)
+    except TesseraError as e:
+        diffs.append(f"{where}: the recorded split is not a valid split of the budget: {e}")
+        return
+    if plan is not None and uniform_excess(plan, time_limit) > CHOICE_RTOL:
+        diffs.append(f"{where}: the recorded 'optimal' split's total variance exceeds the "
+                     "uniform split's")
 
 
 def stated_scales(certificate: dict[str, Any]) -> list[float | None]:

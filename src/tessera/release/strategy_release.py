@@ -64,6 +64,7 @@ def strategy_plan(
     strategy: str, objective: str, time_limit: float | None, estimate: str = "gls",
     stated_scales: npt.ArrayLike | None = None, direct_split: str = "optimal",
     max_split: str = "minimax", stated_chosen: str | None = None,
+    recorded_direct: npt.ArrayLike | None = None,
 ) -> tuple[NoisePlan, StrategyChoice | None]:
     """The noise plan of what is measured, and the strategy choice (None: the workload itself is
     measured as given — an explicit allocation, or ``auto`` where no other candidate applies
@@ -75,7 +76,10 @@ def strategy_plan(
     split (no ``max_split``); ``stated_chosen``: the certificate's chosen strategy — when it
     is ``direct`` with the ``optimal`` split, the stated scales *are* that split: the
     cutting-plane optimiser is not run again (its stop under a wall-clock guard need not be
-    reproducible), and verify checks them instead (privacy re-proved, no worse than uniform)."""
+    reproducible), and verify checks them instead (privacy re-proved, no worse than uniform);
+    ``recorded_direct``: the optimised split of a ``direct`` candidate that lost, as the
+    certificate's candidate table records it (:func:`recorded_direct_split`) — taken in place
+    of the optimiser likewise, and checked by :func:`check_direct_split`."""
     rel = Neighbours.parse(neighbours)
     check_released(workload.weight_array())  # before any candidate is calibrated
     if (allocation != "auto" and strategy in ("auto", "direct")) or (
@@ -90,6 +94,9 @@ def strategy_plan(
     direct_scales = None
     if stated_scales is not None and stated_chosen == "direct" and direct_split == "optimal":
         given = np.asarray(stated_scales, dtype=object)
+        direct_scales = tuple(float(x) for x in stated(given, given.size))
+    elif recorded_direct is not None and direct_split == "optimal":
+        given = np.asarray(recorded_direct, dtype=object)
         direct_scales = tuple(float(x) for x in stated(given, given.size))
     choice = choose_strategy(workload, budget.calibration, budget.total, neighbours=rel,
                              strategy=strategy, objective=objective, time_limit=time_limit,
@@ -180,6 +187,14 @@ def strategy_fields(choice: StrategyChoice, plan: NoisePlan) -> dict[str, Any]:
     σ and per-row cost)."""
 
     s = choice.chosen
+    direct = next((c for c in choice.candidates if c.name == "direct"), None)
+    rows = [{k: v for k, v in row.items() if k != "chosen"} for row in choice.table()]
+    for row, c in zip(rows, choice.candidates):
+        if c is direct and c is not s and c.split == "optimal":
+            # the losing direct candidate's optimised split, so that verify need not run the
+            # optimiser again (its wall-clock guard makes a run irreproducible):
+            # :func:`check_direct_split`
+            row["scales"] = [float(x) if np.isfinite(x) else None for x in c.scales]
     fields = {
         "requested": choice.requested,
         "objective": choice.objective,
@@ -190,12 +205,10 @@ def strategy_fields(choice: StrategyChoice, plan: NoisePlan) -> dict[str, Any]:
                               "queries": s.measured.n_queries},
         "reconstruction": s.reconstruction.name,
         "interval": INTERVAL_NOTE if s.name != "direct" else "exact (the noise's own)",
-        "candidates": [{k: v for k, v in row.items() if k != "chosen"}
-                       for row in choice.table()],
+        "candidates": rows,
     }
     if choice.estimate != "gls":
         fields["estimate"] = choice.estimate
-    direct = next((c for c in choice.candidates if c.name == "direct"), None)
     if direct is not None and direct.split != "shares":
         # the direct candidate's split (absent: its weights as shares, as in certificates made
         # before the optimal split; verify recomputes the choice with the same rule)
@@ -214,6 +227,34 @@ def strategy_fields(choice: StrategyChoice, plan: NoisePlan) -> dict[str, Any]:
             for sc, k, sg in zip(rc.scopes, starts, contrast_sigmas(plan, s))]
         fields["contrasts_note"] = CONTRASTS_NOTE
     return fields
+
+
+def recorded_direct_split(section: dict[str, Any]) -> list[float | None] | None:
+    """The optimised split of the losing ``direct`` candidate a certificate's ``strategy``
+    section records in its candidate table (``candidates[k].scales``; None: none recorded — the
+    chosen strategy is ``direct``, its split is not optimised, or the certificate was made
+    before the split was recorded, when verify re-runs the optimiser)."""
+    for row in section.get("candidates", []):
+        if isinstance(row, dict) and row.get("strategy") == "direct" and "scales" in row:
+            return list(row["scales"])
+    return None
+
+
+def check_direct_split(choice: StrategyChoice, budget: Budget, neighbours: Neighbours | str,
+                       time_limit: float | None) -> NoisePlan | None:
+    """The plan of the losing ``direct`` candidate's optimised split as it was taken
+    (``tessera verify``, from the certificate's candidate table; docs/certificate.md): its
+    exact overlap load re-proved ≤ the budget from the scales alone (:func:`~.plan.noise_plan`
+    with ``stated_scales`` and no calibration proof; a :class:`~tessera.errors.TesseraError`
+    names an over-spend), to be held against the uniform split by
+    :func:`~.plan.uniform_excess`. None when no candidate lost with an optimised split. Its
+    expected errors are the candidate's own, from these scales in closed form
+    (:func:`tessera.strategy.candidates.direct`)."""
+    d = next((c for c in choice.candidates if c.name == "direct"), None)
+    if d is None or d is choice.chosen or d.split != "optimal":
+        return None
+    return noise_plan(d.measured, budget, neighbours=neighbours, allocation="optimal",
+                      time_limit=time_limit, stated_scales=d.scales, scales_proven=False)
 
 
 #: What the certificate says of a residual-contrast release.
