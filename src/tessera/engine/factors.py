@@ -346,6 +346,7 @@ class ModelLayout:
     def factor_bytes(self) -> int:
         """Upper bound on the bytes the factor tables and indicator matrices take."""
         total = 0
+        members: dict[tuple[str, object], int] = {}  # (attribute, coverage) → classes inside
         for g in self.specs:
             size = math.prod(self.sizes[v] for v in g.scope)
             total += 2 * 8 * size  # the log table of a pass and a hard / multiplicity table
@@ -353,15 +354,23 @@ class ModelLayout:
             if len(soft) * size <= SPARSE_ABOVE:
                 total += 8 * len(soft) * size
             else:  # CSR: float64 value + int32 index per non-zero, plus row pointers
-                total += 12 * sum(self._nonzero_bound(j, g.scope) for j in soft) + 8 * len(soft)
+                total += 12 * sum(self._nonzero_bound(j, g.scope, members)
+                                  for j in soft) + 8 * len(soft)
         return total
 
-    def _nonzero_bound(self, j: int, scope_: tuple[int, ...]) -> int:
+    def _nonzero_bound(self, j: int, scope_: tuple[int, ...],
+                       members: dict[tuple[str, object], int]) -> int:
         f = self.functions[j]
         if isinstance(f, Query):  # f is a product of per-attribute memberships
             d = self.domain
-            return math.prod(int(self.classes[d.index(p.attribute)].contains(p.coverage).sum())
-                             for p in f.predicates)
+            out = 1
+            for p in f.predicates:  # the cells of a scope share their predicates: memoised
+                key = (p.attribute, p.coverage)
+                if key not in members:
+                    members[key] = int(self.classes[d.index(p.attribute)]
+                                       .contains(p.coverage).sum())
+                out *= members[key]
+            return out
         return math.prod(self.sizes[v] for v in scope_)
 
 

@@ -55,7 +55,7 @@ from tessera.engine.decomposition import (
 )
 from tessera.errors import QueryError
 
-__all__ = ["JunctionTree", "junction_tree"]
+__all__ = ["JunctionTree", "junction_bags", "junction_tree"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.intp]
@@ -280,36 +280,7 @@ def junction_tree(
                              f"{len(sizes_t)} variables")
     shapes = tuple(tuple(sizes_t[v] for v in sc) for sc in scopes_t)
     offsets = tuple(int(x) for x in np.cumsum([0, *(math.prod(sh) for sh in shapes)]))
-
-    # -- elimination order and bags over the variables that occur -------------------------
-    covered = {v for sc in scopes_t for v in sc}
-    graph = nx.Graph()
-    graph.add_nodes_from(sorted(covered) if order is None else order)
-    for sc in scopes_t:
-        graph.add_edges_from((a, b) for i, a in enumerate(sc) for b in sc[i + 1:])
-
-    def culprits(bag: Sequence[int]) -> str:
-        return summarize("variables", [str(v) for v in bag])
-
-    if order is None:
-        cap = math.log2(max(memory_limit, 8) / 8) + REFUSE_MARGIN_BITS
-        result = best_elimination_order(graph, heuristic, lambda v: math.log2(sizes_t[v]),
-                                        cap=cap)
-        if isinstance(result, Aborted):
-            bag = result.bag
-            refuse_bag([sizes_t[v] for v in bag], memory_limit, lambda: culprits(bag))
-            raise AssertionError("refuse_bag always raises")  # pragma: no cover
-        order = list(result.order)
-    else:
-        order = [int(v) for v in order]
-        if len(set(order)) != len(order) or not covered <= set(order) \
-                or any(not 0 <= v < len(sizes_t) for v in order):
-            raise QueryError("the elimination order must list distinct variables, every "
-                             "variable of the scopes among them")
-    bags, parents = eliminate(graph, order)
-    plan = memory_plan(sizes_t, bags)
-    check_memory(plan, memory_limit, lambda: culprits(bags[plan.largest_bag]))
-
+    bags, parents, order = _bags(sizes_t, scopes_t, heuristic, memory_limit, order)
     # -- maximal cliques: a bag contained in a child's bag is absorbed by that child --------
     n = len(bags)
     sets = [frozenset(b) for b in bags]
@@ -471,6 +442,53 @@ def junction_tree(
         potential_map=potential_map, marginal_map=marginal_map,
         log_free=log_free, width=max((len(c) for c in cliques), default=0) - 1,
     )
+
+
+def junction_bags(sizes: Sequence[int], scopes: Sequence[Sequence[int]], *,
+                  heuristic: str = "min-fill", memory_limit: int = DEFAULT_MEMORY_LIMIT
+                  ) -> list[frozenset[int]]:
+    """The bags of the elimination :func:`junction_tree` compiles for these arguments (its
+    cliques are the maximal ones), without a table: a set of variables lies in a clique of
+    that tree iff it lies in one of these bags. Raises :func:`junction_tree`'s
+    :class:`~tessera.errors.ResourceError` when it would."""
+    sizes_t = tuple(int(s) for s in sizes)
+    scopes_t = tuple(tuple(int(v) for v in sc) for sc in scopes)
+    return [frozenset(b) for b in _bags(sizes_t, scopes_t, heuristic, memory_limit, None)[0]]
+
+
+def _bags(sizes_t: tuple[int, ...], scopes_t: tuple[tuple[int, ...], ...], heuristic: str,
+          memory_limit: int, order: Sequence[int] | None
+          ) -> tuple[list[list[int]], list[int], list[int]]:
+    """The bags, their parents and the elimination order over the variables that occur (the order
+    given, else the ``heuristic``'s), refused by the memory guard."""
+    covered = {v for sc in scopes_t for v in sc}
+    graph = nx.Graph()
+    graph.add_nodes_from(sorted(covered) if order is None else order)
+    for sc in scopes_t:
+        graph.add_edges_from((a, b) for i, a in enumerate(sc) for b in sc[i + 1:])
+
+    def culprits(bag: Sequence[int]) -> str:
+        return summarize("variables", [str(v) for v in bag])
+
+    if order is None:
+        cap = math.log2(max(memory_limit, 8) / 8) + REFUSE_MARGIN_BITS
+        result = best_elimination_order(graph, heuristic, lambda v: math.log2(sizes_t[v]),
+                                        cap=cap)
+        if isinstance(result, Aborted):
+            bag = result.bag
+            refuse_bag([sizes_t[v] for v in bag], memory_limit, lambda: culprits(bag))
+            raise AssertionError("refuse_bag always raises")  # pragma: no cover
+        order = list(result.order)
+    else:
+        order = [int(v) for v in order]
+        if len(set(order)) != len(order) or not covered <= set(order) \
+                or any(not 0 <= v < len(sizes_t) for v in order):
+            raise QueryError("the elimination order must list distinct variables, every "
+                             "variable of the scopes among them")
+    bags, parents = eliminate(graph, order)
+    plan = memory_plan(sizes_t, bags)
+    check_memory(plan, memory_limit, lambda: culprits(bags[plan.largest_bag]))
+    return bags, parents, order
 
 
 def _zero_one(rows: IntArray, cols: IntArray, shape: tuple[int, int]) -> sp.csr_array:

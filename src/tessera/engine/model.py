@@ -134,6 +134,16 @@ def _functions(
     return functions, own if names is None else tuple(names)
 
 
+def _named(domain: Domain, queries: Sequence[Function] | Workload,
+           names: Sequence[str] | None) -> tuple[tuple[Function, ...], tuple[str, ...]]:
+    """The engine functions of ``queries`` and their names (``q0``, ``q1``, … by default)."""
+    functions, own = _functions(domain, queries, names)
+    own = own if own is not None else tuple(f"q{j}" for j in range(len(functions)))
+    if len(own) != len(functions):
+        raise QueryError(f"{len(own)} names for {len(functions)} queries")
+    return functions, own
+
+
 @dataclass(frozen=True, eq=False)
 class Structure:
     """Everything θ-independent: compiled factors, elimination order, bags, memory plan."""
@@ -162,6 +172,31 @@ class Structure:
         memory_limit: int,
         dense_limit: int,
     ) -> Structure:
+        functions, all_names, layout, graph, order, bags, parents, plan = Structure.planned(
+            domain, queries, names, constraints, heuristic=heuristic,
+            memory_limit=memory_limit, dense_limit=dense_limit)
+        compiled = tabulate(layout)  # only now are tables allocated
+        program = Program.build(layout.sizes, [g.scope for g in compiled.groups], order, bags,
+                                parents)
+        return Structure(domain, functions, all_names, len(queries), compiled, graph,
+                         tuple(order), tuple(tuple(b) for b in bags), tuple(parents), plan,
+                         program, heuristic)
+
+    @staticmethod
+    def planned(
+        domain: Domain,
+        queries: Sequence[Function],
+        names: Sequence[str],
+        constraints: Sequence[Function],
+        *,
+        heuristic: str,
+        memory_limit: int,
+        dense_limit: int,
+    ) -> tuple[tuple[Function, ...], tuple[str, ...], ModelLayout, nx.Graph, list[int],
+               list[list[int]], list[int], MemoryPlan]:
+        """Everything :meth:`build` decides before a table is allocated: the layout, the
+        elimination order, its bags and the memory plan, refused by the memory guard
+        (:class:`~tessera.errors.ResourceError`) exactly as :meth:`build` refuses it."""
         functions = tuple(queries) + tuple(constraints)
         all_names = tuple(names) + tuple(f"constraint #{i}" for i in range(len(constraints)))
         hard = [False] * len(queries) + [True] * len(constraints)
@@ -190,11 +225,7 @@ class Structure:
         plan = memory_plan(sizes, bags, factor_bytes=layout.factor_bytes())
         check_memory(plan, memory_limit, lambda: _culprits(layout, functions, all_names,
                                                            bags[plan.largest_bag]))
-        compiled = tabulate(layout)  # only now are tables allocated
-        program = Program.build(sizes, [g.scope for g in compiled.groups], order, bags, parents)
-        return Structure(domain, functions, all_names, len(queries), compiled, graph,
-                         tuple(order), tuple(tuple(b) for b in bags), tuple(parents), plan,
-                         program, heuristic)
+        return functions, all_names, layout, graph, order, bags, parents, plan
 
     @cached_property
     def junction(self) -> JunctionTree:
@@ -378,16 +409,32 @@ class GibbsModel:
         memory_limit: int = DEFAULT_MEMORY_LIMIT,
         dense_limit: int = DENSE_LIMIT,
     ) -> None:
-        queries, names = _functions(domain, queries, names)
-        names = names if names is not None else tuple(f"q{j}" for j in range(len(queries)))
-        if len(names) != len(queries):
-            raise QueryError(f"{len(names)} names for {len(queries)} queries")
+        queries, names = _named(domain, queries, names)
         self.structure = Structure.build(
             domain, queries, names, tuple(constraints), heuristic=heuristic,
             memory_limit=memory_limit, dense_limit=dense_limit,
         )
         self.theta = _theta(theta, len(queries))
         self._cache: dict[str, object] = {}
+
+    @staticmethod
+    def plan_of(
+        domain: Domain,
+        queries: Sequence[Function] | Workload,
+        *,
+        names: Sequence[str] | None = None,
+        constraints: Sequence[Function] = (),
+        heuristic: str = "min-fill",
+        memory_limit: int = DEFAULT_MEMORY_LIMIT,
+        dense_limit: int = DENSE_LIMIT,
+    ) -> MemoryPlan:
+        """The memory plan of the model the constructor would build with these arguments,
+        without allocating a table: the same layout, elimination and guard
+        (:meth:`Structure.planned`), so it raises the constructor's
+        :class:`~tessera.errors.ResourceError` exactly when the constructor would."""
+        queries, names = _named(domain, queries, names)
+        return Structure.planned(domain, queries, names, tuple(constraints), heuristic=heuristic,
+                              memory_limit=memory_limit, dense_limit=dense_limit)[-1]
 
     @staticmethod
     def from_workload(workload: Workload, theta: Sequence[float] | npt.ArrayLike | None = None,

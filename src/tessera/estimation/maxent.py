@@ -61,7 +61,8 @@ from tessera.estimation.rows import rows_from_cliques
 from tessera.schema.domain import Domain
 from tessera.workload.families import Partition
 
-__all__ = ["FitResult", "GroupMeasurement", "ScopeModel", "added_query_probabilities", "fit"]
+__all__ = ["FitResult", "GroupMeasurement", "ScopeModel", "added_query_groups",
+           "added_query_probabilities", "fit", "gibbs_functions"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.intp]
@@ -131,12 +132,8 @@ class ScopeModel:
         if not self.queries:
             self._jt = junction_tree(domain.sizes, self.scopes, memory_limit=memory_limit)
         else:
-            functions: list[Function] = []
-            for s in self.scopes:
-                functions.extend(Partition.marginal(domain, [domain.names[i] for i in s])
-                                 .cell_queries(domain))
-            functions.extend(f for _, f in self.queries)
-            self._gibbs = GibbsModel(domain, functions, memory_limit=memory_limit)
+            self._gibbs = GibbsModel(domain, gibbs_functions(domain, self.scopes, self.queries),
+                                     memory_limit=memory_limit)
 
     @property
     def width(self) -> int:
@@ -320,30 +317,47 @@ class FitResult:
     oracle_calls: int
 
 
-def added_query_probabilities(model: ScopeModel, theta: FloatArray,
-                              queries: Sequence[Function],
-                              names: Sequence[str] | None = None,
-                              *, memory_limit: int = DEFAULT_MEMORY_LIMIT) -> FloatArray:
-    """P_θ(q = 1) of queries q that are not features of ``model``, exactly: the model with q
-    added as one more feature at weight θ_q = 0 is the same distribution (exp(0·q(x)) = 1),
-    and the engine's pass over it gives μ_q (one compilation, one upward and downward pass).
+def gibbs_functions(domain: Domain, scopes: Sequence[Scope],
+                    queries: Sequence[tuple[int, Function]],
+                    cells: dict[Scope, tuple[Function, ...]] | None = None) -> list[Function]:
+    """The engine functions of a :class:`ScopeModel` with wide queries: every scope's cells
+    (row-major), then the queries. ``cells``: a memo of the scopes' cell queries (a caller
+    that plans many models over the same scopes builds each once)."""
+    functions: list[Function] = []
+    for s in scopes:
+        own = cells.get(tuple(s)) if cells is not None else None
+        if own is None:
+            own = tuple(Partition.marginal(domain, [domain.names[i] for i in s])
+                        .cell_queries(domain))
+            if cells is not None:
+                cells[tuple(s)] = own
+        functions.extend(own)
+    functions.extend(f for _, f in queries)
+    return functions
 
-    **In groups that fit the engine's memory guard.** All queries go into one pass when its
-    decomposition fits ``memory_limit``; else the queries are halved and each half answered
-    the same way, down to single queries. Queries over shared attributes tie the decomposition
-    through their automata's states (k conjunctions crossing the same attributes can put 2^k
-    states in one bag where each alone puts 2: 30 wide conjunctions over Adult need > 70 PiB
-    together, ~10^5 bytes each), so a group that does not fit costs one refused compilation
-    (the guard runs before any table is allocated) and the answers are unchanged: each μ_q is
-    a marginal of the same P_θ. A single query that does not fit raises the engine's
-    :class:`~tessera.errors.ResourceError`, naming it (``names[j]``, else its position)."""
-    out = np.empty(len(queries))
+
+def added_query_groups(domain: Domain, scopes: Sequence[Scope],
+                       queries: Sequence[tuple[int, Function]], added: Sequence[Function],
+                       names: Sequence[str] | None = None,
+                       *, memory_limit: int = DEFAULT_MEMORY_LIMIT,
+                       cells: dict[Scope, tuple[Function, ...]] | None = None
+                       ) -> list[tuple[int, int]]:
+    """The groups ``added[lo:hi]`` in which :func:`added_query_probabilities` answers the
+    ``added`` queries beside the model over ``scopes`` and ``queries`` (a :class:`ScopeModel`'s),
+    decided without allocating a table: all in one pass when its plan fits ``memory_limit``,
+    else each half the same way, down to single queries — the engine's own plan and guard
+    (:meth:`~tessera.engine.model.GibbsModel.plan_of` of the model with the group added at
+    θ = 0, the functions of :func:`gibbs_functions`), so the pass over these groups is never
+    refused. A single query that does not fit raises the engine's
+    :class:`~tessera.errors.ResourceError`, naming it (``names[j]``, else its position).
+    ``cells``: :func:`gibbs_functions`'s memo."""
+    groups: list[tuple[int, int]] = []
 
     def solve(lo: int, hi: int) -> None:
-        added = [(-1 - j, queries[j]) for j in range(lo, hi)]
+        group = [(-1 - j, added[j]) for j in range(lo, hi)]
         try:
-            extra = ScopeModel(model.domain, model.scopes, [*model.queries, *added],
-                               memory_limit=memory_limit)
+            GibbsModel.plan_of(domain, gibbs_functions(domain, scopes, [*queries, *group],
+                                                       cells), memory_limit=memory_limit)
         except ResourceError as e:
             if hi - lo > 1:
                 mid = (lo + hi) // 2
@@ -352,12 +366,41 @@ def added_query_probabilities(model: ScopeModel, theta: FloatArray,
                 return
             name = names[lo] if names is not None else f"#{lo}"
             raise ResourceError(f"query {name}: {e.message}", hint=e.hint) from None
+        groups.append((lo, hi))
+
+    if added:
+        solve(0, len(added))
+    return groups
+
+
+def added_query_probabilities(model: ScopeModel, theta: FloatArray,
+                              queries: Sequence[Function],
+                              names: Sequence[str] | None = None,
+                              *, memory_limit: int = DEFAULT_MEMORY_LIMIT) -> FloatArray:
+    """P_θ(q = 1) of queries q that are not features of ``model``, exactly: the model with q
+    added as one more feature at weight θ_q = 0 is the same distribution (exp(0·q(x)) = 1),
+    and the engine's pass over it gives μ_q (one compilation, one upward and downward pass).
+
+    **In groups that fit the engine's memory guard** (:func:`added_query_groups`). All queries
+    go into one pass when its decomposition fits ``memory_limit``; else the queries are halved
+    and each half answered the same way, down to single queries. Queries over shared
+    attributes tie the decomposition through their automata's states (k conjunctions crossing
+    the same attributes can put 2^k states in one bag where each alone puts 2: 30 wide
+    conjunctions over Adult need > 70 PiB together, ~10^5 bytes each), so a group that does not
+    fit costs one refused plan (the guard runs before any table is allocated) and the answers
+    are unchanged: each μ_q is a marginal of the same P_θ. A single query that does not fit
+    raises the engine's :class:`~tessera.errors.ResourceError`, naming it (``names[j]``, else
+    its position)."""
+    out = np.empty(len(queries))
+    cells: dict[Scope, tuple[Function, ...]] = {}
+    for lo, hi in added_query_groups(model.domain, model.scopes, model.queries, queries, names,
+                                     memory_limit=memory_limit, cells=cells):
+        added = [(-1 - j, queries[j]) for j in range(lo, hi)]
+        extra = ScopeModel(model.domain, model.scopes, [*model.queries, *added],
+                           memory_limit=memory_limit)
         mu = extra.marginals(extra.extend(theta, model))
         for j in range(lo, hi):
             out[j] = float(mu[extra.query_position[-1 - j]])
-
-    if queries:
-        solve(0, len(queries))
     return out
 
 

@@ -75,9 +75,8 @@ import numpy.typing as npt
 import pandas as pd
 
 from tessera.data.table import CsvOptions
-from tessera.engine.factors import scope
+from tessera.engine.decomposition import DEFAULT_MEMORY_LIMIT
 from tessera.errors import QueryError, ResourceError, TesseraError
-from tessera.estimation.maxent import ScopeModel, added_query_probabilities
 from tessera.privacy import Neighbours
 from tessera.release.budget import Budget
 from tessera.release.ledger import Ledger
@@ -89,7 +88,8 @@ from tessera.routes.model_files import (
     write_answers,
     write_model_outputs,
 )
-from tessera.synth.candidates import DEFAULT_MAX_CELLS, candidates
+from tessera.synth.answerable import Answerable, least_structure
+from tessera.synth.candidates import DEFAULT_MAX_CELLS
 from tessera.synth.fitted import FittedSynthesizer
 from tessera.synth.model_answers import model_counts
 from tessera.synth.synthesizer import Synthesizer
@@ -165,16 +165,18 @@ class ModelRelease:
                           f"model (N̂ = {self.total:,.1f}); {NO_INTERVAL}"])
 
 
-def check_workload(workload: Workload, max_cells: int = DEFAULT_MAX_CELLS) -> None:
+def check_workload(workload: Workload, max_cells: int = DEFAULT_MAX_CELLS,
+                   memory_limit: int = DEFAULT_MEMORY_LIMIT) -> None:
     """Refuse, before any budget is spent, a workload the route cannot answer from a model
-    (public inputs only: the schema, the workload, the candidates' ``max_cells``): one with no
-    query; a family whose attributes' product exceeds :data:`MAX_SCOPE_CELLS` codes (the
-    model's marginal over them is a dense table); a query (predicate over two or more
-    attributes, Boolean clause, BDD query) whose engine pass does not fit the engine's memory
-    guard even beside the least model a run ends with (module docs: the one-way marginals of
-    the attributes the candidates mention, at θ = 0). A query over one attribute is always read
-    from its one-way marginal. (A workload that mentions no attribute is refused by the
-    synthesizer's own preflight, also before the charge.)"""
+    (public inputs only: the schema, the workload, the candidates' ``max_cells``, the engine's
+    ``memory_limit``): one with no query; a family whose attributes' product exceeds
+    :data:`MAX_SCOPE_CELLS` codes (the model's marginal over them is a dense table); a query
+    (predicate, Boolean clause, BDD query) whose engine pass does not fit the memory guard
+    even beside the least model a run ends with (module docs: the one-way marginals of the
+    attributes the candidates mention, at θ = 0) — the answerability test of
+    :class:`tessera.synth.answerable.Answerable` that every selection of the run then keeps.
+    A query over one attribute is read from its one-way marginal. (A workload that mentions no
+    attribute is refused by the synthesizer's own preflight, also before the charge.)"""
     if workload.n_queries == 0:
         raise QueryError("the workload has no queries")
     dom = workload.domain
@@ -185,22 +187,14 @@ def check_workload(workload: Workload, max_cells: int = DEFAULT_MAX_CELLS) -> No
                 f"family {p.name!r}: the model's marginal over {', '.join(p.attributes)} has "
                 f"{cells:,} cells, over the {MAX_SCOPE_CELLS:,} the adaptive route reads",
                 hint="answer it with --estimate gls (a strategy), or split the family")
-    joint = [(j, q) for j, q in enumerate(workload.queries) if len(scope(dom, q)) > 1]
-    if not joint:
-        return
-    ones = sorted({c.scope[0] for c in candidates(workload, max_cells)
-                   if c.is_marginal and len(c.scope) == 1})
-    least = ScopeModel(dom, [(a,) for a in ones])
-    names = list(workload.names)
-    try:
-        added_query_probabilities(least, least.zero(), [q for _, q in joint],
-                                  [repr(names[j]) for j, _ in joint])
-    except ResourceError as e:
+    keeper = Answerable(workload, memory_limit)
+    refused = keeper.refusal(least_structure(workload, max_cells)) if keeper.active else None
+    if refused is not None:
         raise ResourceError(
-            f"{e.message} — the adaptive route cannot read it from any model (nothing was "
-            "charged)",
+            f"{refused.message} — the adaptive route cannot read it from any model (nothing "
+            "was charged)",
             hint="split the query into simpler ones (fewer attributes, or disjoint "
-                 "conjunctions), or answer the workload with --estimate gls") from None
+                 "conjunctions), or answer the workload with --estimate gls")
 
 
 def answer_adaptive(
@@ -218,6 +212,7 @@ def answer_adaptive(
     output: str | Path | None = None,
     certificate: str | Path | None = None,
     progress: Callable[[Any], None] | None = None,
+    memory_limit: int = DEFAULT_MEMORY_LIMIT,
     **options: Any,
 ) -> ModelRelease:
     """Answer ``workload`` on ``data`` under ``budget`` from the adaptive synthesizer's fitted
@@ -227,23 +222,37 @@ def answer_adaptive(
     ledger marks the charge released; checked writable before it is made. ``options``: the
     adaptive method's (:func:`tessera.synth.adaptive.adaptive`: ``rounds``,
     ``max_model_size``, …); ``rows`` defaults to 0 (no rows are sampled: the answers come
-    from the model)."""
+    from the model). ``memory_limit``: the engine's memory guard (bytes) for the passes that
+    read queries from the model; the preflight, the selection's answerability constraint
+    (the synthesizer's ``answer_memory``) and the answers all use it."""
     if not isinstance(workload, Workload):
         raise QueryError("the adaptive route takes a tessera.Workload",
                          hint="Workload.load(path, domain) or Workload.from_sql(...)")
     outputs = model_outputs(output, certificate)
     options.setdefault("rows", 0)
+    if "answer_memory" in options:
+        raise QueryError("the adaptive route sets answer_memory itself",
+                         hint="pass memory_limit= (the engine's guard for the answers)")
+    if isinstance(memory_limit, bool) or not isinstance(memory_limit, int) or memory_limit < 1:
+        raise QueryError(f"memory_limit must be a positive integer (bytes), got "
+                         f"{memory_limit!r}")
+    options["answer_memory"] = memory_limit  # the selection keeps every query answerable
     synthesizer = Synthesizer("adaptive", **options)  # unknown options refused here
     cells = options.get("max_cells", DEFAULT_MAX_CELLS)  # a bad value: refused by fit's preflight
     check_workload(workload, cells if isinstance(cells, int) and not isinstance(cells, bool)
-                   and cells >= 1 else DEFAULT_MAX_CELLS)
+                   and cells >= 1 else DEFAULT_MAX_CELLS, memory_limit)
     book = Ledger.open(ledger) if isinstance(ledger, (str, Path)) else ledger
     done: list[ModelRelease] = []
     start = time.perf_counter()
 
     def deliver(fitted: FittedSynthesizer) -> None:  # after the charge, before "released"
         t0 = time.perf_counter()
-        answers = model_counts(fitted.result, workload)
+        try:
+            answers = model_counts(fitted.result, workload, memory_limit=memory_limit)
+        except ResourceError as e:  # the selection's constraint excludes it by construction
+            raise TesseraError(f"internal error: the answers did not fit the engine's memory "
+                               f"guard despite the selection's constraint: {e.message}"
+                               ) from None
         t1 = time.perf_counter()
         release = ModelRelease(workload, answers, fitted, model_certificate(fitted, answers),
                                {"fit": t0 - start, "answers": t1 - t0})

@@ -73,6 +73,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tessera.accounting.guarantee import Guarantee
+from tessera.engine.decomposition import DEFAULT_MEMORY_LIMIT
 from tessera.engine.factors import scope
 from tessera.errors import TesseraError
 from tessera.estimation.maxent import (
@@ -88,6 +89,7 @@ from tessera.mechanisms import NoiseSource
 from tessera.privacy import Definition, Neighbours
 from tessera.schema.domain import Domain
 from tessera.synth.accounting import Budget, Step, exact_scores, prove, step_cost
+from tessera.synth.answerable import Answerable
 from tessera.synth.candidates import (
     DEFAULT_MAX_CELLS,
     Candidate,
@@ -110,6 +112,7 @@ from tessera.synth.model_view import (
     from_cliques,
     maximal_scopes,
     model_scopes,
+    model_structure,
     noisy_total,
 )
 from tessera.synth.rounds import Timings
@@ -138,6 +141,7 @@ __all__ = [
     "adaptive",
     "candidate_workload",
     "polish_rows",
+    "unanswerable",
 ]
 
 FloatArray = npt.NDArray[np.float64]
@@ -215,6 +219,7 @@ class AdaptiveRound:
     model_bytes: int
     eligible: int
     seconds: float
+    withheld: int = 0  # eligible candidates the answerability constraint removed
 
 
 @dataclass(frozen=True)
@@ -254,6 +259,8 @@ class AdaptiveParameters:
     initial_rounds: int = 0  # the T of the one-way initialisation (AIM's 16·d by default)
     cell_sigmas: float = 0.0  # the start's rule (0: AIM's T throughout)
     coarsen_sigmas: float = 0.0  # the coarsening's threshold τ / σ (0: every cell measured)
+    answer_memory: int | None = None  # the answerability constraint's memory limit (None: off)
+    answerable: int = 0  # the workload's queries it keeps answerable
 
 
 @dataclass(frozen=True)
@@ -290,6 +297,12 @@ class AdaptiveRecord:
     def private(self) -> bool:
         return bool(self.steps) and all(s.mechanism.private for s in self.steps)
 
+    @property
+    def withheld(self) -> int:
+        """Eligible candidates the answerability constraint removed, summed over the
+        selections (each round's count once)."""
+        return sum({h.round: h.withheld for h in self.history}.values())
+
     def proved(self, definition: Definition | None = None) -> Guarantee:
         """The proof from the recorded steps alone, in the run's definition or ``definition``."""
         return prove(self.steps, definition or self.spent.definition, self.spent.neighbours)
@@ -310,6 +323,9 @@ class AdaptiveRecord:
                 "marginals were measured again)" if p.initial_rounds > p.rounds else ""),
             f"model: width {self.width}, {self.model_bytes:,} bytes of junction-tree tables "
             f"(cap {p.max_model_size:,})",
+            *([f"selection kept the workload's {p.answerable} queries answerable within "
+               f"{p.answer_memory:,} bytes (withheld {self.withheld:,} eligible offers over the "
+               "rounds)"] if p.answer_memory is not None else []),
             f"time: {t.total:.3g} s ({t.fit:.3g} s fitting)",
         ])
 
@@ -342,10 +358,12 @@ class AdaptiveResult:
         """n fresh rows of the fitted model (post-processing)."""
         return self.model.sample(self.fit.theta, n, rng)
 
-    def answers(self, workload: Workload) -> FloatArray:
+    def answers(self, workload: Workload, *,
+                memory_limit: int = DEFAULT_MEMORY_LIMIT) -> FloatArray:
         """Exact answers (fractions) of the fitted model for a workload over its schema: every
         query and family cell whose scope lies in the junction tree (engine marginals); other
-        queries from a model with the query added at weight 0 (one engine pass)."""
+        queries from a model with the query added at weight 0 (engine passes in groups that fit
+        ``memory_limit``: :func:`tessera.estimation.maxent.added_query_probabilities`)."""
         from tessera.synth.sensitive import query_functions
 
         functions, names = query_functions(workload.domain, workload)
@@ -364,7 +382,8 @@ class AdaptiveResult:
         if rest:  # in groups that fit the engine's memory guard, one pass per group
             out[rest] = added_query_probabilities(self.model, self.fit.theta,
                                                   [functions[j] for j in rest],
-                                                  [names[j] for j in rest])
+                                                  [names[j] for j in rest],
+                                                  memory_limit=memory_limit)
         return out
 
 
@@ -391,6 +410,23 @@ def polish_rows(rows: npt.NDArray[np.int64], model: ScopeModel, fitted: FitResul
             return rows
         targets.append(rows.shape[0] * p)
     return polish(rows, sizes, scopes, targets, rng, passes=passes, sample=POLISH_SAMPLE).rows
+
+
+def unanswerable(keeper: Answerable, measurements: Sequence[GroupMeasurement],
+                 built: tuple[tuple[tuple[int, ...], ...], tuple[int, ...]] | None = None
+                 ) -> None:
+    """Raise an internal error if the model of these measurements (or the model ``built``,
+    which must have the same structure) would leave a query of the workload unanswerable —
+    which the selection's constraint excludes by construction (docs/theory.md §10.5)."""
+    structure = model_structure((m.scope, m.query) for m in measurements)
+    if built is not None and built != structure:
+        raise TesseraError("internal error: the fitted model's structure is not the one the "
+                           "answerability constraint checked")
+    refused = keeper.refusal(structure)
+    if refused is not None:
+        raise TesseraError("internal error: the model the selection built leaves a query "
+                           f"unanswerable despite the answerability constraint: "
+                           f"{refused.message}")
 
 
 def _indicator(domain: Domain, f: object, s: tuple[int, ...]) -> FloatArray:
@@ -427,6 +463,7 @@ def adaptive(
     coarsen_sigmas: float = COARSEN_SIGMAS,
     batch: int | None = None,
     accelerated: bool = True,
+    answer_memory: int | None = None,
     progress: Callable[[AdaptiveProgress], None] | None = None,
 ) -> AdaptiveResult:
     """Run the adaptive method (module docstring) on the exact ``counts`` of
@@ -439,8 +476,12 @@ def adaptive(
     by its measurement) per round before the model is refitted (default 1 up to 127 attributes,
     then ⌊d/64⌋: the lazy updating of AIM+GReM, Fuentes et al. 2026). ``accelerated``: the
     fits use mirror descent with Nesterov momentum and adaptive restart
-    (:func:`tessera.estimation.maxent.fit`, ``momentum``). ``rng``: post-processing
-    randomness (samples of the model, output rows)."""
+    (:func:`tessera.estimation.maxent.fit`, ``momentum``). ``answer_memory``: keep every
+    query of ``workload`` answerable from the model within this engine memory limit (bytes):
+    each selection is offered only the candidates whose measurement leaves the answer pass
+    within the guard (:class:`tessera.synth.answerable.Answerable`; public inputs and past
+    outputs only; the adaptive route sets it); None (the default): no such constraint, nothing
+    of it computed. ``rng``: post-processing randomness (samples of the model, output rows)."""
     t0 = time.perf_counter()
     dom = workload.domain
     sizes = tuple(dom.sizes)
@@ -470,6 +511,9 @@ def adaptive(
     if per_round < 1:
         raise TesseraError(f"batch must be a positive integer, got {batch!r}")
     index = {(c.scope, c.query): i for i, c in enumerate(cands)}
+    keeper = Answerable(workload, answer_memory) if answer_memory is not None else None
+    if keeper is not None and not keeper.active:
+        keeper = None  # no query is read by a pass: nothing to keep
 
     steps: list[Step] = []
     measurements: list[GroupMeasurement] = []
@@ -567,6 +611,9 @@ def adaptive(
     fit_seconds = time.perf_counter() - tf
     setup = time.perf_counter() - t0
     history: list[AdaptiveRound] = []
+    withheld: dict[int, int] = {}  # per round: offers the answerability constraint removed
+    if keeper is not None:
+        unanswerable(keeper, measurements)
     size_bound: int | None = None  # the model's size (or an upper bound), when known
     t = 0
     budget_total = schedule.total
@@ -590,6 +637,10 @@ def adaptive(
             scopes = model_scopes(measurements)
             offered = [i for i in eligible(sizes, cands, scopes, limit, size_bound)
                        if i not in taken]
+            if keeper is not None:  # public: the workload, the limit, past selections
+                kept = keeper.offered(offered, cands, [(m.scope, m.query) for m in measurements])
+                withheld[t] = withheld.get(t, 0) + len(offered) - len(kept)
+                offered = kept
             if not offered:
                 offered = [i for i, c in enumerate(cands)
                            if c.is_marginal and len(c.scope) == 1 and i not in taken]
@@ -631,7 +682,7 @@ def adaptive(
             history.append(AdaptiveRound(
                 t, cands[i].label(dom), coarsened(i).cells, noise_param(used.measurement),
                 used.selection.epsilon, float(spent), annealed, model.width, size_now,
-                len(offered), seconds))
+                len(offered), seconds, withheld.get(t, 0)))
         if progress is not None and picked:
             i, before = picked[-1]
             y = measurements[-1].y
@@ -644,6 +695,9 @@ def adaptive(
                  iterations=final_iterations, momentum=accelerated)
     if space is not None:  # the model over the fine domain, exactly (CoarseSpace.expand)
         model, fitted = space.expand(model, fitted)
+    if keeper is not None:  # by construction never: every selection kept the answers
+        unanswerable(keeper, measurements, (tuple(model.scopes),
+                                            tuple(j for j, _ in model.queries)))
     fit_seconds += time.perf_counter() - tf
     proof = prove(steps, budget.definition, budget.neighbours)
     proven = proof.epsilon if schedule.pure else proof.rho
@@ -659,7 +713,8 @@ def adaptive(
         T, n_rows, measure_fraction, max_model_size, max_cells, iterations, final_iterations,
         sample_size, len(cands), total, per_round, accelerated, defaulted, polish_passes,
         int(exact_work), initial_rounds, float(cell_sigmas) if rounds is None else 0.0,
-        float(coarsen_sigmas))
+        float(coarsen_sigmas), None if answer_memory is None else int(answer_memory),
+        len(keeper.functions) if keeper is not None else 0)
     timings = AdaptiveTimings(setup, tuple(h.seconds for h in history),
                               time.perf_counter() - t_out, fit_seconds)
     record = AdaptiveRecord(

@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from tessera.engine.decomposition import DEFAULT_MEMORY_LIMIT
 from tessera.estimation.maxent import FitResult, ScopeModel
 from tessera.estimation.tree_marginals import tree_marginal
 from tessera.schema.domain import Domain
@@ -43,8 +44,8 @@ Scope = tuple[int, ...]
 
 
 def scope_marginal(model: ScopeModel, fitted: FitResult, scope: Scope,
-                   tree: tuple[list[tuple[Scope, FloatArray]], list[int]] | None = None
-                   ) -> FloatArray:
+                   tree: tuple[list[tuple[Scope, FloatArray]], list[int]] | None = None,
+                   *, memory_limit: int = DEFAULT_MEMORY_LIMIT) -> FloatArray:
     """P_θ(x_scope) (``scope`` in domain order) of ``model`` at ``fitted.theta``, flat in
     row-major order of the scope: from a measured scope, a clique or the clique tree
     (``tree``: :meth:`~tessera.estimation.maxent.ScopeModel.clique_tree`), else the model with
@@ -56,7 +57,8 @@ def scope_marginal(model: ScopeModel, fitted: FitResult, scope: Scope,
         if p is None:
             p = tree_marginal(tree[0], tree[1], model.domain.sizes, scope)
     if p is None:
-        grown = ScopeModel(model.domain, [*model.scopes, scope], model.queries)
+        grown = ScopeModel(model.domain, [*model.scopes, scope], model.queries,
+                           memory_limit=memory_limit)
         p = grown.project(grown.marginals(grown.extend(theta, model)), scope)
         assert p is not None  # the grown model has ``scope`` as a scope
     return np.asarray(p, dtype=np.float64)
@@ -81,22 +83,26 @@ def family_probabilities(domain: Domain, family: Partition, marginal: FloatArray
     return np.asarray(table, dtype=np.float64).ravel()
 
 
-def model_counts(result: AdaptiveResult, workload: Workload) -> FloatArray:
+def model_counts(result: AdaptiveResult, workload: Workload, *,
+                 memory_limit: int = DEFAULT_MEMORY_LIMIT) -> FloatArray:
     """N̂ · P_θ(q) for every query of ``workload`` in its expanded order (predicate queries
-    first, then every family's cells), exact from the fitted model (module docs)."""
+    first, then every family's cells), exact from the fitted model (module docs);
+    ``memory_limit``: the engine's guard for the passes that read them."""
     if workload.domain != result.model.domain:
         raise ValueError("the workload is over another schema than the fitted model")
     dom = workload.domain
     parts: list[FloatArray] = []
     if workload.queries:
         plain = Workload.of(dom, list(workload.queries), names=list(workload.names))
-        parts.append(np.asarray(result.answers(plain), dtype=np.float64))
+        parts.append(np.asarray(result.answers(plain, memory_limit=memory_limit),
+                                dtype=np.float64))
     tree = result.model.clique_tree(result.fit.theta) if workload.partitions else None
     cache: dict[Scope, FloatArray] = {}
     for family in workload.partitions:
         scope = tuple(sorted(dom.index(a) for a in family.attributes))
         if scope not in cache:
-            cache[scope] = scope_marginal(result.model, result.fit, scope, tree)
+            cache[scope] = scope_marginal(result.model, result.fit, scope, tree,
+                                          memory_limit=memory_limit)
         parts.append(family_probabilities(dom, family, cache[scope], scope))
     probabilities = np.concatenate(parts) if parts else np.zeros(0)
     return result.total * probabilities

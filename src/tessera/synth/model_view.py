@@ -16,7 +16,7 @@ normaliser N. Everything here is post-processing of the noisy measurements.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -37,6 +37,7 @@ __all__ = [
     "joint_marginals",
     "maximal_scopes",
     "model_scopes",
+    "model_structure",
     "noisy_total",
 ]
 
@@ -197,13 +198,23 @@ def model_scopes(measurements: Sequence[GroupMeasurement]) -> list[tuple[int, ..
     return list(dict.fromkeys(m.scope for m in measurements))
 
 
+def model_structure(keys: Iterable[tuple[tuple[int, ...], int | None]]
+                    ) -> tuple[tuple[tuple[int, ...], ...], tuple[int, ...]]:
+    """The structure of the model fitted to measurements with these (scope, query) keys, in
+    order of measurement: its maximal measured marginal scopes and its measured wide queries
+    (their numbers), each in order of first measurement — what :func:`build_model` builds."""
+    keys = list(keys)
+    marginal_scopes = list(dict.fromkeys(s for s, q in keys if q is None))
+    queries = tuple(dict.fromkeys(q for _, q in keys if q is not None))
+    return tuple(maximal_scopes(marginal_scopes)), queries
+
+
 def build_model(dom: Domain, measurements: Sequence[GroupMeasurement],
                 workload: Workload) -> ScopeModel:
-    """P_θ over the maximal measured marginal scopes and the measured wide queries."""
-    marginal_scopes = list(dict.fromkeys(m.scope for m in measurements if m.query is None))
-    queries = list(dict.fromkeys(m.query for m in measurements if m.query is not None))
-    return ScopeModel(dom, maximal_scopes(marginal_scopes),
-                      [(j, workload.queries[j]) for j in queries])
+    """P_θ over the maximal measured marginal scopes and the measured wide queries
+    (:func:`model_structure`)."""
+    scopes, queries = model_structure((m.scope, m.query) for m in measurements)
+    return ScopeModel(dom, scopes, [(j, workload.queries[j]) for j in queries])
 
 
 def joint_marginals(joint: FloatArray, scopes: Sequence[tuple[int, ...]]

@@ -184,6 +184,9 @@ def run_record(fitted: FittedRun) -> dict[str, Any]:
     params = dataclasses.asdict(r.parameters)
     params["defaulted"] = list(params["defaulted"])
     params["options"] = {k: jsonable(v) for k, v in fitted.synthesizer.options}
+    if params.get("answer_memory") is not None:  # the selection's answerability constraint
+        params["withheld"] = {str(rnd): n for rnd, n in
+                              {h.round: h.withheld for h in r.history}.items() if n}
     not_proven = []
     if fitted.target.asked.get("definition") == Definition.GDP.value:
         not_proven.append({"definition": Definition.GDP.value, "mu": fitted.target.asked["mu"],

@@ -64,6 +64,7 @@ from tessera.privacy import DEFAULT_NEIGHBOURS, Definition, Neighbours
 from tessera.schema.domain import Domain
 from tessera.synth.accounting import Budget as RunBudget
 from tessera.synth.adaptive import adaptive, candidate_workload
+from tessera.synth.answerable import Answerable, least_structure
 from tessera.synth.candidates import DEFAULT_MAX_CELLS, Candidate, candidates
 from tessera.synth.charge import LedgerLike, Target, check_ledger, ledger_charge, opened_ledger
 from tessera.synth.fitted import FittedSynthesizer, synth_outputs, write_outputs
@@ -380,6 +381,17 @@ def _adaptive_preflight(workload: Workload, opts: dict[str, Any], neighbours: Ne
         if v is not None and (isinstance(v, bool) or int(v) != v or v < (0 if zero else 1)):
             kind = "a non-negative" if zero else "a positive"
             raise TesseraError(f"{key} must be {kind} integer, got {v!r}")
+    memory = opts.get("answer_memory")
+    if memory is not None:
+        if isinstance(memory, bool) or not isinstance(memory, int) or memory < 1:
+            raise TesseraError(f"answer_memory must be a positive integer (bytes), got "
+                               f"{memory!r}")
+        keeper = Answerable(workload, memory)  # the least model must leave W answerable
+        refused = keeper.refusal(least_structure(workload, opts.get(
+            "max_cells", DEFAULT_MAX_CELLS))) if keeper.active else None
+        if refused is not None:
+            raise ResourceError(f"{refused.message} — no model of the adaptive method can "
+                                "answer it (nothing was charged)", hint=refused.hint)
     f = opts.get("measure_fraction", 0.9)
     if not 0.0 < f < 1.0:
         raise TesseraError(f"measure_fraction must be in (0, 1), got {f!r}")

@@ -1,0 +1,160 @@
+"""``tessera answer --estimate adaptive``: the selection never grows the model past what the
+answers need (docs/theory.md §10.5, :mod:`tessera.synth.answerable`).
+
+Six attributes of 4 values, the 15 two-way marginals and a Boolean clause over all six
+(``wide``: 4,096 cells, over ``max_cells`` = 16, so it is read by an engine pass). Under an
+engine memory limit of 21,000 bytes its pass fits beside the one-way marginals (20,032 bytes)
+but not beside some two-way selections (22,816 bytes with (a0, a1) alone: the pairs across the
+clause's conjunctions; 1.9 MiB once the clause itself is measured):
+
+* with the constraint the run completes, every model the rounds built leaves the real answer
+  pass within the limit (checked by running it: :func:`added_query_probabilities`), the answers
+  equal brute force over the 4,096 points, and the record says what the constraint withheld;
+* planted bug — the constraint not applied: the same seeded run fails *after* the charge
+  (the ledger keeps an aborted charge), so the test that it completes can fail;
+* without ``answer_memory`` the synthesizer never builds the constraint (its cost and its
+  outputs are those of the method alone).
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tessera.synth.answerable as answerable
+from tessera.errors import ResourceError, TesseraError
+from tessera.estimation.maxent import ScopeModel, added_query_probabilities
+from tessera.release import Budget, Ledger
+from tessera.routes.adaptive import answer_adaptive, check_workload
+from tessera.schema.domain import Domain
+from tessera.synth.model_view import model_structure
+from tessera.synth.sensitive import Evaluator, query_functions
+from tessera.synth.synthesizer import Synthesizer
+from tessera.workload.families import Partition
+from tessera.workload.workload import Workload
+
+LIMIT = 21_000
+CLAUSE = "(a0 = 1 AND a3 = 1) OR (a1 = 1 AND a4 = 1) OR (a2 = 1 AND a5 = 1)"
+OPTIONS = {"max_cells": 16}
+
+
+@pytest.fixture(scope="module")
+def case() -> tuple[Workload, np.ndarray]:
+    dom = Domain.from_dict({f"a{i}": 4 for i in range(6)})
+    families = [Partition.marginal(dom, [f"a{i}", f"a{j}"])
+                for i, j in itertools.combinations(range(6), 2)]
+    w = Workload.of(dom, list(Workload.from_sql([CLAUSE], dom).queries), names=["wide"],
+                    partitions=families)
+    rng = np.random.default_rng(0)
+    z = rng.integers(0, 4, 2000)  # correlated attributes: the selection wants two-way scopes
+    codes = np.stack([np.where(rng.random(2000) < 0.7, z, rng.integers(0, 4, 2000))
+                      for _ in range(6)], axis=1)
+    return w, codes
+
+
+def _pass_fits(w: Workload, keys: list[tuple[tuple[int, ...], int | None]]) -> bool:
+    """Whether the real answer pass of ``wide`` runs beside the model of these measurements."""
+    scopes, queries = model_structure(keys)
+    model = ScopeModel(w.domain, scopes, [(j, w.queries[j]) for j in queries])
+    try:
+        added_query_probabilities(model, model.zero(), [w.queries[0]], memory_limit=LIMIT)
+    except ResourceError:
+        return False
+    return True
+
+
+def test_the_limit_breaks_some_two_way_selections(case: tuple[Workload, np.ndarray]) -> None:
+    """The setting is the one described: the least model fits, some single pairs do not."""
+    w, _ = case
+    least = [((a,), None) for a in range(6)]
+    assert _pass_fits(w, least)
+    check_workload(w, 16, LIMIT)  # refused before the charge otherwise
+    broken = [p for p in itertools.combinations(range(6), 2)
+              if not _pass_fits(w, [*least, (p, None)])]
+    assert (0, 1) in broken and (0, 3) not in broken and 0 < len(broken) < 15
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_run_keeps_the_wide_query_answerable(case: tuple[Workload, np.ndarray],
+                                                 seed: int, tmp_path: Path) -> None:
+    w, codes = case
+    book = Ledger.init(tmp_path / "L.db", total=10.0, definition="zcdp",
+                         neighbours="add-remove", domain=w.domain, dataset="d")
+    rel = answer_adaptive(codes, w, Budget.of(rho=1.0), seed=seed, memory_limit=LIMIT,
+                          ledger=book, **OPTIONS)
+    result = rel.fitted.result
+    keys = [(m.scope, m.query) for m in result.measurements]
+    # every model the rounds built (each prefix of the measurements) keeps the real pass in
+    for k in range(6, len(keys) + 1):
+        assert _pass_fits(w, keys[:k]), keys[:k]
+    # the answers are the fitted model's, exactly (brute force over the 4,096 points)
+    joint = result.model.joint(result.fit.theta, w.domain.size)
+    assert joint is not None
+    points = np.array(list(itertools.product(range(4), repeat=6)), dtype=np.int64)
+    functions, _ = query_functions(w.domain, w)
+    want = result.total * (Evaluator(w.domain, functions).matrix(points).astype(np.float64)
+                           @ joint.ravel())
+    np.testing.assert_allclose(rel.answers, want, rtol=1e-9, atol=1e-7)
+    # the record says the constraint ran and what it withheld
+    params = rel.certificate["parameters"]
+    assert params["answer_memory"] == LIMIT and params["answerable"] == 1
+    assert result.record.withheld > 0 and sum(params["withheld"].values()) == \
+        result.record.withheld
+    assert "answerable within 21,000 bytes" in result.record.describe()
+    assert [c.status for c in book.summary().releases] == ["released"]
+
+
+def test_planted_bug_constraint_not_applied_fails_after_the_charge(
+        case: tuple[Workload, np.ndarray], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    w, codes = case
+    monkeypatch.setattr(answerable.Answerable, "offered",
+                        lambda self, offered, cands, keys: list(offered))
+    book = Ledger.init(tmp_path / "L.db", total=10.0, definition="zcdp",
+                         neighbours="add-remove", domain=w.domain, dataset="d")
+    with pytest.raises(TesseraError, match="internal error.*query 'wide'"):
+        answer_adaptive(codes, w, Budget.of(rho=1.0), seed=0, memory_limit=LIMIT,
+                        ledger=book, **OPTIONS)
+    s = book.summary()
+    assert [c.status for c in s.releases] == ["aborted"] and s.spent == pytest.approx(1.0)
+
+
+def test_planted_bug_without_the_internal_check_the_answers_fail(
+        case: tuple[Workload, np.ndarray], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Neither the filter nor the run's own check: the answer pass itself is refused (the
+    route reports it as an internal error, after the charge)."""
+    import tessera.synth.adaptive as adaptive_module
+
+    w, codes = case
+    monkeypatch.setattr(answerable.Answerable, "offered",
+                        lambda self, offered, cands, keys: list(offered))
+    monkeypatch.setattr(adaptive_module, "unanswerable", lambda *a, **k: None)
+    with pytest.raises(TesseraError, match="internal error: the answers did not fit"):
+        answer_adaptive(codes, w, Budget.of(rho=1.0), seed=0, memory_limit=LIMIT, **OPTIONS)
+
+
+def test_without_answer_memory_nothing_of_it_is_built(case: tuple[Workload, np.ndarray],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    w, codes = case
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the constraint was built without answer_memory")
+
+    monkeypatch.setattr(answerable.Answerable, "__init__", refuse)
+    fitted = Synthesizer("adaptive", rows=0, **OPTIONS).fit(codes, w, Budget.of(rho=1.0),
+                                                            seed=0)
+    p = fitted.result.record.parameters
+    assert p.answer_memory is None and fitted.result.record.withheld == 0
+
+
+def test_a_bad_limit_is_refused_before_anything(case: tuple[Workload, np.ndarray]) -> None:
+    w, codes = case
+    with pytest.raises(TesseraError, match="answer_memory must be a positive integer"):
+        Synthesizer("adaptive", answer_memory=0).fit(codes, w, Budget.of(rho=1.0), seed=0)
+    with pytest.raises(TesseraError, match="sets answer_memory itself"):
+        answer_adaptive(codes, w, Budget.of(rho=1.0), seed=0, answer_memory=LIMIT)
+    with pytest.raises(ResourceError, match="query 'wide'.*nothing was charged"):
+        answer_adaptive(codes, w, Budget.of(rho=1.0), seed=0, memory_limit=10_000, **OPTIONS)
