@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tessera.privacy import Definition
+from tessera.privacy import Definition, Neighbours
 from tessera.release import Budget, answer, verify_certificate
 from tessera.release.certificate import digest
 from tessera.schema.domain import Domain
@@ -156,3 +156,191 @@ def test_planted_verify_bugs_on_the_recorded_split_are_caught(
         monkeypatch.setattr(certificate_module, "uniform_excess", lenient)
     with pytest.raises(AssertionError):
         _check_recorded_direct_split(stopped_cert)
+
+
+# -- the chosen candidate's shares, stated as used (``strategy.shares``) ----------------------
+MARGINALS = Domain.from_dict({"a": 2, "b": 10, "c": 12, "d": 3})
+LINE = Domain.from_dict({"x": 64})
+
+
+def _max_release(case: str) -> tuple[dict, Workload]:
+    """A release under ``--objective max`` whose chosen split is SLSQP's minimax: marginals
+    measured as counts (identity, pure ε, substitution) or residual contrasts (auto, ρ-zCDP),
+    or the level costs of a tree over all ranges of 64 values."""
+    from tessera.workload.families import Partition
+    from tessera.workload.ranges import RangeFamily
+
+    if case == "tree":
+        wl = Workload.of_ranges(LINE, [RangeFamily.of(LINE, ["x"], "ranges")])
+        frame = pd.DataFrame({"x": np.arange(400) % 64})
+        rel = answer(frame, wl, Budget.of(rho=RHO), strategy="hierarchical", objective="max")
+    else:
+        dom = MARGINALS
+        wl = Workload.of_families(dom, [Partition.marginal(dom, ["a"]),
+                                        Partition.marginal(dom, ["b", "c"], 2.0),
+                                        Partition.marginal(dom, ["c", "d"])])
+        rng = np.random.default_rng(0)
+        frame = pd.DataFrame({a.name: rng.integers(0, a.size, 500) for a in dom})
+        if case == "identity":
+            rel = answer(frame, wl, Budget.of(epsilon=1.0), strategy="identity",
+                         objective="max", neighbours="substitution")
+        else:
+            rel = answer(frame, wl, Budget.of(rho=RHO), objective="max")
+    cert = json.loads(json.dumps(rel.certificate))
+    assert cert["strategy"]["objective"] == "max"
+    assert cert["strategy"]["chosen"].startswith({"tree": "hierarchical"}.get(case, case))
+    assert len(_chosen_row(cert)["shares"]) > 1
+    return cert, wl
+
+
+def _chosen_row(cert: dict) -> dict:
+    return next(r for r in cert["strategy"]["candidates"]
+                if r["strategy"] == cert["strategy"]["chosen"])
+
+
+@pytest.fixture(scope="module", params=["identity", "residual", "tree"])
+def max_release(request: pytest.FixtureRequest) -> tuple[dict, Workload]:
+    return _max_release(request.param)
+
+
+def _other_rounding(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another platform: every share that is not 1 rounds one unit up in its last (6th)
+    significant digit, as a share lying at a rounding boundary could."""
+    import tessera.strategy.interval_candidates as interval_candidates
+    import tessera.strategy.marginal_candidates as marginal_candidates
+    from tessera.strategy.context import SHARE_DIGITS, shares_for
+
+    def bumped(costs, definition):  # type: ignore[no-untyped-def]
+        w = shares_for(costs, definition)
+        unit = 10.0 ** (np.floor(np.log10(w)) - (SHARE_DIGITS - 1))
+        return np.where(w < 1.0, np.array([float(f"{x:.{SHARE_DIGITS}g}")
+                                           for x in w + unit]), w)
+
+    for module in (interval_candidates, marginal_candidates):
+        monkeypatch.setattr(module, "shares_for", bumped)
+
+
+def _without_shares(cert: dict) -> dict:
+    """The certificate as made before the shares were recorded (re-digested)."""
+    doc = json.loads(json.dumps(cert))
+    for row in doc["strategy"]["candidates"]:
+        row.pop("shares", None)
+    doc["digest"] = digest(doc)
+    return doc
+
+
+def test_stated_shares_verify_where_a_share_rounds_the_other_way(
+        max_release: tuple[dict, Workload], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The certificate states the shares as used; verify takes them from it, so it verifies
+    where every recomputed share rounds one unit the other way (the measured workload's hash
+    is the stated shares'); a certificate made before the shares were stated verifies as
+    before, except there (its recomputed, re-rounded shares change the hash)."""
+    cert, wl = max_release
+    assert verify_certificate(cert, wl).ok, verify_certificate(cert, wl).differences
+    assert verify_certificate(_without_shares(cert), wl).ok
+    _other_rounding(monkeypatch)
+    assert verify_certificate(cert, wl).ok, verify_certificate(cert, wl).differences
+    old = verify_certificate(_without_shares(cert), wl).differences
+    assert any(d.startswith("strategy.measured_workload.sha256") for d in old), old
+
+
+def _check_stated_shares(cert: dict, wl: Workload) -> None:
+    """An edited share fails (with the digest recomputed: the share check, and the stated
+    scales are not the edited shares' own), and so does an edit without the digest."""
+    assert verify_certificate(cert, wl).ok, verify_certificate(cert, wl).differences
+    doc = json.loads(json.dumps(cert))
+    shares = _chosen_row(doc)["shares"]
+    shares[-1] = repr(float(shares[-1]) * (1 - 1e-4))  # (beyond SHARE_RTOL; no other choice)
+    assert any(d.startswith("digest") for d in verify_certificate(doc, wl).differences)
+    doc["digest"] = digest(doc)
+    edited = verify_certificate(doc, wl).differences
+    assert any(".shares[" in d for d in edited), edited
+    assert any(".scale:" in d for d in edited), edited
+
+
+def test_an_edited_share_fails(max_release: tuple[dict, Workload]) -> None:
+    _check_stated_shares(*max_release)
+
+
+def _worse_split_release() -> tuple[dict, Workload]:
+    """A complete, self-consistent certificate of a split that is not the minimax (the
+    release's minimax solver planted to return the total-optimal split): private, every field
+    following from its shares — only the choice of split is wrong."""
+    import tessera.strategy.marginal_candidates as marginal_candidates
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(marginal_candidates, "minimax_precisions",
+                  lambda design, w, *, zcdp, total: marginal_candidates.optimal_precisions(
+                      design, w, zcdp=zcdp, total=total))
+        return _max_release("identity")
+
+
+def test_a_split_other_than_the_minimax_fails() -> None:
+    cert, wl = _worse_split_release()
+    diffs = verify_certificate(cert, wl).differences
+    assert any(".shares[" in d for d in diffs), diffs
+
+
+@pytest.mark.parametrize("planted", ["ignores the stated shares", "no share check"])
+def test_planted_verify_bugs_on_the_stated_shares_are_caught(
+        planted: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The checks above can fail: a verify that recomputes and rounds the shares instead of
+    taking the stated ones fails where a share rounds the other way; one that never compares
+    the stated shares with the recomputed split accepts a split other than the minimax."""
+    import tessera.release.certificate as certificate_module
+    import tessera.release.strategy_release as strategy_release
+
+    if planted == "ignores the stated shares":
+        cert, wl = _max_release("identity")
+        choose = strategy_release.choose_strategy
+        monkeypatch.setattr(strategy_release, "choose_strategy",
+                            lambda *a, **k: choose(*a, **{**k, "stated_shares": None}))
+        _other_rounding(monkeypatch)
+        diffs = verify_certificate(cert, wl).differences
+        assert any(d.startswith("strategy.measured_workload.sha256") for d in diffs), diffs
+    else:
+        cert, wl = _worse_split_release()
+        monkeypatch.setattr(certificate_module, "_check_stated_shares",
+                            lambda choice, diffs: None)
+        assert verify_certificate(cert, wl).ok, verify_certificate(cert, wl).differences
+
+
+@pytest.mark.parametrize("case", ["identity-pure", "residual-zcdp", "tree-zcdp", "tree-pure"])
+def test_shares_within_share_rtol_move_every_expected_variance_by_the_stated_bound(
+        case: str) -> None:
+    """The bound behind SHARE_RTOL (certificate.py): shares each moved by at most d relative
+    move every expected variance of W by at most ((1+d)/(1−d))² − 1 — checked on 200 random
+    moves of the candidate's shares (each to ±d, the extremes included), every query, through
+    with_shares (the candidate's own calibration and GLS); a planted bound with d in place
+    of the square is exceeded."""
+    from tessera.release.certificate import SHARE_RTOL
+    from tessera.strategy.context import Context
+    from tessera.strategy.stated_shares import shares_of, with_shares
+    from tessera.workload.families import Partition
+    from tessera.workload.ranges import RangeFamily
+
+    kind, definition = case.split("-")
+    if kind == "tree":
+        dom = Domain.from_dict({"x": 16})
+        wl = Workload.of_ranges(dom, [RangeFamily.of(dom, ["x"], "ranges")])
+        strategy = "hierarchical"
+    else:
+        dom = Domain.from_dict({"a": 2, "b": 3, "c": 4})
+        wl = Workload.of_families(dom, [Partition.marginal(dom, ["a", "b"]),
+                                        Partition.marginal(dom, ["b", "c"], 2.0)])
+        strategy = kind
+    d = SHARE_RTOL
+    ctx = Context(Definition.parse(definition), 1.0, Neighbours.ADD_REMOVE)
+    base = choose_strategy(wl, ctx.definition, 1.0, strategy=strategy, objective="max").chosen
+    assert base.name.startswith(strategy)
+    shares = np.array(shares_of(base.measured))
+    rng = np.random.default_rng(0)
+    worst = 0.0
+    for t in range(200):
+        move = rng.choice([-1.0, 1.0], shares.size) if t < 100 else rng.uniform(-1, 1,
+                                                                                 shares.size)
+        moved = with_shares(base, tuple(float(x) for x in shares * (1 + d * move)), ctx)
+        worst = max(worst, float(np.max(np.abs(moved.expected / base.expected - 1))))
+    bound = ((1 + d) / (1 - d)) ** 2 - 1
+    assert worst <= bound * (1 + 1e-6), (worst, bound)
+    assert worst > d * 1.5  # (planted: a bound of d is exceeded)

@@ -41,6 +41,8 @@ from tessera.release.plan import (
     uniform_excess,
 )
 from tessera.strategy.choose import StrategyChoice
+from tessera.strategy.context import SHARE_DIGITS
+from tessera.strategy.stated_shares import shares_of
 from tessera.workload.canonical import canonical_json, workload_hash
 from tessera.workload.workload import Workload
 
@@ -66,6 +68,13 @@ RTOL = 1e-9
 #: optimisers stop at a tolerance and another BLAS or CPU moves their last digits; the privacy
 #: proof never uses this tolerance (it re-proves the stated scales exactly: docs/certificate.md).
 CHOICE_RTOL = 1e-6
+#: Relative difference between a stated share and the recomputed one that verify accepts
+#: (docs/certificate.md, "Stated shares"): both are rounded to SHARE_DIGITS significant digits
+#: (each by at most 5·10^(−SHARE_DIGITS) relative) from splits equal to CHOICE_RTOL, so they
+#: differ by at most 10^(1−SHARE_DIGITS) + CHOICE_RTOL relative to the larger (slack: twice
+#: CHOICE_RTOL). A noise variance, γ_w/(2ρ w_f²) or 2(γ_w/(ε w_f))², then moves by at most
+#: ((1+SHARE_RTOL)/(1−SHARE_RTOL))² − 1 ≈ 4.8e-5, and so does every expected error.
+SHARE_RTOL = 10.0 ** (1 - SHARE_DIGITS) + 2 * CHOICE_RTOL
 
 _NOT_GDP = ("μ-GDP: not proven for the discrete Gaussian that ran (a continuous Gaussian with "
             "the same σ would be μ-GDP with μ = √(2ρ)); the proven guarantee is ρ-zCDP")
@@ -226,7 +235,14 @@ def verify_certificate(
     candidate table records it (``candidates[k].scales``), and it is re-proved and compared
     with the uniform split the same way (:func:`_check_losing_direct`), its expected errors
     recomputed from it; a certificate made before the table recorded it has the optimiser
-    run again, as before."""
+    run again, as before.
+
+    **Stated shares**: every non-direct candidate's shares (the measured workload's weights,
+    rounded to SHARE_DIGITS digits) are recorded in the candidate table and taken from there,
+    not recomputed and rounded (a share at a rounding boundary could round the other way and
+    change the measured workload's hash); each must equal the recomputed share to
+    :data:`SHARE_RTOL` (:func:`_check_stated_shares`). A certificate without them has them
+    recomputed, as before."""
     diffs: list[str] = []
     if certificate.get("digest") != digest(certificate):
         diffs.append("digest: the certificate was edited after it was made")
@@ -241,7 +257,11 @@ def verify_certificate(
                                     time_limit=time_limit, stated_scales=scales)
             choice = None
         else:
-            from tessera.release.strategy_release import recorded_direct_split, strategy_plan
+            from tessera.release.strategy_release import (
+                recorded_direct_split,
+                stated_share_values,
+                strategy_plan,
+            )
 
             recomputed, choice = strategy_plan(
                 workload, budget, neighbours=certificate["neighbours"],
@@ -251,13 +271,15 @@ def verify_certificate(
                 stated_scales=scales, direct_split=stated.get("direct_split", "shares"),
                 max_split=stated.get("max_split", "best-of-two"),
                 stated_chosen=stated.get("chosen"),
-                recorded_direct=recorded_direct_split(stated))
+                recorded_direct=recorded_direct_split(stated),
+                stated_shares=stated_share_values(stated))
         plan = restated(recomputed, scales, time_limit)  # the proof: the stated scales alone
         if plan.allocation == "optimal" and uniform_excess(plan, time_limit) > CHOICE_RTOL:
             diffs.append("allocation: the 'optimal' split's total variance exceeds the uniform "
                          "split's")
         if choice is not None:
             _check_losing_direct(choice, budget, certificate["neighbours"], time_limit, diffs)
+            _check_stated_shares(choice, diffs)
     except (KeyError, TypeError, ValueError, TesseraError) as e:
         return Verification(tuple(diffs) + (f"cannot recompute the plan: {e}",))
     # the choice: the stated scales are the recomputed split's (an optimiser's output: to a
@@ -273,9 +295,17 @@ def verify_certificate(
     _compare_split(plan.scales, np.asarray(split, dtype=np.float64), rtol, certificate, diffs)
     expected = _plan_fields(plan)
     if choice is not None:
-        from tessera.release.strategy_release import recorded_direct_split, strategy_fields
+        from tessera.release.strategy_release import (
+            recorded_direct_split,
+            stated_share_values,
+            strategy_fields,
+        )
 
         expected["strategy"] = strategy_fields(choice, plan)
+        if not stated_share_values(certificate["strategy"]):
+            # made before the table recorded the shares: recomputed and rounded above, as then
+            for row in expected["strategy"]["candidates"]:
+                row.pop("shares", None)
         if recorded_direct_split(certificate["strategy"]) is None:
             # made before the candidate table recorded a losing direct split: the optimiser
             # ran again above, and the table is compared as it was then written
@@ -318,6 +348,24 @@ def _check_losing_direct(choice: StrategyChoice, budget: Budget, neighbours: str
     if plan is not None and uniform_excess(plan, time_limit) > CHOICE_RTOL:
         diffs.append(f"{where}: the recorded 'optimal' split's total variance exceeds the "
                      "uniform split's")
+
+
+def _check_stated_shares(choice: StrategyChoice, diffs: list[str]) -> None:
+    """Every candidate's shares the certificate's table states, taken as used (not recomputed
+    and rounded: :mod:`tessera.strategy.stated_shares`), are the split the public inputs give
+    — the recomputed candidate's shares (the minimax split under ``max``), each to
+    :data:`SHARE_RTOL` relative. The chosen one's privacy is the stated scales' (re-proved
+    exactly), and those must be its stated shares' own (the split comparison); the table's
+    figures, the measured workload's hash and γ_w follow from the stated shares."""
+    row = {s.name: k for k, s in enumerate(choice.candidates)}
+    for stated_s, recomputed_s in choice.restated:
+        where = f"strategy.candidates[{row[stated_s.name]}].shares"
+        stated, recomputed = shares_of(stated_s.measured), shares_of(recomputed_s.measured)
+        for i, (a, b) in enumerate(zip(stated, recomputed)):
+            if not abs(a - b) <= SHARE_RTOL * max(abs(a), abs(b)):
+                diffs.append(f"{where}[{i}]: {a!r}, the recomputed split gives {b!r} "
+                             f"(relative difference {abs(a / b - 1):.3g}, tolerance "
+                             f"{SHARE_RTOL:.2g})")
 
 
 def stated_scales(certificate: dict[str, Any]) -> list[float | None]:

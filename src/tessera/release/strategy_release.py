@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from tessera.errors import TesseraError
 from tessera.mechanisms import discrete_gaussian, discrete_laplace
 from tessera.mechanisms.randomness import NoiseSource
 from tessera.mechanisms.record import MechanismRecord
@@ -27,6 +28,7 @@ from tessera.release.plan import Allocation, NoisePlan, check_released, noise_pl
 from tessera.strategy.candidates import Copy, Strategy, contrast_layout, root_weights
 from tessera.strategy.choose import StrategyChoice, choose_strategy, only_direct
 from tessera.strategy.contrasts import contrast_sigma
+from tessera.strategy.stated_shares import shares_of
 from tessera.workload.canonical import workload_hash
 from tessera.workload.workload import Workload
 
@@ -65,6 +67,7 @@ def strategy_plan(
     stated_scales: npt.ArrayLike | None = None, direct_split: str = "optimal",
     max_split: str = "minimax", stated_chosen: str | None = None,
     recorded_direct: npt.ArrayLike | None = None,
+    stated_shares: dict[str, tuple[float, ...]] | None = None,
 ) -> tuple[NoisePlan, StrategyChoice | None]:
     """The noise plan of what is measured, and the strategy choice (None: the workload itself is
     measured as given — an explicit allocation, or ``auto`` where no other candidate applies
@@ -79,7 +82,10 @@ def strategy_plan(
     reproducible), and verify checks them instead (privacy re-proved, no worse than uniform);
     ``recorded_direct``: the optimised split of a ``direct`` candidate that lost, as the
     certificate's candidate table records it (:func:`recorded_direct_split`) — taken in place
-    of the optimiser likewise, and checked by :func:`check_direct_split`."""
+    of the optimiser likewise, and checked by :func:`check_direct_split`; ``stated_shares``:
+    the shares of every non-direct candidate the certificate's candidate table states, by name
+    (:func:`stated_share_values`), taken in place of the recomputed and rounded ones
+    (:mod:`tessera.strategy.stated_shares`)."""
     rel = Neighbours.parse(neighbours)
     check_released(workload.weight_array())  # before any candidate is calibrated
     if (allocation != "auto" and strategy in ("auto", "direct")) or (
@@ -101,7 +107,8 @@ def strategy_plan(
     choice = choose_strategy(workload, budget.calibration, budget.total, neighbours=rel,
                              strategy=strategy, objective=objective, time_limit=time_limit,
                              estimate=estimate, optimise_direct=direct_split == "optimal",
-                             minimax=max_split == "minimax", direct_scales=direct_scales)
+                             minimax=max_split == "minimax", direct_scales=direct_scales,
+                             stated_shares=stated_shares)
     s = choice.chosen
     proven = False
     if s.split == "optimal":
@@ -195,6 +202,10 @@ def strategy_fields(choice: StrategyChoice, plan: NoisePlan) -> dict[str, Any]:
             # optimiser again (its wall-clock guard makes a run irreproducible):
             # :func:`check_direct_split`
             row["scales"] = [float(x) if np.isfinite(x) else None for x in c.scales]
+        elif c is not direct:
+            # the shares as used (each the shortest decimal of its float, which reads back to
+            # it exactly): verify takes them from here rather than recomputing and rounding
+            row["shares"] = [repr(w) for w in shares_of(c.measured)]
     fields = {
         "requested": choice.requested,
         "objective": choice.objective,
@@ -238,6 +249,26 @@ def recorded_direct_split(section: dict[str, Any]) -> list[float | None] | None:
         if isinstance(row, dict) and row.get("strategy") == "direct" and "scales" in row:
             return list(row["scales"])
     return None
+
+
+def stated_share_values(section: dict[str, Any]) -> dict[str, tuple[float, ...]]:
+    """The shares each non-direct candidate's row of a certificate's candidate table states
+    (``candidates[k].shares``: decimal strings, in the measured workload's order) as floats, by
+    candidate name; a row without them (a certificate made before the shares were recorded) is
+    recomputed and rounded by verify as before. A clear error for anything but a list of
+    decimal strings."""
+    out: dict[str, tuple[float, ...]] = {}
+    for k, row in enumerate(section.get("candidates", [])):
+        raw = row.get("shares") if isinstance(row, dict) else None
+        if raw is None:
+            continue
+        if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
+            raise TesseraError(f"strategy.candidates[{k}].shares: not a list of decimal strings")
+        try:
+            out[str(row.get("strategy"))] = tuple(float(x) for x in raw)
+        except ValueError as e:
+            raise TesseraError(f"strategy.candidates[{k}].shares: {e}") from None
+    return out
 
 
 def check_direct_split(choice: StrategyChoice, budget: Budget, neighbours: Neighbours | str,

@@ -32,7 +32,8 @@ This module is the candidates' public API; each idea lives in its own module:
 noise model), :mod:`~.context` (the public inputs and the calibration of a measured workload),
 :mod:`~.direct`, :mod:`~.marginal_candidates` (identity, residual, residual contrasts) and
 :mod:`~.interval_candidates` (trees, histograms, rectangles); the split optimisers they call
-are :mod:`~.marginals`, :mod:`~.tree_allocation` and :mod:`~.contrasts`.
+are :mod:`~.marginals`, :mod:`~.tree_allocation` and :mod:`~.contrasts`; :mod:`~.stated_shares`
+rebuilds a candidate on a certificate's stated shares (``tessera verify``).
 """
 from __future__ import annotations
 

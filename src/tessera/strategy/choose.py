@@ -9,6 +9,7 @@ and the neighbour relation: it is public, and ``tessera verify`` recomputes it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -28,6 +29,7 @@ from tessera.strategy.candidates import (
     worst_cell,
 )
 from tessera.strategy.rectangles import two_attributes
+from tessera.strategy.stated_shares import with_shares
 from tessera.workload.workload import Workload
 
 StrategyName = Literal["auto", "direct", "identity", "residual", "hierarchical"]
@@ -50,6 +52,11 @@ class StrategyChoice:
     #: under ``max``: marginal and tree candidates took the minimax split (``False``: the
     #: better of the total-optimal and the equal split)
     minimax: bool = True
+    #: ``tessera verify`` with stated shares: for each candidate the certificate states shares
+    #: of, (that candidate on the stated shares, the same candidate as recomputed here), for
+    #: verify to hold the first against the second (:mod:`~.stated_shares`); the candidates
+    #: list holds the first
+    restated: tuple[tuple[Strategy, Strategy], ...] = ()
 
     def score(self, s: Strategy) -> float:
         return score(s, self.objective)
@@ -99,6 +106,7 @@ def choose_strategy(
     optimise_direct: bool = True,
     minimax: bool = True,
     direct_scales: tuple[float, ...] | None = None,
+    stated_shares: Mapping[str, tuple[float, ...]] | None = None,
 ) -> StrategyChoice:
     """The strategy to measure for W under a budget ``total`` of ``definition`` (ε or ρ).
 
@@ -113,7 +121,11 @@ def choose_strategy(
     ``minimax``: ``False`` keeps, under ``max``, the better of the total-optimal and the equal
     split of marginal and tree candidates (how certificates made before the minimax split are
     recomputed); ``direct_scales``: ``tessera verify``'s stated optimal split of ``direct``,
-    taken in place of the optimiser (:func:`~.candidates.direct`)."""
+    taken in place of the optimiser (:func:`~.candidates.direct`); ``stated_shares``: ``tessera
+    verify``'s stated shares of each (non-direct) candidate by name, as the certificate's
+    candidate table records them, which replace that candidate's own before the choice is made
+    (:func:`~.stated_shares.with_shares`; the recomputed ones are kept in
+    :attr:`StrategyChoice.restated`)."""
     if strategy not in STRATEGIES:
         raise TesseraError(f"unknown strategy {strategy!r}", hint=", ".join(STRATEGIES))
     if objective not in OBJECTIVES:
@@ -146,6 +158,11 @@ def choose_strategy(
                 hint="identity/residual take marginal families; identity/hierarchical take "
                      "queries over one attribute or a ranges block over two; direct and auto "
                      "take any workload")
+    restated = []
+    for k, s in enumerate(found):
+        if stated_shares and s.name in stated_shares and s.name != "direct":
+            found[k] = with_shares(s, stated_shares[s.name], ctx)
+            restated.append((found[k], s))
     if strategy == "auto":
         base = found[0]  # direct
         chosen = base
@@ -154,4 +171,5 @@ def choose_strategy(
                 chosen = s
     else:
         chosen = next(s for s in found if s.name.split("(")[0] == strategy)
-    return StrategyChoice(chosen, tuple(found), strategy, objective, estimate, minimax)
+    return StrategyChoice(chosen, tuple(found), strategy, objective, estimate, minimax,
+                          tuple(restated))

@@ -1,7 +1,8 @@
 """The public inputs a candidate strategy is calibrated with, and its calibration (docs/theory.md
 §10): a measured workload's own γ_w (exact or a proven upper bound, Smith et al., Thm 6), the
-noise scales of its shares, W's expected variances — and the shares themselves, rounded so that
-the choice recomputes identically (``tessera verify``).
+noise scales of its shares, W's expected variances — and the shares themselves, rounded to
+:data:`SHARE_DIGITS` significant digits (a certificate records them as used and ``tessera
+verify`` takes them from it: :mod:`~.stated_shares`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
 
-#: Significant digits the shares are rounded to (the choice re-computes identically).
+#: Significant digits the shares are rounded to (a certificate states them as used).
 SHARE_DIGITS = 6
 
 

@@ -155,6 +155,15 @@ def contrast_strategy(workload: Workload, ctx: Context) -> Strategy | None:
     recon = ContrastGLS(rc, starts, tuple(targets.index(s) if s in targets else -1
                                           for s in scopes),
                         tuple(p.n_cells_in(dom) for p in workload.partitions))
+    return calibrate_contrasts(ctx, workload, measured, recon)
+
+
+def calibrate_contrasts(ctx: Context, workload: Workload, measured: Workload,
+                        recon: ContrastGLS) -> Strategy:
+    """The residual-contrast strategy measuring ``measured`` (the tautology, then one marginal
+    family per residual, their weights the shares): its own γ_w and scales as for any measured
+    workload, and W's expected variances with residual A's noise σ_A = scale × Δ_A."""
+    rc, starts = recon.contrasts, recon.starts
     cost = workload_cost(measured, definition=ctx.definition, neighbours=ctx.neighbours,
                          time_limit=ctx.time_limit)
     scales = cost.scales(ctx.total)
