@@ -126,12 +126,10 @@ def test_planted_bug_without_the_internal_check_the_answers_fail(
         case: tuple[Workload, np.ndarray], monkeypatch: pytest.MonkeyPatch) -> None:
     """Neither the filter nor the run's own check: the answer pass itself is refused (the
     route reports it as an internal error, after the charge)."""
-    import tessera.synth.adaptive as adaptive_module
-
     w, codes = case
     monkeypatch.setattr(answerable.Answerable, "offered",
                         lambda self, offered, cands, keys: list(offered))
-    monkeypatch.setattr(adaptive_module, "unanswerable", lambda *a, **k: None)
+    monkeypatch.setattr(answerable.Answerable, "confirm", lambda *a, **k: None)
     with pytest.raises(TesseraError, match="internal error: the answers did not fit"):
         answer_adaptive(codes, w, Budget.of(rho=1.0), seed=0, memory_limit=LIMIT, **OPTIONS)
 

@@ -29,30 +29,29 @@ the run's budget under add/remove; :mod:`tessera.synth.charge`).
 and the workload is checked (:func:`check_workload`: every family's marginal fits
 :data:`MAX_SCOPE_CELLS`; every query the model cannot read from a table fits the engine's
 memory guard with the least model any run ends with) before anything else; the data is read
-and validated; the ledger is charged in a committed transaction; the run; the answers; the
-files are written all or none (:func:`tessera.data.outputs.staged`); only then is the charge
-marked ``released``. A failure after the charge marks it ``aborted`` and keeps the budget spent
-(docs/theory.md §9.6).
+and validated; the ledger is charged in a committed transaction; the run (its selection keeps
+every query answerable: below); the answers; the files are written all or none
+(:func:`tessera.data.outputs.staged`); only then is the charge marked ``released``. A failure
+after the charge marks it ``aborted`` and keeps the budget spent (docs/theory.md §9.6).
 
-**No memory failure the public inputs foresee happens after the charge.** A predicate, Boolean
-or BDD query whose scope lies in no table of the fitted model is answered by one more engine
-pass over the model with the query added at weight 0; several such queries over shared
-attributes tie the decomposition through their automata (30 conjunctions of 8 of Adult's
-attributes: > 70 PiB in one pass, ~10^5 bytes each alone). The answer pass therefore runs them
-in groups that fit (:func:`tessera.estimation.maxent.added_query_probabilities`: halved until
-they fit, down to one query), so only a *single* query can be refused, and
-:func:`check_workload` refuses before the charge every query that does not fit even with the
-least model any run ends with: the one-way marginals of every attribute the candidates mention
-(the initialisation always measures them; the private selection only adds scopes and queries to
-them), at θ = 0 — the same engine pass, so a query refused there would be refused after the
-run. What remains, and why it cannot be checked first: the fitted model's other scopes are chosen
-by the private selection (within the selection's own cap, ``max_model_size``: 80 MiB of
-junction-tree tables by default, 1/25 of the engine's 2 GiB), so a query that fits beside the
-one-way marginals could in principle not fit beside a model the selection built; a bound from
-the selection's cap alone would be the model of *every* candidate scope — for a workload of
-marginals over most attributes, one bag of all of them — which would refuse nearly every
-workload that runs today. The same holds for a family whose marginal lies in no measured scope
-and no clique (read from the model grown by that scope, within :data:`MAX_SCOPE_CELLS`).
+**No query's memory failure happens after the charge** (docs/theory.md §10.5). A predicate,
+Boolean or BDD query whose scope lies in no measured scope and no clique of the fitted model is
+answered by one more engine pass over the model with the query added at weight 0; several such
+queries over shared attributes tie the decomposition through their automata (30 conjunctions of
+8 of Adult's attributes: > 70 PiB in one pass, ~10^5 bytes each alone), so the pass runs them in
+groups that fit (:func:`tessera.estimation.maxent.added_query_groups`: halved until they fit,
+down to one query). Whether those groups fit depends only on the model's structure (its
+measured scopes and wide queries), and :class:`tessera.synth.answerable.Answerable` decides it
+by the pass's own computation without a table. :func:`check_workload` applies it before the
+charge to the least model any run ends with (the one-way marginals of every attribute the
+candidates mention), and the run applies it to every selection: the adaptive method's
+``answer_memory`` (set here to ``memory_limit``) offers each round only the candidates whose
+measurement keeps the answers within the guard — public inputs and past selections only, so the
+run's privacy is unchanged. The model the run ends with therefore leaves every query
+answerable; the run and :func:`answer_adaptive` check it once more and raise an internal error
+otherwise. Not covered: a family whose marginal lies in no measured scope and no clique and
+whose clique-tree messages exceed 2^24 cells is read from the model grown by its scope (within
+:data:`MAX_SCOPE_CELLS`), which the constraint does not check.
 
 **What is proven.** The run's privacy guarantee (its record). Not an interval: the model is
 biased (it fills unmeasured interactions by maximum entropy), so the answers carry **no proven

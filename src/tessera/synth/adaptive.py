@@ -26,8 +26,11 @@ Differentially Private Synthetic Data", VLDB 2022, Algorithm 1) with these parts
   Off for workloads with wide queries (functions of the fine values);
 * **round t**: (1) the candidates whose addition keeps the model's junction tree within
   ``max_model_size`` · (budget spent / budget) bytes are eligible — public information only, so
-  no candidate past the engine's memory guard is ever selected; (2) the exponential mechanism
-  selects r with quality
+  no candidate past the engine's memory guard is ever selected; with ``answer_memory`` (the
+  adaptive route's), also only those whose measurement keeps every query of the workload
+  answerable from the model within that memory limit (:mod:`tessera.synth.answerable`; public
+  too: the workload, the limit and the past selections, docs/theory.md §10.5); (2) the
+  exponential mechanism selects r with quality
 
       s_r = w_r · ( ‖y_r − N μ̂_r‖₁ − E‖noise_r‖₁ ),   E‖noise_r‖₁ = √(2/π) σ · cells_r
       (Gaussian) or b · cells_r (Laplace),
@@ -112,7 +115,6 @@ from tessera.synth.model_view import (
     from_cliques,
     maximal_scopes,
     model_scopes,
-    model_structure,
     noisy_total,
 )
 from tessera.synth.rounds import Timings
@@ -141,7 +143,6 @@ __all__ = [
     "adaptive",
     "candidate_workload",
     "polish_rows",
-    "unanswerable",
 ]
 
 FloatArray = npt.NDArray[np.float64]
@@ -412,23 +413,6 @@ def polish_rows(rows: npt.NDArray[np.int64], model: ScopeModel, fitted: FitResul
     return polish(rows, sizes, scopes, targets, rng, passes=passes, sample=POLISH_SAMPLE).rows
 
 
-def unanswerable(keeper: Answerable, measurements: Sequence[GroupMeasurement],
-                 built: tuple[tuple[tuple[int, ...], ...], tuple[int, ...]] | None = None
-                 ) -> None:
-    """Raise an internal error if the model of these measurements (or the model ``built``,
-    which must have the same structure) would leave a query of the workload unanswerable —
-    which the selection's constraint excludes by construction (docs/theory.md §10.5)."""
-    structure = model_structure((m.scope, m.query) for m in measurements)
-    if built is not None and built != structure:
-        raise TesseraError("internal error: the fitted model's structure is not the one the "
-                           "answerability constraint checked")
-    refused = keeper.refusal(structure)
-    if refused is not None:
-        raise TesseraError("internal error: the model the selection built leaves a query "
-                           f"unanswerable despite the answerability constraint: "
-                           f"{refused.message}")
-
-
 def _indicator(domain: Domain, f: object, s: tuple[int, ...]) -> FloatArray:
     """f(x_s) for every cell of the product of s's domains (row-major)."""
     shape = tuple(domain.sizes[i] for i in s)
@@ -613,7 +597,7 @@ def adaptive(
     history: list[AdaptiveRound] = []
     withheld: dict[int, int] = {}  # per round: offers the answerability constraint removed
     if keeper is not None:
-        unanswerable(keeper, measurements)
+        keeper.confirm([(m.scope, m.query) for m in measurements])
     size_bound: int | None = None  # the model's size (or an upper bound), when known
     t = 0
     budget_total = schedule.total
@@ -696,8 +680,8 @@ def adaptive(
     if space is not None:  # the model over the fine domain, exactly (CoarseSpace.expand)
         model, fitted = space.expand(model, fitted)
     if keeper is not None:  # by construction never: every selection kept the answers
-        unanswerable(keeper, measurements, (tuple(model.scopes),
-                                            tuple(j for j, _ in model.queries)))
+        keeper.confirm([(m.scope, m.query) for m in measurements],
+                       (tuple(model.scopes), tuple(j for j, _ in model.queries)))
     fit_seconds += time.perf_counter() - tf
     proof = prove(steps, budget.definition, budget.neighbours)
     proven = proof.epsilon if schedule.pure else proof.rho

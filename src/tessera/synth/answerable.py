@@ -42,7 +42,7 @@ from collections.abc import Sequence
 
 from tessera.engine.factors import Function, scope
 from tessera.engine.junction import junction_bags
-from tessera.errors import ResourceError
+from tessera.errors import ResourceError, TesseraError
 from tessera.estimation.maxent import added_query_groups
 from tessera.synth.candidates import DEFAULT_MAX_CELLS, Candidate, candidates
 from tessera.synth.model_view import model_structure
@@ -122,6 +122,20 @@ class Answerable:
         (in order) leaves the queries answerable."""
         grown = model_structure([*keys, (candidate.scope, candidate.query)])
         return self.refusal(grown) is None
+
+    def confirm(self, keys: Sequence[Key], built: Structure | None = None) -> None:
+        """Raise an internal error if the model of measurements with these keys (or the model
+        ``built``, which must have their structure) leaves a query unanswerable — which the
+        selection's constraint excludes by construction (module docstring)."""
+        structure = model_structure(keys)
+        if built is not None and built != structure:
+            raise TesseraError("internal error: the fitted model's structure is not the one "
+                               "the answerability constraint checked")
+        refused = self.refusal(structure)
+        if refused is not None:
+            raise TesseraError("internal error: the model the selection built leaves a query "
+                               "unanswerable despite the answerability constraint: "
+                               f"{refused.message}")
 
     def offered(self, offered: Sequence[int], cands: Sequence[Candidate],
                 keys: Sequence[Key]) -> list[int]:
