@@ -77,6 +77,8 @@ def main() -> None:
                                                          seed=r)
         a_off = model_counts(fitted.result, wl)
         off.append(time.perf_counter() - t)
+        print(f"seed {r}: off {off[-1]:.2f} s, rounds {len(fitted.result.record.history)}",
+              flush=True)
         spent.clear()
         t = time.perf_counter()
         rel = ts.answer_adaptive(data, wl, ts.Budget.of(rho=args.rho), seed=r)
