@@ -30,10 +30,12 @@ the exponential mechanism's range by a function of public inputs and past output
 by adaptive composition (the mechanism of round t is ε-bounded-range on whichever range it is
 given): the run's guarantee is unchanged.
 
-**Cost.** One plan (~15 ms for a Gibbs model of Adult's one- and two-way scopes) per distinct
-grown structure that leaves a query to a pass, memoised per structure; a structure whose
-queries all lie in measured scopes or cliques costs one elimination of the attribute graph.
-A run without ``answer_memory`` builds nothing of this.
+**Cost.** Per distinct grown structure (memoised) the pass's plans: one (~10 ms on Adult with
+a few predicates) when the pending queries fit in one pass, up to 2k − 1 when they must be
+halved — on Adult with 10 wide conjunctions tied through their automata, the run was more than
+35× slower than without the constraint (docs/benchmarks.md, "the answerability constraint": a
+known cost). A structure whose queries all lie in measured scopes or cliques costs one
+elimination of the attribute graph. A run without ``answer_memory`` builds nothing of this.
 """
 
 from __future__ import annotations
