@@ -15,41 +15,15 @@ from hypothesis import strategies as st
 from tessera.privacy import Definition
 from tessera.release import Budget, answer
 from tessera.release.certificate import verify_certificate
-from tessera.schema.domain import Domain
 from tessera.strategy.choose import choose_strategy
-from tessera.workload.ranges import RangeFamily
 from tessera.workload.workload import Workload
 
+from .dense import explicit, grid_workload
 from .empirical import mse_ratio
 
 
 def _wl(n1: int, n2: int, kind: str = "ranges") -> Workload:
-    dom = Domain.from_dict({"attributes": {"x": {"type": "integer", "min": 0, "max": n1 - 1},
-                                           "y": {"type": "integer", "min": 0, "max": n2 - 1}}})
-    return Workload.of_ranges(dom, [RangeFamily.of(dom, ["x", "y"], kind)])
-
-
-def _explicit(s):
-    """Dense measurement matrix A (measured cells × n1·n2), the query matrix Q (rectangles ×
-    n1·n2), from the measured workload's families and the lazy family."""
-    wl = s.workload
-    fam = wl.range_families[0]
-    n1, n2 = fam.sizes
-    rows = []
-    for p in s.measured.partitions:
-        g1 = p.code_to_group(wl.domain, 0)
-        g2 = p.code_to_group(wl.domain, 1)
-        for i in range(g1.max() + 1):
-            for j in range(g2.max() + 1):
-                rows.append(np.multiply.outer(g1 == i, g2 == j).ravel().astype(float))
-    q = []
-    (lo1, hi1), (lo2, hi2) = fam.bounds(0), fam.bounds(1)
-    for a, b in zip(lo1, hi1):
-        for c, d in zip(lo2, hi2):
-            m = np.zeros((n1, n2))
-            m[a:b, c:d] = 1
-            q.append(m.ravel())
-    return np.array(rows), np.array(q)
+    return grid_workload(n1, n2, kind)
 
 
 @settings(max_examples=25, deadline=None)
@@ -63,7 +37,7 @@ def test_kronecker_gls_equals_dense(n1, n2, kind, definition, family, data):
         assert kind == "hierarchical" and max(n1, n2) < 3
         return
     s = cands[0]
-    a_mat, q_mat = _explicit(s)
+    a_mat, q_mat = explicit(s)
     model = (2 * s.scales ** 2 if definition == "pure" else s.scales ** 2)
     prec = 1.0 / model
     cov = np.linalg.inv(a_mat.T @ (prec[:, None] * a_mat))

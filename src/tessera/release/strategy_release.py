@@ -28,12 +28,17 @@ from tessera.release.plan import Allocation, NoisePlan, check_released, noise_pl
 from tessera.strategy.candidates import Copy, Strategy, contrast_layout, root_weights
 from tessera.strategy.choose import StrategyChoice, choose_strategy, only_direct
 from tessera.strategy.contrasts import contrast_sigma
+from tessera.strategy.rectangles import two_attributes
 from tessera.strategy.stated_shares import shares_of
 from tessera.workload.canonical import workload_hash
 from tessera.workload.workload import Workload
 
 #: z of the two-sided 95% normal interval.
 Z95 = 1.959963984540054
+#: ``strategy.max_split`` of a certificate made under ``--objective max`` whose W is a 2-D range
+#: family: marginal, tree *and* 2-D product-of-trees candidates took the minimax split
+#: (``minimax``: made before the products took theirs — they kept the total's split).
+MINIMAX_RECTANGLES = "minimax-rectangles"
 INTERVAL_NOTE = ("95% interval: ±1.96 × the exact standard deviation of the GLS estimate "
                  "(normal approximation to a linear combination of independent discrete "
                  "noises; not a proven bound)")
@@ -65,7 +70,7 @@ def strategy_plan(
     workload: Workload, budget: Budget, *, neighbours: Neighbours | str, allocation: Allocation,
     strategy: str, objective: str, time_limit: float | None, estimate: str = "gls",
     stated_scales: npt.ArrayLike | None = None, direct_split: str = "optimal",
-    max_split: str = "minimax", stated_chosen: str | None = None,
+    max_split: str = MINIMAX_RECTANGLES, stated_chosen: str | None = None,
     recorded_direct: npt.ArrayLike | None = None,
     stated_shares: dict[str, tuple[float, ...]] | None = None,
 ) -> tuple[NoisePlan, StrategyChoice | None]:
@@ -76,10 +81,12 @@ def strategy_plan(
     ``direct_split``: ``shares`` recomputes a certificate made before ``direct`` optimised its
     split (its strategy section has no ``direct_split``); ``max_split``: ``best-of-two``
     recomputes one made under ``max`` before marginal and tree candidates took the minimax
-    split (no ``max_split``); ``stated_chosen``: the certificate's chosen strategy — when it
-    is ``direct`` with the ``optimal`` split, the stated scales *are* that split: the
-    cutting-plane optimiser is not run again (its stop under a wall-clock guard need not be
-    reproducible), and verify checks them instead (privacy re-proved, no worse than uniform);
+    split (no ``max_split``), ``minimax`` one made before 2-D products of trees took theirs
+    (:data:`MINIMAX_RECTANGLES`: the default, every minimax split); ``stated_chosen``: the
+    certificate's chosen strategy — when it is ``direct`` with the ``optimal`` split, the
+    stated scales *are* that split: the cutting-plane optimiser is not run again (its stop
+    under a wall-clock guard need not be reproducible), and verify checks them instead
+    (privacy re-proved, no worse than uniform);
     ``recorded_direct``: the optimised split of a ``direct`` candidate that lost, as the
     certificate's candidate table records it (:func:`recorded_direct_split`) — taken in place
     of the optimiser likewise, and checked by :func:`check_direct_split`; ``stated_shares``:
@@ -107,7 +114,9 @@ def strategy_plan(
     choice = choose_strategy(workload, budget.calibration, budget.total, neighbours=rel,
                              strategy=strategy, objective=objective, time_limit=time_limit,
                              estimate=estimate, optimise_direct=direct_split == "optimal",
-                             minimax=max_split == "minimax", direct_scales=direct_scales,
+                             minimax=max_split in ("minimax", MINIMAX_RECTANGLES),
+                             minimax_rectangles=max_split == MINIMAX_RECTANGLES,
+                             direct_scales=direct_scales,
                              stated_shares=stated_shares)
     s = choice.chosen
     proven = False
@@ -227,7 +236,11 @@ def strategy_fields(choice: StrategyChoice, plan: NoisePlan) -> dict[str, Any]:
     if choice.objective == "max" and choice.minimax:
         # marginal and tree candidates took the minimax split (absent: the better of the
         # total-optimal and the equal split, as in certificates made before it)
-        fields["max_split"] = "minimax"
+        # (``minimax-rectangles``: and a 2-D product of trees took the minimax split of each
+        # axis; ``minimax``, as before it, where no such candidate applies)
+        fields["max_split"] = (MINIMAX_RECTANGLES if choice.minimax_rectangles
+                               and two_attributes(choice.chosen.workload) is not None
+                               else "minimax")
     if s.contrasts is not None:
         rc, starts = contrast_layout(s)
         fields["contrasts"] = [

@@ -52,6 +52,9 @@ class StrategyChoice:
     #: under ``max``: marginal and tree candidates took the minimax split (``False``: the
     #: better of the total-optimal and the equal split)
     minimax: bool = True
+    #: under ``max`` (with ``minimax``): 2-D products of trees took the minimax split of each
+    #: axis (``False``: the split chosen for the total)
+    minimax_rectangles: bool = True
     #: ``tessera verify`` with stated shares: for each candidate the certificate states shares
     #: of, (that candidate on the stated shares, the same candidate as recomputed here), for
     #: verify to hold the first against the second (:mod:`~.stated_shares`); the candidates
@@ -105,6 +108,7 @@ def choose_strategy(
     estimate: str = "gls",
     optimise_direct: bool = True,
     minimax: bool = True,
+    minimax_rectangles: bool = True,
     direct_scales: tuple[float, ...] | None = None,
     stated_shares: Mapping[str, tuple[float, ...]] | None = None,
 ) -> StrategyChoice:
@@ -120,6 +124,8 @@ def choose_strategy(
     on its shares (how certificates made before the optimal split are recomputed);
     ``minimax``: ``False`` keeps, under ``max``, the better of the total-optimal and the equal
     split of marginal and tree candidates (how certificates made before the minimax split are
+    recomputed); ``minimax_rectangles``: ``False`` keeps, under ``max``, the split chosen for
+    the total of 2-D products of trees (how certificates made before their minimax split are
     recomputed); ``direct_scales``: ``tessera verify``'s stated optimal split of ``direct``,
     taken in place of the optimiser (:func:`~.candidates.direct`); ``stated_shares``: ``tessera
     verify``'s stated shares of each (non-direct) candidate by name, as the certificate's
@@ -133,7 +139,8 @@ def choose_strategy(
     if workload.n_queries == 0:
         raise TesseraError("the workload has no queries")
     ctx = Context(Definition.parse(definition), float(total), Neighbours.parse(neighbours),
-                  time_limit, objective, optimise_direct, minimax, direct_scales)
+                  time_limit, objective, optimise_direct, minimax, direct_scales,
+                  minimax_rectangles)
     wanted = STRATEGIES[1:] if (strategy == "auto" or compare) else (strategy,)
     found: list[Strategy] = []
     for name in wanted:
@@ -172,4 +179,4 @@ def choose_strategy(
     else:
         chosen = next(s for s in found if s.name.split("(")[0] == strategy)
     return StrategyChoice(chosen, tuple(found), strategy, objective, estimate, minimax,
-                          tuple(restated))
+                          minimax_rectangles, tuple(restated))

@@ -54,6 +54,10 @@ class Context:
     #: ``tessera verify``: a certificate's stated optimal split of ``direct``'s measured queries
     #: (∞: not released), used in place of the optimiser, which is not run again (None: run it)
     direct_scales: tuple[float, ...] | None = None
+    #: under ``max`` (with ``minimax``), whether 2-D products of trees take the minimax split of
+    #: each axis (``False``: the split chosen for the total, as certificates made before it
+    #: record it: ``strategy.max_split: minimax``)
+    minimax_rectangles: bool = True
 
 
 def calibrate(ctx: Context, workload: Workload, measured: Workload,

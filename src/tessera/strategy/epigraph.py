@@ -6,7 +6,9 @@ shares x of a total (x ≥ 0, Σ x = 1), minimise max_j f_j(x) through its epigr
 solved by SLSQP with the exact Jacobian of f, z₀ = max_j f_j(x₀) scaling z to ≈ 1. Residual
 contrasts (:meth:`~.contrasts.ResidualContrasts.minimax_costs`), marginals measured as counts
 (:func:`~.marginals.minimax_precisions`) and tree levels
-(:func:`~.tree_allocation.minimax_level_costs`) each call it with their own f.
+(:func:`~.tree_allocation.minimax_level_costs`) each call it with their own f;
+:func:`frank_wolfe_bound` is the certified lower bound of marginals (ρ-zCDP) and of 2-D
+products of trees (:mod:`~.rectangle_minimax`), where every f_j is convex.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy.optimize import minimize
 
-__all__ = ["epigraph_minimax"]
+__all__ = ["epigraph_minimax", "frank_wolfe_bound", "frank_wolfe_dual"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -44,3 +46,34 @@ def epigraph_minimax(values: Callable[[FloatArray], FloatArray],
                    options={"maxiter": maxiter, "ftol": ftol})
     x = np.clip(res.x[:-1], 1e-12, None)
     return x / x.sum()
+
+
+def frank_wolfe_bound(values: FloatArray, jacobian: FloatArray, x: FloatArray,
+                      total: float) -> float:
+    """A lower bound on min_x max_j f_j(x) over the simplex {x ≥ 0, Σ x = ``total``} when every
+    f_j is **convex**, from ``values`` f(x') and ``jacobian`` J = ∂f/∂x at any point x': for
+    λ ∈ Δ, min max_j f_j ≥ min_x h_λ(x) with h_λ = Σ λ_j f_j, and ≥ h_λ(x') + min_i total·∂_i
+    h_λ(x') − ∇h_λ(x')·x' (the Frank–Wolfe bound: a convex function lies above its tangent
+    plane, whose minimum over the simplex is at a vertex). The bound is linear in λ, so the
+    best λ is the linear program  max λ·(f − Jx') + total·t  s.t.  t ≤ (Jᵀλ)_i, λ ∈ Δ (HiGHS).
+    Any subset of the f_j gives a valid (weaker) bound. Equal to the minimax at its solution
+    (KKT); 0 when the program fails. Not a bound when some f_j is not convex."""
+    return frank_wolfe_dual(values, jacobian, x, total)[0]
+
+
+def frank_wolfe_dual(values: FloatArray, jacobian: FloatArray, x: FloatArray,
+                     total: float) -> tuple[float, FloatArray]:
+    """(:func:`frank_wolfe_bound`, the best λ ∈ Δ of its linear program; uniform when the
+    program fails, with the bound 0)."""
+    from scipy.optimize import linprog
+
+    f = np.asarray(values, dtype=np.float64)
+    jac = np.asarray(jacobian, dtype=np.float64)
+    m, k = jac.shape
+    res = linprog(np.r_[-(f - jac @ x), -total],
+                  A_ub=np.hstack([-jac.T, np.ones((k, 1))]), b_ub=np.zeros(k),
+                  A_eq=np.r_[np.ones(m), 0.0][None, :], b_eq=[1.0],
+                  bounds=[(0.0, None)] * m + [(None, None)], method="highs")
+    if res.status != 0:
+        return 0.0, np.full(m, 1.0 / m)
+    return float(-res.fun), np.clip(res.x[:m], 0.0, None)

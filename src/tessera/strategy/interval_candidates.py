@@ -23,7 +23,9 @@ from tessera.strategy.intervals import (
     tree_levels,
 )
 from tessera.strategy.reconstruction import IntervalGLS, Strategy, worst_cell
+from tessera.strategy.rectangle_minimax import minimax_axis
 from tessera.strategy.rectangles import (
+    AxisOption,
     KroneckerGLS,
     best_axis,
     kappa,
@@ -214,20 +216,37 @@ def _quadratic(workload: Workload) -> Quadratic | None:
 def rectangle_strategy(workload: Workload, ctx: Context, kind: str) -> Strategy | None:
     """``identity`` (the 2-D histogram) or ``hierarchical`` (the product of the best 1-D tree
     of each axis, costs c·α_l β_m over the level pairs) for one lazy 2-D range family
-    (:mod:`~.rectangles`); the total error is separable, so each axis is chosen alone."""
+    (:mod:`~.rectangles`); the total error is separable, so each axis is chosen alone. Under
+    ``max`` (``ctx.minimax_rectangles``) the worst rectangle is separable too: each axis takes
+    its 1-D minimax design (:mod:`~.rectangle_minimax`), kept when its calibrated worst
+    rectangle is below the total's split's."""
     fam = two_attributes(workload)
     if fam is None:
         return None
     axes = tuple(best_axis(n, fam.kind, kind, ctx.definition)[0] for n in fam.sizes)
     if kind == "hierarchical" and all(a.branching == 1 for a in axes):
         return None  # (no axis has a tree: the identity candidate is the same design)
-    costs = ctx.total * np.multiply.outer(axes[0].fractions, axes[1].fractions).ravel()
-    name = kind if kind == "identity" else (
-        f"hierarchical(b={axes[0].branching}x{axes[1].branching})")
-    measured = product_measured(workload, fam, axes, shares_for(costs, ctx.definition), kind)
-    recon = KroneckerGLS(fam, (axes[0], axes[1]),
-                         (precision_factors(axes[0].fractions, ctx.definition),
-                          precision_factors(axes[1].fractions, ctx.definition)),
-                         kappa(ctx.definition, ctx.total),
-                         measured.family_starts[:-1].astype(np.int64))
-    return calibrate(ctx, workload, measured, recon, name)
+
+    def measure(axes: tuple[AxisOption, ...]) -> Strategy:
+        costs = ctx.total * np.multiply.outer(axes[0].fractions, axes[1].fractions).ravel()
+        name = kind if kind == "identity" else (
+            f"hierarchical(b={axes[0].branching}x{axes[1].branching})")
+        measured = product_measured(workload, fam, axes, shares_for(costs, ctx.definition),
+                                    kind)
+        recon = KroneckerGLS(fam, (axes[0], axes[1]),
+                             (precision_factors(axes[0].fractions, ctx.definition),
+                              precision_factors(axes[1].fractions, ctx.definition)),
+                             kappa(ctx.definition, ctx.total),
+                             measured.family_starts[:-1].astype(np.int64))
+        return calibrate(ctx, workload, measured, recon, name)
+
+    best = measure(axes)
+    if (ctx.objective == "max" and ctx.minimax and ctx.minimax_rectangles
+            and kind == "hierarchical"):
+        minimax = tuple(minimax_axis(n, fam.kind, ctx.definition, a).option
+                        for n, a in zip(fam.sizes, axes))
+        if any(m is not a for m, a in zip(minimax, axes)):
+            s = measure(minimax)
+            if worst_cell(s) < worst_cell(best):
+                best = s
+    return best

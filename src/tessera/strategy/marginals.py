@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from tessera.strategy.epigraph import epigraph_minimax
+from tessera.strategy.epigraph import epigraph_minimax, frank_wolfe_bound
 
 Scope = tuple[str, ...]
 FloatArray = npt.NDArray[np.float64]
@@ -249,18 +249,7 @@ class MinimaxProblem:
         the simplex {c ≥ 0, Σ c = total}). The bound is linear in λ, so the best λ is the linear
         program  max λ·(f − Jc') + total·t  s.t.  t ≤ (Jᵀλ)_A, λ ∈ Δ  (J = ∂f/∂c at c').
         Equal to the minimax at its solution (KKT); not a bound under pure ε (not convex)."""
-        from scipy.optimize import linprog
-
-        f = self.values(cost)
-        jac = self.jacobian(cost)
-        m, k = jac.shape
-        res = linprog(np.r_[-(f - jac @ cost), -total],
-                      A_ub=np.hstack([-jac.T, np.ones((k, 1))]), b_ub=np.zeros(k),
-                      A_eq=np.r_[np.ones(m), 0.0][None, :], b_eq=[1.0],
-                      bounds=[(0.0, None)] * m + [(None, None)], method="highs")
-        if res.status != 0:
-            return 0.0
-        return float(-res.fun)
+        return frank_wolfe_bound(self.values(cost), self.jacobian(cost), cost, total)
 
 
 def _smoothed(problem: MinimaxProblem, start: FloatArray, total: float,
