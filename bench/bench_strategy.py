@@ -7,6 +7,7 @@
     python bench/bench_strategy.py --part ranges-2d   # all rectangles over two attributes
     python bench/bench_strategy.py --part predicates  # random predicate workloads
     python bench/bench_strategy.py --part max-split   # --objective max: equal / total / minimax
+    python bench/bench_strategy.py --part max-split-2d  # its 2-D rows only (rectangles)
     python bench/bench_strategy.py --part all
 
 Baseline: ResidualPlanner's closed form (Xiao, Kifer et al., NeurIPS 2023) for marginal
@@ -616,13 +617,64 @@ def part_max_split() -> None:
             print(f"| all {wl.n_queries:,} {kind}, n = {n} | {base.name} → {chosen.name} | "
                   f"{definition} | {even:,.6g} | {opt:,.6g} | {mm:,.6g} | {shown} | "
                   f"{even / mm:.3f} | {opt / mm:.3f} | {plan:.1f} |")
+    part_max_split_2d()
+
+
+def part_max_split_2d(sizes: tuple[int, ...] = (32, 64)) -> None:
+    """The 2-D rows of :func:`part_max_split`: all rectangles over an n × n grid, the product
+    of trees (docs/theory.md §10.7). Equal: the total's two trees with equal level costs;
+    total-optimal: the split chosen under ``total``; minimax: the chosen strategy under
+    ``max`` (each axis's 1-D minimax, :mod:`tessera.strategy.rectangle_minimax`); lower bound
+    (ρ-zCDP): within the product family (w κ⁻¹ L₁L₂) and over every level-pair split of the two
+    trees (w κ⁻¹ (H₁H₂ − M₁M₂ + G₁G₂))."""
+    from tessera.strategy.candidates import worst_cell
+    from tessera.strategy.choose import choose_strategy
+    from tessera.strategy.rectangle_minimax import (
+        axis_variances,
+        minimax_axis,
+        product_bound,
+        split_bound,
+    )
+    from tessera.strategy.rectangles import AxisOption, best_axis, kappa
+    from tessera.workload.ranges import RangeFamily, axis_bounds
+
+    for n in sizes:
+        dom = ts.Domain.from_dict({"x": n, "y": n})
+        wl = ts.Workload.of_ranges(dom, [RangeFamily.of(dom, ["x", "y"], "ranges")])
+        spans = Spans.ranges(*axis_bounds(n, "ranges"))
+        for definition, total in (("zcdp", RHO), ("pure", 1.0)):
+            d = ts.Definition.parse(definition)
+            t0 = time.perf_counter()
+            chosen = choose_strategy(wl, definition, total, strategy="hierarchical",
+                                     objective="max", time_limit=60).chosen
+            plan = time.perf_counter() - t0
+            base = choose_strategy(wl, definition, total, strategy="hierarchical",
+                                   objective="total", time_limit=60).chosen
+            mm, opt = worst_cell(chosen), worst_cell(base)
+            even = 1.0 / kappa(d, total)
+            for o in base.reconstruction.axes:  # type: ignore[attr-defined]
+                eq = AxisOption(o.levels, level_costs(len(o.levels), 1.0, 1.0), o.branching)
+                even *= float(axis_variances(eq, spans, d).max())
+            axes = tuple(minimax_axis(n, "ranges", d, best_axis(n, "ranges", "hierarchical",
+                                                                  d)[0]) for _ in range(2))
+            shown = "(not convex)"
+            lb = product_bound(axes, d, total, 1.0)  # type: ignore[arg-type]
+            if lb is not None:
+                sb = split_bound(axes, d, total, 1.0)  # type: ignore[arg-type]
+                shown = f"{lb:,.6g} (all splits: {sb:,.6g})"
+            assert mm <= min(even, opt) * (1 + 1e-6), (mm, even, opt)
+            print(f"| all {wl.n_queries:,} rectangles, {n} × {n} | {base.name} → "
+                  f"{chosen.name} | {definition} | {even:,.6g} | {opt:,.6g} | {mm:,.6g} | "
+                  f"{shown} | {even / mm:.3f} | {opt / mm:.3f} | {plan:.1f} |")
+    print(f"{load()} at the end")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--part", default="all",
                     choices=["w1", "coverage", "ranges", "answer-ranges", "ranges-2d",
-                             "predicates", "contrasts", "max-split", "all"])
+                             "predicates", "contrasts", "max-split", "max-split-2d",
+                             "all"])
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--runs", type=int, default=500)
     args = ap.parse_args()
@@ -644,6 +696,10 @@ def main() -> None:
         part_contrasts()
     if args.part in ("max-split", "all"):
         part_max_split()
+    if args.part == "max-split-2d":
+        print(f"\n`--objective max` on 2-D rectangles (ρ = {RHO} zCDP, ε = 1 pure; add/remove; "
+              f"{load()})")
+        part_max_split_2d()
 
 
 if __name__ == "__main__":
