@@ -26,14 +26,16 @@ FloatArray = npt.NDArray[np.float64]
 
 def epigraph_minimax(values: Callable[[FloatArray], FloatArray],
                      jacobian: Callable[[FloatArray], FloatArray], start: FloatArray, *,
-                     maxiter: int, ftol: float) -> FloatArray:
+                     maxiter: int, ftol: float, scale: float | None = None) -> FloatArray:
     """The shares x (clipped at 10⁻¹² and renormalised to Σ x = 1) SLSQP reaches on the
     epigraph program (module docstring) from the shares ``start``; ``values(x)`` gives every
     f_j, ``jacobian(x)`` its matrix ∂f_j/∂x_i. Not checked against the start: callers keep
-    the better one by their exact objective."""
+    the better one by their exact objective. ``scale``: z₀ (default max_j f_j(x₀)); tree
+    levels pass their best worst query so far, as before this solver was shared — under pure ε
+    (not convex) the scale moves SLSQP's path, and with it the local minimum it reaches."""
     x0 = np.asarray(start, dtype=np.float64)
     k = x0.size
-    z0 = float(np.max(values(x0)))
+    z0 = float(np.max(values(x0))) if scale is None else float(scale)
     res = minimize(lambda x: x[-1], np.r_[x0, 1.0], method="SLSQP",
                    jac=lambda x: np.r_[np.zeros(k), 1.0],
                    bounds=[(1e-9, 1.0)] * k + [(0.0, None)],

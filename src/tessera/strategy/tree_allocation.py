@@ -178,7 +178,7 @@ def minimax_level_costs(design: IntervalDesign, levels: Sequence[Sequence[tuple[
             x_cur = epigraph_minimax(
                 lambda x, e=e, wq=wq: active_values(total * x, e, wq)[0],
                 lambda x, e=e, wq=wq: active_values(total * x, e, wq)[1] * total,
-                x_cur, maxiter=200, ftol=1e-12)
+                x_cur, maxiter=200, ftol=1e-12, scale=worst)
             c = total * x_cur
             bound = float(np.max(active_values(c, e, wq)[0]))
             f = weighted(c)
