@@ -13,7 +13,11 @@ clause's conjunctions; 1.9 MiB once the clause itself is measured):
 * planted bug — the constraint not applied: the same seeded run fails *after* the charge
   (the ledger keeps an aborted charge), so the test that it completes can fail;
 * without ``answer_memory`` the synthesizer never builds the constraint (its cost and its
-  outputs are those of the method alone).
+  outputs are those of the method alone);
+* families (below ``family_case``): a family read only through the model grown by its scope —
+  without the family check the run charges and then fails; with it the run withholds the
+  selection that would break it and delivers the brute-force answers; a family no model can
+  read is refused before the charge.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import tessera.estimation.tree_marginals as tree_marginals
 import tessera.synth.answerable as answerable
 from tessera.errors import ResourceError, TesseraError
 from tessera.estimation.maxent import ScopeModel, added_query_probabilities
@@ -156,3 +161,84 @@ def test_a_bad_limit_is_refused_before_anything(case: tuple[Workload, np.ndarray
         answer_adaptive(codes, w, Budget.of(rho=1.0), seed=0, answer_memory=LIMIT)
     with pytest.raises(ResourceError, match="query 'wide'.*nothing was charged"):
         answer_adaptive(codes, w, Budget.of(rho=1.0), seed=0, memory_limit=10_000, **OPTIONS)
+
+
+# -- families (the hole closed: a family read only through the model grown by its scope) ------
+#
+# a0 and a5 have 8 codes, a1–a4 four; the families are the path a0–a1–…–a5 and F = (a0, a5)
+# (64 cells, over max_cells = 32: never measured). The clique tree's message limit is set to
+# one cell, so a family in no measured scope and no clique is read from the model grown by its
+# scope. At 8,000 bytes that grown tree fits beside the one-way marginals (2,112 bytes) and
+# beside any four pairs of the path (≤ 3,648), not beside all five (13,152: the grown graph is
+# a 6-cycle).
+
+FAMILY_LIMIT = 8_000
+
+
+@pytest.fixture(scope="module")
+def family_case() -> tuple[Workload, np.ndarray]:
+    dom = Domain.from_dict({f"a{i}": s for i, s in enumerate([8, 4, 4, 4, 4, 8])})
+    families = [Partition.marginal(dom, [f"a{i}", f"a{i + 1}"]) for i in range(5)]
+    w = Workload.of(dom, [], partitions=[*families, Partition.marginal(dom, ["a0", "a5"])])
+    rng = np.random.default_rng(0)
+    z = rng.integers(0, 4, 2000)  # correlated: the selection wants the pairs of the path
+    codes = np.stack([np.where(rng.random(2000) < 0.7, z, rng.integers(0, 4, 2000))
+                      for _ in range(6)], axis=1)
+    return w, codes
+
+
+@pytest.fixture
+def tiny_messages(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tree_marginals, "MAX_MESSAGE_CELLS", 1)
+
+
+def test_families_without_the_check_fail_after_the_charge(
+        family_case: tuple[Workload, np.ndarray], tiny_messages: None, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Planted bug — the families not checked (as before): the run measures the whole path,
+    and the family (a0, a5) cannot be read after the charge."""
+    w, codes = family_case
+    monkeypatch.setattr(answerable.Answerable, "_family_refusal", lambda self, s: None)
+    book = Ledger.init(tmp_path / "L.db", total=10.0, definition="zcdp",
+                       neighbours="add-remove", domain=w.domain, dataset="d")
+    with pytest.raises(TesseraError, match=r"internal error.*family 'marginal\(a0,a5\)'"):
+        answer_adaptive(codes, w, Budget.of(rho=1.0), seed=0, memory_limit=FAMILY_LIMIT,
+                        ledger=book, max_cells=32)
+    s = book.summary()
+    assert [c.status for c in s.releases] == ["aborted"] and s.spent == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_families_are_kept_answerable(family_case: tuple[Workload, np.ndarray],
+                                      tiny_messages: None, seed: int, tmp_path: Path) -> None:
+    w, codes = family_case
+    book = Ledger.init(tmp_path / "L.db", total=10.0, definition="zcdp",
+                       neighbours="add-remove", domain=w.domain, dataset="d")
+    rel = answer_adaptive(codes, w, Budget.of(rho=1.0), seed=seed, memory_limit=FAMILY_LIMIT,
+                          ledger=book, max_cells=32)
+    result = rel.fitted.result
+    assert result.record.withheld > 0  # the constraint bound: some pair was withheld
+    keys = [(m.scope, m.query) for m in result.measurements]
+    assert answerable.Answerable(w, FAMILY_LIMIT).refusal(model_structure(keys)) is None
+    # the answers are the fitted model's, exactly (brute force over the 16,384 points)
+    joint = result.model.joint(result.fit.theta, w.domain.size)
+    assert joint is not None
+    want = []
+    for p in w.partitions:
+        axes = [w.domain.index(a) for a in p.attributes]
+        want.append(joint.sum(axis=tuple(a for a in range(6) if a not in axes)).ravel())
+    np.testing.assert_allclose(rel.answers, result.total * np.concatenate(want),
+                               rtol=1e-9, atol=1e-7)
+    assert [c.status for c in book.summary().releases] == ["released"]
+
+
+def test_a_family_no_model_can_read_is_refused_before_the_charge(
+        family_case: tuple[Workload, np.ndarray], tiny_messages: None, tmp_path: Path) -> None:
+    w, codes = family_case
+    book = Ledger.init(tmp_path / "L.db", total=10.0, definition="zcdp",
+                       neighbours="add-remove", domain=w.domain, dataset="d")
+    with pytest.raises(ResourceError, match="family 'marginal.*nothing was charged"):
+        answer_adaptive(codes, w, Budget.of(rho=1.0), seed=0, memory_limit=1_000,
+                        ledger=book, max_cells=32)
+    summary = book.summary()
+    assert summary.spent == 0 and not summary.releases

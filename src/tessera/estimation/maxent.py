@@ -52,7 +52,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tessera.engine.decomposition import DEFAULT_MEMORY_LIMIT
-from tessera.engine.factors import Function
+from tessera.engine.factors import DENSE_MAX, Function
 from tessera.engine.junction import JunctionTree, junction_tree
 from tessera.engine.model import GibbsModel
 from tessera.errors import ResourceError
@@ -62,7 +62,8 @@ from tessera.schema.domain import Domain
 from tessera.workload.families import Partition
 
 __all__ = ["FitResult", "GroupMeasurement", "ScopeModel", "added_query_groups",
-           "added_query_probabilities", "fit", "gibbs_functions"]
+           "added_query_probabilities", "cell_by_cell", "cell_by_cell_error", "fit",
+           "gibbs_functions"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.intp]
@@ -336,6 +337,34 @@ def gibbs_functions(domain: Domain, scopes: Sequence[Scope],
     return functions
 
 
+def cell_by_cell(domain: Domain, scopes: Sequence[Scope]) -> Scope | None:
+    """The first scope of two or more attributes over more than
+    :data:`~tessera.engine.factors.DENSE_MAX` cells, or None. The engine tabulates at most that
+    many entries in one factor, so a Gibbs model with such a marginal's cells as features
+    compiles every cell as an automaton of its own: on Adult, (fnlwgt, capital-gain,
+    native-country, income>50K) — 86,016 cells — makes a plan of ~60–95 s that asks for
+    ~340 GiB (docs/benchmarks.md, "the answerability constraint"). An engine pass beside such a
+    model is refused without planning it (:func:`added_query_groups`,
+    :func:`tessera.synth.model_answers.scope_marginal`)."""
+    sizes = domain.sizes
+    for s in scopes:
+        if len(s) >= 2 and math.prod(sizes[a] for a in s) > DENSE_MAX:
+            return tuple(s)
+    return None
+
+
+def cell_by_cell_error(domain: Domain, scope_: Scope, what: str) -> ResourceError:
+    """The refusal of an engine pass beside a model with a marginal over ``scope_`` that the
+    engine would compile cell by cell (:func:`cell_by_cell`); ``what`` names what is read."""
+    cells = math.prod(domain.sizes[a] for a in scope_)
+    names = ", ".join(domain.names[a] for a in scope_)
+    return ResourceError(
+        f"{what}: the model's marginal over {names} has {cells:,} cells, more than the "
+        f"{DENSE_MAX:,} the engine tabulates in one factor, so an engine pass would compile "
+        "every cell as an automaton of its own (refused without planning it)",
+        hint="read it from a model without so large a marginal (a smaller max_cells)")
+
+
 def added_query_groups(domain: Domain, scopes: Sequence[Scope],
                        queries: Sequence[tuple[int, Function]], added: Sequence[Function],
                        names: Sequence[str] | None = None,
@@ -349,26 +378,37 @@ def added_query_groups(domain: Domain, scopes: Sequence[Scope],
     (:meth:`~tessera.engine.model.GibbsModel.plan_of` of the model with the group added at
     θ = 0, the functions of :func:`gibbs_functions`), so the pass over these groups is never
     refused. A single query that does not fit raises the engine's
-    :class:`~tessera.errors.ResourceError`, naming it (``names[j]``, else its position).
-    ``cells``: :func:`gibbs_functions`'s memo."""
+    :class:`~tessera.errors.ResourceError`, naming it (``names[j]``, else its position); so
+    does the first query when a scope of the model would be compiled cell by cell
+    (:func:`cell_by_cell`: refused before any plan). ``cells``: :func:`gibbs_functions`'s memo."""
     groups: list[tuple[int, int]] = []
 
-    def solve(lo: int, hi: int) -> None:
+    def refused(lo: int, hi: int) -> ResourceError | None:
         group = [(-1 - j, added[j]) for j in range(lo, hi)]
         try:
             GibbsModel.plan_of(domain, gibbs_functions(domain, scopes, [*queries, *group],
                                                        cells), memory_limit=memory_limit)
         except ResourceError as e:
-            if hi - lo > 1:
-                mid = (lo + hi) // 2
-                solve(lo, mid)
-                solve(mid, hi)
-                return
+            return e
+        return None
+
+    def solve(lo: int, hi: int) -> None:
+        e = refused(lo, hi)
+        if e is None:
+            groups.append((lo, hi))
+        elif hi - lo > 1:
+            mid = (lo + hi) // 2
+            solve(lo, mid)
+            solve(mid, hi)
+        else:
             name = names[lo] if names is not None else f"#{lo}"
             raise ResourceError(f"query {name}: {e.message}", hint=e.hint) from None
-        groups.append((lo, hi))
 
     if added:
+        big = cell_by_cell(domain, scopes)
+        if big is not None:
+            first = names[0] if names is not None else "#0"
+            raise cell_by_cell_error(domain, big, f"query {first}")
         solve(0, len(added))
     return groups
 

@@ -27,7 +27,8 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["CALL_CELLS", "MAX_MESSAGE_CELLS", "holders", "tree_cost", "tree_marginal"]
+__all__ = ["CALL_CELLS", "MAX_MESSAGE_CELLS", "holders", "tree_cost", "tree_feasible",
+           "tree_marginal"]
 
 FloatArray = npt.NDArray[np.float64]
 #: Largest message (cells) :func:`tree_marginal` builds; above it, it returns None.
@@ -81,6 +82,52 @@ def tree_cost(cliques: Sequence[tuple[tuple[int, ...], FloatArray]], parents: Se
     return out
 
 
+def tree_feasible(cliques: Sequence[tuple[tuple[int, ...], object]], parents: Sequence[int],
+                  sizes: Sequence[int], scope: Sequence[int],
+                  holder: dict[int, int] | None = None) -> bool:
+    """Whether :func:`tree_marginal` computes P(x_scope) rather than returning None: no message
+    exceeds :data:`MAX_MESSAGE_CELLS` cells and no product names more than 52 distinct
+    variables. A function of the cliques' *variables* and parents, the sizes and the scope only
+    (``cliques[k]`` = (variables, anything): the tables are not read), so a caller can decide it
+    for a model structure without a fitted model (:mod:`tessera.synth.answerable`,
+    docs/theory.md §10.5); :func:`tree_marginal` itself decides by this function."""
+    scope = tuple(int(v) for v in scope)
+    holder, inside, keep = _subtree(cliques, parents, scope, holder)  # type: ignore[arg-type]
+    if not inside:
+        return True
+    children: dict[int, list[int]] = {}
+    for k in keep:
+        children.setdefault(parents[k], []).append(k)
+    wanted = set(inside)
+
+    def message(k: int) -> tuple[tuple[int, ...], set[int]] | None:
+        """(the variables clique k sends its parent, the scope variables below k), or None."""
+        parts: list[tuple[int, ...]] = []
+        here: set[int] = set()
+        sep: set[int] = set()
+        if k >= 0:
+            variables = tuple(cliques[k][0])
+            if parents[k] >= 0:
+                sep = set(variables) & set(cliques[parents[k]][0])
+            parts.append(variables)
+            here = set(variables)
+        sub = wanted & here
+        for c in sorted(children.get(k, ())):
+            got = message(c)
+            if got is None:
+                return None
+            parts.append(got[0])
+            sub |= got[1]
+        out = tuple(sorted(sep | sub))
+        if math.prod(sizes[v] for v in out) > MAX_MESSAGE_CELLS:
+            return None
+        if len({v for vs in parts for v in vs}) > len(_LETTERS):
+            return None
+        return out, sub
+
+    return message(-1) is not None
+
+
 def tree_marginal(cliques: Sequence[tuple[tuple[int, ...], FloatArray]],
                   parents: Sequence[int], sizes: Sequence[int], scope: Sequence[int],
                   holder: dict[int, int] | None = None) -> FloatArray | None:
@@ -90,6 +137,9 @@ def tree_marginal(cliques: Sequence[tuple[tuple[int, ...], FloatArray]],
     cells or the tree needs more than 52 distinct variables in one product. ``holder``:
     :func:`holders` of ``cliques``, when already known."""
     scope = tuple(int(v) for v in scope)
+    holder = holders(cliques) if holder is None else holder
+    if not tree_feasible(cliques, parents, sizes, scope, holder):
+        return None
     holder, inside, keep = _subtree(cliques, parents, scope, holder)
     children: dict[int, list[int]] = {}
     for k in keep:
@@ -97,8 +147,9 @@ def tree_marginal(cliques: Sequence[tuple[tuple[int, ...], FloatArray]],
     wanted = set(inside)
     below: dict[int, set[int]] = {}  # scope variables in k's subtree
 
-    def message(k: int) -> tuple[tuple[int, ...], FloatArray] | None:
-        """(variables, table) sent by clique k to its parent (k = −1: the final marginal)."""
+    def message(k: int) -> tuple[tuple[int, ...], FloatArray]:
+        """(variables, table) sent by clique k to its parent (k = −1: the final marginal);
+        within the limits (:func:`tree_feasible` decided it)."""
         parts: list[tuple[tuple[int, ...], FloatArray]] = []
         here: set[int] = set()
         if k >= 0:
@@ -114,30 +165,20 @@ def tree_marginal(cliques: Sequence[tuple[tuple[int, ...], FloatArray]],
             sep = set()
         sub = wanted & here
         for c in sorted(children.get(k, ())):
-            got = message(c)
-            if got is None:
-                return None
-            parts.append(got)
+            parts.append(message(c))
             sub |= below[c]
         below[k] = sub
         out = tuple(sorted(sep | sub))
-        if math.prod(sizes[v] for v in out) > MAX_MESSAGE_CELLS:
-            return None
         letters: dict[int, str] = {}
         for variables, _ in parts:
             for v in variables:
-                letters.setdefault(v, _LETTERS[len(letters) % len(_LETTERS)])
-        if len(letters) > len(_LETTERS):
-            return None
+                letters.setdefault(v, _LETTERS[len(letters)])
         spec = ",".join("".join(letters[v] for v in vs) for vs, _ in parts)
         spec += "->" + "".join(letters[v] for v in out)
         return out, np.einsum(spec, *(t for _, t in parts), optimize=True)
 
     if inside:
-        got = message(-1)
-        if got is None:
-            return None
-        variables, table = got
+        variables, table = message(-1)
     else:
         variables, table = (), np.ones(())
     # the scope's variables in no clique: uniform, independent of the rest

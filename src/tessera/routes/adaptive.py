@@ -34,24 +34,25 @@ every query answerable: below); the answers; the files are written all or none
 (:func:`tessera.data.outputs.staged`); only then is the charge marked ``released``. A failure
 after the charge marks it ``aborted`` and keeps the budget spent (docs/theory.md §9.6).
 
-**No query's memory failure happens after the charge** (docs/theory.md §10.5). A predicate,
-Boolean or BDD query whose scope lies in no measured scope and no clique of the fitted model is
-answered by one more engine pass over the model with the query added at weight 0; several such
-queries over shared attributes tie the decomposition through their automata (30 conjunctions of
-8 of Adult's attributes: > 70 PiB in one pass, ~10^5 bytes each alone), so the pass runs them in
-groups that fit (:func:`tessera.estimation.maxent.added_query_groups`: halved until they fit,
-down to one query). Whether those groups fit depends only on the model's structure (its
-measured scopes and wide queries), and :class:`tessera.synth.answerable.Answerable` decides it
-by the pass's own computation without a table. :func:`check_workload` applies it before the
-charge to the least model any run ends with (the one-way marginals of every attribute the
-candidates mention), and the run applies it to every selection: the adaptive method's
-``answer_memory`` (set here to ``memory_limit``) offers each round only the candidates whose
-measurement keeps the answers within the guard — public inputs and past selections only, so the
-run's privacy is unchanged. The model the run ends with therefore leaves every query
-answerable; the run and :func:`answer_adaptive` check it once more and raise an internal error
-otherwise. Not covered: a family whose marginal lies in no measured scope and no clique and
-whose clique-tree messages exceed 2^24 cells is read from the model grown by its scope (within
-:data:`MAX_SCOPE_CELLS`), which the constraint does not check.
+**No query's or family's memory failure happens after the charge** (docs/theory.md §10.5). A
+predicate, Boolean or BDD query whose scope lies in no measured scope and no clique of the fitted
+model is answered by one more engine pass over the model with the query added at weight 0;
+several such queries over shared attributes tie the decomposition through their automata (30
+conjunctions of 8 of Adult's attributes: > 70 PiB in one pass, ~10^5 bytes each alone), so the
+pass runs them in groups that fit (:func:`tessera.estimation.maxent.added_query_groups`: halved
+until they fit, down to one query; refused without a plan beside a measured marginal of more
+than 65,536 cells, which the engine would compile cell by cell). A family whose marginal lies in
+no measured scope and no clique is read from the clique tree's messages, or past their limits
+from the model grown by its scope, whose construction the memory guard can refuse. Whether all
+of this fits depends only on the model's structure (its measured scopes and wide queries), and
+:class:`tessera.synth.answerable.Answerable` decides it by the same computations without a
+table. :func:`check_workload` applies it before the charge to the least model any run ends with
+(the one-way marginals of every attribute the candidates mention), and the run applies it to
+every selection: the adaptive method's ``answer_memory`` (set here to ``memory_limit``) offers
+each round only the candidates whose measurement keeps every answer within the guard — public
+inputs and past selections only, so the run's privacy is unchanged. The model the run ends with
+therefore leaves every query and family answerable; the run and :func:`answer_adaptive` check it
+once more and raise an internal error otherwise.
 
 **What is proven.** The run's privacy guarantee (its record). Not an interval: the model is
 biased (it fills unmeasured interactions by maximum entropy), so the answers carry **no proven
@@ -170,10 +171,11 @@ def check_workload(workload: Workload, max_cells: int = DEFAULT_MAX_CELLS,
     (public inputs only: the schema, the workload, the candidates' ``max_cells``, the engine's
     ``memory_limit``): one with no query; a family whose attributes' product exceeds
     :data:`MAX_SCOPE_CELLS` codes (the model's marginal over them is a dense table); a query
-    (predicate, Boolean clause, BDD query) whose engine pass does not fit the memory guard
-    even beside the least model a run ends with (module docs: the one-way marginals of the
-    attributes the candidates mention, at θ = 0) — the answerability test of
-    :class:`tessera.synth.answerable.Answerable` that every selection of the run then keeps.
+    (predicate, Boolean clause, BDD query) whose engine pass, or a family whose marginal, does
+    not fit the memory guard even beside the least model a run ends with (module docs: the
+    one-way marginals of the attributes the candidates mention, at θ = 0) — the answerability
+    test of :class:`tessera.synth.answerable.Answerable` that every selection of the run then
+    keeps.
     A query over one attribute is read from its one-way marginal. (A workload that mentions no
     attribute is refused by the synthesizer's own preflight, also before the charge.)"""
     if workload.n_queries == 0:

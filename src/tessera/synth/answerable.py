@@ -1,27 +1,36 @@
-"""Keep a workload's queries answerable from the adaptive synthesizer's model: the public
-constraint on its selection that the adaptive route sets (docs/theory.md §10.5).
+"""Keep a workload's queries and families answerable from the adaptive synthesizer's model:
+the public constraint on its selection that the adaptive route sets (docs/theory.md §10.5).
 
-:meth:`tessera.synth.adaptive.AdaptiveResult.answers` reads a query q of W (a predicate
-conjunction, a Boolean clause, a BDD query) from the fitted model P_θ: from a measured scope
-that contains q's scope, else from a clique of the model's junction tree (when the model has no
-wide query), else by one more engine pass over the model with q added at θ_q = 0, in the
+**Queries.** :meth:`tessera.synth.adaptive.AdaptiveResult.answers` reads a query q of W (a
+predicate conjunction, a Boolean clause, a BDD query) from the fitted model P_θ: from a measured
+scope that contains q's scope, else from a clique of the model's junction tree (when the model
+has no wide query), else by one more engine pass over the model with q added at θ_q = 0, in the
 groups of :func:`tessera.estimation.maxent.added_query_groups` (all such queries in one pass
-when its plan fits the engine's memory guard, else halves, down to single queries). That pass
-is refused only when one query alone does not fit beside the model. Which queries need it and
-whether their groups fit are functions of the model's **structure** alone — its maximal
-measured marginal scopes and its measured wide queries, in order of first measurement
-(:func:`tessera.synth.model_view.model_structure`) — and of the domain and W.
+when its plan fits the engine's memory guard, else halves, down to single queries; refused
+without a plan when a measured marginal would be compiled cell by cell,
+:func:`~tessera.estimation.maxent.cell_by_cell`).
 
-:class:`Answerable` decides it for a structure by the same computation, without a table:
-the same test for a measured scope (:meth:`tessera.estimation.maxent.ScopeModel.container`'s),
-the junction tree's bags (:func:`tessera.engine.junction.junction_bags`: a set of attributes
-lies in a clique iff it lies in a bag), and the very grouping function the pass calls
-(:func:`~tessera.estimation.maxent.added_query_groups`, with the engine's own plan and guard).
-The adaptive method, given ``answer_memory``, offers the selection of every round only the
-candidates r whose measurement leaves a structure for which this holds
-(:meth:`Answerable.offered`); the model the run ends with is the structure of its last
-selection, so the answer pass cannot be refused (the run checks it once more and raises an
-internal error if it were).
+**Families.** :func:`tessera.synth.model_answers.scope_marginal` reads a family's marginal
+P_θ(x_s) from (1) a measured scope containing s, (2) a clique of the junction tree containing
+s, (3) the clique tree's messages (:func:`tessera.estimation.tree_marginals.tree_marginal`,
+within its own limits: :func:`~tessera.estimation.tree_marginals.tree_feasible`), else (4) the
+model grown by s at θ_s = 0 — a junction tree (no wide query) or a Gibbs model (with them) that
+the engine's memory guard can refuse. (2) and (3) exist only without wide queries.
+
+Which reads need a pass and whether they fit are functions of the model's **structure** alone —
+its maximal measured marginal scopes and its measured wide queries, in order of first
+measurement (:func:`tessera.synth.model_view.model_structure`) — and of the domain and W.
+:class:`Answerable` decides it for a structure by the same computations, without a table or a
+fitted model: the same container test, the junction tree's bags and cliques
+(:func:`tessera.engine.junction.junction_bags`, :func:`~tessera.engine.junction.junction_tree`),
+the very grouping function the query pass calls, the tree's structural limits, and the grown
+model's own guard (:func:`~tessera.engine.junction.junction_bags` of the grown scopes, or
+:meth:`~tessera.engine.model.GibbsModel.plan_of` of its functions: each raises exactly when
+the constructor would). The adaptive method, given ``answer_memory``, offers the selection of
+every round only the candidates r whose measurement leaves a structure for which all of this
+holds (:meth:`Answerable.offered`); the model the run ends with is the structure of its last
+selection, so the answers cannot be refused (the run checks it once more and raises an
+internal error if they were).
 
 **Privacy.** The structure at round t is a function of the selections made before it (outputs
 of the run's mechanisms) and the candidates (public: the workload and the schema); the filter
@@ -30,12 +39,16 @@ the exponential mechanism's range by a function of public inputs and past output
 by adaptive composition (the mechanism of round t is ε-bounded-range on whichever range it is
 given): the run's guarantee is unchanged.
 
-**Cost.** Per distinct grown structure (memoised) the pass's plans: one (~10 ms on Adult with
-a few predicates) when the pending queries fit in one pass, up to 2k − 1 when they must be
-halved — on Adult with 10 wide conjunctions tied through their automata, the run was more than
-35× slower than without the constraint (docs/benchmarks.md, "the answerability constraint": a
-known cost). A structure whose queries all lie in measured scopes or cliques costs one
-elimination of the attribute graph. A run without ``answer_memory`` builds nothing of this.
+**Cost.** Memoised per structure; short-circuits at the first refusal. A structure whose
+queries and families all lie in measured scopes or cliques costs one elimination of the
+attribute graph. The query pass: one plan (~10–60 ms on Adult) when the pending queries fit in
+one pass, up to 2k − 1 when they must be halved; a structure with a marginal of more than
+65,536 cells beside a pending query costs nothing (the pass refuses it without planning: such a
+plan alone took 60–95 s on Adult and is what made the constraint cost > 1,700 s with 10 wide
+conjunctions before). A family outside every scope and clique costs a structural walk of the
+clique tree (one compilation of the tree per structure), and past it one elimination of the
+grown graph or one plan (docs/benchmarks.md, "the answerability constraint"). A run without
+``answer_memory`` builds nothing of this.
 """
 
 from __future__ import annotations
@@ -43,9 +56,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tessera.engine.factors import Function, scope
-from tessera.engine.junction import junction_bags
+from tessera.engine.junction import junction_bags, junction_tree
+from tessera.engine.model import GibbsModel
 from tessera.errors import ResourceError, TesseraError
-from tessera.estimation.maxent import added_query_groups
+from tessera.estimation.maxent import (
+    added_query_groups,
+    cell_by_cell,
+    cell_by_cell_error,
+    gibbs_functions,
+)
+from tessera.estimation.tree_marginals import tree_feasible
 from tessera.synth.candidates import DEFAULT_MAX_CELLS, Candidate, candidates
 from tessera.synth.model_view import model_structure
 from tessera.synth.sensitive import query_functions
@@ -60,8 +80,8 @@ Key = tuple[Scope, int | None]
 
 
 class Answerable:
-    """Whether a model structure leaves every query of ``workload`` answerable within the
-    engine's ``memory_limit`` (module docstring), memoised per structure.
+    """Whether a model structure leaves every query and family of ``workload`` answerable
+    within the engine's ``memory_limit`` (module docstring), memoised per structure.
 
     Public inputs only: the workload, its schema and the limit; a stateful helper (its caches
     fill as structures are asked about), not a value."""
@@ -81,13 +101,19 @@ class Answerable:
         self.functions: tuple[Function, ...] = tuple(functions)
         self.names: tuple[str, ...] = tuple(repr(n) for n in names)
         self.scopes: tuple[Scope, ...] = tuple(scope(dom, f) for f in functions)
+        families: dict[Scope, str] = {}  # each distinct scope once, named by its first family
+        for p in workload.partitions:
+            families.setdefault(tuple(sorted(dom.index(a) for a in p.attributes)), p.name)
+        #: The families' distinct scopes (domain order) and the first family's name of each.
+        self.families: tuple[tuple[Scope, str], ...] = tuple(families.items())
         self._cells: dict[Scope, tuple[Function, ...]] = {}
         self._refusal: dict[Structure, ResourceError | None] = {}
+        self._fitted: dict[tuple[int, ...], bool] = {}  # a group's last plan: an order hint
 
     @property
     def active(self) -> bool:
-        """Whether any query could need a pass (a workload of families only never does)."""
-        return bool(self.functions)
+        """Whether W has anything to read from the model (a query or a family)."""
+        return bool(self.functions or self.families)
 
     def pending(self, structure: Structure) -> list[int]:
         """The queries the answers read by an engine pass beside a model of this structure:
@@ -103,21 +129,102 @@ class Answerable:
 
     def refusal(self, structure: Structure) -> ResourceError | None:
         """None when the answers beside a model of this structure fit the memory guard; else
-        the engine's refusal, naming the first query that does not fit alone."""
+        the refusal the answers would meet first: the query pass's (naming the query), else
+        the first family's that cannot be read (naming it)."""
         if structure not in self._refusal:
-            scopes, queries = structure
-            wl = self.workload
-            refused = None
-            try:  # the model's own tree is refused only far past the selection's size cap
-                rest = self.pending(structure)
-                added_query_groups(wl.domain, scopes, [(j, wl.queries[j]) for j in queries],
-                                   [self.functions[j] for j in rest],
-                                   [self.names[j] for j in rest],
-                                   memory_limit=self.memory_limit, cells=self._cells)
-            except ResourceError as e:
-                refused = e
+            refused = self._query_refusal(structure)
+            if refused is None:
+                refused = self._family_refusal(structure)
             self._refusal[structure] = refused
         return self._refusal[structure]
+
+    def _query_refusal(self, structure: Structure) -> ResourceError | None:
+        """:func:`~tessera.estimation.maxent.added_query_groups`'s refusal for the pending
+        queries (the call the answers make), or None — decided by the same plans, in an order
+        that needs fewer of them (:meth:`_passes`); the refusal itself comes from the call."""
+        scopes, queries = structure
+        wl = self.workload
+        rest = self.pending(structure) if self.functions else []
+        if not rest:
+            return None
+        if cell_by_cell(wl.domain, scopes) is None and self._passes(structure, tuple(rest)):
+            return None
+        try:
+            added_query_groups(wl.domain, scopes, [(j, wl.queries[j]) for j in queries],
+                               [self.functions[j] for j in rest], [self.names[j] for j in rest],
+                               memory_limit=self.memory_limit, cells=self._cells)
+        except ResourceError as e:
+            return e
+        raise TesseraError("internal error: the answerability test and the answer pass "
+                           "disagree")  # pragma: no cover - _passes decides as the pass does
+
+    def _passes(self, structure: Structure, group: tuple[int, ...]) -> bool:
+        """Whether :func:`~tessera.estimation.maxent.added_query_groups` answers the queries
+        ``group`` (pending, in order) without refusing: D(g) = fits(g) or (|g| > 1 and
+        D(first half) and D(second half)), fits(g) the engine's plan of the model with g added
+        (the halves as the pass splits them). Either operand of the "or" may be evaluated first
+        without changing D: a group whose plan was refused the last time it was asked (beside
+        another structure) tries its halves first — late in a run the pending queries rarely
+        fit in one pass, and that refused plan (the largest) is then usually not needed."""
+        scopes, queries = structure
+        dom = self.workload.domain
+        wide = [(j, self.workload.queries[j]) for j in queries]
+
+        def fits(g: tuple[int, ...]) -> bool:
+            added = [(-1 - i, self.functions[j]) for i, j in enumerate(g)]
+            try:
+                GibbsModel.plan_of(dom, gibbs_functions(dom, scopes, [*wide, *added],
+                                                        self._cells),
+                                   memory_limit=self.memory_limit)
+            except ResourceError:
+                self._fitted[g] = False
+                return False
+            self._fitted[g] = True
+            return True
+
+        def passes(g: tuple[int, ...]) -> bool:
+            if len(g) == 1:
+                return fits(g)
+            mid = len(g) // 2
+            if self._fitted.get(g, True):
+                return fits(g) or (passes(g[:mid]) and passes(g[mid:]))
+            return (passes(g[:mid]) and passes(g[mid:])) or fits(g)
+
+        return passes(group)
+
+    def _family_refusal(self, structure: Structure) -> ResourceError | None:
+        """The first family (in W's order) that :func:`~tessera.synth.model_answers.
+        scope_marginal` could not read beside a model of this structure — the same four cases,
+        decided on the structure — as a :class:`ResourceError` naming it, or None."""
+        scopes, queries = structure
+        sets = [frozenset(t) for t in scopes]
+        todo = [(s, n) for s, n in self.families if not any(frozenset(s) <= t for t in sets)]
+        if not todo:
+            return None  # (1) every family lies in a measured scope
+        dom = self.workload.domain
+        sizes = dom.sizes
+        if not queries:  # (2) a clique, (3) the clique tree: structural, as scope_marginal
+            tree = junction_tree(sizes, scopes)
+            cliques = [(c, None) for c in tree.cliques[1:]]
+            parents = [tree.clique_parent[k] - 1 for k in range(1, len(tree.cliques))]
+            todo = [(s, n) for s, n in todo
+                    if not any(set(s) <= set(c) for c, _ in cliques)
+                    and not tree_feasible(cliques, parents, sizes, s)]
+        wide = [(j, self.workload.queries[j]) for j in queries]
+        for s, name in todo:  # (4) the model grown by s: its own guard
+            grown = [*scopes, s]
+            try:
+                if not queries:
+                    junction_bags(sizes, grown, memory_limit=self.memory_limit)
+                    continue
+                big = cell_by_cell(dom, grown)
+                if big is not None:
+                    raise cell_by_cell_error(dom, big, "its marginal")
+                GibbsModel.plan_of(dom, gibbs_functions(dom, grown, wide, self._cells),
+                                   memory_limit=self.memory_limit)
+            except ResourceError as e:
+                return ResourceError(f"family {name!r}: {e.message}", hint=e.hint)
+        return None
 
     def keeps(self, keys: Sequence[Key], candidate: Candidate) -> bool:
         """Whether measuring ``candidate`` after measurements with these (scope, query) keys

@@ -29,7 +29,8 @@ import numpy as np
 import numpy.typing as npt
 
 from tessera.engine.decomposition import DEFAULT_MEMORY_LIMIT
-from tessera.estimation.maxent import FitResult, ScopeModel
+from tessera.errors import ResourceError
+from tessera.estimation.maxent import FitResult, ScopeModel, cell_by_cell, cell_by_cell_error
 from tessera.estimation.tree_marginals import tree_marginal
 from tessera.schema.domain import Domain
 from tessera.synth.adaptive import AdaptiveResult
@@ -49,7 +50,9 @@ def scope_marginal(model: ScopeModel, fitted: FitResult, scope: Scope,
     """P_θ(x_scope) (``scope`` in domain order) of ``model`` at ``fitted.theta``, flat in
     row-major order of the scope: from a measured scope, a clique or the clique tree
     (``tree``: :meth:`~tessera.estimation.maxent.ScopeModel.clique_tree`), else the model with
-    ``scope`` added at θ = 0 (module docs)."""
+    ``scope`` added at θ = 0 (module docs) — refused (:class:`~tessera.errors.ResourceError`)
+    by its memory guard, or, with wide queries, without a plan when a marginal of the grown model
+    would be compiled cell by cell (:func:`~tessera.estimation.maxent.cell_by_cell`)."""
     theta = fitted.theta
     p = model.project(fitted.marginals, scope)
     if p is None and tree is not None:
@@ -57,6 +60,9 @@ def scope_marginal(model: ScopeModel, fitted: FitResult, scope: Scope,
         if p is None:
             p = tree_marginal(tree[0], tree[1], model.domain.sizes, scope)
     if p is None:
+        big = cell_by_cell(model.domain, [*model.scopes, scope]) if model.queries else None
+        if big is not None:
+            raise cell_by_cell_error(model.domain, big, "its marginal")
         grown = ScopeModel(model.domain, [*model.scopes, scope], model.queries,
                            memory_limit=memory_limit)
         p = grown.project(grown.marginals(grown.extend(theta, model)), scope)
@@ -101,8 +107,12 @@ def model_counts(result: AdaptiveResult, workload: Workload, *,
     for family in workload.partitions:
         scope = tuple(sorted(dom.index(a) for a in family.attributes))
         if scope not in cache:
-            cache[scope] = scope_marginal(result.model, result.fit, scope, tree,
-                                          memory_limit=memory_limit)
+            try:
+                cache[scope] = scope_marginal(result.model, result.fit, scope, tree,
+                                              memory_limit=memory_limit)
+            except ResourceError as e:
+                raise ResourceError(f"family {family.name!r}: {e.message}", hint=e.hint) \
+                    from None
         parts.append(family_probabilities(dom, family, cache[scope], scope))
     probabilities = np.concatenate(parts) if parts else np.zeros(0)
     return result.total * probabilities
