@@ -23,6 +23,8 @@ import tessera.strategy.interval_candidates as interval_candidates
 from tessera.privacy import Definition
 from tessera.release import Budget, answer
 from tessera.release.certificate import digest, verify_certificate
+from tessera.release.report import render_report
+from tessera.release.report_html import fmt_num
 from tessera.strategy.candidates import Strategy, worst_cell
 from tessera.strategy.choose import choose_strategy
 from tessera.strategy.epigraph import epigraph_minimax
@@ -261,11 +263,12 @@ def test_product_minimax_against_every_level_pair_split(n1: int, n2: int, kind: 
 @pytest.mark.parametrize("definition", ["zcdp", "pure"])
 def test_max_release_states_the_minimax_shares_and_verifies(
         definition: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A 2-D ``max`` release records ``max_split: minimax-rectangles`` and the minimax shares;
-    verify re-checks them; read as an old certificate (``minimax``: the total's split) it
-    fails; one made the old way (zCDP) still verifies. (Under pure ε the total's split of this
-    grid is degenerate — every level but the leaves at ~10⁻⁹ of the budget, noise scales past
-    the samplers' 2⁵² — so a release on it is refused, as before this change.)"""
+    """A 2-D ``max`` release records ``max_split: minimax-rectangles`` and the minimax shares
+    (its report shows the worst query's expected variance); verify re-checks them; read as an
+    old certificate (``minimax``: the total's split) it fails; one made the old way (zCDP)
+    still verifies. (Under pure ε the total's split of this grid is degenerate — every level
+    but the leaves at ~10⁻⁹ of the budget, noise scales past the samplers' 2⁵² — so a release
+    on it is refused, as before this change.)"""
     import tessera.release.strategy_release as strategy_release
 
     wl = grid_workload(12, 10)
@@ -282,6 +285,8 @@ def test_max_release_states_the_minimax_shares_and_verifies(
     assert rel.strategy is not None
     assert worst_cell(rel.strategy.choice.chosen) == pytest.approx(worst_cell(want), rel=1e-9)
     assert worst_cell(want) < worst_cell(old_split) * 0.95
+    page = render_report(rel)  # the report's candidate table shows the worst query under max
+    assert "max w·Var" in page and fmt_num(worst_cell(rel.strategy.choice.chosen)) in page
     assert verify_certificate(cert, wl).ok, verify_certificate(cert, wl).differences
     edited = json.loads(json.dumps(cert))
     edited["strategy"]["max_split"] = "minimax"

@@ -467,9 +467,12 @@ def _strategy_section(release: ReleaseView) -> str:
     if rec is None:
         return ""
     choice = rec.choice
-    head = ["strategy", "measured queries", "γ_w", "expected RMSE", "Σ w·Var", "chosen"]
+    worst = choice.objective == "max"  # (the error the split minimised: its column too)
+    head = ["strategy", "measured queries", "γ_w", "expected RMSE", "Σ w·Var"] + (
+        ["max w·Var"] if worst else []) + ["chosen"]
     rows = [[esc(r["strategy"]), fmt_num(r["measured_queries"]), fmt_num(r["gamma_w"]),
-             fmt_num(r["rmse"]), fmt_num(r["expected_total"]), "✓" if r["chosen"] else ""]
+             fmt_num(r["rmse"]), fmt_num(r["expected_total"])]
+            + ([fmt_num(r["expected_max"])] if worst else []) + ["✓" if r["chosen"] else ""]
             for r in choice.table()]
     wl = rec.workload
     m = min(wl.n_queries, MAX_TABLE_ROWS)
@@ -489,7 +492,8 @@ def _strategy_section(release: ReleaseView) -> str:
         "sections 1–7 describe the measured queries (their γ_w, noise and cost). The choice "
         f"({esc(choice.requested)}, objective {esc(choice.objective)}) used only the schema, "
         "the workload and the budget.</p>"
-        + html_table(head, rows, numeric={1, 2, 3, 4}, name_column=0)
+        + html_table(head, rows, numeric={1, 2, 3, 4, 5} if worst else {1, 2, 3, 4},
+                     name_column=0)
         + f"<h3>Workload answers (first {m:,})</h3><p class=\"note\">Exact standard errors "
         "of the least-squares estimates; 95% intervals ±1.96·sd (normal approximation, not a "
         "proven bound).</p>"
