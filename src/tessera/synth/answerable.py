@@ -109,6 +109,7 @@ class Answerable:
         self._cells: dict[Scope, tuple[Function, ...]] = {}
         self._refusal: dict[Structure, ResourceError | None] = {}
         self._fitted: dict[tuple[int, ...], bool] = {}  # a group's last plan: an order hint
+        self._last_bags: tuple[tuple[Scope, ...], list[frozenset[int]]] | None = None
 
     @property
     def active(self) -> bool:
@@ -123,9 +124,16 @@ class Answerable:
         sets = [frozenset(s) for s in scopes]
         out = [j for j, s in enumerate(self.scopes) if not any(frozenset(s) <= t for t in sets)]
         if out and not queries:
-            bags = junction_bags(self.workload.domain.sizes, scopes)
+            bags = self._bags(scopes)
             out = [j for j in out if not any(frozenset(self.scopes[j]) <= b for b in bags)]
         return out
+
+    def _bags(self, scopes: tuple[Scope, ...]) -> list[frozenset[int]]:
+        """The bags of the model's junction tree (a set lies in a clique iff in a bag),
+        memoised for the structure last asked about (its queries and families share them)."""
+        if self._last_bags is None or self._last_bags[0] != scopes:
+            self._last_bags = (scopes, junction_bags(self.workload.domain.sizes, scopes))
+        return self._last_bags[1]
 
     def refusal(self, structure: Structure) -> ResourceError | None:
         """None when the answers beside a model of this structure fit the memory guard; else
@@ -201,28 +209,48 @@ class Answerable:
         todo = [(s, n) for s, n in self.families if not any(frozenset(s) <= t for t in sets)]
         if not todo:
             return None  # (1) every family lies in a measured scope
+        if not queries:
+            return self._tree_family_refusal(scopes, todo)
         dom = self.workload.domain
-        sizes = dom.sizes
-        if not queries:  # (2) a clique, (3) the clique tree: structural, as scope_marginal
-            tree = junction_tree(sizes, scopes)
-            cliques = [(c, None) for c in tree.cliques[1:]]
-            parents = [tree.clique_parent[k] - 1 for k in range(1, len(tree.cliques))]
-            todo = [(s, n) for s, n in todo
-                    if not any(set(s) <= set(c) for c, _ in cliques)
-                    and not tree_feasible(cliques, parents, sizes, s)]
         wide = [(j, self.workload.queries[j]) for j in queries]
-        for s, name in todo:  # (4) the model grown by s: its own guard
+        for s, name in todo:  # with wide queries, only (4): the grown Gibbs model's own plan
             grown = [*scopes, s]
             try:
-                if not queries:
-                    junction_bags(sizes, grown, memory_limit=self.memory_limit)
-                    continue
                 big = cell_by_cell(dom, grown)
                 if big is not None:
                     raise cell_by_cell_error(dom, big, "its marginal")
                 GibbsModel.plan_of(dom, gibbs_functions(dom, grown, wide, self._cells),
                                    memory_limit=self.memory_limit)
             except ResourceError as e:
+                return ResourceError(f"family {name!r}: {e.message}", hint=e.hint)
+        return None
+
+    def _tree_family_refusal(self, scopes: tuple[Scope, ...],
+                             todo: list[tuple[Scope, str]]) -> ResourceError | None:
+        """:meth:`_family_refusal` for a model without wide queries: a family is read when it
+        lies in a clique (2), or the clique tree's messages are within their limits (3), or the
+        tree grown by its scope passes the guard (4) — decided in the cheapest order (the
+        cases are alternatives: the verdict is their "or"): the bags, then the grown tree's
+        elimination (:func:`~tessera.engine.junction.junction_bags`), and only for a family
+        the grown tree refuses the compiled clique tree's structural walk
+        (:func:`~tessera.estimation.tree_marginals.tree_feasible`)."""
+        sizes = self.workload.domain.sizes
+        bags = self._bags(scopes)
+        refused: list[tuple[Scope, str, ResourceError]] = []
+        for s, name in todo:
+            if any(frozenset(s) <= b for b in bags):
+                continue
+            try:
+                junction_bags(sizes, [*scopes, s], memory_limit=self.memory_limit)
+            except ResourceError as e:
+                refused.append((s, name, e))
+        if not refused:
+            return None
+        tree = junction_tree(sizes, scopes)  # the model's own tree: its cliques and parents
+        cliques = [(c, None) for c in tree.cliques[1:]]
+        parents = [tree.clique_parent[k] - 1 for k in range(1, len(tree.cliques))]
+        for s, name, e in refused:
+            if not tree_feasible(cliques, parents, sizes, s):
                 return ResourceError(f"family {name!r}: {e.message}", hint=e.hint)
         return None
 
