@@ -324,9 +324,9 @@ class AdaptiveRecord:
                 "marginals were measured again)" if p.initial_rounds > p.rounds else ""),
             f"model: width {self.width}, {self.model_bytes:,} bytes of junction-tree tables "
             f"(cap {p.max_model_size:,})",
-            *([f"selection kept the workload's {p.answerable} queries answerable within "
-               f"{p.answer_memory:,} bytes (withheld {self.withheld:,} eligible offers over the "
-               "rounds)"] if p.answer_memory is not None else []),
+            *([f"selection kept the workload's {p.answerable} queries and its families "
+               f"answerable within {p.answer_memory:,} bytes (withheld {self.withheld:,} "
+               "eligible offers over the rounds)"] if p.answer_memory is not None else []),
             f"time: {t.total:.3g} s ({t.fit:.3g} s fitting)",
         ])
 
