@@ -27,8 +27,8 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["CALL_CELLS", "MAX_MESSAGE_CELLS", "holders", "tree_cost", "tree_feasible",
-           "tree_marginal"]
+__all__ = ["CALL_CELLS", "MAX_MESSAGE_CELLS", "MAX_PRODUCT_VARIABLES", "holders", "tree_cost",
+           "tree_feasible", "tree_marginal"]
 
 FloatArray = npt.NDArray[np.float64]
 #: Largest message (cells) :func:`tree_marginal` builds; above it, it returns None.
@@ -38,6 +38,8 @@ MAX_MESSAGE_CELLS = 1 << 24
 #: :func:`tree_cost`.
 CALL_CELLS = 80_000
 _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+#: Most distinct variables in one product (``numpy.einsum``'s letters).
+MAX_PRODUCT_VARIABLES = len(_LETTERS)
 
 
 def holders(cliques: Sequence[tuple[tuple[int, ...], FloatArray]]) -> dict[int, int]:
@@ -121,7 +123,7 @@ def tree_feasible(cliques: Sequence[tuple[tuple[int, ...], object]], parents: Se
         out = tuple(sorted(sep | sub))
         if math.prod(sizes[v] for v in out) > MAX_MESSAGE_CELLS:
             return None
-        if len({v for vs in parts for v in vs}) > len(_LETTERS):
+        if len({v for vs in parts for v in vs}) > MAX_PRODUCT_VARIABLES:
             return None
         return out, sub
 

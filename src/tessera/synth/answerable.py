@@ -57,12 +57,14 @@ before) — every distinct grown structure needs at least one plan. A run withou
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from tessera.engine.factors import Function, scope
 from tessera.engine.junction import junction_bags, junction_tree
 from tessera.engine.model import GibbsModel
 from tessera.errors import ResourceError, TesseraError
+from tessera.estimation import tree_marginals
 from tessera.estimation.maxent import (
     added_query_groups,
     cell_by_cell,
@@ -234,15 +236,26 @@ class Answerable:
         """:meth:`_family_refusal` for a model without wide queries: a family is read when it
         lies in a clique (2), or the clique tree's messages are within their limits (3), or the
         tree grown by its scope passes the guard (4) — decided in the cheapest order (the
-        cases are alternatives: the verdict is their "or"): the bags, then the grown tree's
-        elimination (:func:`~tessera.engine.junction.junction_bags`), and only for a family
-        the grown tree refuses the compiled clique tree's structural walk
+        cases are alternatives: the verdict is their "or"): the bags; a bound that implies (3)
+        (the largest bag's cells times the scope's within the message limit, its size plus the
+        scope's within the product's: every message of the walk is over a separator and scope
+        variables, every product over a clique and scope variables, and a clique is a bag);
+        the grown tree's elimination (:func:`~tessera.engine.junction.junction_bags`); and only
+        for a family the grown tree refuses, the compiled clique tree's walk
         (:func:`~tessera.estimation.tree_marginals.tree_feasible`)."""
         sizes = self.workload.domain.sizes
         bags = self._bags(scopes)
+        # (3) without the tree: every message of tree_marginal is over a clique's separator and
+        # the scope, every product over a clique and the scope (tree_feasible's walk), and a
+        # clique is a bag — so the largest bag bounds them
+        widest = max((len(b) for b in bags), default=0)
+        largest = max((math.prod(sizes[v] for v in b) for b in bags), default=1)
         refused: list[tuple[Scope, str, ResourceError]] = []
         for s, name in todo:
             if any(frozenset(s) <= b for b in bags):
+                continue
+            if (largest * math.prod(sizes[v] for v in s) <= tree_marginals.MAX_MESSAGE_CELLS
+                    and widest + len(s) <= tree_marginals.MAX_PRODUCT_VARIABLES):
                 continue
             try:
                 junction_bags(sizes, [*scopes, s], memory_limit=self.memory_limit)
