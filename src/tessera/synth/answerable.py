@@ -48,10 +48,11 @@ families all lie in measured scopes or cliques costs one elimination of the attr
 pending query costs engine plans (~40–60 ms each on Adult: the layout of every cell of the
 model); a marginal of more than 65,536 cells beside a pending query costs nothing (refused
 without a plan: such a plan alone took 60–95 s on Adult); a family outside the measured scopes
-costs an elimination of the grown graph, or one plan once a wide query is measured. Measured on
-Adult with 15 2-way families and P wide conjunctions (docs/benchmarks.md, "the answerability
-constraint"): P = 0, 0.92× the run without the constraint; P = 4, 1.52×; P = 10, 5.1× (> 38×
-before) — every distinct grown structure needs at least one plan. A run without
+and cliques usually costs a bound from the largest bag, past it an elimination of the grown
+graph, or one plan once a wide query is measured. Measured on Adult with 15 2-way families and
+P wide conjunctions (docs/benchmarks.md, "the answerability constraint"): P = 0, 1.07× the run
+without the constraint; P = 4, 1.37×; P = 10, 5.1× (> 38× before) — every distinct grown
+structure needs at least one plan; W1 (105 families, no predicate) 1.22×. A run without
 ``answer_memory`` builds nothing of this.
 """
 
