@@ -272,6 +272,32 @@ def test_a_run_spends_what_it_proves(small: tuple[Workload, pd.DataFrame], kw: d
     assert np.max(np.abs(run.answers(w) - real)) < 0.05
 
 
+@pytest.mark.parametrize("kw", [{"rho": 0.05}, {"epsilon": 1.0}])
+@pytest.mark.parametrize("step", [2.0, math.sqrt(2.0)])
+def test_annealing_divides_the_noise_by_its_step(small: tuple[Workload, pd.DataFrame],
+                                                 kw: dict, step: float) -> None:
+    """After a round whose measurement did not move the model by its expected noise, the next
+    round's noise is the last one divided by ``anneal`` exactly (AIM: 2; the default √2), else
+    unchanged; the last round spends what is left; the spend is proved from the steps."""
+    from tessera.synth.schedule import ANNEAL
+
+    assert ANNEAL == math.sqrt(2.0)
+    w, frame = small
+    res = count(frame, candidate_workload(w))
+    budget = Budget.of(**kw, neighbours="add-remove")
+    run = adaptive(w, SensitiveCounts(res.answers, res.n_rows), budget,
+                   source=NoiseSource.seeded(2), rng=2, anneal=step)
+    h = run.record.history
+    assert run.record.parameters.anneal == step
+    assert sum(x.annealed for x in h[:-1]) >= 1  # the test sees annealing happen
+    for a, b in zip(h[:-2], h[1:-1], strict=True):
+        assert b.noise == (a.noise / step if a.annealed else a.noise), (a, b)
+    proof = prove(run.record.steps, budget.definition, budget.neighbours)
+    value = proof.epsilon if "epsilon" in kw else proof.rho
+    assert value is not None and budget.value * (1 - 1e-9) <= value <= budget.value
+    assert f"noise divided by {step:.4g}" in run.record.describe()
+
+
 def test_selection_is_calibrated_to_the_largest_weight(small: tuple[Workload, pd.DataFrame]
                                                        ) -> None:
     w, _ = small

@@ -39,9 +39,10 @@ Differentially Private Synthetic Data", VLDB 2022, Algorithm 1) with these parts
   measured scope, else from a sample of the model: post-processing either way); (3) the group is
   measured with discrete Gaussian (zCDP) or discrete Laplace (pure DP) noise; (4) the model is
   refitted to **all** measurements so far (:func:`tessera.estimation.maxent.fit`, warm-started);
-  (5) if the refit moved r's marginal by less than the expected noise, the noise is halved and
-  the selection's ε doubled (AIM's annealing); when what is left would not pay two more rounds,
-  a last round spends all of it;
+  (5) if the refit moved r's marginal by less than the expected noise, the noise is divided
+  and the selection's ε multiplied by ``anneal`` (AIM's annealing, whose step is 2; Tessera's
+  default √2 spends the budget in finer steps: docs/theory.md §5); when what is left would
+  not pay two more rounds, a last round spends all of it;
 * **output**: rows sampled from the final model by the engine's perfect sampler (``rows``
   defaults to N), then ``polish_passes`` passes of a local search that brings the rows' counts
   over the workload's scopes closer to the model's own (:func:`polish_rows`,
@@ -119,6 +120,7 @@ from tessera.synth.model_view import (
 )
 from tessera.synth.rounds import Timings
 from tessera.synth.schedule import (
+    ANNEAL,
     CELL_SIGMAS,
     LEAST_ROUNDS_PER_ATTRIBUTE,
     CountNoise,
@@ -262,6 +264,7 @@ class AdaptiveParameters:
     coarsen_sigmas: float = 0.0  # the coarsening's threshold τ / σ (0: every cell measured)
     answer_memory: int | None = None  # the answerability constraint's memory limit (None: off)
     answerable: int = 0  # the workload's queries it keeps answerable
+    anneal: float = 2.0  # the annealing step (noise divided by it): AIM's 2, Tessera's √2
 
 
 @dataclass(frozen=True)
@@ -316,7 +319,8 @@ class AdaptiveRecord:
             self.algorithm,
             f"budget: {self.budget.text()}",
             f"spent:  {self.spent.text()} over {len(self.steps)} mechanisms",
-            f"{len(self.history)} rounds ({annealed} with the noise halved), {measured} groups "
+            f"{len(self.history)} rounds ({annealed} with the noise divided by "
+            f"{p.anneal:.4g}), {measured} groups "
             f"measured of {p.candidates} candidates; N = {p.normaliser:.6g}, rows = {p.rows}",
             f"start: T = {p.rounds}" + (
                 f" (AIM's {p.initial_rounds} at the one-way initialisation; the average "
@@ -448,6 +452,7 @@ def adaptive(
     batch: int | None = None,
     accelerated: bool = True,
     answer_memory: int | None = None,
+    anneal: float = ANNEAL,
     progress: Callable[[AdaptiveProgress], None] | None = None,
 ) -> AdaptiveResult:
     """Run the adaptive method (module docstring) on the exact ``counts`` of
@@ -465,7 +470,9 @@ def adaptive(
     each selection is offered only the candidates whose measurement leaves the answer pass
     within the guard (:class:`tessera.synth.answerable.Answerable`; public inputs and past
     outputs only; the adaptive route sets it); None (the default): no such constraint, nothing
-    of it computed. ``rng``: post-processing randomness (samples of the model, output rows)."""
+    of it computed. ``anneal``: the annealing step (> 1; AIM's is 2, the default √2:
+    :data:`~tessera.synth.schedule.ANNEAL`). ``rng``: post-processing randomness (samples of
+    the model, output rows)."""
     t0 = time.perf_counter()
     dom = workload.domain
     sizes = tuple(dom.sizes)
@@ -489,6 +496,9 @@ def adaptive(
         raise TesseraError(f"cell_sigmas must be finite and ≥ 0, got {cell_sigmas!r}")
     if not (math.isfinite(coarsen_sigmas) and coarsen_sigmas >= 0):
         raise TesseraError(f"coarsen_sigmas must be finite and ≥ 0, got {coarsen_sigmas!r}")
+    if isinstance(anneal, bool) or not isinstance(anneal, (int, float)) or not (
+            math.isfinite(anneal) and anneal > 1):
+        raise TesseraError(f"anneal must be a finite number > 1, got {anneal!r}")
     initial_rounds = T
     cal = schedule.round(schedule.total / T)
     per_round = int(batch) if batch is not None else max(1, len(attrs) // 64)
@@ -659,7 +669,7 @@ def adaptive(
         used = cal
         annealed = not final and moved <= expected
         if annealed:
-            cal = schedule.annealed(cal)
+            cal = schedule.annealed(cal, anneal)
         size_now = size_bound = model_size(sizes, model_scopes(measurements))
         seconds = (time.perf_counter() - tr) / max(len(picked), 1)
         for i, _ in picked:
@@ -698,7 +708,7 @@ def adaptive(
         sample_size, len(cands), total, per_round, accelerated, defaulted, polish_passes,
         int(exact_work), initial_rounds, float(cell_sigmas) if rounds is None else 0.0,
         float(coarsen_sigmas), None if answer_memory is None else int(answer_memory),
-        len(keeper.functions) if keeper is not None else 0)
+        len(keeper.functions) if keeper is not None else 0, float(anneal))
     timings = AdaptiveTimings(setup, tuple(h.seconds for h in history),
                               time.perf_counter() - t_out, fit_seconds)
     record = AdaptiveRecord(

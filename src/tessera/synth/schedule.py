@@ -34,6 +34,7 @@ from tessera.synth.accounting import Budget, largest_float_at_most
 from tessera.synth.candidates import Candidate
 
 __all__ = [
+    "ANNEAL",
     "CELL_SIGMAS",
     "LEAST_ROUNDS_PER_ATTRIBUTE",
     "Calibration",
@@ -52,6 +53,12 @@ _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 #: The start's signal-to-noise rule: the average cell of a workload marginal should hold at
 #: least this many noise standard deviations (N̂ / (cells · sd) ≥ 3) at the first noise.
 CELL_SIGMAS = 3.0
+#: The annealing step: when a round's measurement no longer moves the model by more than its
+#: expected noise, the noise is divided (and the selection's ε multiplied) by this. AIM halves
+#: the noise (step 2: 4× the round's ρ); step √2 doubles the round's ρ, so the budget reaches
+#: the last rounds in finer steps and more marginals are measured at intermediate noise —
+#: paired seeded runs: NLTCS 3-way ε = 1 0.90× (docs/benchmarks.md, session 11).
+ANNEAL = math.sqrt(2.0)
 #: The fewest rounds the start allows, per attribute (AIM's default is 16 per attribute; on
 #: Adult 2-way at ε = 0.3, 2·d rounds were worse than 4·d: docs/benchmarks.md).
 LEAST_ROUNDS_PER_ATTRIBUTE = 4
@@ -118,15 +125,20 @@ class Schedule:
         assert out.cost <= share
         return out
 
-    def annealed(self, cal: Calibration) -> Calibration:
-        """AIM's annealing: noise halved, selection ε doubled (σ/2 costs 4× in ρ, b/2 2× in ε)."""
+    def annealed(self, cal: Calibration, factor: float = ANNEAL) -> Calibration:
+        """AIM's annealing with step ``factor`` > 1: the noise divided and the selection's ε
+        multiplied by it, so both mechanisms cost factor² more in ρ (σ/f: ρ = Δ₂²f²/(2σ²);
+        ε·f: (εf)²/8) or factor more in ε (b/f, ε·f). AIM's step is 2; Tessera's default
+        :data:`ANNEAL` is √2 (docs/theory.md §5, "annealing")."""
+        if not (math.isfinite(factor) and factor > 1.0):
+            raise TesseraError(f"anneal must be a finite number > 1, got {factor!r}")
         if self.pure:
             meas: CountNoise = DiscreteLaplace(
-                cal.measurement.scale / 2)  # type: ignore[union-attr]
-            sel = ExponentialMechanism(cal.selection.epsilon * 2, self.sel)
+                cal.measurement.scale / factor)  # type: ignore[union-attr]
+            sel = ExponentialMechanism(cal.selection.epsilon * factor, self.sel)
         else:
-            meas = DiscreteGaussian(cal.measurement.sigma / 2)  # type: ignore[union-attr]
-            sel = ExponentialMechanism(cal.selection.epsilon * 2, self.sel)
+            meas = DiscreteGaussian(cal.measurement.sigma / factor)  # type: ignore[union-attr]
+            sel = ExponentialMechanism(cal.selection.epsilon * factor, self.sel)
         s = self.l1 if self.pure else self.l2
         return Calibration(meas, sel, self.cost(meas, s) + self._sel_cost(sel))
 
