@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from tessera.data.counts import count
+from tessera.errors import TesseraError
 from tessera.privacy import Neighbours
 from tessera.release import Budget, answer
 from tessera.release.certificate import verify_certificate
@@ -103,3 +104,38 @@ def test_forced_direct_on_a_weighted_family_equals_written_out(tmp_path):
     assert verify_certificate(json.loads(cert.read_text()), lazy).ok
     truth = count(data, lazy).answers
     assert np.array_equal(truth, count(data, written).answers)
+
+
+def test_a_degenerate_split_is_refused_before_the_charge(tmp_path, monkeypatch):
+    """Under pure ε the total's split of all rectangles of a 12 × 10 grid gives every level but
+    the leaves ~10⁻⁹ of the budget: noise scales past the sampler's 2^52. Forced onto that
+    strategy, the release is refused while nothing is charged (planted: without the check the
+    sampler refuses it after the charge, and the budget is lost)."""
+    from tessera.release import answering
+
+    dom = Domain.from_dict({"attributes": {"x": {"type": "integer", "min": 0, "max": 11},
+                                           "y": {"type": "integer", "min": 0, "max": 9}}})
+    f = tmp_path / "w.yaml"
+    f.write_text("ranges:\n  - {attributes: [x, y]}\n")
+    wl = Workload.load(f, dom)
+    rng = np.random.default_rng(3)
+    data = pd.DataFrame({"x": rng.integers(0, 12, 3000), "y": rng.integers(0, 10, 3000)})
+
+    def run(path):
+        book = Ledger.init(path, total=5.0, definition="pure",
+                           neighbours=Neighbours.ADD_REMOVE, domain=dom, dataset="t")
+        with pytest.raises(TesseraError) as err:
+            answer(data, wl, Budget.of(epsilon=1.0), ledger=book, strategy="hierarchical",
+                   output=tmp_path / "a.csv")
+        return book, str(err.value)
+
+    book, message = run(tmp_path / "l.sqlite")
+    assert "past the sampler's limit 2^52" in message and "nothing was charged" in message
+    assert book.spent() == 0.0 and book.summary().releases == ()
+    assert not (tmp_path / "a.csv").exists()
+    # the automatic choice delivers on the same grid
+    assert answer(data, wl, Budget.of(epsilon=1.0), seed=1).answers.size == 12 * 13 * 10 * 11 // 4
+    monkeypatch.setattr(answering, "_check_scales", lambda *a: None)  # planted
+    book, message = run(tmp_path / "l2.sqlite")
+    assert "charged before this failure" in message
+    assert [r.status for r in book.summary().releases] == ["aborted"]

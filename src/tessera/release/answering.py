@@ -57,6 +57,7 @@ from tessera.data.source import encode
 from tessera.data.table import CsvOptions
 from tessera.errors import DataError, DataWarning, TesseraError
 from tessera.mechanisms import NoiseSource, discrete_gaussian, discrete_laplace
+from tessera.mechanisms.batch import MAX_PARAMETER
 from tessera.mechanisms.record import MechanismRecord
 from tessera.privacy import Neighbours
 from tessera.release.budget import DISCRETE_LAPLACE, Budget
@@ -64,6 +65,7 @@ from tessera.release.ledger import Charge, Ledger
 from tessera.release.plan import Allocation, NoisePlan
 from tessera.release.strategy_release import (
     Reconstructed,
+    contrast_sigmas,
     measure_contrasts,
     noise_variances,
     reconstruct,
@@ -300,6 +302,7 @@ def answer(
         contrasted = None
     if contrasted is not None:
         contrasted.contrasts.check_rows(encoded.n_rows)  # type: ignore[union-attr]
+    _check_scales(plan, contrasted)
     charge = None
     if book is not None:
         charge = book.charge(measured, plan.costs, label=label or "release",
@@ -352,6 +355,29 @@ def _check_rows(n_rows: int, neighbours: Neighbours) -> None:
     warnings.warn(DataWarning("the data has no rows (n = 0): answered as a valid empty data "
                               "set under add/remove neighbours; check the file if you expected "
                               "rows"), stacklevel=3)
+
+
+def _check_scales(plan: NoisePlan, contrasted: Strategy | None) -> None:
+    """Every noise parameter the release will pass to OpenDP's samplers lies in their domain
+    (finite, positive, at most 2^52: :data:`~tessera.mechanisms.batch.MAX_PARAMETER`), checked
+    before the charge: a split that gives a query a vanishing share of the budget (possible
+    under pure ε, where some optimised splits are degenerate) is refused while nothing is
+    spent, not by the sampler after the charge."""
+    released = np.flatnonzero(np.isfinite(plan.scales))
+    contrasts = contrasted is not None
+    values = contrast_sigmas(plan, contrasted) if contrasted is not None \
+        else plan.scales[released]
+    bad = np.flatnonzero(~((values > 0) & (values <= MAX_PARAMETER)))
+    if bad.size == 0:
+        return
+    k = int(bad[0])
+    what = (f"residual {k} of the strategy" if contrasts
+            else f"measured query {int(released[k])} of the strategy")
+    raise TesseraError(
+        f"{what}: its noise scale {float(values[k]):.4g} is past the sampler's limit 2^52 "
+        f"({bad.size} such): the split gives it a vanishing share of the budget (nothing was "
+        "charged)",
+        hint="choose another strategy (--strategy auto, direct or identity) or objective")
 
 
 def _check_ledger(book: Ledger, plan: NoisePlan) -> None:
