@@ -364,15 +364,14 @@ def _check_scales(plan: NoisePlan, contrasted: Strategy | None) -> None:
     under pure ε, where some optimised splits are degenerate) is refused while nothing is
     spent, not by the sampler after the charge."""
     released = np.flatnonzero(np.isfinite(plan.scales))
-    contrasts = contrasted is not None
-    values = contrast_sigmas(plan, contrasted) if contrasted is not None \
-        else plan.scales[released]
+    values = (plan.scales[released] if contrasted is None
+              else contrast_sigmas(plan, contrasted))
     bad = np.flatnonzero(~((values > 0) & (values <= MAX_PARAMETER)))
     if bad.size == 0:
         return
     k = int(bad[0])
-    what = (f"residual {k} of the strategy" if contrasts
-            else f"measured query {int(released[k])} of the strategy")
+    what = (f"measured query {int(released[k])} of the strategy" if contrasted is None
+            else f"residual {k} of the strategy")
     raise TesseraError(
         f"{what}: its noise scale {float(values[k]):.4g} is past the sampler's limit 2^52 "
         f"({bad.size} such): the split gives it a vanishing share of the budget (nothing was "
