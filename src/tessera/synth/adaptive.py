@@ -41,8 +41,9 @@ Differentially Private Synthetic Data", VLDB 2022, Algorithm 1) with these parts
   refitted to **all** measurements so far (:func:`tessera.estimation.maxent.fit`, warm-started);
   (5) if the refit moved r's marginal by less than the expected noise, the noise is divided
   and the selection's ε multiplied by ``anneal`` (AIM's annealing, whose step is 2; Tessera's
-  default √2 spends the budget in finer steps: docs/theory.md §5); when what is left would
-  not pay two more rounds, a last round spends all of it;
+  default doubles the round's cost — √2 under zCDP, 2 under pure ε — and spends the budget in
+  finer steps: docs/theory.md §5); when what is left would not pay two more rounds, a last
+  round spends all of it;
 * **output**: rows sampled from the final model by the engine's perfect sampler (``rows``
   defaults to N), then ``polish_passes`` passes of a local search that brings the rows' counts
   over the workload's scopes closer to the model's own (:func:`polish_rows`,
@@ -120,11 +121,11 @@ from tessera.synth.model_view import (
 )
 from tessera.synth.rounds import Timings
 from tessera.synth.schedule import (
-    ANNEAL,
     CELL_SIGMAS,
     LEAST_ROUNDS_PER_ATTRIBUTE,
     CountNoise,
     Schedule,
+    annealing_step,
     noise_l1,
     noise_param,
     noise_sd,
@@ -264,7 +265,7 @@ class AdaptiveParameters:
     coarsen_sigmas: float = 0.0  # the coarsening's threshold τ / σ (0: every cell measured)
     answer_memory: int | None = None  # the answerability constraint's memory limit (None: off)
     answerable: int = 0  # the workload's queries it keeps answerable
-    anneal: float = 2.0  # the annealing step (noise divided by it): AIM's 2, Tessera's √2
+    anneal: float = 2.0  # the annealing step (noise divided by it): AIM's 2; zCDP default √2
 
 
 @dataclass(frozen=True)
@@ -452,7 +453,7 @@ def adaptive(
     batch: int | None = None,
     accelerated: bool = True,
     answer_memory: int | None = None,
-    anneal: float = ANNEAL,
+    anneal: float | None = None,
     progress: Callable[[AdaptiveProgress], None] | None = None,
 ) -> AdaptiveResult:
     """Run the adaptive method (module docstring) on the exact ``counts`` of
@@ -470,9 +471,9 @@ def adaptive(
     each selection is offered only the candidates whose measurement leaves the answer pass
     within the guard (:class:`tessera.synth.answerable.Answerable`; public inputs and past
     outputs only; the adaptive route sets it); None (the default): no such constraint, nothing
-    of it computed. ``anneal``: the annealing step (> 1; AIM's is 2, the default √2:
-    :data:`~tessera.synth.schedule.ANNEAL`). ``rng``: post-processing randomness (samples of
-    the model, output rows)."""
+    of it computed. ``anneal``: the annealing step (> 1; AIM's is 2; None, the default: the
+    step that doubles a round's cost, :func:`~tessera.synth.schedule.annealing_step`).
+    ``rng``: post-processing randomness (samples of the model, output rows)."""
     t0 = time.perf_counter()
     dom = workload.domain
     sizes = tuple(dom.sizes)
@@ -496,9 +497,10 @@ def adaptive(
         raise TesseraError(f"cell_sigmas must be finite and ≥ 0, got {cell_sigmas!r}")
     if not (math.isfinite(coarsen_sigmas) and coarsen_sigmas >= 0):
         raise TesseraError(f"coarsen_sigmas must be finite and ≥ 0, got {coarsen_sigmas!r}")
-    if isinstance(anneal, bool) or not isinstance(anneal, (int, float)) or not (
-            math.isfinite(anneal) and anneal > 1):
+    if anneal is not None and (isinstance(anneal, bool) or not isinstance(
+            anneal, (int, float)) or not (math.isfinite(anneal) and anneal > 1)):
         raise TesseraError(f"anneal must be a finite number > 1, got {anneal!r}")
+    anneal_step = float(anneal) if anneal is not None else annealing_step(schedule.pure)
     initial_rounds = T
     cal = schedule.round(schedule.total / T)
     per_round = int(batch) if batch is not None else max(1, len(attrs) // 64)
@@ -669,7 +671,7 @@ def adaptive(
         used = cal
         annealed = not final and moved <= expected
         if annealed:
-            cal = schedule.annealed(cal, anneal)
+            cal = schedule.annealed(cal, anneal_step)
         size_now = size_bound = model_size(sizes, model_scopes(measurements))
         seconds = (time.perf_counter() - tr) / max(len(picked), 1)
         for i, _ in picked:
@@ -708,7 +710,7 @@ def adaptive(
         sample_size, len(cands), total, per_round, accelerated, defaulted, polish_passes,
         int(exact_work), initial_rounds, float(cell_sigmas) if rounds is None else 0.0,
         float(coarsen_sigmas), None if answer_memory is None else int(answer_memory),
-        len(keeper.functions) if keeper is not None else 0, float(anneal))
+        len(keeper.functions) if keeper is not None else 0, anneal_step)
     timings = AdaptiveTimings(setup, tuple(h.seconds for h in history),
                               time.perf_counter() - t_out, fit_seconds)
     record = AdaptiveRecord(

@@ -34,12 +34,13 @@ from tessera.synth.accounting import Budget, largest_float_at_most
 from tessera.synth.candidates import Candidate
 
 __all__ = [
-    "ANNEAL",
+    "ANNEAL_COST",
     "CELL_SIGMAS",
     "LEAST_ROUNDS_PER_ATTRIBUTE",
     "Calibration",
     "CountNoise",
     "Schedule",
+    "annealing_step",
     "noise_l1",
     "noise_param",
     "noise_sd",
@@ -53,12 +54,14 @@ _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 #: The start's signal-to-noise rule: the average cell of a workload marginal should hold at
 #: least this many noise standard deviations (N̂ / (cells · sd) ≥ 3) at the first noise.
 CELL_SIGMAS = 3.0
-#: The annealing step: when a round's measurement no longer moves the model by more than its
-#: expected noise, the noise is divided (and the selection's ε multiplied) by this. AIM halves
-#: the noise (step 2: 4× the round's ρ); step √2 doubles the round's ρ, so the budget reaches
-#: the last rounds in finer steps and more marginals are measured at intermediate noise —
-#: paired seeded runs: NLTCS 3-way ε = 1 0.90× (docs/benchmarks.md, session 11).
-ANNEAL = math.sqrt(2.0)
+#: The annealing step's cost: when a round's measurement no longer moves the model by more than
+#: its expected noise, the next rounds cost this many times more (the noise divided and the
+#: selection's ε multiplied by :func:`annealing_step`). AIM halves the noise, which doubles the
+#: cost under pure ε (b/2) but quadruples it under ρ-zCDP (σ/2); a doubling in both spends the
+#: budget in finer steps, and more marginals are measured at intermediate noise — paired seeded
+#: runs under zCDP (step √2 against 2): NLTCS 3-way ε = 1 0.90×; under pure ε step √2 was
+#: 1.02× worse on Adult (docs/benchmarks.md, session 11).
+ANNEAL_COST = 2.0
 #: The fewest rounds the start allows, per attribute (AIM's default is 16 per attribute; on
 #: Adult 2-way at ε = 0.3, 2·d rounds were worse than 4·d: docs/benchmarks.md).
 LEAST_ROUNDS_PER_ATTRIBUTE = 4
@@ -125,11 +128,14 @@ class Schedule:
         assert out.cost <= share
         return out
 
-    def annealed(self, cal: Calibration, factor: float = ANNEAL) -> Calibration:
+    def annealed(self, cal: Calibration, factor: float | None = None) -> Calibration:
         """AIM's annealing with step ``factor`` > 1: the noise divided and the selection's ε
         multiplied by it, so both mechanisms cost factor² more in ρ (σ/f: ρ = Δ₂²f²/(2σ²);
-        ε·f: (εf)²/8) or factor more in ε (b/f, ε·f). AIM's step is 2; Tessera's default
-        :data:`ANNEAL` is √2 (docs/theory.md §5, "annealing")."""
+        ε·f: (εf)²/8) or factor more in ε (b/f, ε·f). AIM's step is 2; the default
+        (:func:`annealing_step`) doubles the cost in either definition (docs/theory.md §5,
+        "annealing in finer steps")."""
+        if factor is None:
+            factor = annealing_step(self.pure)
         if not (math.isfinite(factor) and factor > 1.0):
             raise TesseraError(f"anneal must be a finite number > 1, got {factor!r}")
         if self.pure:
@@ -141,6 +147,12 @@ class Schedule:
             sel = ExponentialMechanism(cal.selection.epsilon * factor, self.sel)
         s = self.l1 if self.pure else self.l2
         return Calibration(meas, sel, self.cost(meas, s) + self._sel_cost(sel))
+
+
+def annealing_step(pure: bool) -> float:
+    """The default annealing step: the one that multiplies a round's cost by
+    :data:`ANNEAL_COST` — √2 under ρ-zCDP (ρ ∝ 1/σ², ε_sel² ∝ ρ), 2 under pure ε (AIM's)."""
+    return ANNEAL_COST if pure else math.sqrt(ANNEAL_COST)
 
 
 def noise_sd(noise: CountNoise) -> float:

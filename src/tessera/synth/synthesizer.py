@@ -71,7 +71,7 @@ from tessera.synth.fitted import FittedSynthesizer, synth_outputs, write_outputs
 from tessera.synth.ipmwu import ipmwu
 from tessera.synth.mwem import DEFAULT_TABLE_LIMIT, MAX_CELLS, cells, mwem
 from tessera.synth.parameters import default_parameters
-from tessera.synth.schedule import ANNEAL, Schedule, selection_sensitivity
+from tessera.synth.schedule import Schedule, selection_sensitivity
 from tessera.synth.sensitive import SensitiveCounts, query_functions, sensitive_counts
 from tessera.workload.clause import BooleanClause
 from tessera.workload.query import Query
@@ -402,11 +402,12 @@ def _adaptive_preflight(workload: Workload, opts: dict[str, Any], neighbours: Ne
         if isinstance(sig, bool) or not isinstance(sig, (int, float)) or not (
                 math.isfinite(sig) and sig >= 0):
             raise TesseraError(f"{key} must be a finite number ≥ 0, got {sig!r}", hint=hint)
-    step = opts.get("anneal", ANNEAL)
-    if isinstance(step, bool) or not isinstance(step, (int, float)) or not (
-            math.isfinite(step) and step > 1):
+    step = opts.get("anneal")
+    if step is not None and (isinstance(step, bool) or not isinstance(step, (int, float))
+                             or not (math.isfinite(step) and step > 1)):
         raise TesseraError(f"anneal must be a finite number > 1, got {step!r}",
-                           hint="√2 (the default) or 2 (AIM's step)")
+                           hint="leave it to its default (the step that doubles a round's "
+                                "cost), or 2 (AIM's step)")
     if budget is None:
         return
     target = Target.of(budget)
