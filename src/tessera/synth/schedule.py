@@ -7,7 +7,9 @@ CKS20, or discrete Laplace, ε = Δ₁/b). :meth:`Schedule.round` splits a share
 (``measure_fraction`` to the measurement, the rest to the selection) and never plans past it:
 every cost is a :class:`~fractions.Fraction` of the exact float parameters, and a selection ε is
 lowered ulp by ulp until its cost fits. :meth:`Schedule.annealed` is AIM's annealing (McKenna
-et al., VLDB 2022, Algorithm 1): noise halved, selection ε doubled.
+et al., VLDB 2022, Algorithm 1), whose step halves the noise and doubles the selection's ε;
+Tessera's default step (:func:`annealing_step`) doubles a round's cost instead — √2 under
+ρ-zCDP, AIM's 2 under pure ε (docs/theory.md §5, "annealing in finer steps").
 
 The scores' sensitivity :func:`selection_sensitivity` is Δ = max_r w_r Δ₁(r) (the module
 docstring of :mod:`tessera.synth.adaptive` derives it).
