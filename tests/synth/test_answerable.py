@@ -6,7 +6,7 @@ a measured wide query), workloads (none, or 1–3 conjunctions; 1–2 families) 
 limits (log-uniform over 0.2–100 KB; the clique tree's message limit at times tiny, so that
 families fall through to the grown model), :meth:`Answerable.refusal` says "answerable" iff
 actually reading every answer from the real model of that structure succeeds — the query pass
-(:meth:`tessera.synth.adaptive.AdaptiveResult.answers`) and the families
+(:meth:`tessera.synth.adaptive_record.AdaptiveResult.answers`) and the families
 (:func:`tessera.synth.model_answers.model_counts`), run on a :class:`ScopeModel` of the
 structure at a random θ. Planted bugs — the families not checked, the clique tree's limits
 ignored, the query pass's halving replaced by one all-or-nothing plan — each disagree with the
@@ -30,7 +30,7 @@ from tessera.errors import ResourceError
 from tessera.estimation.maxent import FitResult, ScopeModel
 from tessera.schema.domain import Domain
 from tessera.schema.intervals import IntervalSet
-from tessera.synth.adaptive import AdaptiveResult
+from tessera.synth.adaptive_record import AdaptiveResult
 from tessera.synth.answerable import Answerable
 from tessera.synth.model_answers import model_counts
 from tessera.synth.model_view import model_structure

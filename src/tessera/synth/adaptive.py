@@ -46,7 +46,8 @@ Differentially Private Synthetic Data", VLDB 2022, Algorithm 1) with these parts
   round spends all of it;
 * **output**: rows sampled from the final model by the engine's perfect sampler (``rows``
   defaults to N), then ``polish_passes`` passes of a local search that brings the rows' counts
-  over the workload's scopes closer to the model's own (:func:`polish_rows`,
+  over the workload's scopes closer to the model's own
+  (:func:`~tessera.synth.row_polish.polish_rows`,
   :mod:`tessera.estimation.polish`): the rounding of N rows otherwise adds its own error
   (NLTCS 3-way, ε = 10: 1.5× the model's).
 
@@ -71,37 +72,33 @@ import dataclasses
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
 import numpy.typing as npt
 
-from tessera.accounting.guarantee import Guarantee
-from tessera.engine.decomposition import DEFAULT_MEMORY_LIMIT
-from tessera.engine.factors import scope
 from tessera.errors import TesseraError
-from tessera.estimation.maxent import (
-    FitResult,
-    GroupMeasurement,
-    ScopeModel,
-    added_query_probabilities,
-    fit,
-)
-from tessera.estimation.polish import polish
-from tessera.estimation.tree_marginals import holders, tree_marginal
+from tessera.estimation.maxent import GroupMeasurement, fit
 from tessera.mechanisms import NoiseSource
-from tessera.privacy import Definition, Neighbours
-from tessera.schema.domain import Domain
+from tessera.privacy import Neighbours
 from tessera.synth.accounting import Budget, Step, exact_scores, prove, step_cost
+from tessera.synth.adaptive_record import (
+    AdaptiveParameters,
+    AdaptiveProgress,
+    AdaptiveRecord,
+    AdaptiveResult,
+    AdaptiveRound,
+    AdaptiveTimings,
+)
 from tessera.synth.answerable import Answerable
 from tessera.synth.candidates import (
     DEFAULT_MAX_CELLS,
-    Candidate,
+    candidate_workload,
     candidates,
     eligible,
     grown_size,
     model_size,
+    split_counts,
 )
 from tessera.synth.coarsening import (
     COARSEN_SIGMAS,
@@ -114,12 +111,11 @@ from tessera.synth.coarsening import (
 from tessera.synth.model_view import (
     ModelView,
     build_model,
-    from_cliques,
     maximal_scopes,
     model_scopes,
     noisy_total,
 )
-from tessera.synth.rounds import Timings
+from tessera.synth.row_polish import polish_rows
 from tessera.synth.schedule import (
     CELL_SIGMAS,
     LEAST_ROUNDS_PER_ATTRIBUTE,
@@ -132,11 +128,11 @@ from tessera.synth.schedule import (
     selection_sensitivity,
     starting_rounds,
 )
-from tessera.synth.sensitive import Evaluator, SensitiveCounts
-from tessera.workload.families import Partition
+from tessera.synth.sensitive import SensitiveCounts
 from tessera.workload.workload import Workload
 
-__all__ = [
+__all__ = [  # the records and the inputs' helpers are re-exported: the run's whole interface
+    "DEFAULT_MAX_MODEL_SIZE",
     "AdaptiveParameters",
     "AdaptiveProgress",
     "AdaptiveRecord",
@@ -156,279 +152,6 @@ FloatArray = npt.NDArray[np.float64]
 #: (docs/benchmarks.md, "coarsened measurements": 8 MiB 0.972× against 0.983× at 80 MiB,
 #: 2.4× less CPU).
 DEFAULT_MAX_MODEL_SIZE = 8 * 2**20
-#: The most target cells the rows are polished towards (public: the workload's scopes), and
-#: the most (row, scope) cell keys the search holds (8 bytes each: 400 MB).
-POLISH_MAX_CELLS = 10**7
-POLISH_MAX_KEYS = 5 * 10**7
-#: Rows sampled per attribute step of the polish (NLTCS ε = 10, one model: 30 passes of 2,048
-#: rows reach 0.00225 in 4.6 s CPU, 10 passes of all 21,574 rows 0.00228 in 10.3 s).
-POLISH_SAMPLE = 2048
-
-
-# -- the sensitive input: exact counts of every candidate -----------------------------------
-
-
-def candidate_workload(workload: Workload, max_cells: int = DEFAULT_MAX_CELLS) -> Workload:
-    """The workload whose exact counts the method reads: the candidates' wide queries (as
-    predicate queries) and one marginal family per candidate scope. Public: built from the
-    workload and the schema only."""
-    dom = workload.domain
-    cands = candidates(workload, max_cells)
-    wide = [c for c in cands if not c.is_marginal]
-    parts = [Partition(f"m{k}", tuple(dom.names[i] for i in c.scope), (None,) * len(c.scope))
-             for k, c in enumerate(cands) if c.is_marginal]
-    queries = [workload.queries[c.query] for c in wide if c.query is not None]
-    return Workload.of(dom, queries, names=[f"w{c.query}" for c in wide], partitions=parts)
-
-
-@dataclass(frozen=True, eq=False)
-class _Exact:
-    """Exact counts per candidate (SENSITIVE: only the private steps read them)."""
-
-    counts: tuple[npt.NDArray[np.int64], ...]
-    n: int
-
-
-def _split_counts(cands: Sequence[Candidate], counts: SensitiveCounts) -> _Exact:
-    wide = [c for c in cands if not c.is_marginal]
-    at = len(wide)
-    out_wide = {c.query: counts.counts[k: k + 1] for k, c in enumerate(wide)}
-    per: list[npt.NDArray[np.int64]] = []
-    for c in cands:
-        if c.is_marginal:
-            per.append(counts.counts[at: at + c.cells])
-            at += c.cells
-        else:
-            per.append(out_wide[c.query])
-    if at != counts.counts.size:
-        raise TesseraError("the counts do not match the candidate workload")
-    return _Exact(tuple(per), counts.n)
-
-
-# -- records --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class AdaptiveRound:
-    """One round (DP outputs and post-processing only: safe to show)."""
-
-    round: int
-    candidate: str
-    cells: int
-    noise: float  # σ (zCDP) or b (pure) of the measurement
-    selection_epsilon: float
-    spent: float
-    annealed: bool
-    width: int
-    model_bytes: int
-    eligible: int
-    seconds: float
-    withheld: int = 0  # eligible candidates the answerability constraint removed
-
-
-@dataclass(frozen=True)
-class AdaptiveProgress:
-    """What the ``progress`` callback receives after each round (the CLI's progress bar)."""
-
-    round: int
-    rounds: int  # AIM's planned number of rounds at the initial noise (an estimate)
-    spent: float
-    budget: float
-    error: float  # ‖y_r − N μ̂_r‖₁ / (N cells_r) of the measurement just made: noisy, indicative
-
-    @property
-    def remaining(self) -> float:
-        return max(self.budget - self.spent, 0.0)
-
-
-@dataclass(frozen=True)
-class AdaptiveParameters:
-    """The settings of a run (``defaulted``: those derived rather than given)."""
-
-    rounds: int
-    rows: int
-    measure_fraction: float
-    max_model_size: int
-    max_cells: int
-    iterations: int
-    final_iterations: int
-    sample_size: int
-    candidates: int
-    normaliser: float
-    batch: int = 1
-    accelerated: bool = True
-    defaulted: tuple[str, ...] = ()
-    polish_passes: int = 0
-    exact_work: int = 0
-    initial_rounds: int = 0  # the T of the one-way initialisation (AIM's 16·d by default)
-    cell_sigmas: float = 0.0  # the start's rule (0: AIM's T throughout)
-    coarsen_sigmas: float = 0.0  # the coarsening's threshold τ / σ (0: every cell measured)
-    answer_memory: int | None = None  # the answerability constraint's memory limit (None: off)
-    answerable: int = 0  # the workload's queries it keeps answerable
-    anneal: float = 2.0  # the annealing step (noise divided by it): AIM's 2; zCDP default √2
-
-
-@dataclass(frozen=True)
-class AdaptiveTimings(Timings):
-    """:class:`~tessera.synth.rounds.Timings` (setup: candidates, initial measurements and fit;
-    each round; output: the final fit and the rows) and ``fit``: the share of the total spent
-    in the maximum-entropy fits."""
-
-    fit: float = 0.0
-
-
-@dataclass(frozen=True, eq=False)
-class AdaptiveRecord:
-    """What a run did (the same reading interface as :class:`tessera.synth.rounds.RunRecord`):
-    budget, spend (equal to :func:`~tessera.synth.accounting.prove` of ``steps``), every
-    mechanism, the rounds, parameters, timings, the final model's width."""
-
-    algorithm: str
-    budget: Guarantee
-    spent: Guarantee
-    steps: tuple[Step, ...]
-    history: tuple[AdaptiveRound, ...]
-    parameters: AdaptiveParameters
-    timings: AdaptiveTimings
-    width: int
-    model_bytes: int
-    source: str
-
-    @property
-    def neighbours(self) -> Neighbours:
-        return self.spent.neighbours
-
-    @property
-    def private(self) -> bool:
-        return bool(self.steps) and all(s.mechanism.private for s in self.steps)
-
-    @property
-    def withheld(self) -> int:
-        """Eligible candidates the answerability constraint removed, summed over the
-        selections (each round's count once)."""
-        return sum({h.round: h.withheld for h in self.history}.values())
-
-    def proved(self, definition: Definition | None = None) -> Guarantee:
-        """The proof from the recorded steps alone, in the run's definition or ``definition``."""
-        return prove(self.steps, definition or self.spent.definition, self.spent.neighbours)
-
-    def describe(self) -> str:
-        p, t = self.parameters, self.timings
-        measured = sum(1 for s in self.steps if s.role == "measurement")
-        annealed = sum(1 for h in self.history if h.annealed)
-        return "\n".join([
-            self.algorithm,
-            f"budget: {self.budget.text()}",
-            f"spent:  {self.spent.text()} over {len(self.steps)} mechanisms",
-            f"{len(self.history)} rounds ({annealed} with the noise divided by "
-            f"{p.anneal:.4g}), {measured} groups "
-            f"measured of {p.candidates} candidates; N = {p.normaliser:.6g}, rows = {p.rows}",
-            f"start: T = {p.rounds}" + (
-                f" (AIM's {p.initial_rounds} at the one-way initialisation; the average "
-                f"workload cell under {p.cell_sigmas:g} noise sd there, so the one-way "
-                "marginals were measured again)" if p.initial_rounds > p.rounds else ""),
-            f"model: width {self.width}, {self.model_bytes:,} bytes of junction-tree tables "
-            f"(cap {p.max_model_size:,})",
-            *([f"selection kept the workload's {p.answerable} queries and its families "
-               f"answerable within {p.answer_memory:,} bytes (withheld {self.withheld:,} "
-               "eligible offers over the rounds)"] if p.answer_memory is not None else []),
-            f"time: {t.total:.3g} s ({t.fit:.3g} s fitting)",
-        ])
-
-
-@dataclass(frozen=True, eq=False)
-class AdaptiveResult:
-    """A finished run: the fitted model and its parameters, the measurements, the record and
-    the rows (codes)."""
-
-    model: ScopeModel
-    fit: FitResult
-    measurements: tuple[GroupMeasurement, ...]
-    record: AdaptiveRecord
-    rows: npt.NDArray[np.int64]
-    workload: Workload
-
-    @property
-    def private(self) -> bool:
-        return self.record.private
-
-    @property
-    def width(self) -> int:
-        return self.model.width
-
-    @property
-    def total(self) -> float:
-        return self.record.parameters.normaliser
-
-    def sample(self, n: int, rng: np.random.Generator) -> npt.NDArray[np.int64]:
-        """n fresh rows of the fitted model (post-processing)."""
-        return self.model.sample(self.fit.theta, n, rng)
-
-    def answers(self, workload: Workload, *,
-                memory_limit: int = DEFAULT_MEMORY_LIMIT) -> FloatArray:
-        """Exact answers (fractions) of the fitted model for a workload over its schema: every
-        query and family cell whose scope lies in the junction tree (engine marginals); other
-        queries from a model with the query added at weight 0 (engine passes in groups that fit
-        ``memory_limit``: :func:`tessera.estimation.maxent.added_query_probabilities`)."""
-        from tessera.synth.sensitive import query_functions
-
-        functions, names = query_functions(workload.domain, workload)
-        cliques = self.model.clique_marginals(self.fit.theta)
-        out = np.empty(len(functions))
-        rest = []
-        for j, f in enumerate(functions):
-            s = scope(workload.domain, f)
-            p = self.model.project(self.fit.marginals, s)
-            if p is None and cliques is not None:
-                p = from_cliques(cliques, s)
-            if p is None:
-                rest.append(j)
-                continue
-            out[j] = float(p @ _indicator(workload.domain, f, s))
-        if rest:  # in groups that fit the engine's memory guard, one pass per group
-            out[rest] = added_query_probabilities(self.model, self.fit.theta,
-                                                  [functions[j] for j in rest],
-                                                  [names[j] for j in rest],
-                                                  memory_limit=memory_limit)
-        return out
-
-
-def polish_rows(rows: npt.NDArray[np.int64], model: ScopeModel, fitted: FitResult,
-                scopes: Sequence[tuple[int, ...]], passes: int,
-                rng: np.random.Generator) -> npt.NDArray[np.int64]:
-    """The rows after :func:`tessera.estimation.polish.polish` towards n · P_θ(x_s) for every
-    scope s (the workload's: the maximal marginal candidates), n the rows' number, P_θ(x_s)
-    exact from the clique tree (post-processing); the rows unchanged when the model has wide
-    queries (no clique tree), the targets would exceed :data:`POLISH_MAX_CELLS` cells in all or
-    the keys :data:`POLISH_MAX_KEYS` (public sizes), or a tree marginal is too large."""
-    sizes = model.domain.sizes
-    if (sum(math.prod(sizes[a] for a in s) for s in scopes) > POLISH_MAX_CELLS
-            or len(scopes) * rows.shape[0] > POLISH_MAX_KEYS):
-        return rows
-    tree = model.clique_tree(fitted.theta)
-    if tree is None:
-        return rows
-    holder = holders(tree[0])
-    targets = []
-    for s in scopes:
-        p = tree_marginal(tree[0], tree[1], sizes, s, holder)
-        if p is None:
-            return rows
-        targets.append(rows.shape[0] * p)
-    return polish(rows, sizes, scopes, targets, rng, passes=passes, sample=POLISH_SAMPLE).rows
-
-
-def _indicator(domain: Domain, f: object, s: tuple[int, ...]) -> FloatArray:
-    """f(x_s) for every cell of the product of s's domains (row-major)."""
-    shape = tuple(domain.sizes[i] for i in s)
-    cells = np.stack(np.unravel_index(np.arange(math.prod(shape)), shape), axis=1) \
-        if s else np.zeros((1, 0), dtype=np.int64)
-    codes = np.zeros((cells.shape[0], len(domain)), dtype=np.int64)
-    codes[:, list(s)] = cells
-    return Evaluator(domain, [f]).matrix(codes)[0].astype(np.float64)  # type: ignore[list-item]
-
-
-# -- the run --------------------------------------------------------------------------------
 
 
 def adaptive(
@@ -482,7 +205,7 @@ def adaptive(
     cands = candidates(workload, max_cells)
     if not cands:
         raise TesseraError("the workload mentions no attribute: nothing to measure")
-    exact = _split_counts(cands, counts)
+    exact = split_counts(cands, counts)
     gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     substitute = budget.neighbours is Neighbours.SUBSTITUTE
     l1, l2 = (2.0, math.sqrt(2.0)) if substitute else (1.0, 1.0)

@@ -1,7 +1,7 @@
 """Keep a workload's queries and families answerable from the adaptive synthesizer's model:
 the public constraint on its selection that the adaptive route sets (docs/theory.md §10.5).
 
-**Queries.** :meth:`tessera.synth.adaptive.AdaptiveResult.answers` reads a query q of W (a
+**Queries.** :meth:`tessera.synth.adaptive_record.AdaptiveResult.answers` reads a query q of W (a
 predicate conjunction, a Boolean clause, a BDD query) from the fitted model P_θ: from a measured
 scope that contains q's scope, else from a clique of the model's junction tree (when the model
 has no wide query), else by one more engine pass over the model with q added at θ_q = 0, in the

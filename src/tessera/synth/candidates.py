@@ -1,5 +1,5 @@
-"""What the adaptive synthesizer may measure: candidate groups and the size of a model
-(docs/theory.md §5, "the adaptive method").
+"""What the adaptive synthesizer may measure: candidate groups, their exact counts, and the size
+of a model (docs/theory.md §5, "the adaptive method").
 
 A **candidate** is a group of counting queries measured together by one noisy vector:
 
@@ -44,20 +44,28 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import networkx as nx
+import numpy as np
+import numpy.typing as npt
 
 from tessera.engine.decomposition import eliminate, elimination_order
 from tessera.engine.factors import Function, scope
+from tessera.errors import TesseraError
 from tessera.schema.domain import Domain
+from tessera.synth.sensitive import SensitiveCounts
+from tessera.workload.families import Partition
 from tessera.workload.workload import Workload
 
 __all__ = [
     "DEFAULT_MAX_CELLS",
     "Candidate",
+    "CandidateCounts",
+    "candidate_workload",
     "candidates",
     "downward_closure",
     "eligible",
     "grown_size",
     "model_size",
+    "split_counts",
     "workload_scopes",
 ]
 
@@ -147,6 +155,46 @@ def candidates(workload: Workload, max_cells: int = DEFAULT_MAX_CELLS) -> list[C
     for j, q in wide:
         out.append(Candidate(scope(dom, q), 1, 1.0, query=j))
     return out
+
+
+def candidate_workload(workload: Workload, max_cells: int = DEFAULT_MAX_CELLS) -> Workload:
+    """The workload whose exact counts the adaptive method reads: the candidates' wide queries
+    (as predicate queries) and one marginal family per candidate scope. Public: built from the
+    workload and the schema only."""
+    dom = workload.domain
+    cands = candidates(workload, max_cells)
+    wide = [c for c in cands if not c.is_marginal]
+    parts = [Partition(f"m{k}", tuple(dom.names[i] for i in c.scope), (None,) * len(c.scope))
+             for k, c in enumerate(cands) if c.is_marginal]
+    queries = [workload.queries[c.query] for c in wide if c.query is not None]
+    return Workload.of(dom, queries, names=[f"w{c.query}" for c in wide], partitions=parts)
+
+
+@dataclass(frozen=True, eq=False)
+class CandidateCounts:
+    """Exact counts per candidate, in the candidates' order (SENSITIVE: only the private steps
+    read them), and the exact number of rows."""
+
+    counts: tuple[npt.NDArray[np.int64], ...]
+    n: int
+
+
+def split_counts(cands: Sequence[Candidate], counts: SensitiveCounts) -> CandidateCounts:
+    """The exact counts of :func:`candidate_workload` (wide queries first, then the marginal
+    families' cells) cut into one array per candidate."""
+    wide = [c for c in cands if not c.is_marginal]
+    at = len(wide)
+    out_wide = {c.query: counts.counts[k: k + 1] for k, c in enumerate(wide)}
+    per: list[npt.NDArray[np.int64]] = []
+    for c in cands:
+        if c.is_marginal:
+            per.append(counts.counts[at: at + c.cells])
+            at += c.cells
+        else:
+            per.append(out_wide[c.query])
+    if at != counts.counts.size:
+        raise TesseraError("the counts do not match the candidate workload")
+    return CandidateCounts(tuple(per), counts.n)
 
 
 def model_size(sizes: Sequence[int], scopes: Iterable[Scope]) -> int:

@@ -26,7 +26,7 @@ from tessera.engine.model import GibbsModel
 from tessera.errors import QueryError, TesseraError
 from tessera.privacy import Neighbours
 from tessera.schema.domain import Domain
-from tessera.synth.adaptive import AdaptiveResult
+from tessera.synth.adaptive_record import AdaptiveResult
 from tessera.synth.charge import Target
 from tessera.synth.ipmwu import IPMWUResult
 from tessera.synth.mwem import MWEMResult

@@ -15,7 +15,7 @@ workload is answered as N̂ · P_θ(q), computed by the engine — never from sa
   contains s: one compilation, one upward and one downward pass. The cells are then the sums
   of P_θ(x_s) over each axis's groups (one tensor contraction per grouped axis);
 * any other query (a predicate conjunction, a Boolean clause, a BDD query):
-  :meth:`tessera.synth.adaptive.AdaptiveResult.answers` (an engine marginal of the query's
+  :meth:`tessera.synth.adaptive_record.AdaptiveResult.answers` (an engine marginal of the query's
   scope, or one engine pass with the query added at weight 0).
 
 Post-processing of the run's noisy measurements: no privacy cost. These answers are the
@@ -33,7 +33,7 @@ from tessera.errors import ResourceError
 from tessera.estimation.maxent import FitResult, ScopeModel, cell_by_cell, cell_by_cell_error
 from tessera.estimation.tree_marginals import tree_marginal
 from tessera.schema.domain import Domain
-from tessera.synth.adaptive import AdaptiveResult
+from tessera.synth.adaptive_record import AdaptiveResult
 from tessera.synth.model_view import from_cliques
 from tessera.workload.families import Partition
 from tessera.workload.workload import Workload

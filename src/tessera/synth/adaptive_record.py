@@ -1,0 +1,232 @@
+"""What an adaptive run leaves behind: its rounds, parameters, record (the spend re-proved from
+the steps alone, :func:`tessera.synth.accounting.prove`) and the fitted result with its exact
+answers (docs/theory.md §5, "the adaptive method"; :func:`tessera.synth.adaptive.adaptive` makes
+them)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from tessera.accounting.guarantee import Guarantee
+from tessera.engine.decomposition import DEFAULT_MEMORY_LIMIT
+from tessera.engine.factors import scope
+from tessera.estimation.maxent import (
+    FitResult,
+    GroupMeasurement,
+    ScopeModel,
+    added_query_probabilities,
+)
+from tessera.privacy import Definition, Neighbours
+from tessera.schema.domain import Domain
+from tessera.synth.accounting import Step, prove
+from tessera.synth.model_view import from_cliques
+from tessera.synth.rounds import Timings
+from tessera.synth.sensitive import Evaluator, query_functions
+from tessera.workload.workload import Workload
+
+__all__ = [
+    "AdaptiveParameters",
+    "AdaptiveProgress",
+    "AdaptiveRecord",
+    "AdaptiveResult",
+    "AdaptiveRound",
+    "AdaptiveTimings",
+]
+
+FloatArray = npt.NDArray[np.float64]
+
+@dataclass(frozen=True)
+class AdaptiveRound:
+    """One round (DP outputs and post-processing only: safe to show)."""
+
+    round: int
+    candidate: str
+    cells: int
+    noise: float  # σ (zCDP) or b (pure) of the measurement
+    selection_epsilon: float
+    spent: float
+    annealed: bool
+    width: int
+    model_bytes: int
+    eligible: int
+    seconds: float
+    withheld: int = 0  # eligible candidates the answerability constraint removed
+
+
+@dataclass(frozen=True)
+class AdaptiveProgress:
+    """What the ``progress`` callback receives after each round (the CLI's progress bar)."""
+
+    round: int
+    rounds: int  # AIM's planned number of rounds at the initial noise (an estimate)
+    spent: float
+    budget: float
+    error: float  # ‖y_r − N μ̂_r‖₁ / (N cells_r) of the measurement just made: noisy, indicative
+
+    @property
+    def remaining(self) -> float:
+        return max(self.budget - self.spent, 0.0)
+
+
+@dataclass(frozen=True)
+class AdaptiveParameters:
+    """The settings of a run (``defaulted``: those derived rather than given)."""
+
+    rounds: int
+    rows: int
+    measure_fraction: float
+    max_model_size: int
+    max_cells: int
+    iterations: int
+    final_iterations: int
+    sample_size: int
+    candidates: int
+    normaliser: float
+    batch: int = 1
+    accelerated: bool = True
+    defaulted: tuple[str, ...] = ()
+    polish_passes: int = 0
+    exact_work: int = 0
+    initial_rounds: int = 0  # the T of the one-way initialisation (AIM's 16·d by default)
+    cell_sigmas: float = 0.0  # the start's rule (0: AIM's T throughout)
+    coarsen_sigmas: float = 0.0  # the coarsening's threshold τ / σ (0: every cell measured)
+    answer_memory: int | None = None  # the answerability constraint's memory limit (None: off)
+    answerable: int = 0  # the workload's queries it keeps answerable
+    anneal: float = 2.0  # the annealing step (noise divided by it): AIM's 2; zCDP default √2
+
+
+@dataclass(frozen=True)
+class AdaptiveTimings(Timings):
+    """:class:`~tessera.synth.rounds.Timings` (setup: candidates, initial measurements and fit;
+    each round; output: the final fit and the rows) and ``fit``: the share of the total spent
+    in the maximum-entropy fits."""
+
+    fit: float = 0.0
+
+
+@dataclass(frozen=True, eq=False)
+class AdaptiveRecord:
+    """What a run did (the same reading interface as :class:`tessera.synth.rounds.RunRecord`):
+    budget, spend (equal to :func:`~tessera.synth.accounting.prove` of ``steps``), every
+    mechanism, the rounds, parameters, timings, the final model's width."""
+
+    algorithm: str
+    budget: Guarantee
+    spent: Guarantee
+    steps: tuple[Step, ...]
+    history: tuple[AdaptiveRound, ...]
+    parameters: AdaptiveParameters
+    timings: AdaptiveTimings
+    width: int
+    model_bytes: int
+    source: str
+
+    @property
+    def neighbours(self) -> Neighbours:
+        return self.spent.neighbours
+
+    @property
+    def private(self) -> bool:
+        return bool(self.steps) and all(s.mechanism.private for s in self.steps)
+
+    @property
+    def withheld(self) -> int:
+        """Eligible candidates the answerability constraint removed, summed over the
+        selections (each round's count once)."""
+        return sum({h.round: h.withheld for h in self.history}.values())
+
+    def proved(self, definition: Definition | None = None) -> Guarantee:
+        """The proof from the recorded steps alone, in the run's definition or ``definition``."""
+        return prove(self.steps, definition or self.spent.definition, self.spent.neighbours)
+
+    def describe(self) -> str:
+        p, t = self.parameters, self.timings
+        measured = sum(1 for s in self.steps if s.role == "measurement")
+        annealed = sum(1 for h in self.history if h.annealed)
+        return "\n".join([
+            self.algorithm,
+            f"budget: {self.budget.text()}",
+            f"spent:  {self.spent.text()} over {len(self.steps)} mechanisms",
+            f"{len(self.history)} rounds ({annealed} with the noise divided by "
+            f"{p.anneal:.4g}), {measured} groups "
+            f"measured of {p.candidates} candidates; N = {p.normaliser:.6g}, rows = {p.rows}",
+            f"start: T = {p.rounds}" + (
+                f" (AIM's {p.initial_rounds} at the one-way initialisation; the average "
+                f"workload cell under {p.cell_sigmas:g} noise sd there, so the one-way "
+                "marginals were measured again)" if p.initial_rounds > p.rounds else ""),
+            f"model: width {self.width}, {self.model_bytes:,} bytes of junction-tree tables "
+            f"(cap {p.max_model_size:,})",
+            *([f"selection kept the workload's {p.answerable} queries and its families "
+               f"answerable within {p.answer_memory:,} bytes (withheld {self.withheld:,} "
+               "eligible offers over the rounds)"] if p.answer_memory is not None else []),
+            f"time: {t.total:.3g} s ({t.fit:.3g} s fitting)",
+        ])
+
+
+@dataclass(frozen=True, eq=False)
+class AdaptiveResult:
+    """A finished run: the fitted model and its parameters, the measurements, the record and
+    the rows (codes)."""
+
+    model: ScopeModel
+    fit: FitResult
+    measurements: tuple[GroupMeasurement, ...]
+    record: AdaptiveRecord
+    rows: npt.NDArray[np.int64]
+    workload: Workload
+
+    @property
+    def private(self) -> bool:
+        return self.record.private
+
+    @property
+    def width(self) -> int:
+        return self.model.width
+
+    @property
+    def total(self) -> float:
+        return self.record.parameters.normaliser
+
+    def sample(self, n: int, rng: np.random.Generator) -> npt.NDArray[np.int64]:
+        """n fresh rows of the fitted model (post-processing)."""
+        return self.model.sample(self.fit.theta, n, rng)
+
+    def answers(self, workload: Workload, *,
+                memory_limit: int = DEFAULT_MEMORY_LIMIT) -> FloatArray:
+        """Exact answers (fractions) of the fitted model for a workload over its schema: every
+        query and family cell whose scope lies in the junction tree (engine marginals); other
+        queries from a model with the query added at weight 0 (engine passes in groups that fit
+        ``memory_limit``: :func:`tessera.estimation.maxent.added_query_probabilities`)."""
+        functions, names = query_functions(workload.domain, workload)
+        cliques = self.model.clique_marginals(self.fit.theta)
+        out = np.empty(len(functions))
+        rest = []
+        for j, f in enumerate(functions):
+            s = scope(workload.domain, f)
+            p = self.model.project(self.fit.marginals, s)
+            if p is None and cliques is not None:
+                p = from_cliques(cliques, s)
+            if p is None:
+                rest.append(j)
+                continue
+            out[j] = float(p @ _indicator(workload.domain, f, s))
+        if rest:  # in groups that fit the engine's memory guard, one pass per group
+            out[rest] = added_query_probabilities(self.model, self.fit.theta,
+                                                  [functions[j] for j in rest],
+                                                  [names[j] for j in rest],
+                                                  memory_limit=memory_limit)
+        return out
+
+
+def _indicator(domain: Domain, f: object, s: tuple[int, ...]) -> FloatArray:
+    """f(x_s) for every cell of the product of s's domains (row-major)."""
+    shape = tuple(domain.sizes[i] for i in s)
+    cells = np.stack(np.unravel_index(np.arange(math.prod(shape)), shape), axis=1) \
+        if s else np.zeros((1, 0), dtype=np.int64)
+    codes = np.zeros((cells.shape[0], len(domain)), dtype=np.int64)
+    codes[:, list(s)] = cells
+    return Evaluator(domain, [f]).matrix(codes)[0].astype(np.float64)  # type: ignore[list-item]
