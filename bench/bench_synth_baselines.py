@@ -137,6 +137,22 @@ def summarised(dataset: str, workload: str, method: str, epsilon: float, seed: i
     return None
 
 
+def recorded_seeds(dataset: str, workload: str, method: str, epsilon: float,
+                   path: Path | None = None) -> list[int]:
+    """The seeds of every run of (dataset, workload, method, ε) on record here — the /tmp
+    cache with its rows, or the committed summary — in order. ``bench_synth.py`` compares
+    against all of them: one AIM run is AIM's luck of the draw (its seeds differ by up to 1.2×,
+    docs/benchmarks.md)."""
+    seeds = {int(e["seed"]) for e in summary_runs(path)
+             if _same_run(e, dataset, workload, method, epsilon, int(e.get("seed", -1)))}
+    prefix = f"{dataset}-{workload}-{method}-eps{epsilon:g}-seed"
+    for f in CACHE.glob(prefix + "*.json") if CACHE.is_dir() else ():
+        seed = f.name[len(prefix):].split("-", 1)[0]
+        if seed.isdigit() and cached(dataset, workload, method, epsilon, int(seed)) is not None:
+            seeds.add(int(seed))
+    return sorted(seeds)
+
+
 def record_summary(rec: dict[str, Any], errors: dict[str, Any],
                    path: Path | None = None) -> dict[str, Any]:
     """Add (or replace) the summary of a run: ``rec`` is its cache record, ``errors`` what
