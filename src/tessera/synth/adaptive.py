@@ -119,6 +119,8 @@ from tessera.synth.row_polish import polish_rows
 from tessera.synth.schedule import (
     CELL_SIGMAS,
     LEAST_ROUNDS_PER_ATTRIBUTE,
+    MEASURE_FRACTION,
+    SELECTIVE_MEASURE_FRACTION,
     CountNoise,
     Schedule,
     annealing_step,
@@ -163,7 +165,7 @@ def adaptive(
     rng: int | np.random.Generator | None = None,
     rounds: int | None = None,
     rows: int | None = None,
-    measure_fraction: float = 0.9,
+    measure_fraction: float | None = None,
     max_model_size: int = DEFAULT_MAX_MODEL_SIZE,
     max_cells: int = DEFAULT_MAX_CELLS,
     iterations: int = 100,
@@ -200,8 +202,9 @@ def adaptive(
     t0 = time.perf_counter()
     dom = workload.domain
     sizes = tuple(dom.sizes)
-    if not 0.0 < measure_fraction < 1.0:
+    if measure_fraction is not None and not 0.0 < measure_fraction < 1.0:
         raise TesseraError(f"measure_fraction must be in (0, 1), got {measure_fraction!r}")
+    fraction = MEASURE_FRACTION if measure_fraction is None else float(measure_fraction)
     cands = candidates(workload, max_cells)
     if not cands:
         raise TesseraError("the workload mentions no attribute: nothing to measure")
@@ -210,8 +213,8 @@ def adaptive(
     substitute = budget.neighbours is Neighbours.SUBSTITUTE
     l1, l2 = (2.0, math.sqrt(2.0)) if substitute else (1.0, 1.0)
     weights = [int(c.weight) if c.is_marginal else 1 for c in cands]
-    schedule = Schedule(budget, l1, l2, selection_sensitivity(cands, substitute),
-                         measure_fraction)
+    sel_sensitivity = selection_sensitivity(cands, substitute)
+    schedule = Schedule(budget, l1, l2, sel_sensitivity, fraction)
     attrs = sorted({c.scope[0] for c in cands if c.is_marginal and len(c.scope) == 1})
     T = int(rounds) if rounds is not None else 16 * len(attrs)
     if T < 1:
@@ -300,6 +303,10 @@ def adaptive(
                 measure(index[((a,), None)], cal.measurement, 0)
             if not substitute:
                 total = noisy_total(measurements)
+        elif measure_fraction is None:  # the cells stand out at AIM's T: a larger selection
+            fraction = SELECTIVE_MEASURE_FRACTION
+            schedule = Schedule(budget, l1, l2, sel_sensitivity, fraction)
+            cal = schedule.round(schedule.total / T)
     if coarsen_sigmas > 0 and all(c.is_marginal for c in cands):
         # the groups, from the noisy one-way counts (post-processing); wide queries are
         # functions of the fine values, so a workload with any keeps every value
@@ -317,7 +324,8 @@ def adaptive(
         dataclasses.replace(c, cells=math.prod(space.domain.sizes[a] for a in c.scope))
         if c.is_marginal else c for c in cands]
     defaulted = tuple(k for k, v in (("rounds", rounds), ("rows", rows),
-                                     ("sample_size", sample_size), ("batch", batch))
+                                     ("sample_size", sample_size), ("batch", batch),
+                                     ("measure_fraction", measure_fraction))
                       if v is None)
     if sample_size is None:  # ~2·10^7 sampled codes per round, 10^4 … 10^5 rows
         sample_size = int(min(100_000, max(10_000, 20_000_000 // max(len(dom), 1))))
@@ -429,7 +437,7 @@ def adaptive(
     if n_rows and polish_passes > 0:
         synthetic = polish_rows(synthetic, model, fitted, marginal_scopes, polish_passes, gen)
     params = AdaptiveParameters(
-        T, n_rows, measure_fraction, max_model_size, max_cells, iterations, final_iterations,
+        T, n_rows, fraction, max_model_size, max_cells, iterations, final_iterations,
         sample_size, len(cands), total, per_round, accelerated, defaulted, polish_passes,
         int(exact_work), initial_rounds, float(cell_sigmas) if rounds is None else 0.0,
         float(coarsen_sigmas), None if answer_memory is None else int(answer_memory),

@@ -154,7 +154,8 @@ class AdaptiveRecord:
             f"{len(self.history)} rounds ({annealed} with the noise divided by "
             f"{p.anneal:.4g}), {measured} groups "
             f"measured of {p.candidates} candidates; N = {p.normaliser:.6g}, rows = {p.rows}",
-            f"start: T = {p.rounds}" + (
+            f"start: T = {p.rounds}, measurement share {p.measure_fraction:g} of each round"
+            + (
                 f" (AIM's {p.initial_rounds} at the one-way initialisation; the average "
                 f"workload cell under {p.cell_sigmas:g} noise sd there, so the one-way "
                 "marginals were measured again)" if p.initial_rounds > p.rounds else ""),

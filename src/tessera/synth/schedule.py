@@ -39,6 +39,8 @@ __all__ = [
     "ANNEAL_COST",
     "CELL_SIGMAS",
     "LEAST_ROUNDS_PER_ATTRIBUTE",
+    "MEASURE_FRACTION",
+    "SELECTIVE_MEASURE_FRACTION",
     "Calibration",
     "CountNoise",
     "Schedule",
@@ -67,6 +69,15 @@ ANNEAL_COST = 2.0
 #: The fewest rounds the start allows, per attribute (AIM's default is 16 per attribute; on
 #: Adult 2-way at ε = 0.3, 2·d rounds were worse than 4·d: docs/benchmarks.md).
 LEAST_ROUNDS_PER_ATTRIBUTE = 4
+#: AIM's share of a round's budget for the measurement (the rest selects): the one-way
+#: initialisation's, and the rounds' when the start lowered T (the workload's cells were within
+#: ``cell_sigmas`` noise sd at AIM's T: the measurements are what the run lacks).
+MEASURE_FRACTION = 0.9
+#: The rounds' measurement share when the start kept AIM's T (the cells stand out of the noise:
+#: the selection is what the run lacks). The selection's resolution against the measurement's
+#: noise is √(f / (1 − f)) whatever the budget and T (docs/theory.md §5, "the selection's
+#: share"): 3 σ at 0.9, 2 σ at 0.8.
+SELECTIVE_MEASURE_FRACTION = 0.8
 
 
 @dataclass(frozen=True)

@@ -71,7 +71,7 @@ from tessera.synth.fitted import FittedSynthesizer, synth_outputs, write_outputs
 from tessera.synth.ipmwu import ipmwu
 from tessera.synth.mwem import DEFAULT_TABLE_LIMIT, MAX_CELLS, cells, mwem
 from tessera.synth.parameters import default_parameters
-from tessera.synth.schedule import Schedule, selection_sensitivity
+from tessera.synth.schedule import MEASURE_FRACTION, Schedule, selection_sensitivity
 from tessera.synth.sensitive import SensitiveCounts, query_functions, sensitive_counts
 from tessera.workload.clause import BooleanClause
 from tessera.workload.query import Query
@@ -392,7 +392,8 @@ def _adaptive_preflight(workload: Workload, opts: dict[str, Any], neighbours: Ne
         if refused is not None:
             raise ResourceError(f"{refused.message} — no model of the adaptive method can "
                                 "answer it (nothing was charged)", hint=refused.hint)
-    f = opts.get("measure_fraction", 0.9)
+    f = opts.get("measure_fraction")
+    f = MEASURE_FRACTION if f is None else f  # the one-way initialisation's share
     if not 0.0 < f < 1.0:
         raise TesseraError(f"measure_fraction must be in (0, 1), got {f!r}")
     for key, hint in (("cell_sigmas", "3 (the default start), or 0 for AIM's T = 16·d"),
