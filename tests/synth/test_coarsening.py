@@ -220,14 +220,16 @@ def test_a_run_measures_coarsened_marginals_of_its_rare_values(
         fine[c.scope] = res.answers[at: at + c.cells].astype(np.int64)
         at += c.cells
     budget = Budget.of(rho=0.05, neighbours="add-remove")
-    run = adaptive(w, counts, budget, source=NoiseSource.seeded(7), rng=7)
+    # AIM's measurement share pinned: the planted counts sit on either side of τ = 3 σ at 0.9
+    run = adaptive(w, counts, budget, source=NoiseSource.seeded(7), rng=7, measure_fraction=0.9)
     sizes = [7, 4, 2]
     coarse = [m for m in run.measurements if m.groups is not None]
     assert coarse, "the rare values of a were never merged"
     assert all(m.groups is None for m in run.measurements if len(m.scope) == 1)  # fine
     first = [m for m in run.measurements[:6] if len(m.scope) == 1]  # the initialisation
     rounds = run.record.parameters.rounds
-    sched = Schedule(budget, 1.0, 1.0, selection_sensitivity(candidates(w), False), 0.9)
+    sched = Schedule(budget, 1.0, 1.0, selection_sensitivity(candidates(w), False),
+                     run.record.parameters.measure_fraction)  # the rounds' share
     tau = 3.0 * noise_sd(sched.round(sched.total / rounds).measurement)
     dom = w.domain
     for a in range(3):
