@@ -17,6 +17,11 @@ Differentially Private Synthetic Data", VLDB 2022, Algorithm 1) with these parts
   that is fewer than 16·d, the one-way marginals are measured again at the new round noise
   (both measurements enter every fit; nothing is discarded). Adult 2-way, ε = 0.3: σ 300 → 150;
   NLTCS 3-way at every ε of the benchmark: unchanged (docs/benchmarks.md);
+* **the selection's share** (beyond AIM): a round gives ``measure_fraction`` of its budget to
+  the measurement and the rest to the selection. AIM's 0.9 is kept for the one-way
+  initialisation and for the rounds when the start lowered T (the measurements are scarce);
+  when the start keeps AIM's T the rounds measure at 0.8, since the selection's resolution is
+  σ·√(f/(1 − f)) whatever the budget (docs/theory.md §5, "the selection's share");
 * **coarsened measurements** (beyond AIM, :mod:`tessera.synth.coarsening`): after the start,
   values whose noisy one-way count is below ``coarsen_sigmas`` (3) round-noise sd are grouped
   (ordered attributes: runs of consecutive codes; categorical: one group, MST's rule), every
@@ -187,7 +192,9 @@ def adaptive(
     ``rounds``: AIM's T (default 16·d, d the attributes the candidates mention, lowered by the
     start's rule (module docstring) to no fewer than 4·d), which sets the initial noise; the run
     ends when the budget is spent. ``cell_sigmas``: the start's rule (0: AIM's T whatever the
-    budget; a given ``rounds`` is always kept). ``batch``: selections (each followed
+    budget; a given ``rounds`` is always kept). ``measure_fraction``: the measurement's share of
+    every round (None, the default: 0.9, and 0.8 for the rounds when the start keeps AIM's T;
+    module docstring). ``batch``: selections (each followed
     by its measurement) per round before the model is refitted (default 1 up to 127 attributes,
     then ⌊d/64⌋: the lazy updating of AIM+GReM, Fuentes et al. 2026). ``accelerated``: the
     fits use mirror descent with Nesterov momentum and adaptive restart
