@@ -139,9 +139,9 @@ def run(args: argparse.Namespace) -> None:
         res = fitted.result
         extra = {}
         if args.also_polish:  # the same model's rows polished here (the run had passes = 0)
-            from tessera.synth.adaptive import polish_rows
             from tessera.synth.candidates import candidates
             from tessera.synth.model_view import maximal_scopes
+            from tessera.synth.row_polish import polish_rows
 
             c1 = time.process_time()
             scopes = maximal_scopes([c.scope for c in candidates(w) if c.is_marginal])

@@ -31,8 +31,14 @@ from tessera.mechanisms import NoiseSource
 from tessera.privacy import Definition, Neighbours
 from tessera.schema.domain import Domain
 from tessera.synth.accounting import Budget, exact_scores, prove, selection_scores
-from tessera.synth.adaptive import adaptive, candidate_workload
-from tessera.synth.candidates import candidates, eligible, grown_size, model_size
+from tessera.synth.adaptive import adaptive
+from tessera.synth.candidates import (
+    candidate_workload,
+    candidates,
+    eligible,
+    grown_size,
+    model_size,
+)
 from tessera.synth.schedule import noise_sd, selection_sensitivity
 from tessera.synth.sensitive import SensitiveCounts
 from tessera.workload.families import k_way_marginals
@@ -478,15 +484,17 @@ def test_the_start_lowers_the_rounds_only_when_the_cells_drown(
     assert len([s for s in aim.record.steps if s.round == 0]) == d
 
 
-@pytest.mark.parametrize("kw", [{"rho": 0.05}, {"epsilon": 1.0}])
+@pytest.mark.parametrize(("kw", "low"), [({"rho": 0.05}, {"rho": 6e-4}),
+                                         ({"epsilon": 1.0}, {"epsilon": 0.1})])
 def test_the_selection_gets_more_when_the_start_keeps_aims_rounds(
-        small: tuple[Workload, pd.DataFrame], kw: dict) -> None:
+        small: tuple[Workload, pd.DataFrame], kw: dict, low: dict) -> None:
     """The one-way initialisation is measured at AIM's share (0.9 of a round's budget); when
     the start keeps T = 16·d (the cells stand out of the noise) the rounds measure at 0.8 and
     select with the rest, and when it lowers T they keep 0.9; with ``cell_sigmas = 0`` (AIM's
-    schedule) or a given ``measure_fraction`` that share throughout. Each first round's
-    calibration is recomputed from the schedule (a planted share fails), and the spend is
-    proved."""
+    schedule), a given ``rounds`` or a given ``measure_fraction``, one share throughout. The
+    first and the last (budget-exhausting) rounds' calibrations are recomputed from the
+    schedule at that share (a planted share fails), and the spend is proved."""
+    from tessera.synth.accounting import step_cost
     from tessera.synth.schedule import (
         MEASURE_FRACTION,
         SELECTIVE_MEASURE_FRACTION,
@@ -499,24 +507,31 @@ def test_the_selection_gets_more_when_the_start_keeps_aims_rounds(
     counts = SensitiveCounts(res.answers, res.n_rows)
     budget = Budget.of(**kw, neighbours="add-remove")
     sens = selection_sensitivity(candidates(w), False)
-    low = Budget.of(rho=6e-4, neighbours="add-remove")
     for b, opts, want in ((budget, {}, SELECTIVE_MEASURE_FRACTION),
-                          (low, {}, MEASURE_FRACTION),  # the start lowers T (test above)
+                          (Budget.of(**low, neighbours="add-remove"), {}, MEASURE_FRACTION),
                           (budget, {"cell_sigmas": 0}, MEASURE_FRACTION),
+                          (budget, {"rounds": 64}, MEASURE_FRACTION),
                           (budget, {"measure_fraction": 0.7}, 0.7)):
         run = adaptive(w, counts, b, source=NoiseSource.seeded(3), rng=3, **opts)
         p = run.record.parameters
         assert p.measure_fraction == want, (opts, p.measure_fraction)
         assert ("measure_fraction" in p.defaulted) == ("measure_fraction" not in opts)
+        assert (p.rounds < p.initial_rounds) == (b is not budget)  # only `low` lowers T
         init = Schedule(b, 1.0, 1.0, sens, opts.get("measure_fraction", MEASURE_FRACTION))
         first = init.round(init.total / p.initial_rounds)
         assert run.measurements[0].sd == pytest.approx(noise_sd(first.measurement), rel=1e-12)
-        rounds = Schedule(b, 1.0, 1.0, sens, want).round(init.total / p.rounds)
-        h = run.record.history[0]
-        assert h.noise == noise_param(rounds.measurement)
-        assert h.selection_epsilon == rounds.selection.epsilon
+        rounds = Schedule(b, 1.0, 1.0, sens, want)
+        h, last = run.record.history[0], run.record.history[-1]
+        assert h.noise == noise_param(rounds.round(init.total / p.rounds).measurement)
+        assert h.selection_epsilon == rounds.round(init.total / p.rounds).selection.epsilon
+        before = sum(Fraction(step_cost(s, b.definition)) for s in run.record.steps
+                     if s.round < last.round)
+        final = rounds.round(init.total - before)
+        assert (last.noise, last.selection_epsilon) == (
+            noise_param(final.measurement), final.selection.epsilon)
         proof = prove(run.record.steps, b.definition, b.neighbours)
         value = proof.epsilon if b.definition is Definition.PURE else proof.rho
         assert value is not None and b.value * (1 - 1e-9) <= value <= b.value
-    assert "measurement share 0.8" in adaptive(
-        w, counts, budget, source=NoiseSource.seeded(3), rng=3).record.describe()
+        text = run.record.describe()
+        assert f"measurement share {want:g} of each round" in text
+        assert ("(0.9 at the one-way initialisation)" in text) == (want == 0.8), text

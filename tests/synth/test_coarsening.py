@@ -20,8 +20,8 @@ from tessera.estimation.maxent import FitResult, GroupMeasurement, ScopeModel, f
 from tessera.mechanisms import NoiseSource
 from tessera.schema.domain import Domain
 from tessera.synth.accounting import Budget, prove
-from tessera.synth.adaptive import adaptive, candidate_workload
-from tessera.synth.candidates import candidates
+from tessera.synth.adaptive import adaptive
+from tessera.synth.candidates import candidate_workload, candidates
 from tessera.synth.coarsening import (
     Coarsened,
     CoarseSpace,

@@ -20,8 +20,10 @@ Differentially Private Synthetic Data", VLDB 2022, Algorithm 1) with these parts
 * **the selection's share** (beyond AIM): a round gives ``measure_fraction`` of its budget to
   the measurement and the rest to the selection. AIM's 0.9 is kept for the one-way
   initialisation and for the rounds when the start lowered T (the measurements are scarce);
-  when the start keeps AIM's T the rounds measure at 0.8, since the selection's resolution is
-  σ·√(f/(1 − f)) whatever the budget (docs/theory.md §5, "the selection's share");
+  when the start keeps AIM's T the rounds measure at 0.8, since the selection's resolution is a
+  fixed multiple of the measurement's noise whatever the budget — (Δ₁/Δ₂)·σ·√(f/(1 − f)) under
+  ρ-zCDP, 2b·f/(1 − f) under pure ε (docs/theory.md §5, "the selection's share"). A given
+  ``rounds`` or ``measure_fraction``, or ``cell_sigmas = 0``, keeps one share throughout;
 * **coarsened measurements** (beyond AIM, :mod:`tessera.synth.coarsening`): after the start,
   values whose noisy one-way count is below ``coarsen_sigmas`` (3) round-noise sd are grouped
   (ordered attributes: runs of consecutive codes; categorical: one group, MST's rule), every
@@ -98,7 +100,6 @@ from tessera.synth.adaptive_record import (
 from tessera.synth.answerable import Answerable
 from tessera.synth.candidates import (
     DEFAULT_MAX_CELLS,
-    candidate_workload,
     candidates,
     eligible,
     grown_size,
@@ -138,18 +139,7 @@ from tessera.synth.schedule import (
 from tessera.synth.sensitive import SensitiveCounts
 from tessera.workload.workload import Workload
 
-__all__ = [  # the records and the inputs' helpers are re-exported: the run's whole interface
-    "DEFAULT_MAX_MODEL_SIZE",
-    "AdaptiveParameters",
-    "AdaptiveProgress",
-    "AdaptiveRecord",
-    "AdaptiveResult",
-    "AdaptiveRound",
-    "AdaptiveTimings",
-    "adaptive",
-    "candidate_workload",
-    "polish_rows",
-]
+__all__ = ["DEFAULT_MAX_MODEL_SIZE", "adaptive"]
 
 FloatArray = npt.NDArray[np.float64]
 #: The cap on the model (bytes of the junction tree's tables, fine domain). AIM's is 80 MiB;
@@ -193,8 +183,8 @@ def adaptive(
     start's rule (module docstring) to no fewer than 4·d), which sets the initial noise; the run
     ends when the budget is spent. ``cell_sigmas``: the start's rule (0: AIM's T whatever the
     budget; a given ``rounds`` is always kept). ``measure_fraction``: the measurement's share of
-    every round (None, the default: 0.9, and 0.8 for the rounds when the start keeps AIM's T;
-    module docstring). ``batch``: selections (each followed
+    every round (None, the default: 0.9, and 0.8 for the rounds when the start, run because
+    ``rounds`` was not given, keeps AIM's T; module docstring). ``batch``: selections (each followed
     by its measurement) per round before the model is refitted (default 1 up to 127 attributes,
     then ⌊d/64⌋: the lazy updating of AIM+GReM, Fuentes et al. 2026). ``accelerated``: the
     fits use mirror descent with Nesterov momentum and adaptive restart

@@ -25,6 +25,7 @@ from tessera.schema.domain import Domain
 from tessera.synth.accounting import Step, prove
 from tessera.synth.model_view import from_cliques
 from tessera.synth.rounds import Timings
+from tessera.synth.schedule import MEASURE_FRACTION
 from tessera.synth.sensitive import Evaluator, query_functions
 from tessera.workload.workload import Workload
 
@@ -155,6 +156,9 @@ class AdaptiveRecord:
             f"{p.anneal:.4g}), {measured} groups "
             f"measured of {p.candidates} candidates; N = {p.normaliser:.6g}, rows = {p.rows}",
             f"start: T = {p.rounds}, measurement share {p.measure_fraction:g} of each round"
+            + (f" ({MEASURE_FRACTION:g} at the one-way initialisation)"
+               if p.measure_fraction != MEASURE_FRACTION and "measure_fraction" in p.defaulted
+               else "")
             + (
                 f" (AIM's {p.initial_rounds} at the one-way initialisation; the average "
                 f"workload cell under {p.cell_sigmas:g} noise sd there, so the one-way "

@@ -73,10 +73,11 @@ LEAST_ROUNDS_PER_ATTRIBUTE = 4
 #: initialisation's, and the rounds' when the start lowered T (the workload's cells were within
 #: ``cell_sigmas`` noise sd at AIM's T: the measurements are what the run lacks).
 MEASURE_FRACTION = 0.9
-#: The rounds' measurement share when the start kept AIM's T (the cells stand out of the noise:
-#: the selection is what the run lacks). The selection's resolution against the measurement's
-#: noise is √(f / (1 − f)) whatever the budget and T (docs/theory.md §5, "the selection's
-#: share"): 3 σ at 0.9, 2 σ at 0.8.
+#: The rounds' measurement share when the start kept AIM's T (the cells stood out of the noise
+#: at the initialisation: the selection is what the run lacks). The selection's resolution, the
+#: L1 error that moves its odds by e, is (Δ₁/Δ₂)·σ·√(f / (1 − f)) under ρ-zCDP and 2b·f/(1 − f)
+#: under pure ε, whatever the budget and T (docs/theory.md §5, "the selection's share"): under
+#: add/remove 3σ at 0.9 and 2σ at 0.8 (18b and 8b).
 SELECTIVE_MEASURE_FRACTION = 0.8
 
 

@@ -63,9 +63,9 @@ from tessera.mechanisms import NoiseSource
 from tessera.privacy import DEFAULT_NEIGHBOURS, Definition, Neighbours
 from tessera.schema.domain import Domain
 from tessera.synth.accounting import Budget as RunBudget
-from tessera.synth.adaptive import adaptive, candidate_workload
+from tessera.synth.adaptive import adaptive
 from tessera.synth.answerable import Answerable, least_structure
-from tessera.synth.candidates import DEFAULT_MAX_CELLS, Candidate, candidates
+from tessera.synth.candidates import DEFAULT_MAX_CELLS, Candidate, candidate_workload, candidates
 from tessera.synth.charge import LedgerLike, Target, check_ledger, ledger_charge, opened_ledger
 from tessera.synth.fitted import FittedSynthesizer, synth_outputs, write_outputs
 from tessera.synth.ipmwu import ipmwu
