@@ -360,8 +360,9 @@ def from_summary(run: Run, entry: dict[str, Any]) -> Run:
     run.marginal_l1 = float(err["marginal_l1"])
     q = err.get("query_error")
     run.query_error = math.nan if q is None else float(q)
+    peak = entry.get("peak_rss_mb")
     run.note = (f"summary: measured {entry['measured_at']} on {entry['machine']}, peak "
-                f"{entry['peak_rss_mb']:.0f} MB")
+                + (f"{peak:.0f} MB" if peak is not None else "memory not recorded"))
     run.extra = {k: entry.get(k) for k in ("measured_at", "machine", "command", "peak_rss_mb",
                                            "mbi", "jax", "cpu_s", "load_start", "load_end")}
     run.extra["reused"] = "summary"
