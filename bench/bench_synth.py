@@ -344,6 +344,7 @@ def aim_runs(dataset: str, k: int, eps: float, args: argparse.Namespace, domain:
     seeds = [0]
     if args.reuse_baselines:
         seeds = sorted({0, *baselines.recorded_seeds(dataset, f"{k}way", "aim", eps)})
+    # one repeat per seed: a seed not on record ("not run") must not stop the others
     return [r for s in seeds for r in repeat("AIM", eps, [s], lambda s: run_baseline(
         "aim", dataset, k, eps, s, args, domain, workload, real, n))]
 

@@ -535,3 +535,27 @@ def test_the_selection_gets_more_when_the_start_keeps_aims_rounds(
         text = run.record.describe()
         assert f"measurement share {want:g} of each round" in text
         assert ("(0.9 at the one-way initialisation)" in text) == (want == 0.8), text
+
+
+@pytest.mark.parametrize("f", [0.7, 0.8, 0.9])
+@pytest.mark.parametrize(("kw", "substitute"), [({"rho": 0.05}, False), ({"rho": 0.05}, True),
+                                                ({"epsilon": 1.0}, False)])
+def test_the_selections_resolution_is_a_fixed_multiple_of_the_noise(
+        kw: dict, substitute: bool, f: float) -> None:
+    """docs/theory.md §5, "the selection's share": the L1 error that moves the selection's odds
+    by e, 2Δ₁/ε_sel, is (Δ₁/Δ₂)·σ·√(f/(1 − f)) under ρ-zCDP and 2b·f/(1 − f) under pure ε,
+    for every round budget (checked on the schedule's own calibrations, 10⁻¹ … 10⁻⁴ of the
+    budget)."""
+    from tessera.synth.schedule import Schedule, noise_param
+
+    l1, l2 = (2.0, math.sqrt(2.0)) if substitute else (1.0, 1.0)
+    budget = Budget.of(**kw, neighbours="substitute" if substitute else "add-remove")
+    w_max = 7.0  # the selection's Δ is w_max · Δ₁
+    schedule = Schedule(budget, l1, l2, w_max * l1, f)
+    for part in (Fraction(1, 10), Fraction(1, 10**4)):
+        cal = schedule.round(schedule.total * part)
+        resolution = 2 * l1 / cal.selection.epsilon
+        noise = noise_param(cal.measurement)
+        want = (l1 / l2) * noise * math.sqrt(f / (1 - f)) if "rho" in kw \
+            else 2 * noise * f / (1 - f)
+        assert resolution == pytest.approx(want, rel=1e-6)

@@ -201,7 +201,6 @@ def adaptive(
     sizes = tuple(dom.sizes)
     if measure_fraction is not None and not 0.0 < measure_fraction < 1.0:
         raise TesseraError(f"measure_fraction must be in (0, 1), got {measure_fraction!r}")
-    fraction = MEASURE_FRACTION if measure_fraction is None else float(measure_fraction)
     cands = candidates(workload, max_cells)
     if not cands:
         raise TesseraError("the workload mentions no attribute: nothing to measure")
@@ -210,8 +209,8 @@ def adaptive(
     substitute = budget.neighbours is Neighbours.SUBSTITUTE
     l1, l2 = (2.0, math.sqrt(2.0)) if substitute else (1.0, 1.0)
     weights = [int(c.weight) if c.is_marginal else 1 for c in cands]
-    sel_sensitivity = selection_sensitivity(cands, substitute)
-    schedule = Schedule(budget, l1, l2, sel_sensitivity, fraction)
+    schedule = Schedule(budget, l1, l2, selection_sensitivity(cands, substitute),
+                         MEASURE_FRACTION if measure_fraction is None else measure_fraction)
     attrs = sorted({c.scope[0] for c in cands if c.is_marginal and len(c.scope) == 1})
     T = int(rounds) if rounds is not None else 16 * len(attrs)
     if T < 1:
@@ -301,8 +300,7 @@ def adaptive(
             if not substitute:
                 total = noisy_total(measurements)
         elif measure_fraction is None:  # the cells stand out at AIM's T: a larger selection
-            fraction = SELECTIVE_MEASURE_FRACTION
-            schedule = Schedule(budget, l1, l2, sel_sensitivity, fraction)
+            schedule = schedule.with_fraction(SELECTIVE_MEASURE_FRACTION)
             cal = schedule.round(schedule.total / T)
     if coarsen_sigmas > 0 and all(c.is_marginal for c in cands):
         # the groups, from the noisy one-way counts (post-processing); wide queries are
@@ -433,8 +431,9 @@ def adaptive(
         np.zeros((0, len(dom)), dtype=np.int64)
     if n_rows and polish_passes > 0:
         synthetic = polish_rows(synthetic, model, fitted, marginal_scopes, polish_passes, gen)
+    share = float(schedule.fraction)  # the rounds' (exact: a Fraction of the float given)
     params = AdaptiveParameters(
-        T, n_rows, fraction, max_model_size, max_cells, iterations, final_iterations,
+        T, n_rows, share, max_model_size, max_cells, iterations, final_iterations,
         sample_size, len(cands), total, per_round, accelerated, defaulted, polish_passes,
         int(exact_work), initial_rounds, float(cell_sigmas) if rounds is None else 0.0,
         float(coarsen_sigmas), None if answer_memory is None else int(answer_memory),

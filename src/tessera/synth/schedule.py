@@ -142,6 +142,10 @@ class Schedule:
         assert out.cost <= share
         return out
 
+    def with_fraction(self, measure_fraction: float) -> Schedule:
+        """The same budget, sensitivities and definition, with another measurement share."""
+        return Schedule(self.budget, self.l1, self.l2, self.sel, measure_fraction)
+
     def annealed(self, cal: Calibration, factor: float | None = None) -> Calibration:
         """AIM's annealing with step ``factor`` > 1: the noise divided and the selection's ε
         multiplied by it, so both mechanisms cost factor² more in ρ (σ/f: ρ = Δ₂²f²/(2σ²);
