@@ -15,6 +15,19 @@ on PyPI): ``Domain.attrs`` (removed in 2.0: the tuple of attribute names) and
 selection (``worst_approximated``: one ``model.project`` per candidate clique) runs under
 ``jax.disable_jit()``: compiled, every candidate's projection is a separate XLA program and the
 process exceeds the kernel's memory-map limit (``vm.max_map_count``) on NLTCS 3-way marginals.
+**The numpy-era AIM.** ``--pgm-path`` may instead name a whole private-pgm tree from before
+its JAX rewrite (``ryan112358/private-pgm`` before 395885b, 2024-11-09; ``mechanisms/`` beside
+its own numpy ``src/mbi``; a ``SOURCE`` file in it names the commit, e.g.
+``ryan112358/private-pgm@93b2947``). That is AIM as published (McKenna et al., VLDB 2022) on the
+backend it was published with, and it is several times faster here than the JAX port: ~12 s of
+CPU a round on NLTCS 3-way against 27–52 s, so that AIM at NLTCS ε = 10 finishes within a
+session. Its scripts run unchanged; two imports they do not use are stubbed
+(``hdmm.matrix.Identity``, the marginal's measurement matrix, becomes a sparse identity, and
+``autodp``'s calibrator, which AIM and MST never call), and its ``GraphicalModel.synthetic_data``
+needs pandas < 3 (``groupby.apply`` passing the grouping columns), so the run can take another
+interpreter: ``TESSERA_BASELINE_PYTHON=/path/to/python`` (numpy, scipy, pandas 2.2, networkx,
+matplotlib). Its runs are cached and summarised under ``mbi = "np-<commit>"``, apart from the
+wheel's: ``bench_synth.py`` compares against the runs of the implementation it is pointed at.
 ε → ρ is the mechanisms' own ``cdp2adp.cdp_rho(ε, δ)``; AIM keeps its defaults
 (``max_model_size=80`` MB, ``max_iters=1000``, ``rounds=16·d``). Their randomness is numpy's
 global generator, seeded per run (``np.random.seed(seed)``).
@@ -69,20 +82,43 @@ HOW_TO_GET = (
     "    git clone https://github.com/ryan112358/mbi /tmp/mbi-src\n"
     "    mkdir -p /tmp/private-pgm && cp /tmp/mbi-src/mechanisms/{aim,mst,mechanism,cdp2adp}.py "
     "/tmp/private-pgm/\n"
-    "then pass --pgm-path /tmp/private-pgm (or set TESSERA_PGM_PATH)."
+    "then pass --pgm-path /tmp/private-pgm (or set TESSERA_PGM_PATH). Or pass a whole "
+    "private-pgm tree of the numpy era (module docs)."
 )
+#: the numpy-era private-pgm tree (``mechanisms/`` beside ``src/mbi`` with FactoredInference)
+NUMPY_TREE_FILES = tuple(f"mechanisms/{f}" for f in PGM_FILES) + ("src/mbi/inference.py",)
+
+
+def is_numpy_tree(p: Path) -> bool:
+    """Whether ``p`` is a numpy-era private-pgm tree (its own ``mbi`` under ``src/``)."""
+    return all((p / f).is_file() for f in NUMPY_TREE_FILES)
+
+
+_IMPLEMENTATION: list[str] = []  # set by pgm_path: the numpy tree's label, when one is used
 
 
 def pgm_path(arg: str | None) -> Path | None:
-    """The directory holding the mechanisms' scripts, or None when missing."""
+    """The directory holding the mechanisms' scripts (flat, for the ``mbi`` wheel; or a
+    numpy-era private-pgm tree), or None when missing. Which one also decides
+    ``mbi_version()``: the two implementations' runs are cached and summarised apart."""
     raw = arg or os.environ.get("TESSERA_PGM_PATH")
     if not raw:
         return None
     p = Path(raw)
+    if is_numpy_tree(p):
+        source = (p / "SOURCE").read_text() if (p / "SOURCE").is_file() else ""
+        commit = source.split("@", 1)[1].split()[0] if "@" in source else "unknown"
+        _IMPLEMENTATION[:] = [f"np-{commit}"]
+        return p
+    _IMPLEMENTATION.clear()
     return p if all((p / f).is_file() for f in PGM_FILES) else None
 
 
 def mbi_version() -> str:
+    """The baselines' implementation: ``np-<commit>`` for a numpy-era private-pgm tree (see
+    ``pgm_path``), else the installed ``mbi`` wheel's version."""
+    if _IMPLEMENTATION:
+        return _IMPLEMENTATION[0]
     try:
         return importlib.metadata.version("mbi")
     except importlib.metadata.PackageNotFoundError:
@@ -199,7 +235,8 @@ def run_cached(dataset: str, k: int, method: str, epsilon: float, seed: int, pgm
         if rec is not None:
             rec["reused"] = True
             return rec
-    cmd = [sys.executable, str(Path(__file__).resolve()), "run", "--dataset", dataset,
+    python = os.environ.get("TESSERA_BASELINE_PYTHON", sys.executable)  # module docs
+    cmd = [python, str(Path(__file__).resolve()), "run", "--dataset", dataset,
            "--k", str(k), "--method", method, "--epsilon", repr(float(epsilon)),
            "--seed", str(seed), "--pgm-path", str(pgm)]
     CACHE.mkdir(parents=True, exist_ok=True)
@@ -220,8 +257,33 @@ def run_cached(dataset: str, k: int, method: str, epsilon: float, seed: int, pgm
 # -- inside the subprocess ----------------------------------------------------------------------
 
 
+def load_numpy_mechanisms(pgm: Path) -> tuple[types.ModuleType, types.ModuleType]:
+    """aim and mst of a numpy-era private-pgm tree, its own ``mbi`` first on the path. Two
+    imports that AIM and MST do not use are stubbed (module docs): ``hdmm.matrix.Identity``, the
+    measurement matrix of a marginal (a sparse identity: what FactoredInference accepts), and
+    ``autodp`` (imported by ``mechanism.py`` for a calibrator AIM and MST never call)."""
+    import scipy.sparse
+
+    hdmm = types.ModuleType("hdmm")
+    matrix = types.ModuleType("hdmm.matrix")
+    matrix.Identity = lambda n: scipy.sparse.identity(n, format="csr")  # type: ignore[attr-defined]
+    hdmm.matrix = matrix  # type: ignore[attr-defined]
+    autodp = types.ModuleType("autodp")
+    autodp.privacy_calibrator = None  # type: ignore[attr-defined]
+    sys.modules.update({"hdmm": hdmm, "hdmm.matrix": matrix, "autodp": autodp})
+    sys.path[:0] = [str(pgm / "src"), str(pgm / "mechanisms"), str(pgm)]
+    import aim
+    import mbi
+    import mst
+
+    assert Path(mbi.__file__).resolve().is_relative_to(pgm.resolve()), mbi.__file__
+    return aim, mst
+
+
 def load_mechanisms(pgm: Path) -> tuple[types.ModuleType, types.ModuleType]:
     """aim and mst modules with the two mbi 2.0 shims (module docs)."""
+    if is_numpy_tree(pgm):
+        return load_numpy_mechanisms(pgm)
     import jax
 
     jax.config.update("jax_enable_compilation_cache", False)
@@ -257,13 +319,14 @@ def _run(args: argparse.Namespace) -> None:
     aim, mst = load_mechanisms(pgm)
     CACHE.mkdir(parents=True, exist_ok=True)
     import cdp2adp
-    import jax
     from mbi import Dataset, Domain
 
+    numpy_tree = is_numpy_tree(pgm)
     config = json.loads((SHARED_DATA / f"{args.dataset}-domain.json").read_text())
     domain = Domain.fromdict(config)
     frame = pd.read_csv(SHARED_DATA / f"{args.dataset}.csv", usecols=list(config))
-    data = Dataset({c: frame[c].to_numpy() for c in config}, domain)
+    data = Dataset(frame, domain) if numpy_tree else \
+        Dataset({c: frame[c].to_numpy() for c in config}, domain)
     cliques = workload_cliques(args.dataset, args.k)
     workload = f"{args.k}way"
     np.random.seed(args.seed)  # not-privacy-noise: the baselines' own (numpy) randomness
@@ -275,7 +338,11 @@ def _run(args: argparse.Namespace) -> None:
         fcntl.flock(lock, fcntl.LOCK_EX)  # never two AIM processes at once
     load_start = os.getloadavg()[0]
     t0 = time.perf_counter()
-    if args.method == "aim":
+    if args.method == "aim" and numpy_tree:  # numpy: nothing to compile, run as published
+        _, synth = aim.AIM(args.epsilon, DELTA).run(data, [(cl, 1.0) for cl in cliques])
+    elif args.method == "aim":
+        import jax
+
         class AIM(aim.AIM):  # type: ignore[misc,name-defined]
             def worst_approximated(self, *a: Any, **k: Any) -> Any:
                 with jax.disable_jit():
@@ -287,7 +354,7 @@ def _run(args: argparse.Namespace) -> None:
     else:
         sys.exit(f"unknown baseline {args.method!r}")
     elapsed = time.perf_counter() - t0
-    columns = synth.to_dict()
+    columns = {c: synth.df[c].to_numpy() for c in config} if numpy_tree else synth.to_dict()
     names = list(config)
     table = np.column_stack([np.asarray(columns[c]) for c in names]).astype(np.int64)
     key = cache_key(args.dataset, workload, args.method, args.epsilon, args.seed)
@@ -302,7 +369,8 @@ def _run(args: argparse.Namespace) -> None:
         "rho": float(cdp2adp.cdp_rho(args.epsilon, DELTA)),
         "time_s": elapsed, "cpu_s": _cpu_seconds(), "load_start": load_start,
         "load_end": os.getloadavg()[0], "rows": int(table.shape[0]), "rows_path": str(rows_path),
-        "mbi": mbi_version(), "jax": importlib.metadata.version("jax"),
+        "mbi": mbi_version(),
+        "jax": None if numpy_tree else importlib.metadata.version("jax"),
         "pgm_source": (pgm / "SOURCE").read_text().strip() if (pgm / "SOURCE").is_file()
         else str(pgm),
         "measured_at": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
