@@ -25,13 +25,14 @@ from hypothesis import strategies as st
 from scipy.optimize import minimize
 
 from tessera.data.counts import count
-from tessera.estimation.maxent import GroupMeasurement, ScopeModel, fit
+from tessera.estimation.maxent import GaussianLoss, GroupMeasurement, ScopeModel, fit
+from tessera.estimation.prior import PRIOR_SCALE, interactions, posterior_mode
 from tessera.estimation.rows import rows_from_cliques
 from tessera.mechanisms import NoiseSource
 from tessera.privacy import Definition, Neighbours
 from tessera.schema.domain import Domain
 from tessera.synth.accounting import Budget, exact_scores, prove, selection_scores
-from tessera.synth.adaptive import adaptive
+from tessera.synth.adaptive import PRIOR_CELL_SIGMAS, adaptive
 from tessera.synth.candidates import (
     candidate_workload,
     candidates,
@@ -276,6 +277,50 @@ def test_a_run_spends_what_it_proves(small: tuple[Workload, pd.DataFrame], kw: d
     # the fitted model is close to the data on the workload (large budget, tiny domain)
     real = count(frame, w).answers / res.n_rows
     assert np.max(np.abs(run.answers(w) - real)) < 0.05
+
+
+def test_the_final_model_is_the_posterior_mode_of_the_runs_measurements(
+        small: tuple[Workload, pd.DataFrame]) -> None:
+    """The default run's model is :func:`posterior_mode` of its own measurements (the same θ
+    from the same likelihood fit), the record says so; ``prior_scale = 0`` leaves the
+    likelihood's model (the same selections and noise: the prior is post-processing) with
+    a loss no higher, and the record says that."""
+    w, frame = small
+    res = count(frame, candidate_workload(w))
+    budget = Budget.of(rho=0.002, neighbours="add-remove")  # little budget: the prior matters
+    sc = SensitiveCounts(res.answers, res.n_rows)
+    post = adaptive(w, sc, budget, source=NoiseSource.seeded(4), rng=4)
+    mle = adaptive(w, sc, budget, source=NoiseSource.seeded(4), rng=4, prior_scale=0)
+    assert [m.y.tolist() for m in post.measurements] == [m.y.tolist() for m in mle.measurements]
+    clarity = post.record.parameters.clarity
+    assert clarity is not None and clarity < PRIOR_CELL_SIGMAS  # the prior's regime
+    assert post.record.parameters.prior_scale == PRIOR_SCALE
+    assert "posterior mode, Cauchy(0, 2.5) prior" in post.record.describe()
+    assert mle.record.parameters.prior_scale == 0.0
+    assert "maximum likelihood (AIM's)" in mle.record.describe()
+    total = mle.record.parameters.normaliser
+    again = posterior_mode(mle.model, list(mle.measurements), total, likelihood=mle.fit.theta)
+    np.testing.assert_allclose(again.theta, post.fit.theta, rtol=1e-9, atol=1e-9)
+    loss = GaussianLoss(mle.model, list(mle.measurements), total)
+    assert loss(mle.fit.marginals)[0] <= loss(post.fit.marginals)[0] + 1e-9
+    shrunk = np.linalg.norm(interactions(post.model, post.fit.theta))
+    assert shrunk < np.linalg.norm(interactions(mle.model, mle.fit.theta))
+
+
+def test_a_clear_run_keeps_the_likelihoods_model(small: tuple[Workload, pd.DataFrame]) -> None:
+    """Where the average cell stands ≥ PRIOR_CELL_SIGMAS noise sd out, the default run is the
+    maximum-likelihood run, bit for bit, and its record says why."""
+    w, frame = small
+    res = count(frame, candidate_workload(w))
+    budget = Budget.of(rho=0.5, neighbours="add-remove")
+    sc = SensitiveCounts(res.answers, res.n_rows)
+    default = adaptive(w, sc, budget, source=NoiseSource.seeded(4), rng=4)
+    mle = adaptive(w, sc, budget, source=NoiseSource.seeded(4), rng=4, prior_scale=0)
+    p = default.record.parameters
+    assert p.clarity is not None and p.clarity >= PRIOR_CELL_SIGMAS and p.prior_scale == 0.0
+    assert "maximum likelihood (AIM's) (the average workload cell" in default.record.describe()
+    np.testing.assert_array_equal(default.fit.theta, mle.fit.theta)
+    np.testing.assert_array_equal(default.rows, mle.rows)
 
 
 @pytest.mark.parametrize("kw", [{"rho": 0.05}, {"epsilon": 1.0}])

@@ -471,6 +471,17 @@ def test_a_bad_annealing_step_is_refused_before_the_charge(
     assert book.releases() == () and book.spent() == 0.0
 
 
+@pytest.mark.parametrize("bad", [-1.0, math.inf, math.nan, "2.5", True])
+def test_a_bad_prior_scale_is_refused_before_the_charge(
+        tmp_path: Path, data: pd.DataFrame, workload: Workload, domain: Domain,
+        bad: object) -> None:
+    book = _ledger(tmp_path, domain, 1.0, "add-remove")
+    with pytest.raises(TesseraError, match="prior_scale"):
+        Synthesizer("adaptive", prior_scale=bad).fit(data, workload, Budget.of(epsilon=0.5),
+                                                     ledger=book)
+    assert book.releases() == () and book.spent() == 0.0
+
+
 def test_issue19_item8_one_default_neighbour_relation(tmp_path: Path, data: pd.DataFrame,
                                                       workload: Workload) -> None:
     """Synthesis, answers, ledgers and the CLI share add/remove as the default."""

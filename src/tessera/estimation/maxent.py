@@ -61,9 +61,9 @@ from tessera.estimation.rows import rows_from_cliques
 from tessera.schema.domain import Domain
 from tessera.workload.families import Partition
 
-__all__ = ["FitResult", "GroupMeasurement", "ScopeModel", "added_query_groups",
-           "added_query_probabilities", "cell_by_cell", "cell_by_cell_error", "fit",
-           "gibbs_functions"]
+__all__ = ["FitResult", "GaussianLoss", "GroupMeasurement", "ScopeModel",
+           "added_query_groups", "added_query_probabilities", "cell_by_cell",
+           "cell_by_cell_error", "fit", "gibbs_functions"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.intp]
@@ -239,10 +239,11 @@ class ScopeModel:
         return out
 
 
-class _Objective:
-    """L(μ) and ∇_μ L for fixed measurements on a fixed model, vectorised: every measurement
-    of one group folds into one quadratic (C/2)‖N μ_g − ȳ_g‖² + const, C = Σ 1/σ_m²,
-    ȳ = Σ (y_m/σ_m²)/C; the projections of all groups are one ``np.bincount``."""
+class GaussianLoss:
+    """The fit's loss L(μ) (module docstring) and ∇_μ L for fixed measurements on a fixed
+    model, vectorised: every measurement of one group folds into one quadratic
+    (C/2)‖N μ_g − ȳ_g‖² + const, C = Σ 1/σ_m², ȳ = Σ (y_m/σ_m²)/C; the projections of all
+    groups are one ``np.bincount``."""
 
     def __init__(self, model: ScopeModel, measurements: Sequence[GroupMeasurement],
                  total: float) -> None:
@@ -461,7 +462,7 @@ def fit(model: ScopeModel, measurements: Sequence[GroupMeasurement], total: floa
     accelerated form (:func:`_fit_momentum`)."""
     theta = model.zero() if theta is None else np.asarray(theta, dtype=np.float64)
     alpha = initial_step(measurements, total) if alpha is None else alpha
-    objective = _Objective(model, measurements, total)
+    objective = GaussianLoss(model, measurements, total)
     if momentum:
         return _fit_momentum(model, objective, theta, alpha, iterations, tolerance)
     mu = model.marginals(theta)
@@ -485,7 +486,7 @@ def fit(model: ScopeModel, measurements: Sequence[GroupMeasurement], total: floa
     return FitResult(theta, mu, loss, alpha, it, calls)
 
 
-def _fit_momentum(model: ScopeModel, objective: _Objective, theta: FloatArray, alpha: float,
+def _fit_momentum(model: ScopeModel, objective: GaussianLoss, theta: FloatArray, alpha: float,
                   iterations: int, tolerance: float) -> FitResult:
     """Mirror descent with Nesterov extrapolation in the natural parameters and adaptive
     restart (O'Donoghue & Candès, "Adaptive restart for accelerated gradient schemes", 2015):

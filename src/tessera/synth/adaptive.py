@@ -51,6 +51,13 @@ Differentially Private Synthetic Data", VLDB 2022, Algorithm 1) with these parts
   default doubles the round's cost — √2 under zCDP, 2 under pure ε — and spends the budget in
   finer steps: docs/theory.md §5); when what is left would not pay two more rounds, a last
   round spends all of it;
+* **the final estimate** (beyond AIM, :mod:`tessera.estimation.prior`): the rounds fit by
+  maximum likelihood; when the average workload cell stood fewer than 10 noise sd out at the
+  rounds' first noise (:data:`PRIOR_CELL_SIGMAS`, judged like the start from n̂ and public
+  sizes), the final model is the posterior mode under a weakly informative Cauchy(0, 2.5)
+  prior on its interactions (main effects free; ``prior_scale``, 0 = AIM's maximum-likelihood
+  model): the likelihood lets the noise of marginals measured once into the model, and with
+  little budget that is most of its error (docs/theory.md §5);
 * **output**: rows sampled from the final model by the engine's perfect sampler (``rows``
   defaults to N), then ``polish_passes`` passes of a local search that brings the rows' counts
   over the workload's scopes closer to the model's own
@@ -86,6 +93,7 @@ import numpy.typing as npt
 
 from tessera.errors import TesseraError
 from tessera.estimation.maxent import GroupMeasurement, fit
+from tessera.estimation.prior import PRIOR_SCALE, posterior_mode
 from tessera.mechanisms import NoiseSource
 from tessera.privacy import Neighbours
 from tessera.synth.accounting import Budget, Step, exact_scores, prove, step_cost
@@ -151,6 +159,19 @@ FloatArray = npt.NDArray[np.float64]
 DEFAULT_MAX_MODEL_SIZE = 8 * 2**20
 
 
+#: The final estimate is the posterior mode (``prior_scale``) when the average workload cell
+#: stands fewer than this many noise standard deviations out at the rounds' first noise: there
+#: the likelihood lets the noise into the model (NLTCS 3-way, ε = 0.1: 3.0, the error 0.92×;
+#: Adult 2-way: 0.5–1.5). Above it the prior moves the estimate by ~1 % at 1.5–2× the fit's
+#: time (NLTCS ε = 1: 28; ε = 10: 214; docs/benchmarks.md, session 14).
+PRIOR_CELL_SIGMAS = 10.0
+
+
+def mean_cells(sizes: Sequence[int], scopes: Sequence[Sequence[int]]) -> float:
+    """The mean number of cells of the marginals over ``scopes`` (public sizes)."""
+    return sum(math.prod(sizes[a] for a in s) for s in scopes) / len(scopes)
+
+
 def adaptive(
     workload: Workload,
     counts: SensitiveCounts,
@@ -174,6 +195,7 @@ def adaptive(
     accelerated: bool = True,
     answer_memory: int | None = None,
     anneal: float | None = None,
+    prior_scale: float = PRIOR_SCALE,
     progress: Callable[[AdaptiveProgress], None] | None = None,
 ) -> AdaptiveResult:
     """Run the adaptive method (module docstring) on the exact ``counts`` of
@@ -195,6 +217,11 @@ def adaptive(
     outputs only; the adaptive route sets it); None (the default): no such constraint, nothing
     of it computed. ``anneal``: the annealing step (> 1; AIM's is 2; None, the default: the
     step that doubles a round's cost, :func:`~tessera.synth.schedule.annealing_step`).
+    ``prior_scale``: the final estimate is the posterior mode under a Cauchy(0, s) prior on the
+    model's interactions (:func:`tessera.estimation.prior.posterior_mode`; s = 2.5, the
+    default) when the average workload cell stood fewer than :data:`PRIOR_CELL_SIGMAS` noise
+    sd out at the rounds' first noise; 0, or a clearer run: the maximum-likelihood fit, AIM's
+    estimate (the record's ``prior_scale`` says which ran).
     ``rng``: post-processing randomness (samples of the model, output rows)."""
     t0 = time.perf_counter()
     dom = workload.domain
@@ -289,8 +316,7 @@ def adaptive(
     total = float(exact.n) if substitute else noisy_total(measurements)
     marginal_scopes = maximal_scopes([c.scope for c in cands if c.is_marginal])
     if rounds is None and cell_sigmas > 0 and marginal_scopes:  # the start: n̂, public sizes
-        cells = (sum(math.prod(sizes[a] for a in s) for s in marginal_scopes)
-                 / len(marginal_scopes))
+        cells = mean_cells(sizes, marginal_scopes)
         start = starting_rounds(schedule, T, LEAST_ROUNDS_PER_ATTRIBUTE * len(attrs), total,
                                 cells, cell_sigmas)
         if start < T:
@@ -302,6 +328,11 @@ def adaptive(
         elif measure_fraction is None:  # the cells stand out at AIM's T: a larger selection
             schedule = schedule.with_fraction(SELECTIVE_MEASURE_FRACTION)
             cal = schedule.round(schedule.total / T)
+    # how many noise sd the average workload cell stands out at the rounds' first noise
+    # (n̂ and public sizes: post-processing); the final estimate's prior is for below
+    # PRIOR_CELL_SIGMAS
+    clarity = (total / (mean_cells(sizes, marginal_scopes) * noise_sd(cal.measurement))
+               if marginal_scopes else math.inf)
     if coarsen_sigmas > 0 and all(c.is_marginal for c in cands):
         # the groups, from the noisy one-way counts (post-processing); wide queries are
         # functions of the fine values, so a workload with any keeps every value
@@ -415,6 +446,11 @@ def adaptive(
     tf = t_out = time.perf_counter()
     fitted = fit(model, fitted_on, total, theta=fitted.theta, alpha=fitted.alpha,
                  iterations=final_iterations, momentum=accelerated)
+    if prior_scale > 0 and clarity < PRIOR_CELL_SIGMAS:  # the posterior mode (estimation.prior)
+        fitted = posterior_mode(model, fitted_on, total, scale=prior_scale,
+                                likelihood=fitted.theta)
+    else:
+        prior_scale = 0.0
     if space is not None:  # the model over the fine domain, exactly (CoarseSpace.expand)
         model, fitted = space.expand(model, fitted)
     if keeper is not None:  # by construction never: every selection kept the answers
@@ -437,7 +473,8 @@ def adaptive(
         sample_size, len(cands), total, per_round, accelerated, defaulted, polish_passes,
         int(exact_work), initial_rounds, float(cell_sigmas) if rounds is None else 0.0,
         float(coarsen_sigmas), None if answer_memory is None else int(answer_memory),
-        len(keeper.functions) if keeper is not None else 0, anneal_step)
+        len(keeper.functions) if keeper is not None else 0, anneal_step, float(prior_scale),
+        clarity if math.isfinite(clarity) else None)
     timings = AdaptiveTimings(setup, tuple(h.seconds for h in history),
                               time.perf_counter() - t_out, fit_seconds)
     record = AdaptiveRecord(

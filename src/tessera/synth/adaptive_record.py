@@ -98,6 +98,10 @@ class AdaptiveParameters:
     answer_memory: int | None = None  # the answerability constraint's memory limit (None: off)
     answerable: int = 0  # the workload's queries it keeps answerable
     anneal: float = 2.0  # the annealing step (noise divided by it): AIM's 2; zCDP default √2
+    prior_scale: float = 0.0  # the final estimate's prior on interactions (0: maximum likelihood)
+    #: noise sd the average workload cell stood out at the rounds' first noise (None: no
+    #: marginal in the workload); the prior runs below PRIOR_CELL_SIGMAS
+    clarity: float | None = None
 
 
 @dataclass(frozen=True)
@@ -165,6 +169,12 @@ class AdaptiveRecord:
                 "marginals were measured again)" if p.initial_rounds > p.rounds else ""),
             f"model: width {self.width}, {self.model_bytes:,} bytes of junction-tree tables "
             f"(cap {p.max_model_size:,})",
+            "final estimate: " + (f"posterior mode, Cauchy(0, {p.prior_scale:g}) prior on the "
+                                  "model's interactions" if p.prior_scale > 0
+                                  else "maximum likelihood (AIM's)")
+            + ("" if p.clarity is None else
+               f" (the average workload cell {p.clarity:.3g} noise sd out at the rounds' "
+               "first noise)"),
             *([f"selection kept the workload's {p.answerable} queries and its families "
                f"answerable within {p.answer_memory:,} bytes (withheld {self.withheld:,} "
                "eligible offers over the rounds)"] if p.answer_memory is not None else []),

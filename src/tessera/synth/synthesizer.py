@@ -403,6 +403,13 @@ def _adaptive_preflight(workload: Workload, opts: dict[str, Any], neighbours: Ne
         if isinstance(sig, bool) or not isinstance(sig, (int, float)) or not (
                 math.isfinite(sig) and sig >= 0):
             raise TesseraError(f"{key} must be a finite number ≥ 0, got {sig!r}", hint=hint)
+    scale = opts.get("prior_scale", 0.0)
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not (
+            math.isfinite(scale) and scale >= 0):
+        raise TesseraError(f"prior_scale must be a finite number ≥ 0, got {scale!r}",
+                           hint="2.5 (the default: a weakly informative Cauchy prior on the "
+                                "final model's interactions), or 0 for the maximum-likelihood "
+                                "fit")
     step = opts.get("anneal")
     if step is not None and (isinstance(step, bool) or not isinstance(step, (int, float))
                              or not (math.isfinite(step) and step > 1)):
