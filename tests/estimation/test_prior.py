@@ -169,3 +169,15 @@ def test_a_scale_that_is_not_a_positive_number_is_refused() -> None:
     for bad in (0.0, -1.0, math.inf, math.nan):
         with pytest.raises(ValueError, match="scale"):
             posterior_mode(model, noisy, 4.0, scale=bad)
+
+
+@pytest.mark.parametrize("passes", [30, 90, 300])
+def test_the_engine_passes_are_capped(passes: int) -> None:
+    """``passes`` bounds the engine passes of both trials and the rest (three an evaluation,
+    one more for the result's marginals), and a larger cap never ends higher."""
+    model, ms, total, _ = _problem(1)
+    mle = fit(model, ms, total, iterations=500)
+    free = posterior_mode(model, ms, total, likelihood=mle.theta)
+    capped = posterior_mode(model, ms, total, likelihood=mle.theta, passes=passes)
+    assert capped.oracle_calls <= passes + 1 < free.oracle_calls
+    assert capped.loss >= free.loss - 1e-9

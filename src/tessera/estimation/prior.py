@@ -111,13 +111,15 @@ def interactions(model: ScopeModel, theta: FloatArray) -> FloatArray:
 
 def posterior_mode(model: ScopeModel, measurements: Sequence[GroupMeasurement], total: float,
                    *, scale: float = PRIOR_SCALE, likelihood: FloatArray | None = None,
-                   iterations: int = 1000, tolerance: float = 1e-10) -> FitResult:
+                   iterations: int = 1000, passes: int | None = None,
+                   tolerance: float = 1e-10) -> FitResult:
     """argmin_θ L(μ(θ)) + Σ_i log(1 + (M θ)_i²/``scale``²) (module docstring) by L-BFGS (memory
     50), stopping when F falls by less than ``tolerance`` relative; the result's ``loss`` is F.
 
     The start: θ = 0 (the prior's mode, the uniform distribution) and, when given, the
     maximum-likelihood θ (``likelihood``) each get 300 steps, and the one that got lower goes
-    on to ``iterations`` in all. F is not convex in θ, and each start stalls where the other
+    on to ``iterations`` in all; ``passes`` caps the engine passes (three an evaluation; half
+    of them for the trials). F is not convex in θ, and each start stalls where the other
     does not. Where noisy counts are negative, the likelihood drives those cells'
     probabilities to 0 and θ towards −∞ along directions it barely constrains (NLTCS 3-way,
     ε = 0.1, seed 0: ‖M θ‖² = 1.6·10⁵ at the maximum-likelihood θ); L-BFGS from there is at
@@ -148,19 +150,27 @@ def posterior_mode(model: ScopeModel, measurements: Sequence[GroupMeasurement], 
         return (loss + float(np.sum(np.log1p(q))),
                 jg + interactions(model, 2.0 * precision * m / (1.0 + q)))
 
-    def descend(start: FloatArray, steps: int) -> OptimizeResult:
+    # every evaluation is three engine passes; ``passes`` caps them all (the trials included)
+    evaluations = math.inf if passes is None else max(passes // 3, 2)
+
+    def descend(start: FloatArray, steps: int, most: float) -> OptimizeResult:
+        options = {"maxiter": steps, "ftol": tolerance, "gtol": 0.0, "maxcor": _MEMORY}
+        if math.isfinite(most):
+            options["maxfun"] = max(int(most), 1)
         return minimize(objective, np.asarray(start, dtype=np.float64), jac=True,
-                        method="L-BFGS-B", options={"maxiter": steps, "ftol": tolerance,
-                                                    "gtol": 0.0, "maxcor": _MEMORY})
+                        method="L-BFGS-B", options=options)
 
     trial = min(_TRIAL, iterations)
-    best = descend(model.zero(), trial)
+    starts = 1 if likelihood is None else 2
+    best = descend(model.zero(), trial, evaluations / (2 * starts))
+    used = best.nfev
     if likelihood is not None:  # the start whose trial got lower goes on
-        other = descend(likelihood, trial)
+        other = descend(likelihood, trial, evaluations / (2 * starts))
+        used += other.nfev
         if other.fun < best.fun:
             best = other
-    if iterations > trial and best.nit >= trial:
-        best = descend(best.x, iterations - trial)
+    if iterations > trial and best.nit >= trial and evaluations - used >= 1:
+        best = descend(best.x, iterations - trial, evaluations - used)
     theta = np.asarray(best.x, dtype=np.float64)
     return FitResult(theta, marginals(theta), float(best.fun), initial_step(measurements, total),
                      int(best.nit), calls)

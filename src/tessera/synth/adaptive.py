@@ -165,6 +165,10 @@ DEFAULT_MAX_MODEL_SIZE = 8 * 2**20
 #: Adult 2-way: 0.5–1.5). Above it the prior moves the estimate by ~1 % at 1.5–2× the fit's
 #: time (NLTCS ε = 1: 28; ε = 10: 214; docs/benchmarks.md, session 14).
 PRIOR_CELL_SIGMAS = 10.0
+#: The final posterior mode's engine work (passes × junction-tree bytes) is at most this many
+#: times all the likelihood fits' of the run: a deterministic bound on its time (an Adult ε = 1
+#: run took 189 s against 38–45 s for the others without it).
+PRIOR_WORK = 2.0
 
 
 def mean_cells(sizes: Sequence[int], scopes: Sequence[Sequence[int]]) -> float:
@@ -361,6 +365,10 @@ def adaptive(
     model = build_model(model_dom, fitted_on, workload)
     tf = time.perf_counter()
     fitted = fit(model, fitted_on, total, iterations=iterations, momentum=accelerated)
+    # the fits' engine work (passes × junction-tree bytes): the final posterior mode may spend
+    # at most PRIOR_WORK times it, so its time stays a bounded multiple of the fits'
+    size_now = model_size(sizes, model_scopes(measurements))
+    fit_work = fitted.oracle_calls * size_now
     fit_seconds = time.perf_counter() - tf
     setup = time.perf_counter() - t0
     history: list[AdaptiveRound] = []
@@ -430,6 +438,7 @@ def adaptive(
         if annealed:
             cal = schedule.annealed(cal, anneal_step)
         size_now = size_bound = model_size(sizes, model_scopes(measurements))
+        fit_work += fitted.oracle_calls * size_now
         seconds = (time.perf_counter() - tr) / max(len(picked), 1)
         for i, _ in picked:
             history.append(AdaptiveRound(
@@ -447,8 +456,10 @@ def adaptive(
     fitted = fit(model, fitted_on, total, theta=fitted.theta, alpha=fitted.alpha,
                  iterations=final_iterations, momentum=accelerated)
     if prior_scale > 0 and clarity < PRIOR_CELL_SIGMAS:  # the posterior mode (estimation.prior)
+        fit_work += fitted.oracle_calls * size_now
         fitted = posterior_mode(model, fitted_on, total, scale=prior_scale,
-                                likelihood=fitted.theta)
+                                likelihood=fitted.theta, passes=int(
+                                    PRIOR_WORK * fit_work / max(size_now, 1)))
     else:
         prior_scale = 0.0
     if space is not None:  # the model over the fine domain, exactly (CoarseSpace.expand)
