@@ -63,7 +63,7 @@ from tessera.workload.families import Partition
 
 __all__ = ["FitResult", "GaussianLoss", "GroupMeasurement", "ScopeModel",
            "added_query_groups", "added_query_probabilities", "cell_by_cell",
-           "cell_by_cell_error", "fit", "gibbs_functions"]
+           "cell_by_cell_error", "fit", "gibbs_functions", "initial_step"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.intp]
