@@ -149,9 +149,9 @@ def test_a_wide_prior_gives_the_maximum_likelihood_fit() -> None:
                                    atol=1e-5)
 
 
-def test_the_prior_shrinks_the_interactions_and_not_the_main_effects() -> None:
-    """One noisy 2×2 marginal: the posterior mode keeps the fitted one-way totals close to the
-    likelihood's and pulls the interaction towards 0 (monotone in the scale)."""
+def test_a_narrower_prior_shrinks_the_interactions_more() -> None:
+    """One noisy 2×2 marginal (a negative count): the posterior mode's interaction part grows
+    with the scale, and a narrow prior cuts it to under a quarter of a wide one's."""
     model = ScopeModel(Domain.from_dict({"a": 2, "b": 2}), [(0, 1)])
     noisy = [GroupMeasurement((0, 1), np.array([60.0, -20.0, 10.0, 50.0]), 30.0)]
     strength = []
