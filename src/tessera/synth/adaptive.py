@@ -166,8 +166,10 @@ DEFAULT_MAX_MODEL_SIZE = 8 * 2**20
 #: time (NLTCS ε = 1: 28; ε = 10: 214; docs/benchmarks.md, session 14).
 PRIOR_CELL_SIGMAS = 10.0
 #: The final posterior mode's engine work (passes × junction-tree bytes) is at most this many
-#: times all the likelihood fits' of the run: a deterministic bound on its time (an Adult ε = 1
-#: run took 189 s against 38–45 s for the others without it).
+#: times all the likelihood fits' of the run: a deterministic bound on its time relative to the
+#: fits' (before it, one Adult ε = 1 run took 189 s against 38–45 s for the others; in the
+#: benchmark's paired runs the cap never bound, and one of five runs after it still took 78 s
+#: of CPU: docs/benchmarks.md, session 14).
 PRIOR_WORK = 2.0
 
 
