@@ -398,18 +398,14 @@ def _adaptive_preflight(workload: Workload, opts: dict[str, Any], neighbours: Ne
         raise TesseraError(f"measure_fraction must be in (0, 1), got {f!r}")
     for key, hint in (("cell_sigmas", "3 (the default start), or 0 for AIM's T = 16·d"),
                       ("coarsen_sigmas", "3 (MST's threshold, the default), or 0 to measure "
-                                         "every cell")):
+                                         "every cell"),
+                      ("prior_scale", "2.5 (the default: a weakly informative Cauchy prior on "
+                                      "the final model's interactions), or 0 for the "
+                                      "maximum-likelihood fit")):
         sig = opts.get(key, 0.0)
         if isinstance(sig, bool) or not isinstance(sig, (int, float)) or not (
                 math.isfinite(sig) and sig >= 0):
             raise TesseraError(f"{key} must be a finite number ≥ 0, got {sig!r}", hint=hint)
-    scale = opts.get("prior_scale", 0.0)
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not (
-            math.isfinite(scale) and scale >= 0):
-        raise TesseraError(f"prior_scale must be a finite number ≥ 0, got {scale!r}",
-                           hint="2.5 (the default: a weakly informative Cauchy prior on the "
-                                "final model's interactions), or 0 for the maximum-likelihood "
-                                "fit")
     step = opts.get("anneal")
     if step is not None and (isinstance(step, bool) or not isinstance(step, (int, float))
                              or not (math.isfinite(step) and step > 1)):
