@@ -33,6 +33,7 @@ from tessera.privacy import Definition, Neighbours
 from tessera.schema.domain import Domain
 from tessera.synth.accounting import Budget, exact_scores, prove, selection_scores
 from tessera.synth.adaptive import PRIOR_CELL_SIGMAS, adaptive
+from tessera.synth.adaptive_record import AdaptiveResult
 from tessera.synth.candidates import (
     candidate_workload,
     candidates,
@@ -437,37 +438,107 @@ def test_rows_of_codes_are_a_valid_input(small: tuple[Workload, pd.DataFrame]) -
     np.testing.assert_array_equal(a.rows, b.rows)
 
 
-def test_polished_rows_are_closer_to_the_model() -> None:
-    """The same seeded run with and without the rows' polish: the same model; the polished rows'
-    3-way marginals are closer to n P_θ's (exact, from the clique tree) than the rounded
-    rows'."""
-    from tessera.estimation.tree_marginals import tree_marginal
-    from tessera.synth.synthesizer import Synthesizer
-
+def chain_setting() -> tuple[Domain, Workload, pd.DataFrame]:
+    """2,000 rows of a 7-attribute binary chain (every attribute copies the previous one,
+    flipped 20 %) and its 3-way marginals: a model wider than the workload's scopes."""
     rng = np.random.default_rng(1)  # not-privacy-noise: test data
     n, d = 2000, 7
     x = np.zeros((n, d), dtype=np.int64)
     x[:, 0] = rng.integers(0, 2, n)
-    for j in range(1, d):  # a chain: every attribute copies the previous one, flipped 20 %
+    for j in range(1, d):
         x[:, j] = x[:, j - 1] ^ (rng.random(n) < 0.2)
     dom = Domain.from_dict({f"x{j}": 2 for j in range(d)})
-    w = Workload.of(dom, [], partitions=k_way_marginals(dom, 3))
-    frame = pd.DataFrame(x, columns=dom.names)
-    runs = [Synthesizer(polish_passes=p).fit(frame, w, Budget.of(rho=5.0), seed=2).result
-            for p in (0, 10)]
-    np.testing.assert_array_equal(runs[0].fit.theta, runs[1].fit.theta)
-    tree = runs[1].model.clique_tree(runs[1].fit.theta)
-    assert tree is not None
-    dist = []
-    for res in runs:
+    return dom, Workload.of(dom, [], partitions=k_way_marginals(dom, 3)), \
+        pd.DataFrame(x, columns=dom.names)
+
+
+def polish_distances(dom: Domain, results: list[AdaptiveResult]
+                     ) -> list[dict[tuple[int, ...], float]]:
+    """Per run and 3-way scope: L1 between the rows' counts and n P_θ (exact, clique tree)."""
+    from tessera.estimation.tree_marginals import tree_marginal
+
+    out = []
+    for res in results:
+        tree = res.model.clique_tree(res.fit.theta)
+        assert tree is not None
         rows = np.asarray(res.rows)
-        total = 0.0
-        for s in itertools.combinations(range(d), 3):
+        dist = {}
+        for s in itertools.combinations(range(len(dom)), 3):
             want = rows.shape[0] * tree_marginal(tree[0], tree[1], dom.sizes, s)
             key = np.ravel_multi_index(tuple(rows[:, a] for a in s), (2, 2, 2))
-            total += float(np.abs(np.bincount(key, minlength=8) - want).sum())
-        dist.append(total)
-    assert dist[1] < 0.8 * dist[0], dist
+            dist[s] = float(np.abs(np.bincount(key, minlength=8) - want).sum())
+        out.append(dist)
+    return out
+
+
+def polished_runs(passes: tuple[int, ...] = (0, 10)) -> tuple[Domain, list[AdaptiveResult]]:
+    """The same seeded run of :func:`chain_setting` with each number of polish passes."""
+    from tessera.synth.synthesizer import Synthesizer
+
+    dom, w, frame = chain_setting()
+    runs = [Synthesizer(polish_passes=p).fit(frame, w, Budget.of(rho=5.0), seed=2).result
+            for p in passes]
+    for r in runs[1:]:
+        np.testing.assert_array_equal(runs[0].fit.theta, r.fit.theta)
+    return dom, runs
+
+
+def test_polished_rows_are_closer_to_the_model() -> None:
+    """The same seeded run with and without the rows' polish: the same model; the polished rows'
+    3-way marginals are closer to n P_θ's (exact, from the clique tree) than the rounded
+    rows'."""
+    dom, runs = polished_runs()
+    before, after = (sum(d.values()) for d in polish_distances(dom, runs))
+    assert after < 0.8 * before, (before, after)
+
+
+def test_a_scope_past_the_tree_marginals_limit_is_still_polished(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scope whose tree marginal needs too large a message (simulated: every scope holding
+    x0 and x6, at the ends of the chain, so far apart in the tree) is polished towards its
+    marginal from the grown model, and the other scopes as before. The planted bug — give up the
+    whole polish on one such scope, as before the fix — leaves every row unpolished and fails."""
+    import tessera.synth.row_polish as row_polish
+
+    real = row_polish.tree_marginal
+    far = []
+
+    def limited(cliques, parents, sizes, scope, holder=None):  # type: ignore[no-untyped-def]
+        if 0 in scope and 6 in scope:
+            far.append(tuple(scope))
+            return None
+        return real(cliques, parents, sizes, scope, holder)
+
+    monkeypatch.setattr(row_polish, "tree_marginal", limited)
+    dom, runs = polished_runs()
+    assert far, "no scope took the fallback: the test would prove nothing"
+    before, after = polish_distances(dom, runs)
+    assert sum(after[s] for s in far) < 0.8 * sum(before[s] for s in far), (before, after)
+    assert sum(after.values()) < 0.8 * sum(before.values())
+
+
+def test_a_scope_past_the_memory_guard_is_left_out_of_the_polish(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scope whose marginal the engine refuses even from the grown model is no target; the
+    rows are polished towards every other scope's."""
+    import tessera.synth.row_polish as row_polish
+    from tessera.errors import ResourceError
+
+    refused = (0, 3, 6)
+    real = row_polish.tree_marginal
+
+    def limited(cliques, parents, sizes, scope, holder=None):  # type: ignore[no-untyped-def]
+        return None if tuple(scope) == refused else real(cliques, parents, sizes, scope, holder)
+
+    def guard(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise ResourceError("past the memory limit (test)")
+
+    monkeypatch.setattr(row_polish, "tree_marginal", limited)
+    monkeypatch.setattr(row_polish, "scope_marginal", guard)
+    dom, runs = polished_runs()
+    before, after = polish_distances(dom, runs)
+    others = [s for s in before if s != refused]
+    assert sum(after[s] for s in others) < 0.8 * sum(before[s] for s in others)
 
 
 # -- the start: rounds from the budget, n̂ and the workload's cells ------------------------------
