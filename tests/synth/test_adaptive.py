@@ -496,8 +496,9 @@ def test_a_scope_past_the_tree_marginals_limit_is_still_polished(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A scope whose tree marginal needs too large a message (simulated: every scope holding
     x0 and x6, at the ends of the chain, so far apart in the tree) is polished towards its
-    marginal from the grown model, and the other scopes as before. The planted bug — give up the
-    whole polish on one such scope, as before the fix — leaves every row unpolished and fails."""
+    marginal from :func:`~tessera.synth.model_answers.scope_marginal` (the path of the model's
+    own answers), and the other scopes as before. The planted bug — give up the whole polish on
+    one such scope, as before the fix — leaves every row unpolished and fails."""
     import tessera.synth.row_polish as row_polish
 
     real = row_polish.tree_marginal
@@ -533,11 +534,20 @@ def test_a_scope_past_the_memory_guard_is_left_out_of_the_polish(
     def guard(*args, **kwargs):  # type: ignore[no-untyped-def]
         raise ResourceError("past the memory limit (test)")
 
+    targeted: list[tuple[int, ...]] = []
+    real_polish = row_polish.polish
+
+    def recorded(rows, sizes, scopes, *args, **kwargs):  # type: ignore[no-untyped-def]
+        targeted.extend(scopes)
+        return real_polish(rows, sizes, scopes, *args, **kwargs)
+
     monkeypatch.setattr(row_polish, "tree_marginal", limited)
     monkeypatch.setattr(row_polish, "scope_marginal", guard)
+    monkeypatch.setattr(row_polish, "polish", recorded)
     dom, runs = polished_runs()
     before, after = polish_distances(dom, runs)
     others = [s for s in before if s != refused]
+    assert sorted(targeted) == others  # every scope but the refused one is a target
     assert sum(after[s] for s in others) < 0.8 * sum(before[s] for s in others)
 
 
