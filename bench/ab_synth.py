@@ -13,7 +13,8 @@ noise for as long as they make the same choices) on the same data, workload and 
 marginals + 1,000 predicate queries; (ε, δ = 1e-9), add/remove; ``--data holdout``: all 2-way
 marginals of a held-out table built from ../shared/data/adult-raw, :func:`holdout`; ``--data
 small``: 1,304 rows of Adult, all 3-way marginals of eight attributes, :func:`small`) and measures
-the rows with bench_synth's own ``errors`` (mean marginal L1, mean predicate-query error). It
+the rows with bench_synth's own ``errors`` (mean marginal L1, mean predicate-query error;
+``--hide-queries``: the run is fitted to the marginals alone and still scored on the queries). It
 also records the error of the fitted model's exact marginals
 (``tessera.synth.model_answers.model_counts``: no rows), the run's CPU time, rounds and final
 loss. One JSON line per run is appended to ``--out``; a variant is whatever code ``PYTHONPATH``
@@ -132,8 +133,10 @@ def run(args: argparse.Namespace) -> None:
     for s in args.seeds:
         t0, c0 = time.perf_counter(), time.process_time()
         budget = ts.Budget.of(epsilon=args.eps) if args.pure else bs.budget(args.eps)
+        seen = ts.Workload.of(w.domain, [], partitions=w.partitions) if args.hide_queries \
+            else w  # --hide-queries: the predicate queries are scored, never shown to the run
         fitted = ts.Synthesizer("adaptive", **opts).fit(
-            frame, w, budget, neighbours=bs.NEIGHBOURS, seed=s)
+            frame, seen, budget, neighbours=bs.NEIGHBOURS, seed=s)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         l1, q, mx = bs.errors(real, n, np.asarray(fitted.rows), w)
         res = fitted.result
@@ -150,7 +153,8 @@ def run(args: argparse.Namespace) -> None:
             extra["polish_cpu"] = time.process_time() - c1
             extra["l1_polished"], q2, _ = bs.errors(real, n, rows, w)
             extra["query_polished"] = None if math.isnan(q2) else q2
-        line = {"label": args.label + (" (pure)" if args.pure else ""), "data": args.data,
+        line = {"label": args.label + (" (pure)" if args.pure else "")
+                + (" (queries hidden)" if args.hide_queries else ""), "data": args.data,
                 "eps": args.eps, "seed": s,
                 "opts": opts, "l1": l1, "query": None if math.isnan(q) else q, "max": mx,
                 "model_l1": model_error(res, w, real, n), "wall": wall, "cpu": cpu,
@@ -255,6 +259,10 @@ def main() -> None:
     r.add_argument("--pure", action="store_true",
                    help="pure ε-DP (ε, add/remove) instead of (ε, δ = 1e-9); the label gets "
                         "' (pure)'")
+    r.add_argument("--hide-queries", action="store_true",
+                   help="fit on the workload's marginals only; the predicate queries (Adult's "
+                        "1,000) are still scored: queries the synthesizer was not fitted to; "
+                        "the label gets ' (queries hidden)'")
     r.add_argument("--also-polish", type=int, default=0, metavar="PASSES",
                    help="also polish the run's rows here (run it with polish_passes=0)")
     b = sub.add_parser("baseline")
