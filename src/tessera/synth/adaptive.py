@@ -321,8 +321,8 @@ def adaptive(
         measure(index[((a,), None)], cal.measurement, 0)
     total = float(exact.n) if substitute else noisy_total(measurements)
     marginal_scopes = maximal_scopes([c.scope for c in cands if c.is_marginal])
+    cells = mean_cells(sizes, marginal_scopes) if marginal_scopes else math.nan  # public
     if rounds is None and cell_sigmas > 0 and marginal_scopes:  # the start: n̂, public sizes
-        cells = mean_cells(sizes, marginal_scopes)
         start = starting_rounds(schedule, T, LEAST_ROUNDS_PER_ATTRIBUTE * len(attrs), total,
                                 cells, cell_sigmas)
         if start < T:
@@ -337,8 +337,7 @@ def adaptive(
     # how many noise sd the average workload cell stands out at the rounds' first noise
     # (n̂ and public sizes: post-processing); the final estimate's prior is for below
     # PRIOR_CELL_SIGMAS
-    clarity = (total / (mean_cells(sizes, marginal_scopes) * noise_sd(cal.measurement))
-               if marginal_scopes else math.inf)
+    clarity = total / (cells * noise_sd(cal.measurement)) if marginal_scopes else math.inf
     if coarsen_sigmas > 0 and all(c.is_marginal for c in cands):
         # the groups, from the noisy one-way counts (post-processing); wide queries are
         # functions of the fine values, so a workload with any keeps every value
