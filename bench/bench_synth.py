@@ -160,6 +160,13 @@ def errors(real: np.ndarray, n: int, codes: np.ndarray, workload: ts.Workload) -
     return (math.nan if l1 is None else float(l1)), q, ev.max_error
 
 
+def family_errors(real: np.ndarray, codes: np.ndarray, workload: ts.Workload) -> list[float]:
+    """Each marginal's L1 distance between the real fractions and those of synthetic rows."""
+    synth, _ = real_fractions(codes, workload)
+    return [float(np.abs(real[cells] - synth[cells]).sum()) for _, cells in
+            workload.family_slices()]
+
+
 def release_errors(real: np.ndarray, noisy: np.ndarray, n: int,
                    workload: ts.Workload) -> tuple[float, float]:
     """Errors of answering directly: predicate queries as noisy/n; each marginal clipped at 0
@@ -287,6 +294,8 @@ def run_tessera(method: str, eps: float, seed: int, data: Any, workload: ts.Work
     if run.per_round is None and len(ticks) > 1:
         run.per_round = (ticks[-1] - ticks[0]) / (len(ticks) - 1)
     run.marginal_l1, run.query_error, run.extra["max_error"] = errors(real, n, codes, workload)
+    if workload.partitions:
+        run.extra["family_l1"] = family_errors(real, codes, workload)
     run.extra["synthetic_rows"] = int(codes.shape[0])
     return run
 

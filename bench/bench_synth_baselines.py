@@ -70,6 +70,10 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("TESSERA_SHARED_DATA", REPO.parent / "shared" / "data"))
 CACHE = Path(os.environ.get("TESSERA_BENCH_CACHE", "/tmp/tessera-bench-cache"))
+#: the benchmark panel's tables (bench/panel.py), written as codes + domain JSON here
+PANEL_DATA = Path(os.environ.get("TESSERA_PANEL_DATA", "/tmp/tessera-panel"))
+PANEL_TABLES = ("quakes", "arrests", "health_insurance", "alcohol", "nass_cds", "cps1988",
+                "movielens", "flights", "birthdays", "military")
 SUMMARY = Path(os.environ.get("TESSERA_BASELINE_SUMMARY",
                               REPO / "bench" / "baselines" / "synth_baselines.json"))
 SUMMARY_FIELDS = ("dataset", "workload", "method", "epsilon", "delta", "seed", "rho", "time_s",
@@ -126,9 +130,15 @@ def mbi_version() -> str:
         return "absent"
 
 
+def dataset_dir(dataset: str) -> Path:
+    """Where a data set's ``NAME.csv`` and ``NAME-domain.json`` are: the panel's directory for a
+    panel table (``bench/panel.py write`` puts them there), else the shared data."""
+    return PANEL_DATA if dataset in PANEL_TABLES else SHARED_DATA
+
+
 def workload_cliques(dataset: str, k: int) -> list[tuple[str, ...]]:
     """All k-way attribute sets of a shared data set, in its domain file's order."""
-    names = list(json.loads((SHARED_DATA / f"{dataset}-domain.json").read_text()))
+    names = list(json.loads((dataset_dir(dataset) / f"{dataset}-domain.json").read_text()))
     return list(itertools.combinations(names, k))
 
 
@@ -228,8 +238,10 @@ def read_rows(rec: dict[str, Any]) -> tuple[list[str], list[list[int]]]:
 
 
 def run_cached(dataset: str, k: int, method: str, epsilon: float, seed: int, pgm: Path,
-               reuse: bool, log: Path | None = None) -> dict[str, Any]:
-    """The run's record: from the cache with ``reuse``, else a fresh subprocess (cached)."""
+               reuse: bool, log: Path | None = None,
+               timeout: float | None = None) -> dict[str, Any]:
+    """The run's record: from the cache with ``reuse``, else a fresh subprocess (cached),
+    stopped after ``timeout`` seconds of wall time (``TimeoutError``)."""
     workload = f"{k}way"
     if reuse:
         rec = cached(dataset, workload, method, epsilon, seed)
@@ -243,7 +255,11 @@ def run_cached(dataset: str, k: int, method: str, epsilon: float, seed: int, pgm
     CACHE.mkdir(parents=True, exist_ok=True)
     out = log or CACHE / (cache_key(dataset, workload, method, epsilon, seed) + ".log")
     with open(out, "w") as f:
-        proc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, check=False)
+        try:
+            proc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, check=False,
+                                  timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise TimeoutError(f"{method} stopped after {timeout:g} s; log {out}") from None
     if proc.returncode != 0:
         tail = out.read_text().splitlines()[-15:]
         raise RuntimeError(f"{method} failed (exit {proc.returncode}); log {out}:\n"
@@ -323,9 +339,9 @@ def _run(args: argparse.Namespace) -> None:
     from mbi import Dataset, Domain
 
     numpy_tree = is_numpy_tree(pgm)
-    config = json.loads((SHARED_DATA / f"{args.dataset}-domain.json").read_text())
+    config = json.loads((dataset_dir(args.dataset) / f"{args.dataset}-domain.json").read_text())
     domain = Domain.fromdict(config)
-    frame = pd.read_csv(SHARED_DATA / f"{args.dataset}.csv", usecols=list(config))
+    frame = pd.read_csv(dataset_dir(args.dataset) / f"{args.dataset}.csv", usecols=list(config))
     data = Dataset(frame, domain) if numpy_tree else \
         Dataset({c: frame[c].to_numpy() for c in config}, domain)
     cliques = workload_cliques(args.dataset, args.k)
@@ -396,7 +412,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="one baseline run (cached)")
-    r.add_argument("--dataset", choices=("nltcs", "adult"), required=True)
+    r.add_argument("--dataset", choices=("nltcs", "adult", *PANEL_TABLES),
+                   required=True)
     r.add_argument("--k", type=int, required=True)
     r.add_argument("--method", choices=("aim", "mst"), required=True)
     r.add_argument("--epsilon", type=float, required=True)
