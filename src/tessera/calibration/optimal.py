@@ -1,5 +1,5 @@
 r"""The default split of a predicate workload: the least total variance the overlap allows
-(docs/theory.md §10.4; issue 18 item 2).
+(docs/theory.md §10.4).
 
 For t predicate queries measured with per-query costs c_q (ε_q, or ρ_q under zCDP), a split is
 feasible iff every row pays Σ_{q∈I(x)} c_q ≤ B (add/remove; §3.11 for substitution). The

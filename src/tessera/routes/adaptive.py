@@ -1,5 +1,5 @@
 """``tessera answer --estimate adaptive``: answer a workload from the adaptive synthesizer's
-fitted model (docs/theory.md §5 "the adaptive method", §9; issue 18 item 3).
+fitted model (docs/theory.md §5 "the adaptive method", §9, §10.5).
 
 Measuring a fixed strategy and reconstructing (``--estimate gls|model``) spends the budget on
 every marginal of the strategy at once; on Adult's 105 two-way marginals its best estimates
