@@ -62,7 +62,8 @@ GUARD = 4.0
 #: uniform split unless ``--weights optimal`` is asked for. The cuts come from a local search
 #: in milliseconds (:mod:`tessera.overlap.local_search`); what limits the size is the exact
 #: proof of the final non-uniform load: about 2 s at 200 random Adult queries, out of reach
-#: in 15-40 s at 1,000 (docs/benchmarks.md, "Budget allocation", part C; docs/theory.md §10.4).
+#: in 15-40 s at 1,000 (docs/benchmarks.md, "The default split of predicate queries";
+#: docs/theory.md §10.4).
 OPTIMAL_MAX_QUERIES = 200
 
 

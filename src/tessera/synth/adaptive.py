@@ -154,7 +154,7 @@ FloatArray = npt.NDArray[np.float64]
 #: with coarsened measurements marginals of many-valued attributes become affordable and a
 #: model of 10^7 cells made one Adult ε = 1 run 8× slower than another (202 / 25 s CPU) for no
 #: lower error
-#: (docs/benchmarks.md, "coarsened measurements": 8 MiB 0.972× against 0.983× at 80 MiB,
+#: (docs/benchmarks.md, "What each default contributes": 8 MiB 0.972× against 0.983× at 80 MiB,
 #: 2.4× less CPU).
 DEFAULT_MAX_MODEL_SIZE = 8 * 2**20
 
