@@ -1,5 +1,5 @@
 r"""The default split of a predicate workload: the least total variance the overlap allows
-(docs/theory.md §10.4; issue 18 item 2).
+(docs/theory.md §10.4).
 
 For t predicate queries measured with per-query costs c_q (ε_q, or ρ_q under zCDP), a split is
 feasible iff every row pays Σ_{q∈I(x)} c_q ≤ B (add/remove; §3.11 for substitution). The
@@ -62,7 +62,8 @@ GUARD = 4.0
 #: uniform split unless ``--weights optimal`` is asked for. The cuts come from a local search
 #: in milliseconds (:mod:`tessera.overlap.local_search`); what limits the size is the exact
 #: proof of the final non-uniform load: about 2 s at 200 random Adult queries, out of reach
-#: in 15-40 s at 1,000 (docs/benchmarks.md, "Budget allocation", part C; docs/theory.md §10.4).
+#: in 15-40 s at 1,000 (docs/benchmarks.md, "The default split of predicate queries";
+#: docs/theory.md §10.4).
 OPTIMAL_MAX_QUERIES = 200
 
 

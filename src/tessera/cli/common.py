@@ -277,7 +277,7 @@ SparkMasterOpt = Annotated[
     typer.Option("--spark-master", help="Spark master URL with --engine spark (local[2], "
                  "spark://host:7077, yarn).", metavar="URL"),
 ]
-#: The default of ``--spark-master``: every core of this machine.
+#: The default of ``--spark-master``: every core of the local machine.
 DEFAULT_SPARK_MASTER = "local[*]"
 
 

@@ -63,7 +63,7 @@ from tessera.data.validation import ColumnCodes, check_columns, column_codes, in
 from tessera.errors import DataError
 from tessera.schema.domain import Domain
 
-#: The master URL the CLI uses unless told otherwise: every core of this machine.
+#: The master URL the CLI uses unless told otherwise: every core of the local machine.
 DEFAULT_MASTER = "local[*]"
 #: A value a headerless CSV column of an ``integer`` attribute must match to be read as BIGINT
 #: (else as DOUBLE if it matches :data:`_FLOAT`, else as text, like DuckDB's sniffer).

@@ -9,7 +9,7 @@ count is negative, the likelihood drives the cell's probability to 0 and θ towa
 little budget that is most of the error: NLTCS 3-way at ε = 0.1, the first rounds measure
 cells of ≈ 2,700 rows with noise of sd ≈ 950, and the marginals a run measured end up *worse*
 in the maximum-likelihood model than those it never measured (0.0761 against 0.0727 L1,
-seed 0; docs/benchmarks.md, session 14).
+seed 0; docs/theory.md §5, "the final estimate").
 
 **The estimator.** With θ the model's log-potentials (one table θ_s per model scope s, then the
 weights of wide queries) and M the projection of each table onto its interactions — θ_s minus
@@ -125,7 +125,7 @@ def posterior_mode(model: ScopeModel, measurements: Sequence[GroupMeasurement], 
     probabilities to 0 and θ towards −∞ along directions it barely constrains (NLTCS 3-way,
     ε = 0.1, seed 0: ‖M θ‖² = 1.6·10⁵ at the maximum-likelihood θ); L-BFGS from there is at
     F = 587 after 1,000 steps, from 0 it converges to F = 91.2 in 1,576. Where the measurements
-    are precise, 0 is far and the likelihood's θ close (docs/benchmarks.md, session 14)."""
+    are precise, 0 is far and the likelihood's θ close (docs/theory.md §5, "the final estimate")."""
     if not (math.isfinite(scale) and scale > 0):
         raise ValueError(f"the prior's scale must be a finite number > 0, got {scale!r}")
     loss_of = GaussianLoss(model, measurements, total)

@@ -1,4 +1,4 @@
-r"""γ_w of a lazy range family in closed form (docs/theory.md §3, §10.7; issue 18).
+r"""γ_w of a lazy range family in closed form (docs/theory.md §3, §10.7).
 
 For one :class:`~tessera.workload.ranges.RangeFamily` (every range or prefix over one or two
 ordered attributes, one weight w), a row x lies in c(x) of its queries, c(x) = Π_axes c_a(x_a)

@@ -1,5 +1,5 @@
 """Answering routes that use both the release layer and the synthesizer (docs/theory.md §5,
-§9; issue 18 item 3).
+§9, §10.5).
 
 * :mod:`~tessera.routes.adaptive`: ``tessera answer --estimate adaptive`` —
   :func:`~tessera.routes.adaptive.answer_adaptive` spends the release's budget on the adaptive

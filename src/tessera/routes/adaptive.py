@@ -1,9 +1,9 @@
 """``tessera answer --estimate adaptive``: answer a workload from the adaptive synthesizer's
-fitted model (docs/theory.md §5 "the adaptive method", §9; issue 18 item 3).
+fitted model (docs/theory.md §5 "the adaptive method", §9, §10.5).
 
 Measuring a fixed strategy and reconstructing (``--estimate gls|model``) spends the budget on
 every marginal of the strategy at once; on Adult's 105 two-way marginals its best estimates
-(GReM-LNN, Mullins et al., NeurIPS 2024) stay at 2.4× the error of the adaptive synthesizer at
+(GReM-LNN, Mullins et al., NeurIPS 2024) stay at 2.6× the error of the adaptive synthesizer at
 the same ρ (docs/benchmarks.md, "``--estimate adaptive``"). The adaptive route spends the
 release's budget on the synthesizer's **select–measure–fit** loop instead — AIM's selection and
 annealing schedule (McKenna, Mullins, Sheldon, Miklau, VLDB 2022, Algorithm 1), the

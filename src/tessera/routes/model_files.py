@@ -1,5 +1,5 @@
 """The files of ``tessera answer --estimate adaptive``: answers in ``tessera answer``'s layout, and
-a certificate that ``tessera verify`` re-proves (docs/certificate.md; issue 18 item 3).
+a certificate that ``tessera verify`` re-proves (docs/certificate.md; docs/theory.md §10.5).
 
 **Answers** (:func:`write_answers`): the columns of a reconstructed ``tessera answer`` release —
 ``query`` (or ``family, cell`` for a structured workload, the long table of

@@ -159,7 +159,7 @@ def interval_strategy(workload: Workload, ctx: Context, kind: str) -> Strategy |
         # the branching is chosen for the total; under ``max`` its level costs minimise the
         # worst weighted query (:func:`~.tree_allocation.minimax_level_costs`, from the better
         # of the total-optimal and the equal split), those two kept as fallbacks so that the
-        # split is never worse than either (issue 18 item 2; docs/theory.md §10.4)
+        # split is never worse than either (docs/theory.md §10.4)
         even = measure(level_costs(len(levels), ctx.total, 1.0))
         start = costs if worst_cell(best) <= worst_cell(even) else level_costs(
             len(levels), ctx.total, 1.0)

@@ -101,7 +101,7 @@ def marginal_strategy(workload: Workload, ctx: Context, kind: str) -> Strategy |
         return measure(optimal)
     # the exact minimax split, with the total-optimal and the equal split kept as fallbacks
     # (by the measured worst weighted cell, after the shares' rounding) so that under ``max``
-    # the split is never worse than either (issue 18 item 2; docs/theory.md §10.4)
+    # the split is never worse than either (docs/theory.md §10.4)
     splits = [optimal, (optimal[0], np.ones(len(optimal[0])))]
     if ctx.minimax:
         splits.insert(0, dropped(minimax_precisions(full, largest, zcdp=zcdp,

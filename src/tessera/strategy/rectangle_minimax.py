@@ -1,5 +1,5 @@
 r"""``--objective max`` for all rectangles (or 2-D prefixes) over two ordered attributes: the
-minimax split of a product of trees (docs/theory.md §10.4, §10.7; issue 18 item 2).
+minimax split of a product of trees (docs/theory.md §10.4, §10.7).
 
 Setting (:mod:`~.rectangles`). A product strategy measures every level pair (l, m) of a tree on
 x and one on y at cost c·α_l β_m (Σα = Σβ = 1; each pair a partition of the grid, so γ_w = c

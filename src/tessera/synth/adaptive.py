@@ -154,7 +154,7 @@ FloatArray = npt.NDArray[np.float64]
 #: with coarsened measurements marginals of many-valued attributes become affordable and a
 #: model of 10^7 cells made one Adult ε = 1 run 8× slower than another (202 / 25 s CPU) for no
 #: lower error
-#: (docs/benchmarks.md, "coarsened measurements": 8 MiB 0.972× against 0.983× at 80 MiB,
+#: (docs/benchmarks.md, "What each default contributes": 8 MiB 0.972× against 0.983× at 80 MiB,
 #: 2.4× less CPU).
 DEFAULT_MAX_MODEL_SIZE = 8 * 2**20
 
@@ -163,13 +163,13 @@ DEFAULT_MAX_MODEL_SIZE = 8 * 2**20
 #: stands fewer than this many noise standard deviations out at the rounds' first noise: there
 #: the likelihood lets the noise into the model (NLTCS 3-way, ε = 0.1: 3.0, the error 0.92×;
 #: Adult 2-way: 0.5–1.5). Above it the prior moves the estimate by ~1 % at 1.5–2× the fit's
-#: time (NLTCS ε = 1: 28; ε = 10: 214; docs/benchmarks.md, session 14).
+#: time (NLTCS ε = 1: 28; ε = 10: 214; docs/theory.md §5, "the final estimate").
 PRIOR_CELL_SIGMAS = 10.0
 #: The final posterior mode's engine work (passes × junction-tree bytes) is at most this many
 #: times all the likelihood fits' of the run: a deterministic bound on its time relative to the
 #: fits' (before it, one Adult ε = 1 run took 189 s against 38–45 s for the others; in the
 #: benchmark's paired runs the cap never bound, and one of five runs after it still took 78 s
-#: of CPU: docs/benchmarks.md, session 14).
+#: of CPU: docs/theory.md §5, "the final estimate").
 PRIOR_WORK = 2.0
 
 

@@ -7,8 +7,9 @@ merges the values of each attribute whose noisy count is below 3σ into one valu
 measures anything else: a 2-way marginal of Adult's ``native-country`` (42 values, 90 % one of
 them) × ``age`` (32) then has 4 × 21 cells instead of 1,344 (Adult's exact one-way counts
 against τ = 450, about 3σ at ε = 0.3), and its measurement the same ρ spread over 16× fewer
-cells. AIM measures every cell of every marginal it selects, so its noise
-penalty √(2/π)·σ·cells keeps such marginals out of its model (docs/benchmarks.md, Issue 20).
+cells. AIM measures every cell of every marginal it selects, so its noise penalty
+√(2/π)·σ·cells keeps such marginals out of its model (docs/theory.md §5, "Coarsened
+measurements").
 
 Here the model keeps every value. After the one-way initialisation each attribute's values are
 grouped from the noisy one-way counts ĉ_v, τ = ``coarsen_sigmas`` × the round noise's standard

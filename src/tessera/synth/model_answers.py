@@ -1,5 +1,5 @@
 """Exact answers of the adaptive synthesizer's fitted model for any workload over its schema
-(docs/theory.md §5, "the adaptive method"; issue 18 item 3, the adaptive route).
+(docs/theory.md §5, "the adaptive method"; §10.5, the adaptive route).
 
 The adaptive method ends with P_θ, the maximum-entropy model fitted to every noisy measurement,
 and N̂, its total (the noisy total under add/remove, n under substitution). A query q of a

@@ -64,7 +64,7 @@ CELL_SIGMAS = 3.0
 #: cost under pure ε (b/2) but quadruples it under ρ-zCDP (σ/2); a doubling in both spends the
 #: budget in finer steps, and more marginals are measured at intermediate noise — paired seeded
 #: runs under zCDP (step √2 against 2): NLTCS 3-way ε = 1 0.90×; under pure ε step √2 was
-#: 1.02× worse on Adult (docs/benchmarks.md, session 11).
+#: 1.02× worse on Adult (docs/theory.md §5, "annealing in finer steps").
 ANNEAL_COST = 2.0
 #: The fewest rounds the start allows, per attribute (AIM's default is 16 per attribute; on
 #: Adult 2-way at ε = 0.3, 2·d rounds were worse than 4·d: docs/benchmarks.md).
@@ -98,7 +98,7 @@ class Schedule:
     def __init__(self, budget: Budget, l1: float, l2: float, sel_sensitivity: float,
                  measure_fraction: float) -> None:
         self.budget = budget
-        self.total = budget.exact  # what a ledger charges (issue 19 item 4)
+        self.total = budget.exact  # what a ledger charges: the same exact value, one source
         self.l1, self.l2, self.sel = l1, l2, sel_sensitivity
         self.fraction = Fraction(measure_fraction)
         self.pure = budget.definition is Definition.PURE

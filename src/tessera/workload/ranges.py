@@ -1,5 +1,5 @@
 r"""Lazy range families: every range (or prefix) over one or two ordered attributes, never
-materialised as query objects (docs/theory.md §2, §10.3, §10.7; issue 18).
+materialised as query objects (docs/theory.md §2, §10.3, §10.7).
 
 A :class:`RangeFamily` over ordered attributes a (n codes) — and b (m codes) for 2-D — is
 
