@@ -370,13 +370,14 @@ def _check_scales(plan: NoisePlan, contrasted: Strategy | None) -> None:
     if bad.size == 0:
         return
     k = int(bad[0])
-    what = (f"measured query {int(released[k])} of the strategy" if contrasted is None
-            else f"residual {k} of the strategy")
+    what = (f"measured query {int(released[k])} ({plan.workload.name_of(int(released[k]))!r})"
+            if contrasted is None else f"residual {k} of the strategy")
     raise TesseraError(
         f"{what}: its noise scale {float(values[k]):.4g} is past the sampler's limit 2^52 "
         f"({bad.size} such): the split gives it a vanishing share of the budget (nothing was "
         "charged)",
-        hint="choose another strategy (--strategy auto, direct or identity) or objective")
+        hint="choose another strategy (--strategy auto, direct or identity) or objective, or "
+             "weights that give no released query a vanishing share")
 
 
 def _check_ledger(book: Ledger, plan: NoisePlan) -> None:
