@@ -377,13 +377,23 @@ def recheck_spent(
     return total, False
 
 
+#: The half-width stored for a noise whose 95% half-width exceeds int64 (a discrete Laplace
+#: scale above ~2.5·10^18): such a scale is far past what the samplers accept (2^52), so the
+#: release refuses it before any charge (``answering``'s scale check) and the value, a lower
+#: bound, is never stated; it only keeps the plan computable up to that check.
+SATURATED_HALFWIDTH = int(np.iinfo(np.int64).max)
+
+
 def _halfwidths(budget: Budget, scales: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
-    """Exact 95% half-widths of the discrete noise, computed once per distinct scale."""
+    """Exact 95% half-widths of the discrete noise, computed once per distinct scale (closed
+    form for the discrete Laplace, whatever the scale; above int64:
+    :data:`SATURATED_HALFWIDTH`)."""
     out = np.full(scales.shape, -1, dtype=np.int64)  # -1: not released
     fn = (discrete_laplace.interval_halfwidth if budget.mechanism == DISCRETE_LAPLACE
           else discrete_gaussian.interval_halfwidth)
     finite = np.isfinite(scales)
     values, inverse = np.unique(scales[finite], return_inverse=True)
-    widths = np.array([fn(float(s), INTERVAL_LEVEL) for s in values], dtype=np.int64)
+    widths = np.array([min(fn(float(s), INTERVAL_LEVEL), SATURATED_HALFWIDTH) for s in values],
+                      dtype=np.int64)
     out[finite] = widths[inverse.ravel()]
     return out

@@ -24,6 +24,7 @@ from tessera.strategy.candidates import (
     marginal_scopes,
     marginal_strategy,
     merge_duplicates,
+    no_tree_reason,
     one_attribute,
     rectangle_strategy,
     worst_cell,
@@ -160,9 +161,12 @@ def choose_strategy(
         if cand is not None:
             found.append(cand)
         elif name == strategy:
+            reason = no_tree_reason(workload) if name == "hierarchical" else None
             raise TesseraError(
-                f"strategy {strategy!r} does not apply to this workload",
-                hint="identity/residual take marginal families; identity/hierarchical take "
+                f"strategy {strategy!r} does not apply to this workload"
+                + (f": {reason}" if reason else ""),
+                hint="use --strategy identity (the attribute's histogram) or auto" if reason
+                else "identity/residual take marginal families; identity/hierarchical take "
                      "queries over one attribute or a ranges block over two; direct and auto "
                      "take any workload")
     restated = []

@@ -21,7 +21,15 @@ import numpy.typing as npt
 import pandas as pd
 
 from tessera.accounting.guarantee import Guarantee
-from tessera.data.outputs import Output, OutputError, atomic, check_outputs, staged, write_text
+from tessera.data.outputs import (
+    Delivery,
+    Output,
+    OutputError,
+    atomic,
+    check_outputs,
+    staged,
+    write_text,
+)
 from tessera.engine.model import GibbsModel
 from tessera.errors import QueryError, TesseraError
 from tessera.privacy import Neighbours
@@ -248,12 +256,16 @@ def synth_outputs(output: str | Path | None, record: str | Path | None) -> tuple
                           Output.of(record, "run record", (".json",))])
 
 
-def write_outputs(fitted: FittedSynthesizer, outputs: tuple[Output, ...]) -> None:
-    """The requested files of a fitted run, all or none (:func:`tessera.data.outputs.staged`);
-    an OS error (a full disk) is one line naming the file."""
-    if not outputs:
-        return
-    with staged([o.path for o in outputs]) as temps:
+def write_outputs(fitted: FittedSynthesizer, outputs: tuple[Output, ...],
+                  delivery: Delivery | None = None,
+                  then: Callable[[FittedSynthesizer], None] | None = None) -> None:
+    """The requested files of a fitted run and ``then`` (a caller's delivery), all or none:
+    the files are renamed into place only once ``then`` returned
+    (:func:`tessera.data.outputs.staged`); an OS error (a full disk) is one line naming the
+    file. ``delivery`` records the step and the files put in place (what an abort says)."""
+    delivery = Delivery() if delivery is None else delivery
+    delivery.step = "writing the files"
+    with staged([o.path for o in outputs], delivery.placed) as temps:
         for o, tmp in zip(outputs, temps):
             try:
                 if o.what == "synthetic rows":
@@ -264,6 +276,10 @@ def write_outputs(fitted: FittedSynthesizer, outputs: tuple[Output, ...]) -> Non
             except OSError as e:
                 raise OutputError(f"cannot write the {o.what}: {e.strerror or e}",
                                   where=str(o.path)) from None
+        if then is not None:
+            delivery.step = "in the deliver callback, before the files were put in place"
+            then(fitted)
+        delivery.step = "putting the files in place"
 
 
 def ipmwu_answers(res: IPMWUResult, workload: Workload,

@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tessera.data.counts import count
-from tessera.data.outputs import settled
+from tessera.data.outputs import Delivery, aborted_hint, settled
 from tessera.data.source import encode
 from tessera.data.table import CsvOptions, OnInvalid
 from tessera.engine.bdd import BooleanQuery
@@ -80,10 +80,6 @@ from tessera.workload.workload import Workload
 if TYPE_CHECKING:  # the release layer is a sibling of synth: no runtime import (lint-imports)
     from tessera.release.answering import Release
     from tessera.release.budget import Budget as ReleaseBudget
-
-#: What a failure after the charge says (docs/theory.md §9.6).
-ABORTED = ("the run was charged before this failure and is marked aborted in the ledger: its "
-           "budget stays spent, and no requested file was written")
 
 __all__ = [
     "METHODS",
@@ -247,10 +243,11 @@ class Synthesizer:
         (.csv/.parquet) and ``record`` (.json): the rows and the run record, checked writable
         before the charge and written (all or none, :func:`tessera.synth.fitted.write_outputs`)
         before the ledger marks the run released (docs/theory.md §9.6). ``deliver``: called
-        with the fitted run after those files are written and before the ledger marks it
-        released, for a caller that delivers more of it (a failure there marks the run aborted;
-        e.g. :func:`tessera.routes.adaptive.answer_adaptive` writes the model's answers there);
-        adaptive, ipmwu and mwem only.
+        with the fitted run once those files are complete in their temporary files, before
+        they are renamed into place and the ledger marks it released, for a caller that
+        delivers more of it (e.g. :func:`tessera.routes.adaptive.answer_adaptive` writes the
+        model's answers there; a failure there marks the run aborted and leaves none of the
+        requested files); adaptive, ipmwu and mwem only.
         """
         if not isinstance(workload, Workload):
             workload = as_workload(workload, domain)
@@ -288,7 +285,9 @@ class Synthesizer:
             charge = book.charge(w, costs, label=label or f"synthetic data ({self.method})",
                                  mechanism=f"synthesis:{self.method}")
         source = NoiseSource.secure() if seed is None else NoiseSource.seeded(seed)
-        with settled(book, charge, ABORTED):
+        delivery = Delivery(tuple(o.path for o in outputs), step="fitting")
+        unit = "ε" if target.definition is Definition.PURE else "ρ"
+        with settled(book, charge, lambda: aborted_hint("run", charge, unit, delivery)):
             if self.method == "adaptive":
                 run: Any = adaptive(workload, counts, RunBudget.of(**target.kwargs(),
                                                                    neighbours=rel),
@@ -302,9 +301,7 @@ class Synthesizer:
                 # what the ledger will say once every file exists (the record written says it)
                 charge = dataclasses.replace(charge, status="released")  # type: ignore[type-var]
             fitted = FittedSynthesizer(self, workload, run, target, rel, charge, seed)
-            write_outputs(fitted, outputs)
-            if deliver is not None:
-                deliver(fitted)
+            write_outputs(fitted, outputs, delivery, deliver)
         return fitted
 
     def _fit_lp(self, data: Any, workload: Workload, budget: Any, neighbours: Any, ledger: Any,
