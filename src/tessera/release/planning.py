@@ -26,7 +26,7 @@ import numpy.typing as npt
 
 from tessera.accounting.zcdp import rho_for_epsilon_delta
 from tessera.errors import TesseraError
-from tessera.privacy import Definition, Neighbours
+from tessera.privacy import ONE_ROW, Definition, Neighbours, PrivacyUnit
 from tessera.release.budget import Budget
 from tessera.release.strategy_release import Z95
 from tessera.strategy.choose import StrategyChoice, choose_strategy
@@ -81,13 +81,14 @@ def objective_error(choice: StrategyChoice) -> float:
 def plan_release(
     workload: Workload, budget: Budget, *, neighbours: Neighbours | str = Neighbours.ADD_REMOVE,
     strategy: str = "auto", objective: str = "total", target_error: float | None = None,
-    time_limit: float | None = 60.0,
+    time_limit: float | None = 60.0, unit: PrivacyUnit = ONE_ROW,
 ) -> ReleasePlan:
-    """The plan of a release of ``workload`` under ``budget`` (module docs); no data."""
+    """The plan of a release of ``workload`` under ``budget`` (module docs); no data.
+    ``unit``: one row, or one person of at most K rows (every error K times a row's)."""
     rel = Neighbours.parse(neighbours)
     choice = choose_strategy(workload, budget.calibration, budget.total, neighbours=rel,
                              strategy=strategy, objective=objective, time_limit=time_limit,
-                             compare=True)
+                             compare=True, unit=unit)
     err = objective_error(choice)
     needed = None
     if target_error is not None:
