@@ -259,14 +259,15 @@ class PrivacyUnit:
 
     @staticmethod
     def from_dict(doc: Any) -> PrivacyUnit:
-        """The unit a certificate, run record or ledger states (None: one row); a clear error
-        for anything else."""
+        """The unit a certificate, run record or ledger states (None: one row) from its
+        ``id_column`` and ``max_rows`` (other, descriptive keys are the caller's to check); a
+        clear error for anything else."""
         if doc is None:
             return ONE_ROW
-        if not isinstance(doc, dict) or set(doc) - {"id_column", "max_rows", "cost_factor"}:
+        if not isinstance(doc, dict) or "id_column" not in doc or "max_rows" not in doc:
             raise TesseraError(f"not a privacy unit: {doc!r}",
                                hint='{"id_column": "pid", "max_rows": 3}')
-        return PrivacyUnit(doc.get("id_column"), doc.get("max_rows", 1))
+        return PrivacyUnit(doc["id_column"], doc["max_rows"])
 
 
 #: One row: the unit of privacy when no privacy id is given.

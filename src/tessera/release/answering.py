@@ -315,7 +315,8 @@ def answer(
     if book is not None:
         charge = book.charge(measured, plan.costs, label=label or "release",
                              mechanism=plan.mechanism,
-                             time_limit=60.0 if time_limit is None else max(time_limit, 1.0))
+                             time_limit=60.0 if time_limit is None else max(time_limit, 1.0),
+                             unit=plan.unit)
     with settled(book, charge, ABORTED):
         t0 = time.perf_counter()
         exact = count_encoded(encoded, measured)
@@ -398,6 +399,7 @@ def _check_ledger(book: Ledger, plan: NoisePlan) -> None:
         raise TesseraError(
             f"the ledger is for {book.neighbours.label} neighbours, this release for "
             f"{plan.neighbours.label}", hint="use the ledger's --neighbours")
+    book.check_unit(plan.unit)  # (before the data are read: nothing is charged)
 
 
 def _add_noise(
