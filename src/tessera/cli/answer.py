@@ -223,7 +223,8 @@ def _print_release(release: object) -> None:
     if not release.private:
         err.print("[bold red]NOT PRIVATE[/]: seeded test randomness (--seed); never publish")
     ov = plan.overlap
-    err.print(f"budget: {plan.budget.text()}, {plan.neighbours.label} neighbours", markup=False)
+    err.print(f"budget: {plan.budget.text()}, {plan.unit.label(plan.neighbours)} neighbours",
+              markup=False)
     if not plan.unit.is_row:
         k, factor = plan.unit.max_rows, plan.unit.factor(plan.budget.calibration)
         err.print(f"unit of privacy: {plan.unit.text} — each person's rows bounded to {k} "

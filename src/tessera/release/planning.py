@@ -44,6 +44,7 @@ class ReleasePlan:
     error: float
     target_error: float | None = None
     needed: Budget | None = None
+    unit: PrivacyUnit = ONE_ROW
 
     @property
     def rmse(self) -> npt.NDArray[np.float64]:
@@ -61,6 +62,7 @@ class ReleasePlan:
                    for r, h in zip(self.rmse[:max_queries], self.halfwidths[:max_queries])]
         return {
             "budget": self.budget.to_dict(), "neighbours": self.neighbours.value,
+            **({} if self.unit.is_row else {"privacy_unit": self.unit.to_dict()}),
             "objective": self.choice.objective, "chosen": self.choice.chosen.name,
             "expected_error": self.error,
             "candidates": self.choice.table(),
@@ -95,7 +97,7 @@ def plan_release(
         if not (math.isfinite(target_error) and target_error > 0):
             raise TesseraError(f"target error {target_error!r} must be a number > 0")
         needed = budget_for(budget, err / target_error)
-    return ReleasePlan(budget, rel, choice, err, target_error, needed)
+    return ReleasePlan(budget, rel, choice, err, target_error, needed, unit)
 
 
 def budget_for(budget: Budget, ratio: float) -> Budget:
