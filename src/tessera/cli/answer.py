@@ -16,10 +16,12 @@ from tessera.cli.common import (
     DeltaOpt,
     EngineOpt,
     LabelOpt,
+    MaxRowsOpt,
     NaOpt,
     NeighboursOpt,
     NoHeaderOpt,
     OnInvalidOpt,
+    PrivacyIdOpt,
     RhoOpt,
     SchemaOpt,
     SeedOpt,
@@ -31,6 +33,7 @@ from tessera.cli.common import (
     data_source,
     err,
     out,
+    privacy_unit,
     spent_text,
     user_errors,
 )
@@ -59,6 +62,8 @@ def answer(
                                    "the certificate states what is proven).")
     ] = None,
     neighbours: NeighboursOpt = "add-remove",
+    privacy_id: PrivacyIdOpt = None,
+    max_rows: MaxRowsOpt = None,
     weights: Annotated[
         str, typer.Option("--weights", help="How the budget is split over the queries: auto "
                           "(predicate queries of one weight: optimal; else shares), optimal "
@@ -128,6 +133,7 @@ def answer(
     from tessera.workload.workload import Workload
 
     budget = Budget.of(epsilon=epsilon, delta=delta, rho=rho, mu=mu)
+    unit = privacy_unit(privacy_id, max_rows)
     if estimate == "adaptive":
         _refuse_with_adaptive(weights=weights != "auto", strategy=strategy != "auto",
                               objective=objective != "total", consistency=consistency,
@@ -140,7 +146,7 @@ def answer(
         with err.status(f"answering {w.n_queries:,} queries from an adaptive model…",
                         spinner="dots"):
             model = answer_adaptive(
-                source, w, budget, neighbours=neighbours, ledger=ledger,
+                source, w, budget, neighbours=neighbours, unit=unit, ledger=ledger,
                 label=label or workload.stem, seed=seed,
                 csv=csv_options(no_header, delimiter, na, skip_rows), table=table,
                 on_invalid=on_invalid, output=output, certificate=certificate)
@@ -150,7 +156,8 @@ def answer(
                   if on)
     with err.status(f"answering {w.n_queries:,} queries…", spinner="dots"):
         release = private_answer(
-            source, w, budget, neighbours=neighbours, allocation=weights,  # type: ignore[arg-type]
+            source, w, budget, neighbours=neighbours, unit=unit,
+            allocation=weights,  # type: ignore[arg-type]
             postprocess=steps, strategy=strategy, objective=objective, estimate=estimate,
             ledger=ledger,
             label=label or workload.stem,
@@ -216,7 +223,13 @@ def _print_release(release: object) -> None:
     if not release.private:
         err.print("[bold red]NOT PRIVATE[/]: seeded test randomness (--seed); never publish")
     ov = plan.overlap
-    err.print(f"budget: {plan.budget.text()}, {plan.neighbours.label} neighbours", markup=False)
+    err.print(f"budget: {plan.budget.text()}, {plan.unit.label(plan.neighbours)} neighbours",
+              markup=False)
+    if not plan.unit.is_row:
+        k, factor = plan.unit.max_rows, plan.unit.factor(plan.budget.calibration)
+        err.print(f"unit of privacy: {plan.unit.text} — each person's rows bounded to {k} "
+                  f"(by a hash of each row); a person pays {factor} × a row, so the noise is "
+                  f"{k} × a row-level release's", markup=False)
     err.print(f"mechanism: {release.mechanism.describe()}", markup=False)
     err.print(f"γ_w = {ov.bound:.6g} ({'exact' if ov.exact else 'upper bound'}), "
               f"{plan.workload.n_queries:,} queries, allocation {plan.method}", markup=False)

@@ -236,6 +236,22 @@ NeighboursOpt = Annotated[
 
 # -- options of the commands that read data ------------------------------------------------------
 
+PrivacyIdOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--privacy-id", metavar="COLUMN",
+        help="The unit of privacy is one person: the rows with one value of COLUMN (it need "
+        "not be in the schema; it is never released). Needs --max-rows.",
+    ),
+]
+MaxRowsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-rows", metavar="K", min=1,
+        help="With --privacy-id: keep at most K rows of each person (chosen by a hash of the "
+        "row: each person's own rows decide); the noise grows by K.",
+    ),
+]
 OnInvalidOpt = Annotated[
     str, typer.Option(help="Values outside the schema: 'error' (default) or 'drop' (reported).")
 ]
@@ -328,3 +344,11 @@ def spent_text(charge: Any) -> str:
     scale = charge.spent_after if charge.spent_after > 0 else 1.0
     return (f"{format_budget(charge.spent_before, scale, up=True)} → "
             f"{format_budget(charge.spent_after, scale, up=True)}")
+
+
+def privacy_unit(privacy_id: str | None, max_rows: int | None) -> Any:
+    """The :class:`~tessera.privacy.PrivacyUnit` of ``--privacy-id`` and ``--max-rows`` (both
+    or neither; a clear error otherwise)."""
+    from tessera.privacy import PrivacyUnit
+
+    return PrivacyUnit.of(privacy_id, max_rows)

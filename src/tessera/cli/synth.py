@@ -19,10 +19,12 @@ from tessera.cli.common import (
     DeltaOpt,
     EngineOpt,
     JsonOpt,
+    MaxRowsOpt,
     NaOpt,
     NeighboursOpt,
     NoHeaderOpt,
     OnInvalidOpt,
+    PrivacyIdOpt,
     RhoOpt,
     SchemaOpt,
     SeedOpt,
@@ -35,6 +37,7 @@ from tessera.cli.common import (
     err,
     fail,
     out,
+    privacy_unit,
     spent_text,
     user_errors,
 )
@@ -85,6 +88,8 @@ def synth(
                                  "given T is kept).")
     ] = None,
     neighbours: NeighboursOpt = DEFAULT_NEIGHBOURS.value,
+    privacy_id: PrivacyIdOpt = None,
+    max_rows: MaxRowsOpt = None,
     ledger: Annotated[
         Path | None, typer.Option("--ledger", help="Budget ledger, charged before anything is "
                                   "written (tessera ledger init).")
@@ -115,6 +120,7 @@ def synth(
     if on_invalid not in ("error", "drop"):
         fail(f"--on-invalid {on_invalid!r}: use 'error' or 'drop'")
     budget = Budget.of(epsilon=epsilon, delta=delta, rho=rho, mu=mu)
+    unit = privacy_unit(privacy_id, max_rows)
     w = Workload.load(workload, Domain.load(schema))
     options: dict[str, Any] = {k: v for k, v in (("rows", rows), ("rounds", rounds))
                                if v is not None}
@@ -125,7 +131,7 @@ def synth(
     with _progress() as show:
         fitted = synthesizer.fit(
             data_source(data, engine, spark_master), w, budget, neighbours=neighbours,
-            ledger=book, label=label or f"synthetic data ({method}): {workload.stem}",
+            unit=unit, ledger=book, label=label or f"synthetic data ({method}): {workload.stem}",
             seed=seed, csv=csv_options(no_header, delimiter, na, skip_rows), table=table,
             on_invalid=on_invalid, progress=show, output=output, record=record,
             answer=answer)  # type: ignore[arg-type]

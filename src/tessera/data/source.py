@@ -3,10 +3,12 @@
 Every engine is a module with two functions, the whole data-source protocol:
 
 * ``accepts(source) -> bool``: whether the source is this engine's (cheap, no heavy import);
-* an encoder ``(source, domain, *, on_invalid, csv, table, scan_progress) -> CodedTable``:
-  open the source, validate every value against the public domain with the shared rules of
-  :mod:`tessera.data.validation`, and return a :class:`~tessera.data.table.CodedTable`
-  (group-by counts per scope; the rows only where the engine allows).
+* an encoder ``(source, domain, *, on_invalid, csv, table, scan_progress, unit) ->
+  CodedTable``: open the source, validate every value against the public domain with the
+  shared rules of :mod:`tessera.data.validation`, keep at most K rows of each person when
+  ``unit`` is a person (the shared :data:`~tessera.data.validation.BOUNDING_RULE`), and return
+  a :class:`~tessera.data.table.CodedTable` (group-by counts per scope; the rows only where
+  the engine allows).
 
 :data:`ENGINES` lists them, most specific first; DuckDB takes everything the others do not
 (files, DuckDB tables, pandas/polars frames, Arrow tables). A third engine (Polars, a SQL
@@ -23,6 +25,7 @@ from typing import Any
 
 from tessera.data.table import CodedTable, CsvOptions, OnInvalid, ScanProgress
 from tessera.errors import DataError
+from tessera.privacy import ONE_ROW, PrivacyUnit
 from tessera.schema.domain import Domain
 
 
@@ -65,9 +68,15 @@ def encode(
     csv: CsvOptions = CsvOptions(),
     table: str | None = None,
     scan_progress: ScanProgress | None = None,
+    unit: PrivacyUnit = ONE_ROW,
 ) -> CodedTable:
     """Validate ``source`` against ``domain`` on the engine that reads it (:func:`engine_for`)
     and return its :class:`~tessera.data.table.CodedTable`.
+
+    With a person as the ``unit`` (docs/theory.md §3.13) the table keeps at most
+    ``unit.max_rows`` rows of each person, by a rule that reads that person's rows alone
+    (:data:`~tessera.data.validation.BOUNDING_RULE`), the same on every engine; how many rows
+    that drops is private and reported nowhere.
 
     Raises :class:`DataError` for missing columns, and for values outside the domain unless
     ``on_invalid='drop'`` (then :attr:`CodedTable.dropped` and ``.invalid`` report them): the
@@ -78,4 +87,4 @@ def encode(
         raise DataError(f"unknown on_invalid policy {on_invalid!r}", hint="'error' or 'drop'")
     engine = engine_for(source)
     return engine.encode(source, domain, on_invalid=on_invalid, csv=csv, table=table,
-                         scan_progress=scan_progress)
+                         scan_progress=scan_progress, unit=unit)

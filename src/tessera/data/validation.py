@@ -53,6 +53,50 @@ def check_columns(columns: list[str], domain: Domain, source: Any, csv: CsvOptio
 
 
 
+# -- the privacy id (docs/theory.md §3.13) -----------------------------------------------------
+
+#: How every engine bounds a person's rows (:class:`tessera.privacy.PrivacyUnit`): the rule
+#: reads that person's rows alone, so adding, removing or replacing one person changes the kept
+#: rows of that person only — the property the person-level guarantee rests on.
+BOUNDING_RULE = (
+    "each person's rows are ordered by md5(id | code_1 | … | code_m) (the id as text, then the "
+    "domain code of every schema column, '|'-joined), ties by the codes, and the first K kept")
+#: The id column's type names each engine accepts (integers and text read the same on every
+#: engine; a float or a timestamp prints differently on DuckDB and Spark, so it would order a
+#: person's rows differently).
+ID_TYPES = ("integer", "text")
+
+
+def check_privacy_id(columns: list[str], id_column: str, domain: Domain, source: Any,
+                     csv: CsvOptions) -> None:
+    """The privacy id must be a column of the data (it need not be in the schema); without a
+    header only a schema column can be named."""
+    if id_column in columns:
+        return
+    if csv.header is False and id_column not in domain.names:
+        raise DataError(f"the privacy id column {id_column!r} cannot be named in a file "
+                        "without a header", where=str(source) if isinstance(source, (str, Path))
+                        else None,
+                        hint="give the file a header row, or make the id a schema attribute")
+    raise DataError(f"the privacy id column {id_column!r} is not in the data",
+                    hint=did_you_mean(id_column, columns, 0.5)
+                    or f"the data have columns {columns}")
+
+
+def id_type_error(id_column: str, type_name: str) -> DataError:
+    """A privacy id of a type whose text differs between engines (a float, a date)."""
+    return DataError(f"the privacy id column {id_column!r} has type {type_name}; an id must be "
+                     "an integer or text",
+                     hint=f"cast it to text (e.g. CAST({id_column} AS VARCHAR)) or to an integer")
+
+
+def missing_ids_error(id_column: str, rows: int) -> DataError:
+    """Rows without a privacy id belong to no person: refused, never dropped silently."""
+    return DataError(f"{rows} row{'s' if rows != 1 else ''} of the data "
+                     f"{'have' if rows != 1 else 'has'} no privacy id (column {id_column!r} is "
+                     "empty there)", hint="give every row the id of its person (a row alone "
+                     "can get an id of its own), or drop those rows before the release")
+
 
 @dataclass(frozen=True)
 class ColumnCodes:

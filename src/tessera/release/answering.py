@@ -63,7 +63,7 @@ from tessera.errors import DataError, DataWarning, TesseraError
 from tessera.mechanisms import NoiseSource, discrete_gaussian, discrete_laplace
 from tessera.mechanisms.batch import MAX_PARAMETER
 from tessera.mechanisms.record import MechanismRecord
-from tessera.privacy import Definition, Neighbours
+from tessera.privacy import ONE_ROW, Definition, Neighbours, PrivacyUnit
 from tessera.release.budget import DISCRETE_LAPLACE, Budget
 from tessera.release.ledger import Charge, Ledger
 from tessera.release.plan import Allocation, NoisePlan
@@ -242,6 +242,7 @@ def answer(
     budget: Budget,
     *,
     neighbours: Neighbours | str = Neighbours.ADD_REMOVE,
+    unit: PrivacyUnit = ONE_ROW,
     allocation: Allocation = "auto",
     postprocess: Sequence[str] = (),
     strategy: str = "auto",
@@ -272,7 +273,14 @@ def answer(
     for ``objective``), W's answers reconstructed from it (:mod:`.strategy_release`).
     ``estimate``: ``gls`` (those answers) or ``model`` (adds the post-processing step
     ``model``: non-negative consistent estimates from every measurement,
-    :mod:`.model_estimate`; no proven interval)."""
+    :mod:`.model_estimate`; no proven interval).
+
+    ``unit``: whose presence the budget protects — one row (the default), or one person
+    (:class:`~tessera.privacy.PrivacyUnit`: every row with the same value of its id column, at
+    most K of them kept by a rule that reads that person's rows alone; docs/theory.md §3.13):
+    the noise is calibrated to a person's γ_w (K·γ under pure ε, the ℓ2 sensitivity K·√γ(c)
+    under zCDP), the guarantees and the certificate name the unit, and a ledger must be made
+    for the same unit."""
     if estimate == "adaptive":  # the route lives above this layer (tessera.routes)
         raise TesseraError("estimate 'adaptive' is tessera.answer_adaptive(data, workload, "
                            "budget, ...) (tessera answer --estimate adaptive)",
@@ -292,7 +300,7 @@ def answer(
     start = time.perf_counter()
     plan, choice = strategy_plan(workload, budget, neighbours=neighbours, allocation=allocation,
                                  strategy=strategy, objective=objective, time_limit=time_limit,
-                                 estimate=estimate)
+                                 estimate=estimate, unit=unit)
     measured = plan.workload
     timings["plan"] = time.perf_counter() - start
     book = Ledger.open(ledger) if isinstance(ledger, (str, Path)) else ledger
@@ -303,7 +311,7 @@ def answer(
     # depends on the data is computed or raised between the charge and the noisy release.
     t0 = time.perf_counter()
     encoded = encode(data, workload.domain, on_invalid=on_invalid,  # type: ignore[arg-type]
-                     csv=csv, table=table)
+                     csv=csv, table=table, unit=unit)
     timings["encode"] = time.perf_counter() - t0
     _check_rows(encoded.n_rows, plan.neighbours)
     contrasted = None if choice is None else choice.chosen
@@ -316,9 +324,11 @@ def answer(
     if book is not None:
         charge = book.charge(measured, plan.costs, label=label or "release",
                              mechanism=plan.mechanism,
-                             time_limit=60.0 if time_limit is None else max(time_limit, 1.0))
+                             time_limit=60.0 if time_limit is None else max(time_limit, 1.0),
+                             unit=plan.unit)
     delivery = Delivery(tuple(o.path for o in outputs))
-    with settled(book, charge, lambda: aborted_hint("release", charge, _unit(plan), delivery)):
+    symbol = _budget_symbol(plan)
+    with settled(book, charge, lambda: aborted_hint("release", charge, symbol, delivery)):
         t0 = time.perf_counter()
         exact = count_encoded(encoded, measured)
         del encoded
@@ -388,7 +398,7 @@ def _check_scales(plan: NoisePlan, contrasted: Strategy | None) -> None:
              "weights that give no released query a vanishing share")
 
 
-def _unit(plan: NoisePlan) -> str:
+def _budget_symbol(plan: NoisePlan) -> str:
     """The symbol the ledger counts this release's cost in: ε (pure) or ρ (zCDP)."""
     return "ε" if plan.budget.calibration is Definition.PURE else "ρ"
 
@@ -404,6 +414,7 @@ def _check_ledger(book: Ledger, plan: NoisePlan) -> None:
         raise TesseraError(
             f"the ledger is for {book.neighbours.label} neighbours, this release for "
             f"{plan.neighbours.label}", hint="use the ledger's --neighbours")
+    book.check_unit(plan.unit)  # (before the data are read: nothing is charged)
 
 
 def _add_noise(

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tessera.errors import TesseraError
-from tessera.privacy import Definition, Neighbours
+from tessera.privacy import ONE_ROW, Definition, Neighbours, PrivacyUnit
 from tessera.release.decimals import format_bound, format_budget, remaining_budget
 from tessera.workload.workload import Workload
 
@@ -138,6 +138,8 @@ class LedgerSummary:
     spent_lower: float
     exact: bool
     releases: tuple[Charge, ...]
+    #: whose presence the budget protects: one row, or one person of at most K rows
+    unit: PrivacyUnit = ONE_ROW
 
     @property
     def remaining(self) -> float:
@@ -156,7 +158,7 @@ class LedgerSummary:
                f"upper bound; at least {format_budget(self.spent_lower, self.total, up=False)}")
         lines = [
             f"ledger {self.path} (data set {self.dataset!r}): {self.definition.label}, "
-            f"{self.neighbours.label}",
+            f"{self.unit.label(self.neighbours)}",
             f"total {unit} = {format_bound(self.total)}, spent {up(self.spent)} ({how}), "
             f"remaining {format_budget(self.remaining, self.total, up=False)}; "
             f"{len(self.releases)} release(s) (spent rounded up, remaining down)",

@@ -97,6 +97,24 @@ _NEIGHBOURS = {
 }
 
 
+def _unit_card(plan: NoisePlan) -> str:
+    if plan.unit.is_row:
+        return "one row"
+    return (f"one person ({plan.unit.id_column}), K = {plan.unit.max_rows} rows")
+
+
+def _person(plan: NoisePlan) -> str:
+    """What the person-level unit means, for the glossary (docs/theory.md §3.13)."""
+    k = plan.unit.max_rows
+    factor = plan.unit.factor(plan.budget.calibration)
+    return (f"every row with the same value of {plan.unit.id_column!r} is one person; at most "
+            f"{k} of a person's rows are kept (ordered by a hash of the row and the id: a rule "
+            f"that reads that person's rows alone). A person pays {factor} times what one row "
+            f"pays (K for ε, K² for ρ), so γ_w and the noise are {k} times a row-level "
+            "release's. The id column is read only to group rows; it is never counted or "
+            "released.")
+
+
 # -- sections -------------------------------------------------------------------------------
 
 def _header(release: ReleaseView, now: str, gs: Sequence[Guarantee]) -> str:
@@ -113,7 +131,8 @@ def _header(release: ReleaseView, now: str, gs: Sequence[Guarantee]) -> str:
     head = gs[0]
     cards = [
         ("Guarantee", head.definition.label + ", " + head.parameter_text()),
-        ("Neighbours", plan.neighbours.label),
+        ("Neighbours", plan.unit.label(plan.neighbours)),
+        ("Unit of privacy", _unit_card(plan)),
         ("Queries", f"{len(plan.workload):,}"),
         ("γ_w (" + ("exact" if plan.overlap.exact else "upper bound") + ")",
          fmt_num(plan.overlap.bound)),
@@ -144,8 +163,8 @@ def _header(release: ReleaseView, now: str, gs: Sequence[Guarantee]) -> str:
 def _guarantee_section(release: ReleaseView, gs: Sequence[Guarantee]) -> str:
     plan = release.plan
     cert = release.certificate
-    rows = [[esc(g.definition.label), esc(g.parameter_text()), esc(g.neighbours.label),
-             esc(g.basis), esc(g.note or "")] for g in gs]
+    rows = [[esc(g.definition.label), esc(g.parameter_text()),
+             esc(g.unit.label(g.neighbours)), esc(g.basis), esc(g.note or "")] for g in gs]
     table = html_table(["definition", "parameter", "neighbour relation", "basis", "how"], rows)
     defs = list(dict.fromkeys([g.definition for g in gs] + [plan.budget.definition]))
     proven = {g.definition for g in gs}
@@ -155,6 +174,9 @@ def _guarantee_section(release: ReleaseView, gs: Sequence[Guarantee]) -> str:
            "mechanism that ran (see below).</b>") + "</li>" for d in defs)
     glossary += (f"<li><b>Neighbours: {esc(plan.neighbours.label)}</b> — "
                  f"{esc(_NEIGHBOURS[plan.neighbours])}</li>")
+    if not plan.unit.is_row:
+        glossary += (f"<li><b>Unit of privacy: {esc(plan.unit.text)}</b> — {esc(_person(plan))}"
+                     "</li>")
     mech = cert.get("mechanism", {})
     laplace = plan.mechanism == DISCRETE_LAPLACE
     mech_rows = [
@@ -163,7 +185,10 @@ def _guarantee_section(release: ReleaseView, gs: Sequence[Guarantee]) -> str:
          else "discrete Gaussian (integer noise, P[Z = z] ∝ exp(−z²/(2σ²)))"),
         ("Randomness", str(mech.get("randomness", "OpenDP secure" if release.private
                                     else "seeded (NOT PRIVATE)"))),
-        ("Sensitivity", "1 per counting query (one row changes a count by at most 1)"),
+        ("Sensitivity", "1 per counting query (one row changes a count by at most 1)"
+         if plan.unit.is_row else
+         f"{plan.unit.max_rows} per counting query (one person's at most "
+         f"{plan.unit.max_rows} kept rows change a count by at most {plan.unit.max_rows})"),
         ("Calibrated as", f"{plan.budget.calibration.label}, total {fmt_num(plan.total, 10)} "
                           f"(requested: {plan.budget.text()})"),
     ]
@@ -180,7 +205,13 @@ def _guarantee_section(release: ReleaseView, gs: Sequence[Guarantee]) -> str:
         "<li>Scope of every guarantee: one individual contributes at most one row, under the "
         f"relation <i>{esc(plan.neighbours.label)}</i>; groups of k rows, or other releases on "
         "the same data, are not covered except through composition (a budget ledger) or group "
-        "privacy.</li>"
+        "privacy.</li>" if plan.unit.is_row else
+        "<li>Scope of every guarantee: one person (all rows with one value of the id column "
+        f"<code>{esc(str(plan.unit.id_column))}</code>), under the relation "
+        f"<i>{esc(plan.unit.label(plan.neighbours))}</i>, on the data as bounded (at most "
+        f"{plan.unit.max_rows} rows kept per person). A person's dropped rows are not counted "
+        "(a bias towards smaller counts, whose size is private and not shown); other releases "
+        "on the same data are covered only through a ledger made for the same unit.</li>"
         "<li>The 95% intervals describe the added noise only, not sampling, coverage or "
         "measurement error of the data.</li>")
     if not not_proven:
@@ -250,7 +281,7 @@ def _overlap_section(release: ReleaseView, stats: WorkloadStats) -> str:
         ("γ_w (calibration value)", f"{fmt_num(ov.bound, 10)} ({status})"),
         ("Achieved by the witness row (lower bound)", fmt_num(ov.achieved, 10)),
         ("Composition measured in", ov.comp.label),
-        ("Neighbour relation", ov.neighbours.label),
+        ("Neighbour relation", ov.unit.label(ov.neighbours)),
         ("Solver", ov.method),
         ("Sequential figure comp(Q)", fmt_num(ov.sequential, 10)),
     ]

@@ -77,7 +77,7 @@ import pandas as pd
 from tessera.data.table import CsvOptions
 from tessera.engine.decomposition import DEFAULT_MEMORY_LIMIT
 from tessera.errors import QueryError, ResourceError, TesseraError
-from tessera.privacy import Neighbours
+from tessera.privacy import ONE_ROW, Neighbours, PrivacyUnit
 from tessera.release.budget import Budget
 from tessera.release.ledger import Ledger
 from tessera.routes.model_files import (
@@ -204,6 +204,7 @@ def answer_adaptive(
     budget: Budget,
     *,
     neighbours: Neighbours | str = Neighbours.ADD_REMOVE,
+    unit: PrivacyUnit = ONE_ROW,
     ledger: Ledger | str | Path | None = None,
     label: str | None = None,
     seed: int | None = None,
@@ -225,7 +226,8 @@ def answer_adaptive(
     ``max_model_size``, …); ``rows`` defaults to 0 (no rows are sampled: the answers come
     from the model). ``memory_limit``: the engine's memory guard (bytes) for the passes that
     read queries from the model; the preflight, the selection's answerability constraint
-    (the synthesizer's ``answer_memory``) and the answers all use it."""
+    (the synthesizer's ``answer_memory``) and the answers all use it. ``unit``: one row, or
+    one person of at most K rows (the synthesizer's, docs/theory.md §3.13)."""
     if not isinstance(workload, Workload):
         raise QueryError("the adaptive route takes a tessera.Workload",
                          hint="Workload.load(path, domain) or Workload.from_sql(...)")
@@ -261,7 +263,7 @@ def answer_adaptive(
         release.timings["deliver"] = time.perf_counter() - t1
         done.append(release)
 
-    synthesizer.fit(data, workload, budget, neighbours=neighbours, ledger=book,
+    synthesizer.fit(data, workload, budget, neighbours=neighbours, unit=unit, ledger=book,
                     label=label or "answers (adaptive model)", seed=seed, csv=csv,
                     table=table, on_invalid=on_invalid,  # type: ignore[arg-type]
                     progress=progress, deliver=deliver)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from tessera.errors import TesseraError
-from tessera.privacy import Definition, Neighbours
+from tessera.privacy import ONE_ROW, Definition, Neighbours, PrivacyUnit
 from tessera.strategy.candidates import (
     Context,
     Strategy,
@@ -112,6 +112,7 @@ def choose_strategy(
     minimax_rectangles: bool = True,
     direct_scales: tuple[float, ...] | None = None,
     stated_shares: Mapping[str, tuple[float, ...]] | None = None,
+    unit: PrivacyUnit = ONE_ROW,
 ) -> StrategyChoice:
     """The strategy to measure for W under a budget ``total`` of ``definition`` (ε or ρ).
 
@@ -132,7 +133,8 @@ def choose_strategy(
     verify``'s stated shares of each (non-direct) candidate by name, as the certificate's
     candidate table records them, which replace that candidate's own before the choice is made
     (:func:`~.stated_shares.with_shares`; the recomputed ones are kept in
-    :attr:`StrategyChoice.restated`)."""
+    :attr:`StrategyChoice.restated`); ``unit``: one row, or one person of at most K rows,
+    whose γ_w every candidate is calibrated to (K·γ under pure ε, docs/theory.md §3.13)."""
     if strategy not in STRATEGIES:
         raise TesseraError(f"unknown strategy {strategy!r}", hint=", ".join(STRATEGIES))
     if objective not in OBJECTIVES:
@@ -141,7 +143,7 @@ def choose_strategy(
         raise TesseraError("the workload has no queries")
     ctx = Context(Definition.parse(definition), float(total), Neighbours.parse(neighbours),
                   time_limit, objective, optimise_direct, minimax, direct_scales,
-                  minimax_rectangles)
+                  minimax_rectangles, unit)
     wanted = STRATEGIES[1:] if (strategy == "auto" or compare) else (strategy,)
     found: list[Strategy] = []
     for name in wanted:

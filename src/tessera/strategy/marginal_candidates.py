@@ -170,7 +170,7 @@ def calibrate_contrasts(ctx: Context, workload: Workload, measured: Workload,
     workload, and W's expected variances with residual A's noise σ_A = scale × Δ_A."""
     rc, starts = recon.contrasts, recon.starts
     cost = workload_cost(measured, definition=ctx.definition, neighbours=ctx.neighbours,
-                         time_limit=ctx.time_limit)
+                         time_limit=ctx.time_limit, unit=ctx.unit)
     scales = cost.scales(ctx.total)
     delta = np.ones(measured.n_queries)
     for k, s in enumerate(rc.scopes):

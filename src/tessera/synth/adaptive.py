@@ -141,7 +141,7 @@ from tessera.synth.schedule import (
     noise_l1,
     noise_param,
     noise_sd,
-    selection_sensitivity,
+    sensitivities,
     starting_rounds,
 )
 from tessera.synth.sensitive import SensitiveCounts
@@ -239,10 +239,11 @@ def adaptive(
         raise TesseraError("the workload mentions no attribute: nothing to measure")
     exact = split_counts(cands, counts)
     gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
-    substitute = budget.neighbours is Neighbours.SUBSTITUTE
-    l1, l2 = (2.0, math.sqrt(2.0)) if substitute else (1.0, 1.0)
+    # n is public under substitution of a row; never for a person (their rows change in number)
+    substitute = budget.neighbours is Neighbours.SUBSTITUTE and budget.unit.is_row
+    l1, l2, sel, count_sensitivity = sensitivities(cands, budget)  # (× K for a person)
     weights = [int(c.weight) if c.is_marginal else 1 for c in cands]
-    schedule = Schedule(budget, l1, l2, selection_sensitivity(cands, substitute),
+    schedule = Schedule(budget, l1, l2, sel,
                          MEASURE_FRACTION if measure_fraction is None else measure_fraction)
     attrs = sorted({c.scope[0] for c in cands if c.is_marginal and len(c.scope) == 1})
     T = int(rounds) if rounds is not None else 16 * len(attrs)
@@ -302,7 +303,7 @@ def adaptive(
     def measure(i: int, noise: CountNoise, r: int) -> GroupMeasurement:
         nonlocal spent
         c, how = cands[i], coarsened(i)
-        sens = (l1 if schedule.pure else l2) if c.is_marginal else 1.0
+        sens = (l1 if schedule.pure else l2) if c.is_marginal else count_sensitivity
         rel = noise.sample(how.sum(exact.counts[i]), source)
         step = Step("measurement", r, rel.mechanism, sens)
         steps.append(step)
@@ -469,7 +470,7 @@ def adaptive(
         keeper.confirm([(m.scope, m.query) for m in measurements],
                        (tuple(model.scopes), tuple(j for j, _ in model.queries)))
     fit_seconds += time.perf_counter() - tf
-    proof = prove(steps, budget.definition, budget.neighbours)
+    proof = prove(steps, budget.definition, budget.neighbours, budget.unit)
     proven = proof.epsilon if schedule.pure else proof.rho
     if spent > budget_total or proven is None or proven < float(spent):
         raise TesseraError(f"internal error: the run spent {float(spent)!r} of {budget.value!r}"

@@ -146,7 +146,8 @@ class AdaptiveRecord:
 
     def proved(self, definition: Definition | None = None) -> Guarantee:
         """The proof from the recorded steps alone, in the run's definition or ``definition``."""
-        return prove(self.steps, definition or self.spent.definition, self.spent.neighbours)
+        return prove(self.steps, definition or self.spent.definition, self.spent.neighbours,
+                     self.spent.unit)
 
     def describe(self) -> str:
         p, t = self.parameters, self.timings

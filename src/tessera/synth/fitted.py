@@ -32,7 +32,7 @@ from tessera.data.outputs import (
 )
 from tessera.engine.model import GibbsModel
 from tessera.errors import QueryError, TesseraError
-from tessera.privacy import Neighbours
+from tessera.privacy import ONE_ROW, Neighbours, PrivacyUnit
 from tessera.schema.domain import Domain
 from tessera.synth.adaptive_record import AdaptiveResult
 from tessera.synth.charge import Target
@@ -102,6 +102,8 @@ class FittedSynthesizer:
     charge: Any = None
     seed: int | None = None
     notes: tuple[str, ...] = ()  # what the run did that the user did not ask for
+    #: whose presence the run protects: one row, or one person of at most K rows
+    unit: PrivacyUnit = ONE_ROW
 
     @property
     def method(self) -> str:

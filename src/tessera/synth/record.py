@@ -17,7 +17,7 @@ import numpy as np
 from tessera.accounting.guarantee import Guarantee
 from tessera.accounting.zcdp import epsilon_for_delta
 from tessera.mechanisms import MechanismRecord
-from tessera.privacy import Definition, Neighbours
+from tessera.privacy import ONE_ROW, Definition, Neighbours, PrivacyUnit
 from tessera.synth.accounting import Step, prove, step_cost
 from tessera.synth.charge import Target
 from tessera.workload.canonical import schema_hash, sha256_of, workload_hash
@@ -39,6 +39,7 @@ __all__ = [
     "spent",
     "step_dict",
     "step_from_dict",
+    "unit_section",
     "workload_dict",
 ]
 
@@ -64,6 +65,7 @@ class FittedRun(Protocol):
     charge: Any
     synthesizer: Any
     notes: tuple[str, ...]
+    unit: PrivacyUnit
 
 
 #: Version of the synthesis record's layout (``record_version``).
@@ -81,21 +83,23 @@ def spent(fitted: FittedRun) -> list[Guarantee]:
         return []
     assert fitted.target is not None
     r = fitted.result.record
-    return proved_spend(r.steps, r.spent.definition, r.neighbours, fitted.target.deltas)
+    return proved_spend(r.steps, r.spent.definition, r.neighbours, fitted.target.deltas,
+                        fitted.unit)
 
 
 def proved_spend(steps: Sequence[Step], definition: Definition, neighbours: Neighbours,
-                 deltas: Sequence[float]) -> list[Guarantee]:
+                 deltas: Sequence[float], unit: PrivacyUnit = ONE_ROW) -> list[Guarantee]:
     """Pure ε (a pure run), ρ-zCDP (always) and (ε, δ) at ``deltas`` of a run whose mechanisms
     were ``steps``: :func:`tessera.synth.accounting.prove` of the steps, and the CKS20
     conversion of its ρ (or the pure ε where smaller). :func:`tessera.synth.verify.verify_record`
-    recomputes it from a record's steps alone."""
+    recomputes it from a record's steps alone. ``unit``: what the steps' sensitivities are a
+    change of (a person's: K times a row's), named by every guarantee."""
     out = []
     pure = None
     if definition is Definition.PURE:
-        pure = prove(steps, Definition.PURE, neighbours)
+        pure = prove(steps, Definition.PURE, neighbours, unit)
         out.append(pure)
-    z = prove(steps, Definition.ZCDP, neighbours)
+    z = prove(steps, Definition.ZCDP, neighbours, unit)
     out.append(z)
     rho = float(z.rho or 0.0)
     for delta in deltas:
@@ -103,7 +107,8 @@ def proved_spend(steps: Sequence[Step], definition: Definition, neighbours: Neig
         note = "from ρ-zCDP (CKS20 Cor. 13)"
         if pure is not None and float(pure.epsilon or 0.0) <= eps:
             eps, note = float(pure.epsilon or 0.0), "implied by pure ε-DP"
-        out.append(Guarantee.approx(eps, delta, neighbours, basis="upper bound", note=note))
+        out.append(Guarantee.approx(eps, delta, neighbours, basis="upper bound", note=note,
+                                    unit=unit))
     return out
 
 
@@ -198,6 +203,7 @@ def run_record(fitted: FittedRun) -> dict[str, Any]:
         "private": fitted.private,
         "randomness": r.source,
         "neighbours": fitted.neighbours.value,
+        **unit_section(fitted.unit),
         "schema": {"sha256": schema_hash(fitted.workload.domain)},
         "budget": {
             "asked": fitted.target.asked,
@@ -243,6 +249,7 @@ def lp_record(fitted: FittedRun, ledger: dict[str, Any] | None) -> dict[str, Any
         "private": fitted.private,
         "randomness": privacy.get("randomness"),
         "neighbours": fitted.neighbours.value,
+        **unit_section(fitted.unit),
         "schema": {"sha256": schema_hash(fitted.workload.domain)},
         "budget": {"asked": privacy.get("budget"), "calibrated_as": privacy.get("calibration"),
                    "notes": list(fitted.notes)},
@@ -259,6 +266,16 @@ def lp_record(fitted: FittedRun, ledger: dict[str, Any] | None) -> dict[str, Any
         "ledger": ledger,
         "release_certificate": privacy.get("certificate"),
     }
+
+
+def unit_section(unit: PrivacyUnit) -> dict[str, Any]:
+    """A record's ``privacy_unit`` (only for a person: the id column's name, never its values,
+    and K; every step's sensitivity is then K times a row's, docs/theory.md §3.13)."""
+    if unit.is_row:
+        return {}
+    return {"privacy_unit": unit.to_dict() | {
+        "sensitivities": "every mechanism's sensitivity is K times a row's (a person's at "
+                         "most K kept rows)"}}
 
 
 def describe(fitted: FittedRun) -> str:

@@ -60,18 +60,25 @@ from tessera.engine.factors import Function
 from tessera.engine.model import GibbsModel
 from tessera.errors import DataError, QueryError, ResourceError, TesseraError
 from tessera.mechanisms import NoiseSource
-from tessera.privacy import DEFAULT_NEIGHBOURS, Definition, Neighbours
+from tessera.privacy import DEFAULT_NEIGHBOURS, ONE_ROW, Definition, Neighbours, PrivacyUnit
 from tessera.schema.domain import Domain
 from tessera.synth.accounting import Budget as RunBudget
 from tessera.synth.adaptive import adaptive
 from tessera.synth.answerable import Answerable, least_structure
 from tessera.synth.candidates import DEFAULT_MAX_CELLS, Candidate, candidate_workload, candidates
-from tessera.synth.charge import LedgerLike, Target, check_ledger, ledger_charge, opened_ledger
+from tessera.synth.charge import (
+    LedgerLike,
+    Target,
+    check_ledger,
+    ledger_charge,
+    opened_ledger,
+    person_shares,
+)
 from tessera.synth.fitted import FittedSynthesizer, synth_outputs, write_outputs
 from tessera.synth.ipmwu import ipmwu
 from tessera.synth.mwem import DEFAULT_TABLE_LIMIT, MAX_CELLS, cells, mwem
 from tessera.synth.parameters import default_parameters
-from tessera.synth.schedule import MEASURE_FRACTION, Schedule, selection_sensitivity
+from tessera.synth.schedule import MEASURE_FRACTION, Schedule, sensitivities
 from tessera.synth.sensitive import SensitiveCounts, query_functions, sensitive_counts
 from tessera.workload.clause import BooleanClause
 from tessera.workload.query import Query
@@ -156,7 +163,7 @@ class Synthesizer:
 
     def preflight(self, workload: Workload, budget: ReleaseBudget | RunBudget | None = None,
                   *, neighbours: Neighbours | str = DEFAULT_NEIGHBOURS,
-                  build: bool = True) -> None:
+                  build: bool = True, unit: PrivacyUnit = ONE_ROW) -> None:
         """Every check that needs only the public inputs (schema, workload, budget, options),
         so that a run a ledger pays for does not fail after the charge: option values, the
         explicit histogram's size (mwem), and — with ``build`` — the engine's model of the
@@ -164,8 +171,9 @@ class Synthesizer:
         ``tessera synth --method lp`` before answering."""
         domain = workload.domain
         opts = self.settings
+        check_unit(self.method, neighbours, unit)
         if self.method == "adaptive":
-            _adaptive_preflight(workload, opts, neighbours, budget)
+            _adaptive_preflight(workload, opts, neighbours, budget, unit)
             return
         functions, _ = query_functions(domain, workload)  # the structured-workload guards
         if self.method == "lp":
@@ -212,6 +220,7 @@ class Synthesizer:
         budget: ReleaseBudget | RunBudget | None = None,
         *,
         neighbours: Neighbours | str | None = None,
+        unit: PrivacyUnit = ONE_ROW,
         ledger: LedgerLike | None = None,
         label: str | None = None,
         seed: int | None = None,
@@ -231,8 +240,13 @@ class Synthesizer:
 
         ``neighbours``: add/remove one row (the default of the whole tool,
         :data:`tessera.privacy.DEFAULT_NEIGHBOURS`: n stays private) or substitute one row
-        (Ghazi et al., n public). ``ledger``: an opened :class:`tessera.Ledger`, charged before the
-        data is read. ``seed``: seeded randomness for TESTS (the output is NOT PRIVATE).
+        (Ghazi et al., n public). ``unit``: one row, or one person
+        (:class:`~tessera.privacy.PrivacyUnit`, docs/theory.md §3.13): every person's rows are
+        bounded to K before anything is counted and every mechanism is calibrated to a person's
+        sensitivity, K times a row's (:func:`tessera.synth.schedule.sensitivities`; the default
+        adaptive method under either relation, ``lp`` under add/remove). ``ledger``: an opened
+        :class:`tessera.Ledger`, charged before the data is read. ``seed``: seeded randomness
+        for TESTS (the output is NOT PRIVATE).
         ``progress``: called after every round (a
         :class:`~tessera.synth.rounds.RoundProgress`; for ``lp`` every column-generation
         iteration, a :class:`~tessera.synth.lp.Iteration`). ``release``:
@@ -252,11 +266,14 @@ class Synthesizer:
         if not isinstance(workload, Workload):
             workload = as_workload(workload, domain)
         outputs = synth_outputs(output, record)
+        check_unit(self.method, neighbours if neighbours is not None else DEFAULT_NEIGHBOURS,
+                   unit)
         if self.method == "lp":
             if deliver is not None:
                 raise TesseraError("deliver= is for the methods that run on the data, not 'lp'")
             return self._fit_lp(data, workload, budget, neighbours, ledger, label, seed, csv,
-                                table, on_invalid, progress, release, answer, outputs)
+                                table, on_invalid, progress, release, answer, outputs,
+                                unit=unit)
         if release is not None:
             raise TesseraError(f"method {self.method!r} runs on the data: release= is for 'lp'")
         if budget is None:
@@ -267,31 +284,34 @@ class Synthesizer:
         book = opened_ledger(ledger)
         charge = None
         if book is not None:
-            check_ledger(book, target.definition, rel)
-            self.preflight(workload, budget, neighbours=rel)
+            check_ledger(book, target.definition, rel, unit)
+            self.preflight(workload, budget, neighbours=rel, unit=unit)
         if self.method == "adaptive":
-            _adaptive_preflight(workload, self.settings, rel, budget)
+            _adaptive_preflight(workload, self.settings, rel, budget, unit)
+        # a person's budget: the run's calibration and the ledger's per-row charge (K, K²)
+        run_value, per_row = person_shares(target.value, target.definition, unit)
+        run_budget = RunBudget.of(**{next(iter(target.kwargs())): run_value}, neighbours=rel,
+                                  unit=unit)
         # the data is read and validated before the charge: a data error reaches the curator
         # without spending budget, and no data-dependent error is raised after the charge
         if self.method == "adaptive":  # it reads the counts of its candidates, never rows
             read = candidate_workload(workload, self.settings.get("max_cells", DEFAULT_MAX_CELLS))
-            counts = (sensitive_counts(workload.domain, read, data)
+            counts = (sensitive_counts(workload.domain, read, data, unit=unit)
                       if isinstance(data, np.ndarray) else
-                      _sensitive_counts(data, read, csv, table, on_invalid))
+                      _sensitive_counts(data, read, csv, table, on_invalid, unit))
         else:
-            counts = _sensitive_counts(data, workload, csv, table, on_invalid)
+            counts = _sensitive_counts(data, workload, csv, table, on_invalid, unit)
         if book is not None:
-            w, costs = ledger_charge(workload.domain, target.value, rel)
+            w, costs = ledger_charge(workload.domain, per_row, rel)
             charge = book.charge(w, costs, label=label or f"synthetic data ({self.method})",
-                                 mechanism=f"synthesis:{self.method}")
+                                 mechanism=f"synthesis:{self.method}", unit=unit)
         source = NoiseSource.secure() if seed is None else NoiseSource.seeded(seed)
         delivery = Delivery(tuple(o.path for o in outputs), step="fitting")
-        unit = "ε" if target.definition is Definition.PURE else "ρ"
-        with settled(book, charge, lambda: aborted_hint("run", charge, unit, delivery)):
+        budget_unit = "ε" if target.definition is Definition.PURE else "ρ"
+        with settled(book, charge, lambda: aborted_hint("run", charge, budget_unit, delivery)):
             if self.method == "adaptive":
-                run: Any = adaptive(workload, counts, RunBudget.of(**target.kwargs(),
-                                                                   neighbours=rel),
-                                    source=source, rng=seed, progress=progress, **self.settings)
+                run: Any = adaptive(workload, counts, run_budget, source=source, rng=seed,
+                                    progress=progress, **self.settings)
             else:
                 run = (ipmwu if self.method == "ipmwu" else mwem)(
                     workload.domain, workload, counts, **target.kwargs(),  # type: ignore
@@ -300,7 +320,7 @@ class Synthesizer:
             if book is not None and charge is not None and dataclasses.is_dataclass(charge):
                 # what the ledger will say once every file exists (the record written says it)
                 charge = dataclasses.replace(charge, status="released")  # type: ignore[type-var]
-            fitted = FittedSynthesizer(self, workload, run, target, rel, charge, seed)
+            fitted = FittedSynthesizer(self, workload, run, target, rel, charge, seed, unit=unit)
             write_outputs(fitted, outputs, delivery, deliver)
         return fitted
 
@@ -308,14 +328,16 @@ class Synthesizer:
                 label: str | None, seed: int | None, csv: CsvOptions, table: str | None,
                 on_invalid: OnInvalid, progress: Callable[[Any], None] | None,
                 release: Release | None, answer: Callable[..., Release] | None,
-                outputs: Any, notes: tuple[str, ...] = ()) -> FittedSynthesizer:
+                outputs: Any, notes: tuple[str, ...] = (),
+                unit: PrivacyUnit = ONE_ROW) -> FittedSynthesizer:
         from tessera.synth.lp import synthesize
 
         if release is None and answer is not None and budget is not None:
             rel = Neighbours.parse(neighbours if neighbours is not None else DEFAULT_NEIGHBOURS)
             fitted_workload, added = (with_tautology(workload) if rel is Neighbours.ADD_REMOVE
                                       else (workload, False))
-            self.preflight(fitted_workload, budget, neighbours=rel)  # before the charge
+            self.preflight(fitted_workload, budget, neighbours=rel,
+                           unit=unit)  # before the charge
             done: list[FittedSynthesizer] = []
 
             def deliver(answered: Release) -> None:  # before the release is marked released
@@ -323,7 +345,7 @@ class Synthesizer:
                                          csv, table, on_invalid, progress, answered, None,
                                          outputs, (TAUTOLOGY_NOTE,) if added else ()))
 
-            answer(data, fitted_workload, budget, neighbours=rel, ledger=ledger,
+            answer(data, fitted_workload, budget, neighbours=rel, unit=unit, ledger=ledger,
                    label=label or "synthetic data (lp)", seed=seed, csv=csv, table=table,
                    on_invalid=on_invalid, deliver=deliver)
             return done[0]
@@ -356,13 +378,33 @@ class Synthesizer:
         if progress is not None:
             options["callback"] = progress
         run = synthesize(release, n=n, rng=seed, **options)
-        fitted = FittedSynthesizer(self, workload, run, None, rel, release.charge, seed, notes)
+        fitted = FittedSynthesizer(self, workload, run, None, rel, release.charge, seed, notes,
+                                   unit=release.plan.unit)
         write_outputs(fitted, outputs)
         return fitted
 
 
+def check_unit(method: str, neighbours: Neighbours | str, unit: PrivacyUnit) -> None:
+    """A person is synthesized by the adaptive method (under either relation: n is then
+    private, estimated from its measurements) and by ``lp`` under add/remove (its release
+    answers n); ipmwu and mwem, baselines calibrated to a row, and ``lp`` under substitution
+    (which takes n as public) are refused for a person before anything is read or charged."""
+    if unit.is_row:
+        return
+    if method in ("ipmwu", "mwem"):
+        raise TesseraError(f"method {method!r} is calibrated to one row; a person "
+                           f"(--privacy-id {unit.id_column}) is synthesized by the adaptive "
+                           "method", hint="drop --method (adaptive is the default), or use lp")
+    if method == "lp" and Neighbours.parse(neighbours) is Neighbours.SUBSTITUTE:
+        raise TesseraError("the LP approach under substitution takes n as public, which it is "
+                           "not when a person's rows (how many there are) may change",
+                           hint="--neighbours add-remove (the LP then reads n̂ from the "
+                                "release's noisy total)")
+
+
 def _adaptive_preflight(workload: Workload, opts: dict[str, Any], neighbours: Neighbours | str,
-                        budget: ReleaseBudget | RunBudget | None = None) -> None:
+                        budget: ReleaseBudget | RunBudget | None = None,
+                        unit: PrivacyUnit = ONE_ROW) -> None:
     """The public checks of the adaptive method: something to measure, option values, the
     candidate workload's size (its counts are read before the charge) and, with a budget, that
     the initialisation fits in it (:func:`initial_spend`)."""
@@ -412,7 +454,7 @@ def _adaptive_preflight(workload: Workload, opts: dict[str, Any], neighbours: Ne
     if budget is None:
         return
     target = Target.of(budget)
-    run = RunBudget.of(**target.kwargs(), neighbours=rel)
+    run = RunBudget.of(**target.kwargs(), neighbours=rel, unit=unit)
     init, attrs, rounds = initial_spend(cands, run, opts.get("rounds"), f)
     if init > run.exact:
         least = math.ceil(f * attrs)
@@ -432,10 +474,8 @@ def initial_spend(cands: Sequence[Candidate], budget: RunBudget, rounds: int | N
     :class:`~tessera.synth.schedule.Schedule`). More than the budget when T < measure_fraction ×
     attributes: refused before any charge. (With the default T the start may measure them once
     more at T ≥ 4·d: at most 0.9 · (1/16 + 1/4) of the budget in all.)"""
-    substitute = budget.neighbours is Neighbours.SUBSTITUTE
-    l1, l2 = (2.0, math.sqrt(2.0)) if substitute else (1.0, 1.0)
-    schedule = Schedule(budget, l1, l2, selection_sensitivity(cands, substitute),
-                        measure_fraction)
+    l1, l2, sel, _ = sensitivities(cands, budget)  # (× K for a person)
+    schedule = Schedule(budget, l1, l2, sel, measure_fraction)
     attrs = len({c.scope[0] for c in cands if c.is_marginal and len(c.scope) == 1})
     T = int(rounds) if rounds is not None else 16 * attrs
     cal = schedule.round(schedule.total / T)
@@ -516,14 +556,20 @@ def _rows_of(data: Any, domain: Domain, csv: CsvOptions, table: str | None,
 
 
 def _sensitive_counts(data: Any, workload: Workload, csv: CsvOptions, table: str | None,
-                      on_invalid: OnInvalid) -> Any:
+                      on_invalid: OnInvalid, unit: PrivacyUnit = ONE_ROW) -> Any:
     """The exact counts the private steps read (NOT PRIVATE; never kept), by
-    :func:`tessera.count` (one aggregation per scope, never row by row)."""
+    :func:`tessera.count` (one aggregation per scope, never row by row), each person's rows
+    bounded first (``unit``)."""
     if isinstance(data, (SensitiveCounts, np.ndarray)):
+        if not unit.is_row:
+            raise DataError("exact counts or rows of codes carry no privacy id: they cannot "
+                            "be bounded per person", hint="pass the table with its id column "
+                            "(a path or a DataFrame)")
         return data
     if any(isinstance(q, BooleanQuery) for q in workload.queries):  # no SQL for a BDD
-        return sensitive_counts(workload.domain, workload.queries, data, on_invalid=on_invalid)
-    res = count(data, workload, csv=csv, table=table, on_invalid=on_invalid)
+        return sensitive_counts(workload.domain, workload.queries, data, on_invalid=on_invalid,
+                                unit=unit)
+    res = count(data, workload, csv=csv, table=table, on_invalid=on_invalid, unit=unit)
     if res.n_rows == 0:
         raise DataError("the data has no rows" + (" left after dropping invalid ones"
                                                   if res.dropped else ""))

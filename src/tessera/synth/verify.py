@@ -9,7 +9,8 @@ the workload only — no data, no code of the run:
 3. the budget: what the run is calibrated in follows from what was asked (ε → pure ε; ρ → ρ;
    (ε, δ) → the largest ρ whose CKS20 conversion gives it; μ → ρ = μ²/2);
 4. every mechanism: the sensitivity it was applied with is the one its target has (a count:
-   1 under both relations; a marginal under substitution: L1 2, L2 √2; a selection's scores: 1
+   1 under both relations; a marginal under substitution: L1 2, L2 √2; K times that for a
+   record made for one person, its ``privacy_unit``; a selection's scores: 1
    in count units, the exponential mechanism's ε already covering the scores' sensitivity), its
    target exists in the workload (a query index, a candidate marginal), and its cost is the
    mechanism's own privacy map of its recorded parameter and sensitivity
@@ -41,7 +42,7 @@ from typing import Any
 
 from tessera.accounting.zcdp import rho_for_epsilon_delta
 from tessera.errors import TesseraError
-from tessera.privacy import Definition, Neighbours
+from tessera.privacy import Definition, Neighbours, PrivacyUnit
 from tessera.synth.accounting import step_cost
 from tessera.synth.candidates import candidates
 from tessera.synth.charge import REPORTED_DELTAS
@@ -114,13 +115,19 @@ def _rho_for(epsilon: float, delta: float) -> float:
 
 
 def _expected_sensitivity(method: str, step: dict[str, Any], substitute: bool,
-                          definition: Definition) -> float:
+                          definition: Definition, unit: PrivacyUnit) -> float:
+    """A row's sensitivity of what the step read, times K for a person (docs/theory.md §3.13:
+    a person's ≤ K kept rows move every count K times as far); a selection's recorded
+    sensitivity is 1 (its ε covers the scores', whose Δ is K times a row's for a person)."""
     target = step.get("applied_to", {})
+    if step["role"] == "selection":
+        return 1.0
+    k = float(unit.max_rows)
     if step["role"] == "measurement" and "marginal" in target:
         if not substitute:
-            return 1.0
-        return 2.0 if definition is Definition.PURE else math.sqrt(2.0)
-    return 1.0  # a count (query or total), or a selection over count-unit scores
+            return k
+        return k * (2.0 if definition is Definition.PURE else math.sqrt(2.0))
+    return k  # a count (query or total)
 
 
 def verify_record(
@@ -143,6 +150,7 @@ def verify_record(
         diffs.append("workload.sha256: the record was made for another workload")
     try:
         neighbours = Neighbours.parse(record["neighbours"])
+        unit = PrivacyUnit.from_dict(record.get("privacy_unit"))
         definition, value = _calibrated(record["budget"]["asked"])
         key = "epsilon" if definition is Definition.PURE else "rho"
         cal = record["budget"]["calibrated_as"]
@@ -152,7 +160,8 @@ def verify_record(
         steps = record["steps"]
         if not isinstance(steps, list):
             raise TypeError("steps is not a list")
-        diffs += _check_steps(method, steps, workload, record, neighbours, definition, key)
+        diffs += _check_steps(method, steps, workload, record, neighbours, definition, key,
+                              unit)
         proved = [step_from_dict(s) for s in steps]
         total = sum((Fraction(step_cost(s, definition)) for s in proved), Fraction(0))
         if total > Fraction(value):
@@ -161,7 +170,8 @@ def verify_record(
         deltas = sorted({*REPORTED_DELTAS, *([float(record["budget"]["asked"]["delta"])]
                                              if "delta" in record["budget"]["asked"]
                                              else [])}, reverse=True)
-        want = [g.to_dict() for g in proved_spend(proved, definition, neighbours, deltas)]
+        want = [g.to_dict() for g in proved_spend(proved, definition, neighbours, deltas,
+                                                  unit)]
         if record.get("spent") != want:
             diffs.append(f"spent: {record.get('spent')!r}, recomputed from the steps {want!r}")
         private = bool(proved) and all(s.mechanism.private for s in proved)
@@ -197,7 +207,7 @@ def _check_groups(where: str, target: dict[str, Any], workload: Workload) -> lis
 
 def _check_steps(method: Any, steps: list[dict[str, Any]], workload: Workload,
                  record: dict[str, Any], neighbours: Neighbours, definition: Definition,
-                 key: str) -> list[str]:
+                 key: str, unit: PrivacyUnit) -> list[str]:
     diffs: list[str] = []
     substitute = neighbours is Neighbours.SUBSTITUTE
     n_queries = workload.n_queries
@@ -225,7 +235,7 @@ def _check_steps(method: Any, steps: list[dict[str, Any]], workload: Workload,
                          "marginal of the workload")
         if "groups" in target:
             diffs += _check_groups(where, target, workload)
-        want = _expected_sensitivity(str(method), s, substitute, definition)
+        want = _expected_sensitivity(str(method), s, substitute, definition, unit)
         if not _close(s.get("sensitivity"), want):
             diffs.append(f"{where}.sensitivity: {s.get('sensitivity')!r}, its target has "
                          f"{want!r}")
@@ -259,4 +269,8 @@ def _verify_lp(record: dict[str, Any], workload: Workload,
         diffs.append("budget.asked: not the release certificate's budget")
     if record.get("neighbours") != cert.get("neighbours"):
         diffs.append("neighbours: not the release certificate's")
+    mine, theirs = record.get("privacy_unit"), cert.get("privacy_unit")
+    if (mine is None) != (theirs is None) or (mine is not None and theirs is not None and any(
+            mine.get(k) != theirs.get(k) for k in ("id_column", "max_rows"))):
+        diffs.append("privacy_unit: not the release certificate's")
     return diffs
