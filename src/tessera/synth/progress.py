@@ -1,6 +1,7 @@
 """What a synthesis run tells its ``progress`` callback: one typed event per step.
 
-A run is a sequence of steps — ``"counting"`` (the exact counts the private steps read),
+A run is a sequence of steps — ``"counting"`` (the exact counts the private steps read; for
+``lp`` called with ``answer=``, the private release of the workload),
 ``"setup"`` (the model and its first measurements), the ``"round"``\\ s (for ``lp``, the
 column-generation ``"iteration"``\\ s), ``"final fit"`` (the adaptive method's last fit) and
 ``"sampling"`` (the output rows) — and the callback sees each one: a ``"start"`` and an

@@ -348,10 +348,12 @@ class Synthesizer:
             done: list[FittedSynthesizer] = []
 
             def deliver(answered: Release) -> None:  # before the release is marked released
+                progress("counting")
                 done.append(self._fit_lp(data, fitted_workload, None, None, None, label, seed,
                                          csv, table, on_invalid, progress, answered, None,
                                          outputs, (TAUTOLOGY_NOTE,) if added else ()))
 
+            progress("counting", "start")  # the release reads the data and answers
             answer(data, fitted_workload, budget, neighbours=rel, ledger=ledger,
                    label=label or "synthetic data (lp)", seed=seed, csv=csv, table=table,
                    on_invalid=on_invalid, deliver=deliver)
