@@ -23,7 +23,6 @@ from tessera.errors import QueryError, QueryWarning, TesseraError
 from tessera.release import Budget, Ledger, answer
 from tessera.release.certificate import verify_certificate
 from tessera.schema.domain import Domain
-from tessera.synth.accounting import step_cost
 from tessera.synth.candidates import candidate_workload, candidates, outside_attributes
 from tessera.synth.fitted import FittedSynthesizer
 from tessera.synth.record import sealed
@@ -180,7 +179,6 @@ def test_verify_re_proves_the_added_measurement(data: pd.DataFrame,
     forged["steps"][rec["steps"].index(step)]["cost"]["rho"] /= 2
     assert not verify_record(sealed(forged), workload,
                              verify_certificate=verify_certificate).ok
-    assert step_cost  # (the privacy map the verifier recomputes)
 
 
 @pytest.mark.parametrize("method", ["ipmwu", "mwem", "lp"])
