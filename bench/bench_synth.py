@@ -231,6 +231,10 @@ def run_tessera(method: str, eps: float, seed: int, data: Any, workload: ts.Work
     planned: list[int] = []
 
     def progress(p: Any) -> None:
+        if p.step not in ("round", "iteration"):  # the counting, setup, final fit, sampling
+            if time.perf_counter() - t0 > limit:
+                raise TimeUp
+            return
         ticks.append(time.perf_counter())
         total = getattr(p, "rounds", None)
         if isinstance(total, int):

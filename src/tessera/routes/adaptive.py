@@ -233,6 +233,9 @@ def answer_adaptive(
                          hint="Workload.load(path, domain) or Workload.from_sql(...)")
     outputs = model_outputs(output, certificate)
     options.setdefault("rows", 0)
+    # answers only: the columns outside the workload are no answer's business, so nothing of
+    # the budget goes to them (the record still names them, as uniform in the model)
+    options.setdefault("uniform_columns", True)
     if "answer_memory" in options:
         raise QueryError("the adaptive route sets answer_memory itself",
                          hint="pass memory_limit= (the engine's guard for the answers)")

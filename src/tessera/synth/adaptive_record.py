@@ -60,10 +60,13 @@ class AdaptiveRound:
 
 @dataclass(frozen=True)
 class AdaptiveProgress:
-    """What the ``progress`` callback receives after each round (the CLI's progress bar)."""
+    """A round's own record, the ``detail`` of its
+    :class:`~tessera.synth.progress.ProgressEvent` (the CLI's progress bar)."""
 
     round: int
-    rounds: int  # AIM's planned number of rounds at the initial noise (an estimate)
+    #: the rounds of the run: exact in the final round, before it an upper bound (the run stops
+    #: when the budget is spent; :func:`tessera.synth.progress.rounds_left`)
+    rounds: int
     spent: float
     budget: float
     error: float  # ‖y_r − N μ̂_r‖₁ / (N cells_r) of the measurement just made: noisy, indicative
@@ -102,6 +105,13 @@ class AdaptiveParameters:
     #: noise sd the average workload cell stood out at the rounds' first noise (None: no
     #: marginal in the workload); the prior runs below PRIOR_CELL_SIGMAS
     clarity: float | None = None
+    #: the attributes outside the workload whose one-way marginals were measured at the
+    #: initialisation (so the rows keep their distributions), and the share of the budget
+    #: those measurements cost (exact sum of their costs / budget)
+    columns: tuple[str, ...] = ()
+    columns_share: float = 0.0
+    #: the attributes outside the workload left uniformly random (``uniform_columns``)
+    uniform_columns: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -176,6 +186,11 @@ class AdaptiveRecord:
             + ("" if p.clarity is None else
                f" (the average workload cell {p.clarity:.3g} noise sd out at the rounds' "
                "first noise)"),
+            *([f"columns outside the workload: one-way marginals of {', '.join(p.columns)} "
+               f"measured at the initialisation ({p.columns_share:.3g} of the budget)"]
+              if p.columns else []),
+            *([f"columns outside the workload left UNIFORMLY RANDOM (uniform_columns): "
+               f"{', '.join(p.uniform_columns)}"] if p.uniform_columns else []),
             *([f"selection kept the workload's {p.answerable} queries and its families "
                f"answerable within {p.answer_memory:,} bytes (withheld {self.withheld:,} "
                "eligible offers over the rounds)"] if p.answer_memory is not None else []),

@@ -74,6 +74,7 @@ from tessera.synth.parameters import (
     Expectations,
     Update,
 )
+from tessera.synth.progress import Reporter
 from tessera.synth.rounds import (
     Progress,
     RunRecord,
@@ -202,8 +203,12 @@ def ipmwu(
     tests: NOT PRIVATE); ``rng`` the post-processing randomness (S_t, the rows: a numpy
     ``Generator`` or a seed; sampling touches no sensitive value). ``constraints`` are hard
     (must-be-1) functions, as in :class:`~tessera.engine.model.GibbsModel`, whose other options
-    are passed on. ``progress`` is called after every round with a :class:`RoundProgress`.
+    are passed on. ``progress`` sees a :class:`~tessera.synth.progress.ProgressEvent` at every
+    step: the setup (start, end), each round (``detail``: its :class:`RoundProgress`), the
+    sampling of the rows (start, end).
     """
+    report = Reporter.of(progress)
+    report("setup", "start")
     t0 = time.perf_counter()
     functions, qnames = query_functions(domain, queries, names)
     model = GibbsModel(domain, functions, names=qnames, constraints=constraints,
@@ -219,16 +224,19 @@ def ipmwu(
         source=source, rng=rng, replay=replay, on_invalid=on_invalid)
     evaluator = Evaluator(domain, functions)
     setup = time.perf_counter() - t0
-    out = drive(_Implicit(model, evaluator), setting, progress=progress)
+    report("setup", round=0, rounds=setting.params.rounds, bound=False)
+    out = drive(_Implicit(model, evaluator), setting, progress=report)
     t1 = time.perf_counter()
     p = setting.params
     gen = setting.rng
+    report("sampling", "start", rows=p.rows)
 
     def samplers() -> Iterator[Callable[[int], np.ndarray]]:
         for theta in iter_thetas(out.transcript.selections, out.theta_steps, len(functions)):
             yield lambda k, theta=theta: model.with_theta(theta).sample(k, gen)
 
     synthetic_rows = sample_average(p.rows, p.rounds, gen, samplers(), len(domain))
+    report("sampling", rows=p.rows)
     timings = Timings(setup, tuple(out.round_times), time.perf_counter() - t1)
     record = finish("IPMWU (Ghazi et al., Algorithm 1, implicit Gibbs weights)", setting, out,
                     budget, timings, model.width)

@@ -34,6 +34,7 @@ from tessera.mechanisms import NoiseSource
 from tessera.privacy import Neighbours
 from tessera.schema.domain import Domain
 from tessera.synth.parameters import Expectations, Update
+from tessera.synth.progress import Reporter
 from tessera.synth.rounds import (
     Progress,
     RunRecord,
@@ -159,6 +160,8 @@ def mwem(
     """The rounds of :func:`~tessera.synth.ipmwu.ipmwu` on an explicit histogram (same
     arguments, ``progress`` included; ``expectations`` defaults to ``"exact"``, the classic
     MWEM). ``keep_histograms`` stores every h_t (T + 1 vectors over the cells: for tests)."""
+    report = Reporter.of(progress)
+    report("setup", "start")
     t0 = time.perf_counter()
     functions, qnames = query_functions(domain, queries, names)
     grid = cells(domain, max_cells)
@@ -183,6 +186,7 @@ def mwem(
         source=source, rng=rng, replay=replay, on_invalid=on_invalid)
     setup = time.perf_counter() - t0
     T = setting.params.rounds
+    report("setup", round=0, rounds=T, bound=False)
     average = np.zeros(grid.shape[0])
     kept: list[FloatArray] = []
 
@@ -192,7 +196,7 @@ def mwem(
         if keep_histograms:
             kept.append(p)
 
-    out = drive(_Explicit(table, log_h), setting, observe, progress)
+    out = drive(_Explicit(table, log_h), setting, observe, report)
     if keep_histograms:
         kept.append(out.final.probabilities)  # type: ignore[attr-defined]
     average /= T
@@ -203,7 +207,9 @@ def mwem(
         # one sampler for the average itself: a row of (1/T) Σ h_t is a cell drawn from it
         yield lambda k: grid[gen.choice(grid.shape[0], size=k, p=average / average.sum())]
 
+    report("sampling", "start", rows=setting.params.rows)
     synthetic = sample_average(setting.params.rows, 1, gen, samplers(), len(domain))
+    report("sampling", rows=setting.params.rows)
     timings = Timings(setup, tuple(out.round_times), time.perf_counter() - t1)
     record = finish("MWEM (explicit histogram over the domain)", setting, out, budget, timings,
                     None)

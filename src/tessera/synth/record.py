@@ -20,6 +20,7 @@ from tessera.mechanisms import MechanismRecord
 from tessera.privacy import ONE_ROW, Definition, Neighbours, PrivacyUnit
 from tessera.synth.accounting import Step, prove, step_cost
 from tessera.synth.charge import Target
+from tessera.synth.columns import columns_record
 from tessera.workload.canonical import schema_hash, sha256_of, workload_hash
 from tessera.workload.workload import Workload
 
@@ -188,6 +189,9 @@ def run_record(fitted: FittedRun) -> dict[str, Any]:
     t = r.timings
     params = dataclasses.asdict(r.parameters)
     params["defaulted"] = list(params["defaulted"])
+    for key in ("columns", "uniform_columns"):  # the adaptive method's outside columns
+        if key in params:
+            params[key] = list(params[key])
     params["options"] = {k: jsonable(v) for k, v in fitted.synthesizer.options}
     if params.get("answer_memory") is not None:  # the selection's answerability constraint
         params["withheld"] = {str(rnd): n for rnd, n in
@@ -224,6 +228,9 @@ def run_record(fitted: FittedRun) -> dict[str, Any]:
         "width": r.width,
         "rows": int(fitted.rows.shape[0]),
         "workload": workload_dict(fitted.workload),
+        "columns": columns_record(fitted.workload, *(
+            (r.parameters.columns, r.parameters.columns_share)
+            if fitted.method == "adaptive" else ())),
         "ledger": ledger,
     } | ({"notes": list(fitted.notes)} if fitted.notes else {})
     return sealed(out)
@@ -263,6 +270,7 @@ def lp_record(fitted: FittedRun, ledger: dict[str, Any] | None) -> dict[str, Any
         "width": rec.get("width"),
         "rows": int(fitted.rows.shape[0]),
         "workload": workload_dict(fitted.workload),
+        "columns": columns_record(fitted.workload),
         "ledger": ledger,
         "release_certificate": privacy.get("certificate"),
     }
@@ -291,9 +299,17 @@ def describe(fitted: FittedRun) -> str:
                  f"answers w.p. ≥ {1 - lp['failure']:g})"]
         lines += [f"privacy: {g.get('definition')} {parameter_text(g)} (post-processing of "
                   "the release)" for g in rec["spent"]]
+        if rec["columns"]["uniform"]:
+            lines.append("columns outside the workload left UNIFORMLY RANDOM "
+                         f"(uniform_columns): {', '.join(rec['columns']['uniform'])}")
         lines += list(fitted.notes)
     else:
         lines = [fitted.result.record.describe()]
+        if fitted.method != "adaptive":  # the adaptive record's own lines say it
+            uniform = columns_record(fitted.workload)["uniform"]
+            if uniform:
+                lines.append("columns outside the workload left UNIFORMLY RANDOM "
+                             f"(uniform_columns): {', '.join(uniform)}")
         lines += [f"spent: {g.text()}" for g in spent(fitted)
                   if g.definition is Definition.APPROX]
         assert fitted.target is not None

@@ -74,10 +74,12 @@ from tessera.synth.charge import (
     opened_ledger,
     person_shares,
 )
+from tessera.synth.columns import check_columns, warn_uniform
 from tessera.synth.fitted import FittedSynthesizer, synth_outputs, write_outputs
 from tessera.synth.ipmwu import ipmwu
 from tessera.synth.mwem import DEFAULT_TABLE_LIMIT, MAX_CELLS, cells, mwem
 from tessera.synth.parameters import default_parameters
+from tessera.synth.progress import Reporter
 from tessera.synth.schedule import MEASURE_FRACTION, Schedule, sensitivities
 from tessera.synth.sensitive import SensitiveCounts, query_functions, sensitive_counts
 from tessera.workload.clause import BooleanClause
@@ -124,7 +126,7 @@ def _method_options(method: str) -> set[str]:
         names = set(inspect.signature(synthesize).parameters) | set(
             inspect.signature(solve_lp).parameters) | {"rows"}
         names.discard("options")
-    return names - _SET_BY_FIT
+    return (names | {"uniform_columns"}) - _SET_BY_FIT
 
 
 def _check_method(method: str) -> str:
@@ -138,7 +140,10 @@ def _check_method(method: str) -> str:
 class Synthesizer:
     """A synthesis method and its options (a frozen configuration); :meth:`fit` runs it.
 
-    Options are the method's own parameters: for ``ipmwu`` and ``mwem`` those of
+    Options are the method's own parameters, and for every method ``uniform_columns``
+    (:mod:`tessera.synth.columns`: True leaves the attributes outside the workload uniformly
+    random, with a warning and in the record; the default measures them (adaptive) or refuses
+    the workload (the others)): for ``ipmwu`` and ``mwem`` those of
     :func:`~tessera.synth.ipmwu.ipmwu` (``rounds``, ``step``, ``sample_size``, ``rows``,
     ``expectations``, ``update``, ``total_fraction``, ``constraints``, …); for ``lp`` those of
     :func:`~tessera.synth.lp.synthesize` and :func:`~tessera.synth.lp.solve_lp` (``rows`` is
@@ -172,6 +177,8 @@ class Synthesizer:
         domain = workload.domain
         opts = self.settings
         check_unit(self.method, neighbours, unit)
+        uniform = _uniform_option(opts)
+        check_columns(self.method, workload, uniform)
         if self.method == "adaptive":
             _adaptive_preflight(workload, opts, neighbours, budget, unit)
             return
@@ -247,9 +254,14 @@ class Synthesizer:
         adaptive method under either relation, ``lp`` under add/remove). ``ledger``: an opened
         :class:`tessera.Ledger`, charged before the data is read. ``seed``: seeded randomness
         for TESTS (the output is NOT PRIVATE).
-        ``progress``: called after every round (a
-        :class:`~tessera.synth.rounds.RoundProgress`; for ``lp`` every column-generation
-        iteration, a :class:`~tessera.synth.lp.Iteration`). ``release``:
+        ``progress``: called with a :class:`~tessera.synth.progress.ProgressEvent` at the start
+        and end of every step — reading the counts, the setup, each round (for ``lp`` each
+        column-generation iteration), the adaptive method's final fit, the sampling — with the
+        rounds done and to come (an upper bound while the run may stop early) and the seconds
+        since the call; a round's ``detail`` is the method's own record of it
+        (:class:`~tessera.synth.adaptive_record.AdaptiveProgress`,
+        :class:`~tessera.synth.rounds.RoundProgress`, :class:`~tessera.synth.lp.Iteration`),
+        whose fields the event also answers to. ``release``:
         the private release the ``lp`` method post-processes (module docs), or ``answer``:
         :func:`tessera.answer`, which ``lp`` then calls itself on ``budget`` and ``ledger``
         (passed in: this layer does not import the release layer), adding the tautology
@@ -263,6 +275,7 @@ class Synthesizer:
         model's answers there; a failure there marks the run aborted and leaves none of the
         requested files); adaptive, ipmwu and mwem only.
         """
+        report = Reporter.of(progress)  # one clock for the whole call
         if not isinstance(workload, Workload):
             workload = as_workload(workload, domain)
         outputs = synth_outputs(output, record)
@@ -272,7 +285,7 @@ class Synthesizer:
             if deliver is not None:
                 raise TesseraError("deliver= is for the methods that run on the data, not 'lp'")
             return self._fit_lp(data, workload, budget, neighbours, ledger, label, seed, csv,
-                                table, on_invalid, progress, release, answer, outputs,
+                                table, on_invalid, report, release, answer, outputs,
                                 unit=unit)
         if release is not None:
             raise TesseraError(f"method {self.method!r} runs on the data: release= is for 'lp'")
@@ -286,21 +299,31 @@ class Synthesizer:
         if book is not None:
             check_ledger(book, target.definition, rel, unit)
             self.preflight(workload, budget, neighbours=rel, unit=unit)
+        settings = self.settings
+        uniform = _uniform_option(settings)
+        settings.pop("uniform_columns", None)  # the adaptive method's own, the others' here
+        check_columns(self.method, workload, uniform)  # before anything is read or charged
         if self.method == "adaptive":
             _adaptive_preflight(workload, self.settings, rel, budget, unit)
+            settings["uniform_columns"] = uniform
+        if uniform:  # on stderr, before the run: the record names them too
+            warn_uniform(workload, rows=settings.get("rows") != 0)
         # a person's budget: the run's calibration and the ledger's per-row charge (K, K²)
         run_value, per_row = person_shares(target.value, target.definition, unit)
         run_budget = RunBudget.of(**{next(iter(target.kwargs())): run_value}, neighbours=rel,
                                   unit=unit)
         # the data is read and validated before the charge: a data error reaches the curator
         # without spending budget, and no data-dependent error is raised after the charge
+        report("counting", "start")
         if self.method == "adaptive":  # it reads the counts of its candidates, never rows
-            read = candidate_workload(workload, self.settings.get("max_cells", DEFAULT_MAX_CELLS))
+            read = candidate_workload(workload, self.settings.get("max_cells", DEFAULT_MAX_CELLS),
+                                      columns=not uniform)
             counts = (sensitive_counts(workload.domain, read, data, unit=unit)
                       if isinstance(data, np.ndarray) else
                       _sensitive_counts(data, read, csv, table, on_invalid, unit))
         else:
             counts = _sensitive_counts(data, workload, csv, table, on_invalid, unit)
+        report("counting")
         if book is not None:
             w, costs = ledger_charge(workload.domain, per_row, rel)
             charge = book.charge(w, costs, label=label or f"synthetic data ({self.method})",
@@ -311,12 +334,12 @@ class Synthesizer:
         with settled(book, charge, lambda: aborted_hint("run", charge, budget_unit, delivery)):
             if self.method == "adaptive":
                 run: Any = adaptive(workload, counts, run_budget, source=source, rng=seed,
-                                    progress=progress, **self.settings)
+                                    progress=report, **settings)
             else:
                 run = (ipmwu if self.method == "ipmwu" else mwem)(
                     workload.domain, workload, counts, **target.kwargs(),  # type: ignore
                     neighbours=rel, source=source, rng=seed, on_invalid=on_invalid,
-                    progress=progress, **self.settings)
+                    progress=report, **settings)
             if book is not None and charge is not None and dataclasses.is_dataclass(charge):
                 # what the ledger will say once every file exists (the record written says it)
                 charge = dataclasses.replace(charge, status="released")  # type: ignore[type-var]
@@ -326,11 +349,14 @@ class Synthesizer:
 
     def _fit_lp(self, data: Any, workload: Workload, budget: Any, neighbours: Any, ledger: Any,
                 label: str | None, seed: int | None, csv: CsvOptions, table: str | None,
-                on_invalid: OnInvalid, progress: Callable[[Any], None] | None,
+                on_invalid: OnInvalid, progress: Reporter,
                 release: Release | None, answer: Callable[..., Release] | None,
                 outputs: Any, notes: tuple[str, ...] = (),
                 unit: PrivacyUnit = ONE_ROW) -> FittedSynthesizer:
-        from tessera.synth.lp import synthesize
+        from tessera.synth.lp import solve_lp, synthesize
+
+        uniform = _uniform_option(self.settings)
+        check_columns(self.method, workload, uniform)  # before the release is answered
 
         if release is None and answer is not None and budget is not None:
             rel = Neighbours.parse(neighbours if neighbours is not None else DEFAULT_NEIGHBOURS)
@@ -341,10 +367,12 @@ class Synthesizer:
             done: list[FittedSynthesizer] = []
 
             def deliver(answered: Release) -> None:  # before the release is marked released
+                progress("counting")
                 done.append(self._fit_lp(data, fitted_workload, None, None, None, label, seed,
                                          csv, table, on_invalid, progress, answered, None,
                                          outputs, (TAUTOLOGY_NOTE,) if added else ()))
 
+            progress("counting", "start")  # the release reads the data and answers
             answer(data, fitted_workload, budget, neighbours=rel, unit=unit, ledger=ledger,
                    label=label or "synthetic data (lp)", seed=seed, csv=csv, table=table,
                    on_invalid=on_invalid, deliver=deliver)
@@ -360,6 +388,8 @@ class Synthesizer:
             raise TesseraError("the release carries the privacy spend (and was charged to the "
                                "ledger when it was answered): give no budget or ledger with 'lp'")
         check_lp_workload(workload, release.plan.neighbours)
+        if uniform:
+            warn_uniform(workload)
         if release.workload != workload:
             raise QueryError("the release answers another workload than the one given")
         rel = Neighbours.parse(release.plan.neighbours)
@@ -373,10 +403,16 @@ class Synthesizer:
                                 "the data")
             n = _rows_of(data, workload.domain, csv, table, on_invalid)
         options = self.settings
+        options.pop("uniform_columns", None)
         if "rows" in options:
             options["m"] = options.pop("rows")
-        if progress is not None:
-            options["callback"] = progress
+        limit = int(options.get("max_iterations", inspect.signature(
+            solve_lp).parameters["max_iterations"].default))
+
+        def iteration(it: Any) -> None:  # the iteration limit bounds the rounds
+            progress("iteration", round=it.iteration, rounds=limit, bound=True, detail=it)
+
+        options["callback"] = iteration
         run = synthesize(release, n=n, rng=seed, **options)
         fitted = FittedSynthesizer(self, workload, run, None, rel, release.charge, seed, notes,
                                    unit=release.plan.unit)
@@ -402,6 +438,14 @@ def check_unit(method: str, neighbours: Neighbours | str, unit: PrivacyUnit) -> 
                                 "release's noisy total)")
 
 
+def _uniform_option(opts: dict[str, Any]) -> bool:
+    """The ``uniform_columns`` option (default False), refused unless a bool."""
+    v = opts.get("uniform_columns", False)
+    if not isinstance(v, bool):
+        raise TesseraError(f"uniform_columns must be True or False, got {v!r}")
+    return v
+
+
 def _adaptive_preflight(workload: Workload, opts: dict[str, Any], neighbours: Neighbours | str,
                         budget: ReleaseBudget | RunBudget | None = None,
                         unit: PrivacyUnit = ONE_ROW) -> None:
@@ -409,8 +453,9 @@ def _adaptive_preflight(workload: Workload, opts: dict[str, Any], neighbours: Ne
     candidate workload's size (its counts are read before the charge) and, with a budget, that
     the initialisation fits in it (:func:`initial_spend`)."""
     rel = Neighbours.parse(neighbours)
-    cands = candidates(workload, opts.get("max_cells", DEFAULT_MAX_CELLS))
-    if not cands:
+    cands = candidates(workload, opts.get("max_cells", DEFAULT_MAX_CELLS),
+                       columns=not _uniform_option(opts))
+    if not any(not c.outside for c in cands):
         raise QueryError("the workload mentions no attribute: the adaptive method has nothing "
                          "to measure", hint="add queries or marginals over the schema")
     for key in ("rounds", "rows", "iterations", "final_iterations", "sample_size",
@@ -457,30 +502,38 @@ def _adaptive_preflight(workload: Workload, opts: dict[str, Any], neighbours: Ne
     run = RunBudget.of(**target.kwargs(), neighbours=rel, unit=unit)
     init, attrs, rounds = initial_spend(cands, run, opts.get("rounds"), f)
     if init > run.exact:
-        least = math.ceil(f * attrs)
+        outside = sum(1 for c in cands if c.outside)
+        least = math.ceil(f * (attrs + outside))
         raise TesseraError(
-            f"rounds = {rounds}: the adaptive method's initialisation measures all {attrs} "
-            f"one-way marginals at the noise of a round of budget {run.value:g}/{rounds}, which "
+            f"rounds = {rounds}: the adaptive method's initialisation measures all "
+            f"{attrs + outside} one-way marginals"
+            + (f" ({outside} of attributes outside the workload)" if outside else "")
+            + f" at the noise of a round of budget {run.value:g}/{rounds}, which "
             f"spends {float(init):.6g} of {run.value:g}",
-            hint=f"rounds ≥ {least} (measure_fraction × attributes), or leave rounds to its "
-                 f"default ({16 * attrs})")
+            hint=f"rounds ≥ {least} (measure_fraction × one-way marginals), or leave rounds "
+                 f"to its default ({16 * attrs})")
 
 
 def initial_spend(cands: Sequence[Candidate], budget: RunBudget, rounds: int | None,
                   measure_fraction: float) -> tuple[Fraction, int, int]:
-    """What the adaptive method's initialisation spends (exactly), the number of one-way
-    marginals it measures and its T: every one-way marginal at the measurement noise of a
-    round of budget/T, calibrated as :func:`tessera.synth.adaptive.adaptive` does (its
+    """What the adaptive method's initialisation spends (exactly), the number of the
+    workload's one-way marginals it measures (d) and its T: every one-way marginal — the d of
+    the workload's attributes and those of the ``outside`` candidates (the attributes outside
+    the workload) — at the measurement noise of a round of budget/T, calibrated as
+    :func:`tessera.synth.adaptive.adaptive` does (its
     :class:`~tessera.synth.schedule.Schedule`). More than the budget when T < measure_fraction ×
-    attributes: refused before any charge. (With the default T the start may measure them once
-    more at T ≥ 4·d: at most 0.9 · (1/16 + 1/4) of the budget in all.)"""
-    l1, l2, sel, _ = sensitivities(cands, budget)  # (× K for a person)
+    attributes: refused before any charge. (With the default T the start may measure the
+    workload's once more at T ≥ 4·d: at most 0.9 · (1/16 + 1/4) of the budget in all, plus
+    0.9 · u/(16·d) for u attributes outside the workload.)"""
+    selectable = [c for c in cands if not c.outside]
+    l1, l2, sel, _ = sensitivities(selectable, budget)  # (× K for a person)
     schedule = Schedule(budget, l1, l2, sel, measure_fraction)
-    attrs = len({c.scope[0] for c in cands if c.is_marginal and len(c.scope) == 1})
+    attrs = len({c.scope[0] for c in selectable if c.is_marginal and len(c.scope) == 1})
+    outside = sum(1 for c in cands if c.outside)
     T = int(rounds) if rounds is not None else 16 * attrs
     cal = schedule.round(schedule.total / T)
     per = schedule.cost(cal.measurement, l1 if schedule.pure else l2)
-    return attrs * per, attrs, T
+    return (attrs + outside) * per, attrs, T
 
 
 #: What the record says when the LP added the tautology itself.

@@ -12,7 +12,10 @@ the workload only — no data, no code of the run:
    1 under both relations; a marginal under substitution: L1 2, L2 √2; K times that for a
    record made for one person, its ``privacy_unit``; a selection's scores: 1
    in count units, the exponential mechanism's ε already covering the scores' sensitivity), its
-   target exists in the workload (a query index, a candidate marginal), and its cost is the
+   target exists in the workload (a query index, a candidate marginal, or the one-way marginal
+   of an attribute outside the workload, which the adaptive method measures so that every
+   column is modelled: the record's ``columns`` names exactly those, with their exact share of
+   the budget), and its cost is the
    mechanism's own privacy map of its recorded parameter and sensitivity
    (:func:`tessera.synth.accounting.step_cost`); IPMWU and MWEM ran exactly 2T steps (+ the total
    under add/remove);
@@ -44,7 +47,7 @@ from tessera.accounting.zcdp import rho_for_epsilon_delta
 from tessera.errors import TesseraError
 from tessera.privacy import Definition, Neighbours, PrivacyUnit
 from tessera.synth.accounting import step_cost
-from tessera.synth.candidates import candidates
+from tessera.synth.candidates import candidates, outside_attributes
 from tessera.synth.charge import REPORTED_DELTAS
 from tessera.synth.record import RECORD_VERSION, proved_spend, step_from_dict
 from tessera.synth.synthesizer import with_tautology
@@ -217,6 +220,9 @@ def _check_steps(method: Any, steps: list[dict[str, Any]], workload: Workload,
         names = workload.domain.names
         scopes = {tuple(names[i] for i in c.scope)
                   for c in candidates(workload, cells) if c.is_marginal}
+        outside = {(names[a],) for a in outside_attributes(workload)}
+        scopes |= outside
+        diffs += _check_columns(steps, record, outside, definition, key)
     elif method in ("ipmwu", "mwem"):
         rounds = int(record["parameters"]["rounds"])
         want = 2 * rounds + (0 if substitute else 1)
@@ -244,6 +250,39 @@ def _check_steps(method: Any, steps: list[dict[str, Any]], workload: Workload,
         if not _close(s.get("cost", {}).get(key), cost):
             diffs.append(f"{where}.cost: {s.get('cost')!r}, the mechanism's privacy map gives "
                          f"{key} = {cost!r}")
+    return diffs
+
+
+def _check_columns(steps: list[dict[str, Any]], record: dict[str, Any],
+                   outside: set[tuple[str, ...]], definition: Definition,
+                   key: str) -> list[str]:
+    """The record's ``columns`` against its steps: ``measured`` names exactly the attributes
+    outside the workload whose one-way marginals the steps measure, ``budget_share`` is their
+    exact cost over the calibrated budget, and ``uniform`` every other outside attribute."""
+    columns = record.get("columns")
+    if not isinstance(columns, dict):  # a record from before the field measured none of them
+        if any(tuple(s.get("applied_to", {}).get("marginal", ())) in outside for s in steps):
+            return ["columns: missing, yet the steps measure attributes outside the workload"]
+        return []
+    measured, cost = [], Fraction(0)
+    for s in steps:
+        target = tuple(s.get("applied_to", {}).get("marginal", ()))
+        if target in outside and s.get("role") == "measurement":
+            if target[0] not in measured:
+                measured.append(target[0])
+            cost += Fraction(step_cost(step_from_dict(s), definition))
+    diffs = []
+    if list(columns.get("measured", [])) != measured:
+        diffs.append(f"columns.measured: {columns.get('measured')!r}, the steps measure "
+                     f"{measured!r}")
+    _, value = _calibrated(record["budget"]["asked"])
+    share = float(cost / Fraction(value))
+    if not _close(columns.get("budget_share"), share):
+        diffs.append(f"columns.budget_share: {columns.get('budget_share')!r}, the steps' "
+                     f"{key} over the budget is {share!r}")
+    rest = sorted(a for (a,) in outside if a not in measured)
+    if sorted(columns.get("uniform", [])) != rest:
+        diffs.append(f"columns.uniform: {columns.get('uniform')!r}, not measured: {rest!r}")
     return diffs
 
 
