@@ -120,8 +120,11 @@ def _header(release: ReleaseView, now: str, gs: Sequence[Guarantee]) -> str:
     ]
     card_html = "".join(f'<div class="card"><div class="k">{esc(k)}</div>'
                         f'<div class="v">{esc(v)}</div></div>' for k, v in cards)
+    software = cert.get("software") or {}
     meta = kv_table([
         ("Library", f"tessera-dp {__version__}"),
+        ("Software (certificate)", ", ".join(f"{k} {v or 'not installed'}"
+                                             for k, v in software.items()) or "—"),
         ("Report generated", now),
         ("Release certified at", str(cert.get("created", "—"))),
         ("Budget requested", plan.budget.text()),
