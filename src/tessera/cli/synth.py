@@ -278,6 +278,11 @@ def evaluate(
 
     if on_invalid not in ("error", "drop"):
         fail(f"--on-invalid {on_invalid!r}: use 'error' or 'drop'")
+    if plot is not None:  # before counting: the figure needs the plot extra
+        from tessera.software import require
+        from tessera.synth.evaluate import PLOT_PURPOSE
+
+        require("matplotlib", "plot", PLOT_PURPOSE)
     w = Workload.load(workload, Domain.load(schema))
     with err.status(f"counting {w.n_queries:,} queries on both tables…", spinner="dots"):
         result = evaluate_rows(data_source(data, engine, spark_master), synthetic, w,
