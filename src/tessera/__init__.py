@@ -32,7 +32,13 @@ Private Synthetic Data Generation" (arXiv:2606.11283).
 from __future__ import annotations
 
 import importlib
+import logging
 from typing import TYPE_CHECKING, Any
+
+# The library logs to the "tessera" logger (each module to its own child,
+# ``logging.getLogger(__name__)``) and leaves where the records go to the application: the
+# command line's --verbose/--quiet, or the caller's own logging configuration.
+logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 #: The distribution whose metadata holds the version (its one literal is in ``pyproject.toml``).
 _DISTRIBUTION = "tessera-dp"

@@ -112,13 +112,15 @@ def test_the_report_without_matplotlib_says_where_each_figure_would_be(
         assert f'<section id="{section}">' in page
 
 
-def test_cli_answer_report_without_matplotlib_is_written(
+def test_cli_answer_report_without_matplotlib_is_written_and_says_so(
         files: Path, no_matplotlib: None) -> None:
     r = CliRunner().invoke(app, ["ledger", "init", "L.db", "-s", "schema.yaml", "--epsilon", "3"])
     assert r.exit_code == 0, r.output
     r = CliRunner().invoke(app, ["answer", "d.csv", "w.sql", "-s", "schema.yaml", "-e", "1",
                                  "--ledger", "L.db", "-o", "a.csv", "--report", "r.html"])
     assert r.exit_code == 0, r.output
+    assert f"warning: the report's figures are not drawn: matplotlib is not installed ({HINT} " \
+        "adds it)" in r.stderr, r.stderr
     assert "Figure not drawn" in (files / "r.html").read_text()
     assert [c.status for c in Ledger.open(files / "L.db").summary().releases] == ["released"]
 

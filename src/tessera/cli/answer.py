@@ -30,6 +30,7 @@ from tessera.cli.common import (
     csv_options,
     data_source,
     err,
+    info,
     out,
     spent_text,
     user_errors,
@@ -137,7 +138,7 @@ def answer(
     if estimate == "adaptive":
         from tessera.routes.adaptive import answer_adaptive
 
-        with err.status(f"answering {w.n_queries:,} queries from an adaptive model…",
+        with info.status(f"answering {w.n_queries:,} queries from an adaptive model…",
                         spinner="dots"):
             model = answer_adaptive(
                 source, w, budget, neighbours=neighbours, ledger=ledger,
@@ -148,7 +149,7 @@ def answer(
         return
     steps = tuple(s for s, on in (("consistency", consistency), ("nonnegative", nonnegative))
                   if on)
-    with err.status(f"answering {w.n_queries:,} queries…", spinner="dots"):
+    with info.status(f"answering {w.n_queries:,} queries…", spinner="dots"):
         release = private_answer(
             source, w, budget, neighbours=neighbours, allocation=weights,  # type: ignore[arg-type]
             postprocess=steps, strategy=strategy, objective=objective, estimate=estimate,
@@ -161,7 +162,7 @@ def answer(
     _print_release(release)
     for what, path in (("answers", output), ("certificate", certificate), ("report", report)):
         if path is not None:
-            err.print(f"{what + ':':<12} {path}", markup=False, highlight=False)
+            info.print(f"{what + ':':<12} {path}", markup=False, highlight=False)
     if output is None:  # like `count`: the answers alone on stdout, as CSV (pipe them)
         from tessera.release.output import write_csv
 
@@ -193,13 +194,13 @@ def _print_model_release(model: object, output: Path | None, certificate: Path |
     assert isinstance(model, ModelRelease)
     if not model.private:
         err.print("[bold red]NOT PRIVATE[/]: seeded test randomness (--seed); never publish")
-    err.print(model.describe(), markup=False, highlight=False)
+    info.print(model.describe(), markup=False, highlight=False)
     if model.charge is not None:
-        err.print(f"ledger: charged before release; spent {spent_text(model.charge)} (rounded "
+        info.print(f"ledger: charged before release; spent {spent_text(model.charge)} (rounded "
                   "up)", markup=False)
     for what, path in (("answers", output), ("certificate", certificate)):
         if path is not None:
-            err.print(f"{what + ':':<12} {path}", markup=False, highlight=False)
+            info.print(f"{what + ':':<12} {path}", markup=False, highlight=False)
     if output is None:
         sys.stdout.flush()
         write_answers_csv(model, sys.stdout.buffer)
@@ -216,19 +217,19 @@ def _print_release(release: object) -> None:
     if not release.private:
         err.print("[bold red]NOT PRIVATE[/]: seeded test randomness (--seed); never publish")
     ov = plan.overlap
-    err.print(f"budget: {plan.budget.text()}, {plan.neighbours.label} neighbours", markup=False)
-    err.print(f"mechanism: {release.mechanism.describe()}", markup=False)
-    err.print(f"γ_w = {ov.bound:.6g} ({'exact' if ov.exact else 'upper bound'}), "
+    info.print(f"budget: {plan.budget.text()}, {plan.neighbours.label} neighbours", markup=False)
+    info.print(f"mechanism: {release.mechanism.describe()}", markup=False)
+    info.print(f"γ_w = {ov.bound:.6g} ({'exact' if ov.exact else 'upper bound'}), "
               f"{plan.workload.n_queries:,} queries, allocation {plan.method}", markup=False)
     if release.strategy is not None:
         st = release.strategy.choice.chosen
-        err.print(f"strategy: {st.name} ({st.measured.n_queries:,} measured queries, "
+        info.print(f"strategy: {st.name} ({st.measured.n_queries:,} measured queries, "
                   f"answers by {st.reconstruction.name})", markup=False)
     for g in plan.guarantees():
-        err.print(f"guarantee: {g.text()}", markup=False, highlight=False)
+        info.print(f"guarantee: {g.text()}", markup=False, highlight=False)
     if release.charge is not None:
         c = release.charge
-        err.print(f"ledger: charged before release; spent {spent_text(c)} (rounded up)",
+        info.print(f"ledger: charged before release; spent {spent_text(c)} (rounded up)",
                   markup=False)
 
 

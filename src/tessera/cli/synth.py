@@ -34,6 +34,7 @@ from tessera.cli.common import (
     data_source,
     err,
     fail,
+    info,
     out,
     spent_text,
     user_errors,
@@ -145,21 +146,21 @@ def _progress() -> Iterator[Callable[[Any], None]]:
     estimated error; the LP's gap), else one plain line every :data:`PLAIN_EVERY` seconds on
     stderr — round, budget spent, elapsed — so a long run in a log is never silent."""
     start = time.monotonic()
-    if not err.is_terminal:
+    if not info.is_terminal or info.quiet:
         last = [start]
 
         def plain(p: Any) -> None:
             now = time.monotonic()
             if now - last[0] >= PLAIN_EVERY:
                 last[0] = now
-                err.print(f"synth: {_step_text(p)}, elapsed {now - start:.0f} s",
+                info.print(f"synth: {_step_text(p)}, elapsed {now - start:.0f} s",
                           markup=False, highlight=False, soft_wrap=True)
 
         yield plain
         return
     with Progress(TextColumn("{task.description}"), BarColumn(),
                   TextColumn("{task.fields[step]}"), TextColumn("{task.fields[info]}"),
-                  TimeElapsedColumn(), console=err, transient=True) as bar:
+                  TimeElapsedColumn(), console=info, transient=True) as bar:
         task = bar.add_task("setting up", total=None, step="", info="")
 
         def show(p: Any) -> None:
@@ -284,13 +285,13 @@ def evaluate(
 
         require("matplotlib", "plot", PLOT_PURPOSE)
     w = Workload.load(workload, Domain.load(schema))
-    with err.status(f"counting {w.n_queries:,} queries on both tables…", spinner="dots"):
+    with info.status(f"counting {w.n_queries:,} queries on both tables…", spinner="dots"):
         result = evaluate_rows(data_source(data, engine, spark_master), synthetic, w,
                                csv=csv_options(no_header, delimiter, na, skip_rows),
                                table=table, on_invalid=on_invalid)  # type: ignore[arg-type]
     err.print(f"[bold red]{NOT_PRIVATE}[/] (errors against the real data)")
     if plot is not None:
-        err.print(f"plot: {result.plot(plot)}")
+        info.print(f"plot: {result.plot(plot)}")
     if as_json:
         out.print_json(json.dumps(result.to_dict()))
         return

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -80,6 +81,8 @@ from tessera.workload.workload import Workload
 if TYPE_CHECKING:  # the release layer is a sibling of synth: no runtime import (lint-imports)
     from tessera.release.answering import Release
     from tessera.release.budget import Budget as ReleaseBudget
+
+logger = logging.getLogger(__name__)
 
 #: What a failure after the charge says (docs/theory.md §9.6).
 ABORTED = ("the run was charged before this failure and is marked aborted in the ledger: its "
@@ -288,6 +291,10 @@ class Synthesizer:
             charge = book.charge(w, costs, label=label or f"synthetic data ({self.method})",
                                  mechanism=f"synthesis:{self.method}")
         source = NoiseSource.secure() if seed is None else NoiseSource.seeded(seed)
+        logger.info("synthesizing (%s) for %s queries, calibrated as %s = %.6g (%s neighbours); "
+                    "randomness: %s", self.method, f"{workload.n_queries:,}",
+                    "ε" if target.definition is Definition.PURE else "ρ", target.value,
+                    rel.label, source.label)
         with settled(book, charge, ABORTED):
             if self.method == "adaptive":
                 run: Any = adaptive(workload, counts, RunBudget.of(**target.kwargs(),
