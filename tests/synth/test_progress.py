@@ -173,7 +173,7 @@ def test_on_a_terminal_the_bar_keeps_moving_through_the_final_fit(
     import tessera.cli.synth as cli_synth
 
     screen = io.StringIO()
-    monkeypatch.setattr(cli_synth, "err", Console(file=screen, force_terminal=True, width=160))
+    monkeypatch.setattr(cli_synth, "info", Console(file=screen, force_terminal=True, width=160))
     _slow_final_fit(monkeypatch, 1.0)
     r = CliRunner().invoke(app, _files(tmp_path, data))
     assert r.exit_code == 0, r.output

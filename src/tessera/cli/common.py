@@ -37,7 +37,11 @@ F = TypeVar("F", bound=Callable[..., Any])
 EXIT_INPUT = 2
 
 out = Console(soft_wrap=True)
+#: stderr: errors, warnings and every NOT PRIVATE mark (never silenced).
 err = Console(stderr=True, soft_wrap=True, highlight=False)
+#: stderr: informational messages (summaries, files written, progress, spinners), silenced by
+#: the global ``--quiet`` (:func:`tessera.cli.logs.configure`).
+info = Console(stderr=True, soft_wrap=True, highlight=False)
 
 
 def fail(message: str, code: int = EXIT_INPUT) -> None:

@@ -28,6 +28,7 @@ from tessera.cli.common import (
     data_source,
     err,
     fail,
+    info,
     user_errors,
 )
 
@@ -94,9 +95,9 @@ def count(
         BarColumn(),
         TextColumn("{task.completed}/{task.total} " + _steps(w)),
         TimeElapsedColumn(),
-        console=err,
+        console=info,
         transient=True,
-        disable=not err.is_terminal,
+        disable=not info.is_terminal or info.quiet,
     ) as bar:
         # a long scan (reading, validating and coding the data) shows DuckDB's own progress
         scan = bar.add_task("reading", total=100, visible=False)
@@ -114,7 +115,7 @@ def count(
     _report(result)
     if wide is not None:
         index = result.write_wide(wide)
-        err.print(f"wrote {len(w.partitions):,} families ({w.n_cells:,} cells) to {wide}/ "
+        info.print(f"wrote {len(w.partitions):,} families ({w.n_cells:,} cells) to {wide}/ "
                   f"(index: {index.name})")
         if output is None and not as_json:
             return
@@ -154,7 +155,7 @@ def _write(result: CountResult, output: Path | None, as_json: bool) -> None:
         if as_json:
             fail("--json and a .parquet output exclude each other")
         result.write_parquet(output)
-        err.print(f"wrote {n:,} answers to {output}")
+        info.print(f"wrote {n:,} answers to {output}")
         return
     if result.workload.partitions and not as_json:
         if output is None:
@@ -163,7 +164,7 @@ def _write(result: CountResult, output: Path | None, as_json: bool) -> None:
             sys.stdout.buffer.flush()
         else:
             result.write_csv(output)
-            err.print(f"wrote {n:,} answers to {output}")
+            info.print(f"wrote {n:,} answers to {output}")
         return
     if as_json:
         text = json.dumps(result.to_dict(), indent=1) + "\n"
@@ -173,4 +174,4 @@ def _write(result: CountResult, output: Path | None, as_json: bool) -> None:
         sys.stdout.write(text)
     else:
         output.write_text(text)
-        err.print(f"wrote {n:,} answers to {output}")
+        info.print(f"wrote {n:,} answers to {output}")

@@ -39,6 +39,7 @@ from tessera.cli.common import (
     data_source,
     err,
     fail,
+    info,
     out,
     privacy_unit,
     spent_text,
@@ -167,7 +168,7 @@ def _progress(method: str) -> Iterator[Callable[[Any], None]]:
     terminal a progress bar — the step, the budget spent, the estimated error or the LP's gap —
     whose spinner and clock keep moving through long steps (the final fit, the sampling); else
     plain lines on stderr (:class:`_PlainProgress`), so a run in a log is never silent."""
-    if not err.is_terminal:
+    if not info.is_terminal or info.quiet:
         plain = _PlainProgress(method)
         with plain.running():
             yield plain
@@ -175,7 +176,7 @@ def _progress(method: str) -> Iterator[Callable[[Any], None]]:
     start = time.monotonic()
     with Progress(_Spinner(), TextColumn("{task.description}"), BarColumn(),
                   TextColumn("{task.fields[step]}"), TextColumn("{task.fields[info]}"),
-                  _Clock(start), console=err, transient=True) as bar:
+                  _Clock(start), console=info, transient=True) as bar:
         task = bar.add_task(f"starting ({method})", total=None, step="", info="")
 
         def show(p: Any) -> None:
@@ -239,7 +240,7 @@ class _PlainProgress:
         with self.lock:
             now = time.monotonic()
             self.last = now
-            err.print(f"synth: {text}, elapsed {now - self.start:.0f} s", markup=False,
+            info.print(f"synth: {text}, elapsed {now - self.start:.0f} s", markup=False,
                       highlight=False, soft_wrap=True)
 
     def __call__(self, p: Any) -> None:
@@ -255,7 +256,7 @@ class _PlainProgress:
 
     @contextlib.contextmanager
     def running(self) -> Iterator[None]:
-        err.print(f"synth: started ({self.method})", markup=False, highlight=False,
+        info.print(f"synth: started ({self.method})", markup=False, highlight=False,
                   soft_wrap=True)
         stop = threading.Event()
 
@@ -383,14 +384,19 @@ def evaluate(
 
     if on_invalid not in ("error", "drop"):
         fail(f"--on-invalid {on_invalid!r}: use 'error' or 'drop'")
+    if plot is not None:  # before counting: the figure needs the plot extra
+        from tessera.software import require
+        from tessera.synth.evaluate import PLOT_PURPOSE
+
+        require("matplotlib", "plot", PLOT_PURPOSE)
     w = Workload.load(workload, Domain.load(schema))
-    with err.status(f"counting {w.n_queries:,} queries on both tables…", spinner="dots"):
+    with info.status(f"counting {w.n_queries:,} queries on both tables…", spinner="dots"):
         result = evaluate_rows(data_source(data, engine, spark_master), synthetic, w,
                                csv=csv_options(no_header, delimiter, na, skip_rows),
                                table=table, on_invalid=on_invalid)  # type: ignore[arg-type]
     err.print(f"[bold red]{NOT_PRIVATE}[/] (errors against the real data)")
     if plot is not None:
-        err.print(f"plot: {result.plot(plot)}")
+        info.print(f"plot: {result.plot(plot)}")
     if as_json:
         out.print_json(json.dumps(result.to_dict()))
         return

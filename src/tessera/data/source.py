@@ -19,6 +19,9 @@ PySpark loads only for Spark sources.
 from __future__ import annotations
 
 import importlib
+import logging
+import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +30,8 @@ from tessera.data.table import CodedTable, CsvOptions, OnInvalid, ScanProgress
 from tessera.errors import DataError
 from tessera.privacy import ONE_ROW, PrivacyUnit
 from tessera.schema.domain import Domain
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -86,5 +91,15 @@ def encode(
     if on_invalid not in ("error", "drop"):
         raise DataError(f"unknown on_invalid policy {on_invalid!r}", hint="'error' or 'drop'")
     engine = engine_for(source)
-    return engine.encode(source, domain, on_invalid=on_invalid, csv=csv, table=table,
-                         scan_progress=scan_progress, unit=unit)
+    # what is logged is public: the source's name, the engine, the schema's size (never a
+    # count of rows, which add/remove neighbours keep private)
+    what = (str(source) if isinstance(source, (str, os.PathLike))
+            else type(source).__name__)
+    logger.info("reading %s with %s (%d attributes%s)", what, engine.name, len(domain),
+                f", table {table}" if table else "")
+    start = time.monotonic()
+    coded = engine.encode(source, domain, on_invalid=on_invalid, csv=csv, table=table,
+                          scan_progress=scan_progress, unit=unit)
+    logger.debug("%s read and coded by %s in %.2f s", what, engine.name,
+                 time.monotonic() - start)
+    return coded

@@ -35,6 +35,7 @@ everywhere (its certificate, its frame's attributes, its files).
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -78,6 +79,8 @@ from tessera.release.strategy_release import (
 from tessera.strategy.candidates import Strategy
 from tessera.workload.ranges import RangeNames
 from tessera.workload.workload import Workload
+
+logger = logging.getLogger(__name__)
 
 #: Post-processing steps :func:`answer` knows, in the order they apply.
 POSTPROCESSING = ("consistency", "model", "nonnegative")
@@ -303,6 +306,9 @@ def answer(
                                  estimate=estimate, unit=unit)
     measured = plan.workload
     timings["plan"] = time.perf_counter() - start
+    if choice is not None:
+        logger.info("strategy %s: %s measured queries, answers by %s", choice.chosen.name,
+                    f"{measured.n_queries:,}", choice.chosen.reconstruction.name)
     book = Ledger.open(ledger) if isinstance(ledger, (str, Path)) else ledger
     if book is not None:
         _check_ledger(book, plan)
@@ -338,6 +344,7 @@ def answer(
                          else measure_contrasts(plan, contrasted, exact, source))
         del exact  # the exact answers go no further
         timings["noise"] = time.perf_counter() - t0
+        logger.debug("noise added: %s (%s)", record.describe(), source.label)
         # (W measured as given — direct, nothing merged — needs no reconstruction)
         rec = (None if choice is None or choice.chosen.measured is workload
                else reconstruct(plan, choice, noisy))

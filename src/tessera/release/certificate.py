@@ -45,6 +45,7 @@ from tessera.release.plan import (
     restated,
     uniform_excess,
 )
+from tessera.software import versions
 from tessera.strategy.choose import StrategyChoice
 from tessera.strategy.context import SHARE_DIGITS
 from tessera.strategy.stated_shares import shares_of
@@ -62,8 +63,10 @@ TOP_LEVEL_KEYS = ("$schema", "schema_version", "library", "created", "private", 
                   "ledger", "digest")
 #: Fields a certificate may have beyond :data:`TOP_LEVEL_KEYS`: ``strategy`` (what was measured
 #: and how W was reconstructed; absent in certificates made before strategies: W measured) and
-#: ``privacy_unit`` (a release for one person; absent: the unit is one row).
-OPTIONAL_KEYS = ("strategy", "privacy_unit")
+#: ``privacy_unit`` (a release for one person; absent: the unit is one row); ``software`` (the
+#: versions of Tessera, OpenDP, dp-accounting and Python that made it:
+#: :func:`tessera.software.versions`; absent in certificates made before it was recorded).
+OPTIONAL_KEYS = ("strategy", "privacy_unit", "software")
 #: Relative tolerance when a recomputed float is compared with the certificate's.
 RTOL = 1e-9
 #: Relative tolerance when what an optimiser recomputes is compared with the certificate: the
@@ -178,6 +181,7 @@ def build_certificate(
         "$schema": SCHEMA_ID,
         "schema_version": SCHEMA_VERSION,
         "library": {"name": "tessera-dp", "version": __version__},
+        "software": versions(),
         "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "private": mechanism.private,
         "mechanism": {"id": plan.mechanism, "name": mechanism.name,

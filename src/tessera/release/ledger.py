@@ -121,6 +121,7 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+import logging
 import math
 import os
 import sqlite3
@@ -182,6 +183,8 @@ from tessera.release.ledger_store import (
 )
 from tessera.schema.domain import Domain
 from tessera.workload.workload import Workload
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -355,6 +358,10 @@ class Ledger:
                                  label=str(label), mechanism=str(mechanism),
                                  time_limit=time_limit, fast_path=fast_path)
         self._parsed[release_id] = workload
+        logger.info("ledger %s: charged %r (%s queries, %s): cost %.6g, spent %.6g → %.6g of "
+                    "%.6g (%s)", self.path.name, record.label, f"{record.n_queries:,}",
+                    record.mechanism, record.cost, record.spent_before, record.spent_after,
+                    self.total, record.method)
         return record
 
     def _admit(
@@ -475,6 +482,7 @@ class Ledger:
                                       where=str(self.path))
                 con.execute("UPDATE charges SET status = ?, status_changed = ?"
                             " WHERE release_id = ?", (status, now(), str(release_id)))
+                logger.debug("ledger %s: release %s %s", self.path.name, release_id, status)
 
     # -- reading ----------------------------------------------------------------------------------
     def spent(self) -> float:

@@ -35,6 +35,7 @@ substituted. c_q stay per unit of sensitivity: what one row pays, what the ledge
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import time
 from dataclasses import dataclass
@@ -57,6 +58,8 @@ from tessera.privacy import ONE_ROW, Definition, Neighbours, PrivacyUnit
 from tessera.release.budget import DISCRETE_LAPLACE, Budget
 from tessera.workload.files import require_at_most
 from tessera.workload.workload import Workload
+
+logger = logging.getLogger(__name__)
 
 Allocation = Literal["auto", "uniform", "shares", "importance", "optimal"]
 ALLOCATIONS = ("auto", "uniform", "shares", "importance", "optimal")
@@ -274,6 +277,10 @@ def noise_plan(
         proven=allocation not in OPTIMISED or stated_scales is None or scales_proven,
         unit=unit, definition=comp)
     halfwidths = _halfwidths(budget, scales)
+    logger.info("calibrated %s queries: %s, %s neighbours; γ_w = %.6g (%s), allocation %s; "
+                "spent %.6g of %.6g (%s)", f"{t:,}", budget.text(), rel.label, overlap.bound,
+                "exact" if overlap.exact else "upper bound", method, spent, total,
+                "exact" if exact else "upper bound")
     return NoisePlan(workload, budget, rel, allocation, method, overlap, scales, costs, spent,
                      exact, halfwidths, unit)
 

@@ -17,7 +17,9 @@ script, no external resource — it can be archived, mailed and opened offline. 
 
 Every user-supplied string (query names, attribute values) is HTML-escaped, and drawn by
 matplotlib with mathtext off, so a name can neither inject markup nor break a figure. Figures
-are subsampled, so a report of 10⁵ queries takes about a second.
+are subsampled, so a report of 10⁵ queries takes about a second. matplotlib is the optional
+``plot`` extra: without it the report is written without figures, a note in each one's place
+saying how to add them (:func:`tessera.release.report_figures.omitted`).
 
 This module writes the sections' text and tables; the figures are drawn by
 :mod:`tessera.release.report_figures`, the HTML pieces (stylesheet, escaping, number formats,
@@ -27,12 +29,12 @@ tables) are in :mod:`tessera.release.report_html`.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import matplotlib
 import numpy as np
 
 from tessera import __version__
@@ -41,7 +43,14 @@ from tessera.data.outputs import write_text
 from tessera.privacy import Definition, Neighbours
 from tessera.release.budget import DISCRETE_LAPLACE
 from tessera.release.plan import NoisePlan
-from tessera.release.report_figures import answers_figure, noise_figure, privacy_figure
+from tessera.release.report_figures import (
+    INSTALL_HINT,
+    answers_figure,
+    available,
+    noise_figure,
+    omitted,
+    privacy_figure,
+)
 from tessera.release.report_html import (
     CSS,
     esc,
@@ -60,6 +69,8 @@ if TYPE_CHECKING:
     from tessera.release.view import ReleaseView
 
 __all__ = ["MAX_TABLE_ROWS", "MAX_PLOTTED_ANSWERS", "render_report", "write_report"]
+
+logger = logging.getLogger(__name__)
 
 #: Rows of the per-query table (the full answers are in the release's CSV/Parquet file).
 MAX_TABLE_ROWS = 2000
@@ -139,8 +150,11 @@ def _header(release: ReleaseView, now: str, gs: Sequence[Guarantee]) -> str:
     ]
     card_html = "".join(f'<div class="card"><div class="k">{esc(k)}</div>'
                         f'<div class="v">{esc(v)}</div></div>' for k, v in cards)
+    software = cert.get("software") or {}
     meta = kv_table([
         ("Library", f"tessera-dp {__version__}"),
+        ("Software (certificate)", ", ".join(f"{k} {v or 'not installed'}"
+                                             for k, v in software.items()) or "—"),
         ("Report generated", now),
         ("Release certified at", str(cert.get("created", "—"))),
         ("Budget requested", plan.budget.text()),
@@ -439,7 +453,7 @@ def _contrasts_section(release: ReleaseView) -> str:
             + "</section>")
 
 
-def _answers_section(release: ReleaseView) -> str:
+def _answers_section(release: ReleaseView, figures: bool = True) -> str:
     rec = release.strategy
     if rec is not None and rec.choice.chosen.contrasts is not None:
         return _contrasts_section(release)
@@ -451,7 +465,7 @@ def _answers_section(release: ReleaseView) -> str:
     fig = ""
     if shown.size:
         # through a strategy the post-processed answers are W's, not the measured queries'
-        img, cap = answers_figure(release, shown, post=rec is None)
+        img, cap = answers_figure(release, shown, post=rec is None) if figures else omitted()
         fig = f"<figure>{img}<figcaption>{esc(cap)}</figcaption></figure>"
     laplace = plan.mechanism == DISCRETE_LAPLACE
     param = "b" if laplace else "σ"
@@ -544,10 +558,18 @@ def render_report(release: ReleaseView, *, now: dt.datetime | None = None) -> st
     stats = WorkloadStats.of(plan.workload)
     gs = plan.guarantees()  # computed once: it may run a privacy-loss accountant
     title = ("NOT PRIVATE — " if not release.private else "") + "Tessera release report"
-    with matplotlib.rc_context({"text.usetex": False, "font.family": "DejaVu Sans"}):
-        privacy_img, privacy_cap = privacy_figure(plan, gs)
-        noise_img, noise_cap = noise_figure(plan, r)
-        answers = _answers_section(release)
+    if available():
+        import matplotlib
+
+        with matplotlib.rc_context({"text.usetex": False, "font.family": "DejaVu Sans"}):
+            privacy_img, privacy_cap = privacy_figure(plan, gs)
+            noise_img, noise_cap = noise_figure(plan, r)
+            answers = _answers_section(release)
+    else:
+        logger.warning("the report's figures are not drawn: matplotlib is not installed "
+                       "(%s adds it)", INSTALL_HINT)
+        (privacy_img, privacy_cap), (noise_img, noise_cap) = omitted(), omitted()
+        answers = _answers_section(release, figures=False)
     body = [
         _header(release, stamp, gs),
         _guarantee_section(release, gs),

@@ -87,6 +87,7 @@ post-processing).
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -153,6 +154,8 @@ from tessera.synth.schedule import (
 )
 from tessera.synth.sensitive import SensitiveCounts
 from tessera.workload.workload import Workload
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["DEFAULT_MAX_MODEL_SIZE", "adaptive"]
 
@@ -476,6 +479,12 @@ def adaptive(
                 t, cands[i].label(dom), coarsened(i).cells, noise_param(used.measurement),
                 used.selection.epsilon, float(spent), annealed, model.width, size_now,
                 len(offered), seconds, withheld.get(t, 0)))
+            h = history[-1]  # DP outputs and post-processing only (AdaptiveRound)
+            logger.debug("round %d of ~%d: measured %s (%d cells, noise %.4g; selection ε "
+                         "%.4g of %d eligible), spent %.6g of %.6g, width %d%s", t, T,
+                         h.candidate, h.cells, h.noise, h.selection_epsilon, h.eligible,
+                         h.spent, float(budget_total), h.width,
+                         ", annealed" if annealed else "")
         # the rounds this run makes: t when this was the final round, else at most t + the
         # rounds the remaining budget pays for at the current cost (progress.rounds_left)
         bound = t if final else t + rounds_left(budget_total - spent, cal.cost, per_round)
@@ -511,6 +520,9 @@ def adaptive(
     if spent > budget_total or proven is None or proven < float(spent):
         raise TesseraError(f"internal error: the run spent {float(spent)!r} of {budget.value!r}"
                            f" (proof: {proven!r})")
+    logger.info("adaptive: %d rounds, %d mechanisms, spent %.6g of %.6g (re-proved), model "
+                "width %d", len({h.round for h in history}), len(steps), float(spent),
+                float(budget_total), model.width)
     n_rows = int(rows) if rows is not None else max(1, int(round(total)))
     report("sampling", "start", rows=n_rows)
     synthetic = model.sample(fitted.theta, n_rows, gen) if n_rows else \

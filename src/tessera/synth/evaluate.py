@@ -29,6 +29,7 @@ from tessera.data.counts import NOT_PRIVATE, count
 from tessera.data.table import CsvOptions, OnInvalid
 from tessera.errors import DataError, TesseraError
 from tessera.schema.domain import Binned, Domain
+from tessera.software import require
 from tessera.workload.workload import Workload
 
 __all__ = ["Evaluation", "evaluate", "read_synthetic", "synthetic_frame"]
@@ -37,6 +38,8 @@ __all__ = ["Evaluation", "evaluate", "read_synthetic", "synthetic_frame"]
 PLOT_POINTS = 2000
 #: Families drawn as bars (the worst ones beyond this).
 PLOT_FAMILIES = 40
+#: What needs matplotlib (the ``plot`` extra) here, as its error says.
+PLOT_PURPOSE = "plotting the errors (tessera evaluate --plot)"
 
 
 @dataclass(frozen=True, eq=False)
@@ -123,14 +126,15 @@ class Evaluation:
         """A PNG (matplotlib, Agg): the per-query errors sorted, and one bar per family (its L1
         distance) when the workload has families. The errors come from exact answers on the
         real data: the figure says NOT PRIVATE in red above the panels, and the PNG's
-        ``Description`` text chunk says it too."""
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
+        ``Description`` text chunk says it too. matplotlib is the optional ``plot`` extra:
+        without it, one line naming the extra (:func:`tessera.software.require`)."""
+        figure = require("matplotlib.figure", "plot", PLOT_PURPOSE)
+        agg = require("matplotlib.backends.backend_agg", "plot", PLOT_PURPOSE)
 
         families = self.family_l1
         panels = 2 if families else 1
-        fig = Figure(figsize=(6.4 * panels, 4.4), dpi=100)
-        FigureCanvasAgg(fig)
+        fig = figure.Figure(figsize=(6.4 * panels, 4.4), dpi=100)
+        agg.FigureCanvasAgg(fig)
         fig.suptitle(f"{NOT_PRIVATE} (errors against the real data)", color="#c00000",
                      fontweight="bold", fontsize=9)
         ax = fig.add_subplot(1, panels, 1)

@@ -18,6 +18,7 @@ from tessera.accounting.guarantee import Guarantee
 from tessera.accounting.zcdp import epsilon_for_delta
 from tessera.mechanisms import MechanismRecord
 from tessera.privacy import ONE_ROW, Definition, Neighbours, PrivacyUnit
+from tessera.software import versions
 from tessera.synth.accounting import Step, prove, step_cost
 from tessera.synth.charge import Target
 from tessera.synth.columns import columns_record
@@ -178,9 +179,10 @@ def applied_to(fitted: FittedRun) -> list[dict[str, Any]]:
 
 
 def run_record(fitted: FittedRun) -> dict[str, Any]:
-    """JSON-ready: method and algorithm, privacy (budget asked, what the run is calibrated
-    as, spent in every definition, what is not proven), parameters, timings, the model's
-    width, the rows and the ledger's charge."""
+    """JSON-ready: method and algorithm, the software that ran (versions of Tessera, OpenDP,
+    dp-accounting and Python: :func:`tessera.software.versions`), privacy (budget asked, what
+    the run is calibrated as, spent in every definition, what is not proven), parameters,
+    timings, the model's width, the rows and the ledger's charge."""
     ledger = charge_dict(fitted.charge)
     if fitted.method == "lp":
         return sealed(lp_record(fitted, ledger))
@@ -204,6 +206,7 @@ def run_record(fitted: FittedRun) -> dict[str, Any]:
     out = {
         "method": fitted.method,
         "algorithm": r.algorithm,
+        "software": versions(),
         "private": fitted.private,
         "randomness": r.source,
         "neighbours": fitted.neighbours.value,
@@ -253,6 +256,7 @@ def lp_record(fitted: FittedRun, ledger: dict[str, Any] | None) -> dict[str, Any
     return {
         "method": "lp",
         "algorithm": ALGORITHMS["lp"],
+        "software": versions(),
         "private": fitted.private,
         "randomness": privacy.get("randomness"),
         "neighbours": fitted.neighbours.value,

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -89,6 +90,8 @@ from tessera.workload.workload import Workload
 if TYPE_CHECKING:  # the release layer is a sibling of synth: no runtime import (lint-imports)
     from tessera.release.answering import Release
     from tessera.release.budget import Budget as ReleaseBudget
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "METHODS",
@@ -329,6 +332,10 @@ class Synthesizer:
             charge = book.charge(w, costs, label=label or f"synthetic data ({self.method})",
                                  mechanism=f"synthesis:{self.method}", unit=unit)
         source = NoiseSource.secure() if seed is None else NoiseSource.seeded(seed)
+        logger.info("synthesizing (%s) for %s queries, calibrated as %s = %.6g (%s neighbours); "
+                    "randomness: %s", self.method, f"{workload.n_queries:,}",
+                    "ε" if target.definition is Definition.PURE else "ρ", target.value,
+                    rel.label, source.label)
         delivery = Delivery(tuple(o.path for o in outputs), step="fitting")
         budget_unit = "ε" if target.definition is Definition.PURE else "ρ"
         with settled(book, charge, lambda: aborted_hint("run", charge, budget_unit, delivery)):
