@@ -15,6 +15,7 @@ from tessera.cli.common import (
     DelimiterOpt,
     DeltaOpt,
     EngineOpt,
+    ExtraColumnsOpt,
     LabelOpt,
     NaOpt,
     NeighboursOpt,
@@ -27,6 +28,7 @@ from tessera.cli.common import (
     SparkMasterOpt,
     TableOpt,
     WorkloadArg,
+    check_policies,
     csv_options,
     data_source,
     err,
@@ -110,6 +112,7 @@ def answer(
     ] = 60.0,
     seed: SeedOpt = None,
     on_invalid: OnInvalidOpt = "error",
+    extra_columns: ExtraColumnsOpt = "error",
     no_header: NoHeaderOpt = False,
     delimiter: DelimiterOpt = None,
     na: NaOpt = None,
@@ -127,6 +130,7 @@ def answer(
     from tessera.schema.domain import Domain
     from tessera.workload.workload import Workload
 
+    check_policies(on_invalid, extra_columns)
     budget = Budget.of(epsilon=epsilon, delta=delta, rho=rho, mu=mu)
     if estimate == "adaptive":
         _refuse_with_adaptive(weights=weights != "auto", strategy=strategy != "auto",
@@ -143,7 +147,8 @@ def answer(
                 source, w, budget, neighbours=neighbours, ledger=ledger,
                 label=label or workload.stem, seed=seed,
                 csv=csv_options(no_header, delimiter, na, skip_rows), table=table,
-                on_invalid=on_invalid, output=output, certificate=certificate)
+                on_invalid=on_invalid, extra_columns=extra_columns,  # type: ignore[arg-type]
+                output=output, certificate=certificate)
         _print_model_release(model, output, certificate)
         return
     steps = tuple(s for s, on in (("consistency", consistency), ("nonnegative", nonnegative))
@@ -155,8 +160,8 @@ def answer(
             ledger=ledger,
             label=label or workload.stem,
             time_limit=time_limit, seed=seed, csv=csv_options(no_header, delimiter, na, skip_rows),
-            table=table, on_invalid=on_invalid, output=output, certificate=certificate,
-            report=report,
+            table=table, on_invalid=on_invalid, extra_columns=extra_columns,  # type: ignore[arg-type]
+            output=output, certificate=certificate, report=report,
         )
     _print_release(release)
     for what, path in (("answers", output), ("certificate", certificate), ("report", report)):

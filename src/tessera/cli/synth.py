@@ -18,6 +18,7 @@ from tessera.cli.common import (
     DelimiterOpt,
     DeltaOpt,
     EngineOpt,
+    ExtraColumnsOpt,
     JsonOpt,
     NaOpt,
     NeighboursOpt,
@@ -30,6 +31,7 @@ from tessera.cli.common import (
     SparkMasterOpt,
     TableOpt,
     WorkloadArg,
+    check_policies,
     csv_options,
     data_source,
     err,
@@ -96,6 +98,7 @@ def synth(
     ] = None,
     seed: SeedOpt = None,
     on_invalid: OnInvalidOpt = "error",
+    extra_columns: ExtraColumnsOpt = "error",
     no_header: NoHeaderOpt = False,
     delimiter: DelimiterOpt = None,
     na: NaOpt = None,
@@ -112,8 +115,7 @@ def synth(
     from tessera.synth.synthesizer import Synthesizer
     from tessera.workload.workload import Workload
 
-    if on_invalid not in ("error", "drop"):
-        fail(f"--on-invalid {on_invalid!r}: use 'error' or 'drop'")
+    check_policies(on_invalid, extra_columns)
     budget = Budget.of(epsilon=epsilon, delta=delta, rho=rho, mu=mu)
     w = Workload.load(workload, Domain.load(schema))
     options: dict[str, Any] = {k: v for k, v in (("rows", rows), ("rounds", rounds))
@@ -127,7 +129,8 @@ def synth(
             data_source(data, engine, spark_master), w, budget, neighbours=neighbours,
             ledger=book, label=label or f"synthetic data ({method}): {workload.stem}",
             seed=seed, csv=csv_options(no_header, delimiter, na, skip_rows), table=table,
-            on_invalid=on_invalid, progress=show, output=output, record=record,
+            on_invalid=on_invalid, extra_columns=extra_columns, progress=show, output=output,
+            record=record,
             answer=answer)  # type: ignore[arg-type]
     _report(fitted)
     out.print(f"rows:   {output} ({fitted.rows.shape[0]:,} rows)", markup=False)
@@ -260,6 +263,7 @@ def evaluate(
     top: Annotated[int, typer.Option("--top", help="Worst queries (and families) listed.")] = 20,
     as_json: JsonOpt = False,
     on_invalid: OnInvalidOpt = "error",
+    extra_columns: ExtraColumnsOpt = "error",
     no_header: NoHeaderOpt = False,
     delimiter: DelimiterOpt = None,
     na: NaOpt = None,
@@ -276,13 +280,13 @@ def evaluate(
     from tessera.synth.evaluate import evaluate as evaluate_rows
     from tessera.workload.workload import Workload
 
-    if on_invalid not in ("error", "drop"):
-        fail(f"--on-invalid {on_invalid!r}: use 'error' or 'drop'")
+    check_policies(on_invalid, extra_columns)
     w = Workload.load(workload, Domain.load(schema))
     with err.status(f"counting {w.n_queries:,} queries on both tables…", spinner="dots"):
         result = evaluate_rows(data_source(data, engine, spark_master), synthetic, w,
                                csv=csv_options(no_header, delimiter, na, skip_rows),
-                               table=table, on_invalid=on_invalid)  # type: ignore[arg-type]
+                               table=table, on_invalid=on_invalid,  # type: ignore[arg-type]
+                               extra_columns=extra_columns)  # type: ignore[arg-type]
     err.print(f"[bold red]{NOT_PRIVATE}[/] (errors against the real data)")
     if plot is not None:
         err.print(f"plot: {result.plot(plot)}")

@@ -3,7 +3,8 @@
 Every engine is a module with two functions, the whole data-source protocol:
 
 * ``accepts(source) -> bool``: whether the source is this engine's (cheap, no heavy import);
-* an encoder ``(source, domain, *, on_invalid, csv, table, scan_progress) -> CodedTable``:
+* an encoder ``(source, domain, *, on_invalid, csv, table, scan_progress, extra_columns)
+  -> CodedTable``:
   open the source, validate every value against the public domain with the shared rules of
   :mod:`tessera.data.validation`, and return a :class:`~tessera.data.table.CodedTable`
   (group-by counts per scope; the rows only where the engine allows).
@@ -21,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tessera.data.table import CodedTable, CsvOptions, OnInvalid, ScanProgress
+from tessera.data.table import CodedTable, CsvOptions, ExtraColumns, OnInvalid, ScanProgress
 from tessera.errors import DataError
 from tessera.schema.domain import Domain
 
@@ -65,17 +66,23 @@ def encode(
     csv: CsvOptions = CsvOptions(),
     table: str | None = None,
     scan_progress: ScanProgress | None = None,
+    extra_columns: ExtraColumns = "error",
 ) -> CodedTable:
     """Validate ``source`` against ``domain`` on the engine that reads it (:func:`engine_for`)
     and return its :class:`~tessera.data.table.CodedTable`.
 
-    Raises :class:`DataError` for missing columns, and for values outside the domain unless
-    ``on_invalid='drop'`` (then :attr:`CodedTable.dropped` and ``.invalid`` report them): the
-    same errors and policies on every engine (:mod:`tessera.data.validation`). ``scan_progress``
+    Raises :class:`DataError` for missing columns, for columns the schema does not declare
+    unless ``extra_columns='ignore'`` (then a :class:`~tessera.errors.DataWarning` names them
+    and they are not read), and for values outside the domain unless ``on_invalid='drop'``
+    (then :attr:`CodedTable.dropped` and ``.invalid`` report them): the same errors and
+    policies on every engine (:mod:`tessera.data.validation`). ``scan_progress``
     hears how far the longest scans are, where the engine can tell.
     """
     if on_invalid not in ("error", "drop"):
         raise DataError(f"unknown on_invalid policy {on_invalid!r}", hint="'error' or 'drop'")
+    if extra_columns not in ("error", "ignore"):
+        raise DataError(f"unknown extra_columns policy {extra_columns!r}",
+                        hint="'error' or 'ignore'")
     engine = engine_for(source)
     return engine.encode(source, domain, on_invalid=on_invalid, csv=csv, table=table,
-                         scan_progress=scan_progress)
+                         scan_progress=scan_progress, extra_columns=extra_columns)

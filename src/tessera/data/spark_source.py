@@ -55,6 +55,7 @@ from tessera.data.table import (
     CSV_SUFFIXES,
     DUCKDB_SUFFIXES,
     CsvOptions,
+    ExtraColumns,
     InvalidValues,
     OnInvalid,
     ScanProgress,
@@ -148,9 +149,11 @@ def _master(spark: Any) -> str:
         return ""
 
 
-def _frame(source: Any, domain: Domain, csv: CsvOptions, table: str | None) -> tuple[Any, Any]:
-    """The Spark DataFrame of ``source`` with the schema's columns checked, and the source for
-    error messages (a path, or the DataFrame)."""
+def _frame(source: Any, domain: Domain, csv: CsvOptions, table: str | None,
+           extra_columns: ExtraColumns = "error") -> tuple[Any, Any]:
+    """The Spark DataFrame of ``source`` with the schema's columns checked (and any other
+    column refused or ignored, ``extra_columns``), and the source for error messages (a path,
+    or the DataFrame)."""
     if isinstance(source, SparkSource):
         data, table = source.data, source.table or table
         session = (spark_session(source.master, source.config)
@@ -163,19 +166,20 @@ def _frame(source: Any, domain: Domain, csv: CsvOptions, table: str | None) -> t
                             hint="SparkSource('data.parquet') or SparkSource(table='db.t')")
         with spark_errors(f"table {table!r}"):
             df = session.table(table)
-        check_columns(list(df.columns), domain, df, CsvOptions())
+        check_columns(list(df.columns), domain, df, CsvOptions(), extra_columns)
         return df, df
     if isinstance(data, (str, Path)):
-        df = _read_path(session, str(data), domain, csv)
+        df = _read_path(session, str(data), domain, csv, extra_columns)
         return df, data
     if type(data).__name__ != "DataFrame" or not type(data).__module__.startswith("pyspark"):
         raise DataError(f"cannot read data of type {type(data).__name__} with Spark",
                         hint="pass a path, a table name or a PySpark DataFrame")
-    check_columns(list(data.columns), domain, data, CsvOptions())
+    check_columns(list(data.columns), domain, data, CsvOptions(), extra_columns)
     return data, data
 
 
-def _read_path(spark: Any, path: str, domain: Domain, csv: CsvOptions) -> Any:
+def _read_path(spark: Any, path: str, domain: Domain, csv: CsvOptions,
+               extra_columns: ExtraColumns = "error") -> Any:
     """A Parquet file or directory, or a CSV, read by Spark with the schema's columns checked.
 
     A CSV is read as text and typed like DuckDB types it (:func:`_typed_csv`), so both engines
@@ -191,7 +195,7 @@ def _read_path(spark: Any, path: str, domain: Domain, csv: CsvOptions) -> Any:
     if (local and p.is_dir()) or suffix == ".parquet" or (not local and suffix == ""):
         with spark_errors(path):
             df = spark.read.parquet(path)
-        check_columns(list(df.columns), domain, path, csv)
+        check_columns(list(df.columns), domain, path, csv, extra_columns)
         return df
     if suffix not in CSV_SUFFIXES and suffix != "":
         raise DataError(f"unknown data format {suffix!r} for {p}", hint="use CSV or Parquet")
@@ -206,7 +210,7 @@ def _read_path(spark: Any, path: str, domain: Domain, csv: CsvOptions) -> Any:
     if not header and len(columns) == len(domain):
         df = df.toDF(*domain.names)
         columns = list(domain.names)
-    check_columns(columns, domain, path, csv)
+    check_columns(columns, domain, path, csv, extra_columns)
     return _typed_csv(df, domain, csv, header)
 
 
@@ -446,19 +450,22 @@ def encode_spark(
     csv: CsvOptions = CsvOptions(),
     table: str | None = None,
     scan_progress: ScanProgress | None = None,
+    extra_columns: ExtraColumns = "error",
 ) -> SparkEncodedTable:
     """Validate ``source`` (a PySpark DataFrame or a :class:`SparkSource`) against ``domain``
     in Spark, with the same checks, errors and policies as DuckDB (:mod:`tessera.data.validation`;
-    module docs, step 1). ``scan_progress`` is not called: Spark shows its own job progress.
+    module docs, step 1): ``on_invalid`` for values outside the domain, ``extra_columns`` for
+    columns the schema does not declare. ``scan_progress`` is not called: Spark shows its own
+    job progress.
     """
     if on_invalid not in ("error", "drop"):
         raise DataError(f"unknown on_invalid policy {on_invalid!r}", hint="'error' or 'drop'")
-    df, where = _frame(source, domain, csv, table)
+    df, where = _frame(source, domain, csv, table, extra_columns)
     df = df.select(*[_quote(n) for n in domain.names])
     columns = _distinct_values(df, domain, where)
     invalid = [c.invalid for c in columns if c.invalid is not None]
     if invalid and on_invalid == "error":
-        raise invalid_values_error(invalid, domain)
+        raise invalid_values_error(invalid, domain, where, csv)
     n_total = columns[-1].rows if columns else _count_rows(df, where)
     kept, n_rows = df, n_total
     if invalid:

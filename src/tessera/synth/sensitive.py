@@ -21,7 +21,7 @@ import numpy.typing as npt
 
 from tessera.data.counts import count
 from tessera.data.source import encode
-from tessera.data.table import OnInvalid
+from tessera.data.table import ExtraColumns, OnInvalid
 from tessera.engine.bdd import BooleanQuery
 from tessera.engine.factors import Function
 from tessera.engine.model import workload_functions
@@ -234,6 +234,7 @@ def sensitive_counts(
     data: Any,
     *,
     on_invalid: OnInvalid = "error",
+    extra_columns: ExtraColumns = "error",
 ) -> SensitiveCounts:
     """The exact counts of ``queries`` on ``data`` (NOT PRIVATE; only the private steps read them).
 
@@ -250,10 +251,10 @@ def sensitive_counts(
     if isinstance(data, np.ndarray | list | tuple):
         codes = check_codes(domain, np.asarray(data))
     elif isinstance(queries, Workload):
-        res = count(data, queries, on_invalid=on_invalid)
+        res = count(data, queries, on_invalid=on_invalid, extra_columns=extra_columns)
         return SensitiveCounts(res.answers, res.n_rows)
     else:
-        codes = encode(data, domain, on_invalid=on_invalid).codes()
+        codes = encode(data, domain, on_invalid=on_invalid, extra_columns=extra_columns).codes()
     if codes.shape[0] == 0:
         raise DataError("the data has no rows")
     return SensitiveCounts(Evaluator(domain, functions).counts(codes), codes.shape[0])
