@@ -62,7 +62,7 @@ def main() -> None:
     per = frame.groupby("customer").size()
     print(f"{len(frame):,} purchases of {len(per):,} customers ({per.min()}–{per.max()}, "
           f"median {int(per.median())}); {wl.n_queries} queries")
-    unbounded = count(frame, wl).answers.astype(float)
+    unbounded = count(frame, wl, extra_columns="ignore").answers.astype(float)
     for budget in (Budget.of(epsilon=1.0), Budget.of(rho=0.5)):
         t0 = time.perf_counter()
         kw = {"neighbours": "add-remove", "allocation": "auto", "strategy": "auto",

@@ -15,6 +15,7 @@ from tessera.cli.common import (
     DelimiterOpt,
     DeltaOpt,
     EngineOpt,
+    ExtraColumnsOpt,
     LabelOpt,
     MaxRowsOpt,
     NaOpt,
@@ -29,6 +30,7 @@ from tessera.cli.common import (
     SparkMasterOpt,
     TableOpt,
     WorkloadArg,
+    check_policies,
     csv_options,
     data_source,
     err,
@@ -116,6 +118,7 @@ def answer(
     ] = 60.0,
     seed: SeedOpt = None,
     on_invalid: OnInvalidOpt = "error",
+    extra_columns: ExtraColumnsOpt = "error",
     no_header: NoHeaderOpt = False,
     delimiter: DelimiterOpt = None,
     na: NaOpt = None,
@@ -133,6 +136,7 @@ def answer(
     from tessera.schema.domain import Domain
     from tessera.workload.workload import Workload
 
+    check_policies(on_invalid, extra_columns)
     budget = Budget.of(epsilon=epsilon, delta=delta, rho=rho, mu=mu)
     unit = privacy_unit(privacy_id, max_rows)
     if estimate == "adaptive":
@@ -150,7 +154,8 @@ def answer(
                 source, w, budget, neighbours=neighbours, unit=unit, ledger=ledger,
                 label=label or workload.stem, seed=seed,
                 csv=csv_options(no_header, delimiter, na, skip_rows), table=table,
-                on_invalid=on_invalid, output=output, certificate=certificate)
+                on_invalid=on_invalid, extra_columns=extra_columns,  # type: ignore[arg-type]
+                output=output, certificate=certificate)
         _print_model_release(model, output, certificate)
         return
     steps = tuple(s for s, on in (("consistency", consistency), ("nonnegative", nonnegative))
@@ -163,8 +168,8 @@ def answer(
             ledger=ledger,
             label=label or workload.stem,
             time_limit=time_limit, seed=seed, csv=csv_options(no_header, delimiter, na, skip_rows),
-            table=table, on_invalid=on_invalid, output=output, certificate=certificate,
-            report=report,
+            table=table, on_invalid=on_invalid, extra_columns=extra_columns,  # type: ignore[arg-type]
+            output=output, certificate=certificate, report=report,
         )
     _print_release(release)
     for what, path in (("answers", output), ("certificate", certificate), ("report", report)):

@@ -259,6 +259,20 @@ MaxRowsOpt = Annotated[
 OnInvalidOpt = Annotated[
     str, typer.Option(help="Values outside the schema: 'error' (default) or 'drop' (reported).")
 ]
+ExtraColumnsOpt = Annotated[
+    str, typer.Option(help="Data columns the schema does not declare: 'error' (default) or "
+                      "'ignore' (not read; named on stderr).")
+]
+
+
+def check_policies(on_invalid: str, extra_columns: str) -> None:
+    """``--on-invalid`` and ``--extra-columns`` checked before anything is read."""
+    if on_invalid not in ("error", "drop"):
+        fail(f"--on-invalid {on_invalid!r}: use 'error' or 'drop'")
+    if extra_columns not in ("error", "ignore"):
+        fail(f"--extra-columns {extra_columns!r}: use 'error' or 'ignore'")
+
+
 SeedOpt = Annotated[
     int | None, typer.Option("--seed", help="Seeded randomness for TESTS: output NOT PRIVATE.")
 ]

@@ -15,6 +15,7 @@ from tessera.cli.common import (
     DataArg,
     DelimiterOpt,
     EngineOpt,
+    ExtraColumnsOpt,
     JsonOpt,
     NaOpt,
     NoHeaderOpt,
@@ -24,6 +25,7 @@ from tessera.cli.common import (
     SparkMasterOpt,
     TableOpt,
     WorkloadArg,
+    check_policies,
     csv_options,
     data_source,
     err,
@@ -66,6 +68,7 @@ def count(
     ] = None,
     as_json: JsonOpt = False,
     on_invalid: OnInvalidOpt = "error",
+    extra_columns: ExtraColumnsOpt = "error",
     no_header: NoHeaderOpt = False,
     delimiter: DelimiterOpt = None,
     na: NaOpt = None,
@@ -84,8 +87,7 @@ def count(
     from tessera.schema.domain import Domain
     from tessera.workload.workload import Workload
 
-    if on_invalid not in ("error", "drop"):
-        fail(f"--on-invalid {on_invalid!r}: use 'error' or 'drop'")
+    check_policies(on_invalid, extra_columns)
     w = Workload.load(workload, Domain.load(schema))
     if wide is not None and not w.partitions:
         fail("--wide writes one table per family, and the workload has no families")
@@ -106,6 +108,7 @@ def count(
             source,
             w,
             on_invalid=on_invalid,  # type: ignore[arg-type]
+            extra_columns=extra_columns,  # type: ignore[arg-type]
             csv=csv_options(no_header, delimiter, na, skip_rows),
             table=table,
             progress=lambda done, total: bar.update(task, completed=done, total=total),

@@ -21,6 +21,7 @@ from tessera.cli.common import (
     DelimiterOpt,
     DeltaOpt,
     EngineOpt,
+    ExtraColumnsOpt,
     JsonOpt,
     MaxRowsOpt,
     NaOpt,
@@ -35,6 +36,7 @@ from tessera.cli.common import (
     SparkMasterOpt,
     TableOpt,
     WorkloadArg,
+    check_policies,
     csv_options,
     data_source,
     err,
@@ -111,6 +113,7 @@ def synth(
     ] = None,
     seed: SeedOpt = None,
     on_invalid: OnInvalidOpt = "error",
+    extra_columns: ExtraColumnsOpt = "error",
     no_header: NoHeaderOpt = False,
     delimiter: DelimiterOpt = None,
     na: NaOpt = None,
@@ -127,8 +130,7 @@ def synth(
     from tessera.synth.synthesizer import Synthesizer
     from tessera.workload.workload import Workload
 
-    if on_invalid not in ("error", "drop"):
-        fail(f"--on-invalid {on_invalid!r}: use 'error' or 'drop'")
+    check_policies(on_invalid, extra_columns)
     budget = Budget.of(epsilon=epsilon, delta=delta, rho=rho, mu=mu)
     unit = privacy_unit(privacy_id, max_rows)
     w = Workload.load(workload, Domain.load(schema))
@@ -145,7 +147,8 @@ def synth(
             data_source(data, engine, spark_master), w, budget, neighbours=neighbours,
             unit=unit, ledger=book, label=label or f"synthetic data ({method}): {workload.stem}",
             seed=seed, csv=csv_options(no_header, delimiter, na, skip_rows), table=table,
-            on_invalid=on_invalid, progress=show, output=output, record=record,
+            on_invalid=on_invalid, extra_columns=extra_columns, progress=show, output=output,
+            record=record,
             answer=answer)  # type: ignore[arg-type]
     _report(fitted)
     out.print(f"rows:   {output} ({fitted.rows.shape[0]:,} rows)", markup=False)
@@ -366,6 +369,7 @@ def evaluate(
     top: Annotated[int, typer.Option("--top", help="Worst queries (and families) listed.")] = 20,
     as_json: JsonOpt = False,
     on_invalid: OnInvalidOpt = "error",
+    extra_columns: ExtraColumnsOpt = "error",
     no_header: NoHeaderOpt = False,
     delimiter: DelimiterOpt = None,
     na: NaOpt = None,
@@ -382,8 +386,7 @@ def evaluate(
     from tessera.synth.evaluate import evaluate as evaluate_rows
     from tessera.workload.workload import Workload
 
-    if on_invalid not in ("error", "drop"):
-        fail(f"--on-invalid {on_invalid!r}: use 'error' or 'drop'")
+    check_policies(on_invalid, extra_columns)
     if plot is not None:  # before counting: the figure needs the plot extra
         from tessera.software import require
         from tessera.synth.evaluate import PLOT_PURPOSE
@@ -393,7 +396,8 @@ def evaluate(
     with info.status(f"counting {w.n_queries:,} queries on both tables…", spinner="dots"):
         result = evaluate_rows(data_source(data, engine, spark_master), synthetic, w,
                                csv=csv_options(no_header, delimiter, na, skip_rows),
-                               table=table, on_invalid=on_invalid)  # type: ignore[arg-type]
+                               table=table, on_invalid=on_invalid,  # type: ignore[arg-type]
+                               extra_columns=extra_columns)  # type: ignore[arg-type]
     err.print(f"[bold red]{NOT_PRIVATE}[/] (errors against the real data)")
     if plot is not None:
         info.print(f"plot: {result.plot(plot)}")

@@ -54,6 +54,7 @@ from tessera.data.table import (
     DUCKDB_SUFFIXES,
     CodedTable,
     CsvOptions,
+    ExtraColumns,
     InvalidValues,
     OnInvalid,
     ScanProgress,
@@ -63,6 +64,9 @@ from tessera.data.validation import (
     check_columns,
     check_privacy_id,
     column_codes,
+    delimiter_hint,
+    first_line,
+    guess_delimiter,
     id_type_error,
     invalid_values_error,
     missing_ids_error,
@@ -284,7 +288,7 @@ def _file_relation(
             cols = ", ".join(f"CAST(NULL AS {types.get(n, 'VARCHAR')}) AS {_quote(n)}"
                              for n in names)
             return con.sql(f"SELECT {cols} WHERE false")
-        return _read_csv(con, p, _csv_arguments(csv, names, text_columns, column_types))
+        return _read_csv(con, p, _csv_arguments(csv, names, text_columns, column_types), csv)
     raise DataError(f"unknown data format {suffix!r} for {p}", hint="use CSV or Parquet")
 
 
@@ -370,7 +374,7 @@ def _csv_arguments(
 
 
 def _read_csv(
-    con: duckdb.DuckDBPyConnection, p: Path, kwargs: dict[str, Any]
+    con: duckdb.DuckDBPyConnection, p: Path, kwargs: dict[str, Any], csv: CsvOptions
 ) -> duckdb.DuckDBPyRelation:
     """Step 3 of :func:`relation` for a CSV: read it, or say why it cannot be read.
 
@@ -388,7 +392,7 @@ def _read_csv(
             del kwargs["dtype"]
             return con.read_csv(str(p), **kwargs)
     except duckdb.Error as e:
-        located = _csv_line_error(e, p)
+        located = _csv_line_error(e, p, csv)
         if located is not None:
             raise located from None
         raise DataError(
@@ -400,7 +404,7 @@ def _read_csv(
 _CSV_HINT = "fix that line (quote fields that contain the delimiter), or check --delimiter"
 
 
-def _csv_line_error(e: duckdb.Error, source: Any) -> DataError | None:
+def _csv_line_error(e: duckdb.Error, source: Any, csv: CsvOptions) -> DataError | None:
     """DuckDB's "CSV Error on Line: N" as a :class:`DataError` at ``file:N``, else ``None``."""
     text = str(e)
     line = re.search(r"CSV Error on Line: (\d+)", text)
@@ -410,11 +414,24 @@ def _csv_line_error(e: duckdb.Error, source: Any) -> DataError | None:
     counts = re.search(r"Expected Number of Columns: (\d+) Found: (\d+)", text)
     if counts:
         found, expected = int(counts.group(2)), int(counts.group(1))
-        return DataError(f"{where}: {_fields(found)}, expected {expected}", hint=_CSV_HINT)
+        return DataError(f"{where}: {_fields(found)}, expected {expected}",
+                         hint=_one_field_hint(found, expected, source, csv))
     if "unterminated quote" in text:
         return DataError(f"{where}: a value with an unterminated quote", hint=_CSV_HINT)
     detail = next((ln.strip() for ln in text.splitlines()[2:] if ln.strip()), "malformed row")
     return DataError(f"{where}: cannot parse the row: {detail}", hint=_CSV_HINT)
+
+
+def _one_field_hint(found: int, expected: int, source: Any, csv: CsvOptions) -> str:
+    """The hint for a row of ``found`` fields where ``expected`` were due. A row that did not
+    split at all, under a ``--delimiter`` the file's first line does not even contain, points at
+    the delimiter (with the one that line suggests); any other short or long row (a sniffed
+    delimiter, or one the file does use) at the line itself."""
+    line = first_line(source, csv)
+    if (found == 1 and expected > 1 and csv.delimiter and line is not None
+            and csv.delimiter not in line and guess_delimiter(line, csv.delimiter)):
+        return delimiter_hint("the row did not split into fields", source, csv)
+    return _CSV_HINT
 
 
 def _fields(n: int) -> str:
@@ -456,7 +473,7 @@ def _ragged_csv(source: Any, domain: Domain, csv: CsvOptions) -> DataError | Non
                             return DataError(
                                 f"{p}:{start + csv.skip_rows}: {_fields(len(row))}, "
                                 f"expected {expected}",
-                                hint=_CSV_HINT,
+                                hint=_one_field_hint(len(row), expected, p, csv),
                             )
                     start = reader.line_num + 1
             except _csv.Error:
@@ -531,13 +548,16 @@ def encode_duckdb(
     con: duckdb.DuckDBPyConnection | None = None,
     scan_progress: ScanProgress | None = None,
     unit: PrivacyUnit = ONE_ROW,
+    extra_columns: ExtraColumns = "error",
 ) -> CodedTable:
     """Validate ``source`` (a file, a DuckDB table, an in-memory frame) against ``domain`` and
     materialise its codes in DuckDB: the engine :func:`tessera.data.source.encode` picks for
     every source that is not Spark's.
 
-    Raises :class:`DataError` for missing columns, and for values outside the domain unless
-    ``on_invalid='drop'`` (then :attr:`EncodedTable.dropped` and ``.invalid`` report them).
+    Raises :class:`DataError` for missing columns, for columns the schema does not declare
+    unless ``extra_columns='ignore'`` (then they are named in a warning and never read), and for
+    values outside the domain unless ``on_invalid='drop'`` (then :attr:`EncodedTable.dropped`
+    and ``.invalid`` report them).
 
     The steps: :func:`_open_source` (``src``: the data, columns checked), :func:`_encode_column`
     per attribute (distinct values and their codes), :func:`invalid_values_error` if the
@@ -557,14 +577,15 @@ def encode_duckdb(
     stage = _stages(scan_progress)
     try:
         with watched(con, stage(0.0, 0.25)):
-            _open_source(con, source, domain, csv=csv, table=table, id_column=unit.id_column)
+            _open_source(con, source, domain, csv=csv, table=table, id_column=unit.id_column,
+                         extra_columns=extra_columns)
         columns = []
         for j, attr in enumerate(domain):
             with watched(con, stage(0.25 + 0.25 * j / m, 0.25 / m)):
                 columns.append(_encode_column(con, attr))
         invalid = [c.invalid for c in columns if c.invalid is not None]
         if invalid and on_invalid == "error":
-            raise invalid_values_error(invalid, domain)
+            raise invalid_values_error(invalid, domain, source, csv)
     except DataError as e:
         # a ragged row or a stray quote shows up as a missing column or an odd value: say so
         raise _ragged_csv(source, domain, csv) or e from None
@@ -592,8 +613,11 @@ def _open_source(
     csv: CsvOptions,
     table: str | None,
     id_column: str | None = None,
+    extra_columns: ExtraColumns = "error",
 ) -> None:
-    """Step 1 of :func:`encode`: make ``src`` in ``con`` hold the data, its columns checked.
+    """Step 1 of :func:`encode`: make ``src`` in ``con`` hold the data, its columns checked
+    (:func:`check_columns`) and only the schema's columns kept (an ignored column is never
+    parsed into the copy, nor can it fail to parse).
 
     Categorical and boolean columns are read as text, the others typed by attribute kind. A
     text file or an in-memory frame is parsed once into a temporary table (the validation scans
@@ -611,20 +635,23 @@ def _open_source(
     rel = relation(
         con, source, names=domain.names, text_columns=text, column_types=typed, csv=csv, table=table
     )
-    check_columns(list(rel.columns), domain, source, csv)
+    others = [c for c in rel.columns if c != id_column]  # the id is read, never an extra
+    check_columns(others, domain, source, csv, extra_columns)
     if id_column is not None:
         check_privacy_id(list(rel.columns), id_column, domain, source, csv)
+    rel = _schema_columns(rel, domain, id_column)
     if _rescanning_is_costly(source):
         # parse once: the validation scans and the encoding join all read the source again
         try:
             rel.create("src")
         except duckdb.Error as e:
-            located = _csv_line_error(e, source)
+            located = _csv_line_error(e, source, csv)
             if located is not None:
                 raise located from None
             # a value does not parse as its attribute's type: read it as written instead, so
             # the validation below names the offending values
-            rel = relation(con, source, names=domain.names, text_columns=text, csv=csv, table=table)
+            rel = _schema_columns(relation(con, source, names=domain.names, text_columns=text,
+                                           csv=csv, table=table), domain)
             try:
                 rel.create("src")
             except duckdb.Error as again:
@@ -664,6 +691,17 @@ def bound_rows(con: duckdb.DuckDBPyConnection, domain: Domain, max_rows: int) ->
     con.execute("DROP TABLE coded")
     con.execute("ALTER TABLE bounded RENAME TO coded")
     return int(con.execute("SELECT count(*) FROM coded").fetchall()[0][0])
+
+
+def _schema_columns(rel: duckdb.DuckDBPyRelation, domain: Domain,
+                    id_column: str | None = None) -> duckdb.DuckDBPyRelation:
+    """``rel`` with only the schema's columns (those :func:`check_columns` let through) and the
+    privacy ``id_column``, in the order of the data; ``rel`` itself when it has no other
+    columns."""
+    declared = set(domain.names) | ({id_column} if id_column is not None else set())
+    if all(c in declared for c in rel.columns) or not domain.names:
+        return rel
+    return rel.project(", ".join(_quote(c) for c in rel.columns if c in declared))
 
 
 def _unreadable(source: Any, error: duckdb.Error) -> DataError:

@@ -55,6 +55,7 @@ from tessera.data.table import (
     CSV_SUFFIXES,
     DUCKDB_SUFFIXES,
     CsvOptions,
+    ExtraColumns,
     InvalidValues,
     OnInvalid,
     ScanProgress,
@@ -160,10 +161,11 @@ def _master(spark: Any) -> str:
 
 
 def _frame(source: Any, domain: Domain, csv: CsvOptions, table: str | None,
-           id_column: str | None = None) -> tuple[Any, Any]:
-    """The Spark DataFrame of ``source`` with the schema's columns checked (and the privacy
-    ``id_column``, kept as a CSV holds it: text), and the source for error messages (a path, or
-    the DataFrame)."""
+           id_column: str | None = None,
+           extra_columns: ExtraColumns = "error") -> tuple[Any, Any]:
+    """The Spark DataFrame of ``source`` with the schema's columns checked (any other column
+    refused or ignored, ``extra_columns``; the privacy ``id_column`` kept as a CSV holds it:
+    text), and the source for error messages (a path, or the DataFrame)."""
     if isinstance(source, SparkSource):
         data, table = source.data, source.table or table
         session = (spark_session(source.master, source.config)
@@ -176,27 +178,28 @@ def _frame(source: Any, domain: Domain, csv: CsvOptions, table: str | None,
                             hint="SparkSource('data.parquet') or SparkSource(table='db.t')")
         with spark_errors(f"table {table!r}"):
             df = session.table(table)
-        _check_columns(list(df.columns), domain, df, CsvOptions(), id_column)
+        _check_columns(list(df.columns), domain, df, CsvOptions(), id_column, extra_columns)
         return df, df
     if isinstance(data, (str, Path)):
-        df = _read_path(session, str(data), domain, csv, id_column)
+        df = _read_path(session, str(data), domain, csv, id_column, extra_columns)
         return df, data
     if type(data).__name__ != "DataFrame" or not type(data).__module__.startswith("pyspark"):
         raise DataError(f"cannot read data of type {type(data).__name__} with Spark",
                         hint="pass a path, a table name or a PySpark DataFrame")
-    _check_columns(list(data.columns), domain, data, CsvOptions(), id_column)
+    _check_columns(list(data.columns), domain, data, CsvOptions(), id_column, extra_columns)
     return data, data
 
 
 def _check_columns(columns: list[str], domain: Domain, source: Any, csv: CsvOptions,
-                   id_column: str | None) -> None:
-    check_columns(columns, domain, source, csv)
+                   id_column: str | None, extra_columns: ExtraColumns = "error") -> None:
+    """The schema's columns (and the privacy id, which is read but never an extra column)."""
+    check_columns([c for c in columns if c != id_column], domain, source, csv, extra_columns)
     if id_column is not None:
         check_privacy_id(columns, id_column, domain, source, csv)
 
 
 def _read_path(spark: Any, path: str, domain: Domain, csv: CsvOptions,
-               id_column: str | None = None) -> Any:
+               id_column: str | None = None, extra_columns: ExtraColumns = "error") -> Any:
     """A Parquet file or directory, or a CSV, read by Spark with the schema's columns checked.
 
     A CSV is read as text and typed like DuckDB types it (:func:`_typed_csv`), so both engines
@@ -212,7 +215,7 @@ def _read_path(spark: Any, path: str, domain: Domain, csv: CsvOptions,
     if (local and p.is_dir()) or suffix == ".parquet" or (not local and suffix == ""):
         with spark_errors(path):
             df = spark.read.parquet(path)
-        _check_columns(list(df.columns), domain, path, csv, id_column)
+        _check_columns(list(df.columns), domain, path, csv, id_column, extra_columns)
         return df
     if suffix not in CSV_SUFFIXES and suffix != "":
         raise DataError(f"unknown data format {suffix!r} for {p}", hint="use CSV or Parquet")
@@ -227,7 +230,7 @@ def _read_path(spark: Any, path: str, domain: Domain, csv: CsvOptions,
     if not header and len(columns) == len(domain):
         df = df.toDF(*domain.names)
         columns = list(domain.names)
-    _check_columns(columns, domain, path, csv, id_column)
+    _check_columns(columns, domain, path, csv, id_column, extra_columns)
     return _typed_csv(df, domain, csv, header, id_column)
 
 
@@ -472,10 +475,13 @@ def encode_spark(
     table: str | None = None,
     scan_progress: ScanProgress | None = None,
     unit: PrivacyUnit = ONE_ROW,
+    extra_columns: ExtraColumns = "error",
 ) -> SparkEncodedTable:
     """Validate ``source`` (a PySpark DataFrame or a :class:`SparkSource`) against ``domain``
     in Spark, with the same checks, errors and policies as DuckDB (:mod:`tessera.data.validation`;
-    module docs, step 1). ``scan_progress`` is not called: Spark shows its own job progress.
+    module docs, step 1): ``on_invalid`` for values outside the domain, ``extra_columns`` for
+    columns the schema does not declare. ``scan_progress`` is not called: Spark shows its own
+    job progress.
     With a person as the ``unit``, at most ``unit.max_rows`` rows of each person are kept
     (:func:`bound_frame`: the rows DuckDB keeps); ``dropped`` counts only values outside the
     domain (how many rows bounding drops is private).
@@ -483,7 +489,7 @@ def encode_spark(
     if on_invalid not in ("error", "drop"):
         raise DataError(f"unknown on_invalid policy {on_invalid!r}", hint="'error' or 'drop'")
     pid = unit.id_column
-    df, where = _frame(source, domain, csv, table, pid)
+    df, where = _frame(source, domain, csv, table, pid, extra_columns)
     what = str(where) if isinstance(where, (str, Path)) else "the data"
     if pid is not None:
         _check_ids(df, pid, what)
@@ -493,7 +499,7 @@ def encode_spark(
     columns = _distinct_values(df, domain, where)
     invalid = [c.invalid for c in columns if c.invalid is not None]
     if invalid and on_invalid == "error":
-        raise invalid_values_error(invalid, domain)
+        raise invalid_values_error(invalid, domain, where, csv)
     n_total = columns[-1].rows if columns else _count_rows(df, where)
     kept, n_rows = (df if pid is None else full), n_total
     if invalid:

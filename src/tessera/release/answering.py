@@ -59,7 +59,7 @@ from tessera.data.outputs import (
     staged,
 )
 from tessera.data.source import encode
-from tessera.data.table import CsvOptions
+from tessera.data.table import CsvOptions, ExtraColumns
 from tessera.errors import DataError, DataWarning, TesseraError
 from tessera.mechanisms import NoiseSource, discrete_gaussian, discrete_laplace
 from tessera.mechanisms.batch import MAX_PARAMETER
@@ -258,6 +258,7 @@ def answer(
     csv: CsvOptions = CsvOptions(),
     table: str | None = None,
     on_invalid: str = "error",
+    extra_columns: ExtraColumns = "error",
     output: str | Path | None = None,
     certificate: str | Path | None = None,
     report: str | Path | None = None,
@@ -317,7 +318,7 @@ def answer(
     # depends on the data is computed or raised between the charge and the noisy release.
     t0 = time.perf_counter()
     encoded = encode(data, workload.domain, on_invalid=on_invalid,  # type: ignore[arg-type]
-                     csv=csv, table=table, unit=unit)
+                     csv=csv, table=table, unit=unit, extra_columns=extra_columns)
     timings["encode"] = time.perf_counter() - t0
     _check_rows(encoded.n_rows, plan.neighbours)
     contrasted = None if choice is None else choice.chosen

@@ -74,7 +74,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from tessera.data.table import CsvOptions
+from tessera.data.table import CsvOptions, ExtraColumns
 from tessera.engine.decomposition import DEFAULT_MEMORY_LIMIT
 from tessera.errors import QueryError, ResourceError, TesseraError
 from tessera.privacy import ONE_ROW, Neighbours, PrivacyUnit
@@ -211,6 +211,7 @@ def answer_adaptive(
     csv: CsvOptions = CsvOptions(),
     table: str | None = None,
     on_invalid: str = "error",
+    extra_columns: ExtraColumns = "error",
     output: str | Path | None = None,
     certificate: str | Path | None = None,
     progress: Callable[[Any], None] | None = None,
@@ -269,7 +270,7 @@ def answer_adaptive(
     synthesizer.fit(data, workload, budget, neighbours=neighbours, unit=unit, ledger=book,
                     label=label or "answers (adaptive model)", seed=seed, csv=csv,
                     table=table, on_invalid=on_invalid,  # type: ignore[arg-type]
-                    progress=progress, deliver=deliver)
+                    extra_columns=extra_columns, progress=progress, deliver=deliver)
     if not done:  # fit returns only after deliver ran
         raise TesseraError("internal error: the adaptive route delivered nothing")
     done[0].timings["total"] = time.perf_counter() - start

@@ -26,7 +26,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from tessera.data.counts import NOT_PRIVATE, count
-from tessera.data.table import CsvOptions, OnInvalid
+from tessera.data.table import CsvOptions, ExtraColumns, OnInvalid
 from tessera.errors import DataError, TesseraError
 from tessera.schema.domain import Binned, Domain
 from tessera.software import require
@@ -227,11 +227,13 @@ def evaluate(
     csv: CsvOptions = CsvOptions(),
     table: str | None = None,
     on_invalid: OnInvalid = "error",
+    extra_columns: ExtraColumns = "error",
 ) -> Evaluation:
     """Errors of ``synthetic`` against ``data`` on ``workload`` (module docs). ``data`` is read
-    as :func:`tessera.count` reads it (``csv``, ``table``, ``on_invalid`` apply to it);
-    ``synthetic`` as :func:`synthetic_frame` reads it."""
-    real = count(data, workload, csv=csv, table=table, on_invalid=on_invalid)
+    as :func:`tessera.count` reads it (``csv``, ``table``, ``on_invalid``, ``extra_columns``
+    apply to it); ``synthetic`` as :func:`synthetic_frame` reads it."""
+    real = count(data, workload, csv=csv, table=table, on_invalid=on_invalid,
+                 extra_columns=extra_columns)
     synth = count(synthetic_frame(synthetic, workload.domain), workload)
     if real.n_rows == 0 or synth.n_rows == 0:
         raise DataError("a table has no rows: nothing to compare")

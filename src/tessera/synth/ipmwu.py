@@ -62,7 +62,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from tessera.data.table import OnInvalid
+from tessera.data.table import ExtraColumns, OnInvalid
 from tessera.engine.decomposition import DEFAULT_MEMORY_LIMIT
 from tessera.engine.factors import Function
 from tessera.engine.model import GibbsModel
@@ -187,6 +187,7 @@ def ipmwu(
     heuristic: str = "min-fill",
     memory_limit: int = DEFAULT_MEMORY_LIMIT,
     on_invalid: OnInvalid = "error",
+    extra_columns: ExtraColumns = "error",
     progress: Progress | None = None,
 ) -> IPMWUResult:
     """IPMWU (Ghazi et al., Algorithm 1; docs/theory.md §5) on ``data`` for the workload
@@ -221,7 +222,8 @@ def ipmwu(
         log_domain_size=log_domain, epsilon=epsilon, rho=rho, neighbours=neighbours,
         rounds=rounds, step=step, sample_size=sample_size, rows=rows,
         expectations=expectations, update=update, total_fraction=total_fraction,
-        source=source, rng=rng, replay=replay, on_invalid=on_invalid)
+        source=source, rng=rng, replay=replay, on_invalid=on_invalid,
+        extra_columns=extra_columns)
     evaluator = Evaluator(domain, functions)
     setup = time.perf_counter() - t0
     report("setup", round=0, rounds=setting.params.rounds, bound=False)

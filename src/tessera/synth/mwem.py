@@ -27,7 +27,7 @@ import numpy.typing as npt
 import pandas as pd
 from scipy.special import logsumexp
 
-from tessera.data.table import OnInvalid
+from tessera.data.table import ExtraColumns, OnInvalid
 from tessera.engine.factors import Function
 from tessera.errors import QueryError, ResourceError
 from tessera.mechanisms import NoiseSource
@@ -155,6 +155,7 @@ def mwem(
     max_cells: int = MAX_CELLS,
     memory_limit: int = DEFAULT_TABLE_LIMIT,
     on_invalid: OnInvalid = "error",
+    extra_columns: ExtraColumns = "error",
     progress: Progress | None = None,
 ) -> MWEMResult:
     """The rounds of :func:`~tessera.synth.ipmwu.ipmwu` on an explicit histogram (same
@@ -183,7 +184,8 @@ def mwem(
         log_domain_size=log_domain, epsilon=epsilon, rho=rho, neighbours=neighbours,
         rounds=rounds, step=step, sample_size=sample_size, rows=rows,
         expectations=expectations, update=update, total_fraction=total_fraction,
-        source=source, rng=rng, replay=replay, on_invalid=on_invalid)
+        source=source, rng=rng, replay=replay, on_invalid=on_invalid,
+        extra_columns=extra_columns)
     setup = time.perf_counter() - t0
     T = setting.params.rounds
     report("setup", round=0, rounds=T, bound=False)

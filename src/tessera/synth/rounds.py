@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tessera.accounting.guarantee import Guarantee
-from tessera.data.table import OnInvalid
+from tessera.data.table import ExtraColumns, OnInvalid
 from tessera.engine.factors import Function
 from tessera.errors import TesseraError
 from tessera.mechanisms import NoiseSource
@@ -348,6 +348,7 @@ def prepare(
     rng: np.random.Generator | int | None,
     replay: Transcript | None,
     on_invalid: OnInvalid,
+    extra_columns: ExtraColumns = "error",
 ) -> tuple[Setting, Budget | None]:
     """Budget, counts, normaliser, parameters and plan, in that order (shared with MWEM):
     under add/remove the total is measured first and the defaults use n̂ (post-processing)."""
@@ -378,7 +379,8 @@ def prepare(
                        noisy_total=replay.noisy_total), None
     update = "unit" if update is None else update
     budget = Budget.of(epsilon, rho, neighbours)
-    counts = sensitive_counts(domain, queries, data, on_invalid=on_invalid)
+    counts = sensitive_counts(domain, queries, data, on_invalid=on_invalid,
+                              extra_columns=extra_columns)
     source = NoiseSource.secure() if source is None else source
     total = split_total(budget, total_fraction)
     steps: list[Step] = []

@@ -21,7 +21,7 @@ import numpy.typing as npt
 
 from tessera.data.counts import count
 from tessera.data.source import encode
-from tessera.data.table import OnInvalid
+from tessera.data.table import ExtraColumns, OnInvalid
 from tessera.engine.bdd import BooleanQuery
 from tessera.engine.factors import Function
 from tessera.engine.model import workload_functions
@@ -236,6 +236,7 @@ def sensitive_counts(
     *,
     on_invalid: OnInvalid = "error",
     unit: PrivacyUnit = ONE_ROW,
+    extra_columns: ExtraColumns = "error",
 ) -> SensitiveCounts:
     """The exact counts of ``queries`` on ``data`` (NOT PRIVATE; only the private steps read them).
     ``unit``: one person's rows are bounded first (:func:`tessera.data.source.encode`); rows of
@@ -258,10 +259,12 @@ def sensitive_counts(
                             "DataFrame)")
         codes = check_codes(domain, np.asarray(data))
     elif isinstance(queries, Workload):
-        res = count(data, queries, on_invalid=on_invalid, unit=unit)
+        res = count(data, queries, on_invalid=on_invalid, unit=unit,
+                    extra_columns=extra_columns)
         return SensitiveCounts(res.answers, res.n_rows)
     else:
-        codes = encode(data, domain, on_invalid=on_invalid, unit=unit).codes()
+        codes = encode(data, domain, on_invalid=on_invalid, unit=unit,
+                       extra_columns=extra_columns).codes()
     if codes.shape[0] == 0:
         raise DataError("the data has no rows")
     return SensitiveCounts(Evaluator(domain, functions).counts(codes), codes.shape[0])

@@ -55,7 +55,7 @@ import numpy as np
 from tessera.data.counts import count
 from tessera.data.outputs import Delivery, aborted_hint, settled
 from tessera.data.source import encode
-from tessera.data.table import CsvOptions, OnInvalid
+from tessera.data.table import CsvOptions, ExtraColumns, OnInvalid
 from tessera.engine.bdd import BooleanQuery
 from tessera.engine.factors import Function
 from tessera.engine.model import GibbsModel
@@ -109,7 +109,7 @@ METHODS = ("adaptive", "ipmwu", "mwem", "lp")
 #: Arguments :meth:`Synthesizer.fit` sets itself (not options).
 _SET_BY_FIT = frozenset({
     "domain", "queries", "data", "epsilon", "rho", "neighbours", "source", "rng", "replay",
-    "names", "on_invalid", "progress", "release", "n", "callback", "targets",
+    "names", "on_invalid", "extra_columns", "progress", "release", "n", "callback", "targets",
 })
 
 
@@ -237,6 +237,7 @@ class Synthesizer:
         csv: CsvOptions = CsvOptions(),
         table: str | None = None,
         on_invalid: OnInvalid = "error",
+        extra_columns: ExtraColumns = "error",
         progress: Callable[[Any], None] | None = None,
         release: Release | None = None,
         output: str | Path | None = None,
@@ -276,7 +277,8 @@ class Synthesizer:
         they are renamed into place and the ledger marks it released, for a caller that
         delivers more of it (e.g. :func:`tessera.routes.adaptive.answer_adaptive` writes the
         model's answers there; a failure there marks the run aborted and leaves none of the
-        requested files); adaptive, ipmwu and mwem only.
+        requested files); adaptive, ipmwu and mwem only. ``csv``, ``table``, ``on_invalid``
+        and ``extra_columns``: how the data are read, as by :func:`tessera.count`.
         """
         report = Reporter.of(progress)  # one clock for the whole call
         if not isinstance(workload, Workload):
@@ -288,8 +290,8 @@ class Synthesizer:
             if deliver is not None:
                 raise TesseraError("deliver= is for the methods that run on the data, not 'lp'")
             return self._fit_lp(data, workload, budget, neighbours, ledger, label, seed, csv,
-                                table, on_invalid, report, release, answer, outputs,
-                                unit=unit)
+                                table, (on_invalid, extra_columns), report, release, answer,
+                                outputs, unit=unit)
         if release is not None:
             raise TesseraError(f"method {self.method!r} runs on the data: release= is for 'lp'")
         if budget is None:
@@ -323,9 +325,11 @@ class Synthesizer:
                                       columns=not uniform)
             counts = (sensitive_counts(workload.domain, read, data, unit=unit)
                       if isinstance(data, np.ndarray) else
-                      _sensitive_counts(data, read, csv, table, on_invalid, unit))
+                      _sensitive_counts(data, read, csv, table, on_invalid, extra_columns,
+                                        unit))
         else:
-            counts = _sensitive_counts(data, workload, csv, table, on_invalid, unit)
+            counts = _sensitive_counts(data, workload, csv, table, on_invalid, extra_columns,
+                                       unit)
         report("counting")
         if book is not None:
             w, costs = ledger_charge(workload.domain, per_row, rel)
@@ -346,7 +350,7 @@ class Synthesizer:
                 run = (ipmwu if self.method == "ipmwu" else mwem)(
                     workload.domain, workload, counts, **target.kwargs(),  # type: ignore
                     neighbours=rel, source=source, rng=seed, on_invalid=on_invalid,
-                    progress=report, **settings)
+                    extra_columns=extra_columns, progress=report, **settings)
             if book is not None and charge is not None and dataclasses.is_dataclass(charge):
                 # what the ledger will say once every file exists (the record written says it)
                 charge = dataclasses.replace(charge, status="released")  # type: ignore[type-var]
@@ -356,7 +360,7 @@ class Synthesizer:
 
     def _fit_lp(self, data: Any, workload: Workload, budget: Any, neighbours: Any, ledger: Any,
                 label: str | None, seed: int | None, csv: CsvOptions, table: str | None,
-                on_invalid: OnInvalid, progress: Reporter,
+                policies: tuple[OnInvalid, ExtraColumns], progress: Reporter,
                 release: Release | None, answer: Callable[..., Release] | None,
                 outputs: Any, notes: tuple[str, ...] = (),
                 unit: PrivacyUnit = ONE_ROW) -> FittedSynthesizer:
@@ -376,13 +380,13 @@ class Synthesizer:
             def deliver(answered: Release) -> None:  # before the release is marked released
                 progress("counting")
                 done.append(self._fit_lp(data, fitted_workload, None, None, None, label, seed,
-                                         csv, table, on_invalid, progress, answered, None,
+                                         csv, table, policies, progress, answered, None,
                                          outputs, (TAUTOLOGY_NOTE,) if added else ()))
 
             progress("counting", "start")  # the release reads the data and answers
             answer(data, fitted_workload, budget, neighbours=rel, unit=unit, ledger=ledger,
                    label=label or "synthetic data (lp)", seed=seed, csv=csv, table=table,
-                   on_invalid=on_invalid, deliver=deliver)
+                   on_invalid=policies[0], extra_columns=policies[1], deliver=deliver)
             return done[0]
         if release is None:
             raise TesseraError(
@@ -408,7 +412,7 @@ class Synthesizer:
             if data is None:
                 raise DataError("under substitution the LP needs n, the number of rows: give "
                                 "the data")
-            n = _rows_of(data, workload.domain, csv, table, on_invalid)
+            n = _rows_of(data, workload.domain, csv, table, *policies)
         options = self.settings
         options.pop("uniform_columns", None)
         if "rows" in options:
@@ -609,14 +613,16 @@ def as_workload(queries: Sequence[Function], domain: Domain | None) -> Workload:
 
 
 def _rows_of(data: Any, domain: Domain, csv: CsvOptions, table: str | None,
-             on_invalid: OnInvalid) -> int:
+             on_invalid: OnInvalid, extra_columns: ExtraColumns) -> int:
     if isinstance(data, np.ndarray):
         return int(data.shape[0])
-    return int(encode(data, domain, on_invalid=on_invalid, csv=csv, table=table).n_rows)
+    return int(encode(data, domain, on_invalid=on_invalid, csv=csv, table=table,
+                      extra_columns=extra_columns).n_rows)
 
 
 def _sensitive_counts(data: Any, workload: Workload, csv: CsvOptions, table: str | None,
-                      on_invalid: OnInvalid, unit: PrivacyUnit = ONE_ROW) -> Any:
+                      on_invalid: OnInvalid, extra_columns: ExtraColumns,
+                      unit: PrivacyUnit = ONE_ROW) -> Any:
     """The exact counts the private steps read (NOT PRIVATE; never kept), by
     :func:`tessera.count` (one aggregation per scope, never row by row), each person's rows
     bounded first (``unit``)."""
@@ -628,8 +634,9 @@ def _sensitive_counts(data: Any, workload: Workload, csv: CsvOptions, table: str
         return data
     if any(isinstance(q, BooleanQuery) for q in workload.queries):  # no SQL for a BDD
         return sensitive_counts(workload.domain, workload.queries, data, on_invalid=on_invalid,
-                                unit=unit)
-    res = count(data, workload, csv=csv, table=table, on_invalid=on_invalid, unit=unit)
+                                unit=unit, extra_columns=extra_columns)
+    res = count(data, workload, csv=csv, table=table, on_invalid=on_invalid, unit=unit,
+                extra_columns=extra_columns)
     if res.n_rows == 0:
         raise DataError("the data has no rows" + (" left after dropping invalid ones"
                                                   if res.dropped else ""))
