@@ -30,6 +30,7 @@ from tessera.data.outputs import (
     staged,
     write_text,
 )
+from tessera.engine.decomposition import DEFAULT_MEMORY_LIMIT
 from tessera.engine.model import GibbsModel
 from tessera.errors import QueryError, TesseraError
 from tessera.privacy import ONE_ROW, Neighbours, PrivacyUnit
@@ -170,19 +171,27 @@ class FittedSynthesizer:
         return frame
 
     # -- the fitted distribution --------------------------------------------------------------
-    def answers(self, workload: Workload | None = None) -> npt.NDArray[np.float64]:
+    def answers(self, workload: Workload | None = None, *,
+                memory_limit: int | None = None) -> npt.NDArray[np.float64]:
         """Exact answers ⟨q, h⟩ (fractions in [0, 1]) of the output distribution h the rows
         are drawn from, for the fitted workload (expanded order) or another one over the same
-        schema. Post-processing: no privacy cost."""
+        schema. Post-processing: no privacy cost. ``memory_limit`` (bytes): the engine's
+        memory guard for the passes that read them (adaptive: default
+        :data:`~tessera.engine.decomposition.DEFAULT_MEMORY_LIMIT`; ipmwu: default the
+        synthesizer's own); a read past it raises :class:`~tessera.errors.ResourceError`
+        before it allocates."""
         w = self.workload if workload is None else workload
         if w.domain != self.domain:
             raise QueryError("the workload is over another schema than the fitted one")
         res = self.result
         same = w is self.workload or w == self.workload
         if isinstance(res, AdaptiveResult):
-            return res.answers(w)
+            return res.answers(w, memory_limit=DEFAULT_MEMORY_LIMIT if memory_limit is None
+                               else memory_limit)
         if isinstance(res, IPMWUResult):
-            return res.average_answers() if same else ipmwu_answers(res, w, self.settings)
+            settings = self.settings if memory_limit is None else \
+                self.settings | {"memory_limit": memory_limit}
+            return res.average_answers() if same else ipmwu_answers(res, w, settings)
         functions, _ = query_functions(self.domain, w)
         if isinstance(res, MWEMResult):
             if same:
