@@ -139,8 +139,10 @@ def test_methods_and_the_default() -> None:
     assert "adaptive, ipmwu, mwem, lp" in str(e.value.hint)
     with pytest.raises(TesseraError, match="no option 'step'"):
         Synthesizer("adaptive", step=0.1)
-    with pytest.raises(TesseraError, match="no option 'epsilon'"):
-        Synthesizer("ipmwu", epsilon=1.0)
+    with pytest.raises(TesseraError, match="no option 'rng'"):  # fit's own, not an option
+        Synthesizer("ipmwu", rng=1)
+    # a budget is a constructor argument (not an option): tests/synth/test_ecosystem_api.py
+    assert Synthesizer("ipmwu", epsilon=1.0).options == ()
     assert Synthesizer().method == "adaptive" and tessera.Synthesizer is Synthesizer
     assert Synthesizer("mwem", rounds=3) == Synthesizer("mwem", rounds=3)  # a frozen config
 

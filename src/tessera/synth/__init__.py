@@ -10,7 +10,8 @@
 * :mod:`.accounting` — their budget split and the proof of what a run spent;
 * :mod:`.synthesizer` — :class:`Synthesizer`: method, budget, ledger and rows in one call;
   :mod:`.charge` its budget target and ledger charge, :mod:`.fitted` the fitted result,
-  :mod:`.record` its run record;
+  :mod:`.record` its run record; :mod:`.defaults` the budget stated as keywords and the
+  default workload of ``Synthesizer(epsilon=..., domain=...).fit_sample(df)``;
 * :mod:`.evaluate` — errors of synthetic rows against the real data (``from
   tessera.synth.evaluate import evaluate``).
 

@@ -57,6 +57,7 @@ from tessera.data.outputs import Delivery, aborted_hint, settled
 from tessera.data.source import encode
 from tessera.data.table import CsvOptions, ExtraColumns, OnInvalid
 from tessera.engine.bdd import BooleanQuery
+from tessera.engine.decomposition import DEFAULT_MEMORY_LIMIT
 from tessera.engine.factors import Function
 from tessera.engine.model import GibbsModel
 from tessera.errors import DataError, QueryError, ResourceError, TesseraError
@@ -76,6 +77,7 @@ from tessera.synth.charge import (
     person_shares,
 )
 from tessera.synth.columns import check_columns, warn_uniform
+from tessera.synth.defaults import default_workload, stated_budget
 from tessera.synth.fitted import FittedSynthesizer, synth_outputs, write_outputs
 from tessera.synth.ipmwu import ipmwu
 from tessera.synth.mwem import DEFAULT_TABLE_LIMIT, MAX_CELLS, cells, mwem
@@ -150,20 +152,149 @@ class Synthesizer:
     :func:`~tessera.synth.ipmwu.ipmwu` (``rounds``, ``step``, ``sample_size``, ``rows``,
     ``expectations``, ``update``, ``total_fraction``, ``constraints``, …); for ``lp`` those of
     :func:`~tessera.synth.lp.synthesize` and :func:`~tessera.synth.lp.solve_lp` (``rows`` is
-    its ``m``). Unknown options are refused here, before any data is read."""
+    its ``m``). Unknown options are refused here, before any data is read.
+
+    **The constructor form** (as SmartNoise, SDV and synthcity are called): the budget
+    (``epsilon=``; ``epsilon=`` with ``delta=``; ``rho=``: :func:`tessera.synth.defaults.
+    stated_budget`), the public schema (``domain=``) and optionally ``workload=``,
+    ``neighbours=``, ``unit=`` and ``seed=`` (TESTS ONLY: NOT PRIVATE) are given here, and
+    ``fit(df)`` needs nothing else. Without a workload, every 2-way marginal of the schema is
+    fitted when it fits the engine's limits, else every 1-way marginal
+    (:func:`tessera.synth.defaults.default_workload`; the run record's ``notes`` say which and
+    why). A budget given both here and to :meth:`fit` is refused (one budget, stated once).
+    :meth:`fit` returns the :class:`~tessera.synth.fitted.FittedSynthesizer` and keeps it
+    (:attr:`fitted`), so that :meth:`sample` draws from it (post-processing, no privacy cost)
+    and :meth:`fit_sample` does both.
+
+    >>> import pandas as pd, tessera as ts
+    >>> dom = ts.Domain.from_dict({"attributes": {
+    ...     "a": {"type": "categorical", "values": ["x", "y"]},
+    ...     "b": {"type": "categorical", "values": ["u", "v", "w"]},
+    ...     "c": {"type": "integer", "min": 0, "max": 1}}})
+    >>> df = pd.DataFrame({"a": ["x", "y"] * 50, "b": ["u", "v", "w", "u"] * 25,
+    ...                    "c": [0, 1, 1, 0] * 25})
+    >>> synth = ts.Synthesizer(epsilon=1.0, domain=dom, seed=0, rounds=8)  # seed: tests only
+    >>> rows = synth.fit_sample(df, n=10)
+    >>> list(rows.columns), len(rows)
+    (['a', 'b', 'c'], 10)
+    >>> synth.fitted.run_record()["notes"][0][:36]
+    'default workload: all 3 2-way margin'
+    """
 
     method: str
     options: tuple[tuple[str, Any], ...]
+    #: the budget stated in the constructor (None: given to :meth:`fit`)
+    budget: Any = None
+    domain: Domain | None = dataclasses.field(default=None, compare=False)
+    workload: Workload | None = dataclasses.field(default=None, compare=False, repr=False)
+    neighbours: Neighbours | None = None
+    unit: PrivacyUnit | None = None
+    seed: int | None = None
 
-    def __init__(self, method: str = "adaptive", **options: Any) -> None:
+    def __init__(self, method: str = "adaptive", *, epsilon: float | None = None,
+                 delta: float | None = None, rho: float | None = None,
+                 domain: Domain | None = None, workload: Workload | None = None,
+                 neighbours: Neighbours | str | None = None, unit: PrivacyUnit | None = None,
+                 seed: int | None = None, **options: Any) -> None:
         _check_method(method)
         unknown = sorted(set(options) - _method_options(method))
         if unknown:
             raise TesseraError(
                 f"method {method!r} has no option {unknown[0]!r}",
                 hint="options: " + ", ".join(sorted(_method_options(method))))
+        if domain is not None and not isinstance(domain, Domain):
+            raise TesseraError(f"domain must be a tessera.Domain (the public schema), got "
+                               f"{type(domain).__name__}", hint="tessera.Domain.load(path)")
+        if workload is not None and not isinstance(workload, Workload):
+            raise QueryError("workload= in the constructor must be a tessera.Workload",
+                             hint="Workload.load(path, domain), or pass a list of queries "
+                                  "to fit(data, [queries...], domain=domain)")
+        if workload is not None and domain is not None and workload.domain != domain:
+            raise QueryError("the workload is over another schema than domain=")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise TesseraError(f"seed must be an integer (tests only), got {seed!r}")
         object.__setattr__(self, "method", method)
         object.__setattr__(self, "options", tuple(sorted(options.items())))
+        object.__setattr__(self, "budget", stated_budget(epsilon, delta, rho))
+        object.__setattr__(self, "domain", domain)
+        object.__setattr__(self, "workload", workload)
+        object.__setattr__(self, "neighbours",
+                           None if neighbours is None else Neighbours.parse(neighbours))
+        object.__setattr__(self, "unit", unit)
+        object.__setattr__(self, "seed", seed)
+
+    @property
+    def fitted(self) -> FittedSynthesizer:
+        """The result of the last :meth:`fit` (refused before any)."""
+        fitted = self.__dict__.get("last_fit")
+        if fitted is None:
+            raise TesseraError("the synthesizer is not fitted yet", hint="fit(df) first, or "
+                               "fit_sample(df)")
+        return fitted  # type: ignore[no-any-return]
+
+    def sample(self, n: int | None = None) -> Any:
+        """``n`` rows (a DataFrame in the schema's values and columns) drawn from the last
+        fit's output distribution — post-processing, no privacy cost — or the run's own rows
+        (n None). Seeded only when ``seed`` was given (the rows of successive calls then
+        differ but repeat from run to run); otherwise drawn from fresh OS entropy."""
+        fitted = self.fitted
+        return fitted.sample(n, self.__dict__.get("sample_rng"))
+
+    def fit_sample(self, data: Any, n: int | None = None, **fit_options: Any) -> Any:
+        """:meth:`fit` on ``data`` (with ``fit_options``), then :meth:`sample` ``n`` rows (the
+        run's own rows when n is None)."""
+        self.fit(data, **fit_options)
+        return self.sample(n)
+
+    def _fit_inputs(self, workload: Workload | Sequence[Function] | None, budget: Any,
+                    neighbours: Neighbours | str | None, unit: PrivacyUnit | None,
+                    seed: int | None, domain: Domain | None,
+                    ) -> tuple[Any, Any, Neighbours | str | None, PrivacyUnit, int | None,
+                               Domain | None]:
+        """The constructor's inputs merged with :meth:`fit`'s: a budget stated in both is
+        refused; the others may be given in both only when they agree."""
+        if budget is not None and self.budget is not None:
+            raise TesseraError(
+                "a budget was given both to the constructor and to fit(): state it once",
+                hint="Synthesizer(epsilon=...).fit(df), or Synthesizer().fit(df, workload, "
+                     "budget)")
+        budget = self.budget if budget is None else budget
+        if neighbours is not None and self.neighbours is not None and \
+                Neighbours.parse(neighbours) is not self.neighbours:
+            raise TesseraError(f"neighbours: the constructor says {self.neighbours.label}, "
+                               f"fit() {Neighbours.parse(neighbours).label}", hint="give it once")
+        neighbours = self.neighbours if neighbours is None else neighbours
+        for name, mine, theirs in (("unit", self.unit, unit), ("seed", self.seed, seed),
+                                   ("domain", self.domain, domain)):
+            if mine is not None and theirs is not None and mine != theirs:
+                raise TesseraError(f"{name}: the constructor and fit() give different values",
+                                   hint="give it once")
+        unit = self.unit if unit is None else unit
+        seed = self.seed if seed is None else seed
+        domain = self.domain if domain is None else domain
+        workload = self.workload if workload is None else workload
+        return workload, budget, neighbours, unit or ONE_ROW, seed, domain
+
+    def _default_workload(self, domain: Domain | None, budget: Any,
+                          neighbours: Neighbours | str | None,
+                          unit: PrivacyUnit) -> tuple[Workload, tuple[str, ...]]:
+        """Every 2-way marginal, else every 1-way (:func:`default_workload`), checked by
+        :meth:`preflight` under the memory limit of the options (``memory_limit``, or the
+        adaptive method's ``answer_memory``; else the engine's default)."""
+        if domain is None:
+            raise QueryError("without a workload the synthesizer needs the public schema to "
+                             "build its default (every 2-way marginal)",
+                             hint="Synthesizer(epsilon=..., domain=tessera.Domain.load(path))")
+        opts = self.settings
+        limit = opts.get("memory_limit", opts.get("answer_memory")) or DEFAULT_MEMORY_LIMIT
+        rel = neighbours if neighbours is not None else DEFAULT_NEIGHBOURS
+
+        def check(w: Workload) -> None:
+            self.preflight(w, budget, neighbours=rel, unit=unit)
+
+        chosen = default_workload(domain, check, int(limit))
+        logger.info("%s", chosen.note)
+        return chosen.workload, (chosen.note,)
 
     @property
     def settings(self) -> dict[str, Any]:
@@ -226,11 +357,11 @@ class Synthesizer:
     def fit(
         self,
         data: Any,
-        workload: Workload | Sequence[Function],
+        workload: Workload | Sequence[Function] | None = None,
         budget: ReleaseBudget | RunBudget | None = None,
         *,
         neighbours: Neighbours | str | None = None,
-        unit: PrivacyUnit = ONE_ROW,
+        unit: PrivacyUnit | None = None,
         ledger: LedgerLike | None = None,
         label: str | None = None,
         seed: int | None = None,
@@ -279,8 +410,18 @@ class Synthesizer:
         model's answers there; a failure there marks the run aborted and leaves none of the
         requested files); adaptive, ipmwu and mwem only. ``csv``, ``table``, ``on_invalid``
         and ``extra_columns``: how the data are read, as by :func:`tessera.count`.
+
+        ``workload``, ``budget``, ``neighbours``, ``unit``, ``seed`` and ``domain`` may instead
+        be given to the constructor (class docs); without a workload the default one is built
+        from the schema (:func:`tessera.synth.defaults.default_workload`) and the record's
+        ``notes`` say which. The result is also kept for :meth:`sample`.
         """
         report = Reporter.of(progress)  # one clock for the whole call
+        workload, budget, neighbours, unit, seed, domain = self._fit_inputs(
+            workload, budget, neighbours, unit, seed, domain)
+        notes: tuple[str, ...] = ()
+        if workload is None:
+            workload, notes = self._default_workload(domain, budget, neighbours, unit)
         if not isinstance(workload, Workload):
             workload = as_workload(workload, domain)
         outputs = synth_outputs(output, record)
@@ -289,9 +430,10 @@ class Synthesizer:
         if self.method == "lp":
             if deliver is not None:
                 raise TesseraError("deliver= is for the methods that run on the data, not 'lp'")
-            return self._fit_lp(data, workload, budget, neighbours, ledger, label, seed, csv,
-                                table, (on_invalid, extra_columns), report, release, answer,
-                                outputs, unit=unit)
+            return self._kept(self._fit_lp(
+                data, workload, budget, neighbours, ledger, label, seed, csv, table,
+                (on_invalid, extra_columns), report, release, answer, outputs, notes,
+                unit=unit))
         if release is not None:
             raise TesseraError(f"method {self.method!r} runs on the data: release= is for 'lp'")
         if budget is None:
@@ -354,8 +496,18 @@ class Synthesizer:
             if book is not None and charge is not None and dataclasses.is_dataclass(charge):
                 # what the ledger will say once every file exists (the record written says it)
                 charge = dataclasses.replace(charge, status="released")  # type: ignore[type-var]
-            fitted = FittedSynthesizer(self, workload, run, target, rel, charge, seed, unit=unit)
+            fitted = FittedSynthesizer(self, workload, run, target, rel, charge, seed, notes,
+                                       unit=unit)
             write_outputs(fitted, outputs, delivery, deliver)
+        return self._kept(fitted)
+
+    def _kept(self, fitted: FittedSynthesizer) -> FittedSynthesizer:
+        """``fitted``, kept for :meth:`sample` with its sampling generator: seeded from the
+        run's seed (tests), else from OS entropy (``numpy.random.default_rng()``; sampling is
+        post-processing, so its randomness needs no privacy calibration)."""
+        # the configuration's fields stay frozen; only the last fit is remembered
+        self.__dict__["last_fit"] = fitted
+        self.__dict__["sample_rng"] = np.random.default_rng(fitted.seed)
         return fitted
 
     def _fit_lp(self, data: Any, workload: Workload, budget: Any, neighbours: Any, ledger: Any,
@@ -381,7 +533,7 @@ class Synthesizer:
                 progress("counting")
                 done.append(self._fit_lp(data, fitted_workload, None, None, None, label, seed,
                                          csv, table, policies, progress, answered, None,
-                                         outputs, (TAUTOLOGY_NOTE,) if added else ()))
+                                         outputs, notes + ((TAUTOLOGY_NOTE,) if added else ())))
 
             progress("counting", "start")  # the release reads the data and answers
             answer(data, fitted_workload, budget, neighbours=rel, unit=unit, ledger=ledger,
