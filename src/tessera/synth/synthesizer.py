@@ -273,7 +273,7 @@ class Synthesizer:
         seed = self.seed if seed is None else seed
         domain = self.domain if domain is None else domain
         workload = self.workload if workload is None else workload
-        return workload, budget, neighbours, unit or ONE_ROW, seed, domain
+        return workload, budget, neighbours, ONE_ROW if unit is None else unit, seed, domain
 
     def _default_workload(self, domain: Domain | None, budget: Any,
                           neighbours: Neighbours | str | None,
