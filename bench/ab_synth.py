@@ -20,7 +20,7 @@ small``: 1,304 rows of Adult, all 3-way marginals of eight attributes, :func:`sm
 the rows with bench_synth's own ``errors`` (mean marginal L1, mean predicate-query error;
 ``--hide-queries``: the run is fitted to the marginals alone and still scored on the queries). It
 also records the error of the fitted model's exact marginals
-(``tessera.synth.model_answers.model_counts``: no rows), the run's CPU time, rounds and final
+(``tessera.synth.adaptive_record.model_counts``: no rows), the run's CPU time, rounds and final
 loss. One JSON line per run is appended to ``--out``; a variant is whatever code ``PYTHONPATH``
 points at plus ``--opt`` settings.
 
@@ -114,7 +114,7 @@ def setting(data: str) -> tuple[Any, ts.Workload, np.ndarray, int]:
 
 def model_error(result: Any, workload: ts.Workload, real: np.ndarray, n: int) -> float:
     """Mean marginal L1 of the fitted model's exact marginals (no rows)."""
-    from tessera.synth.model_answers import model_counts
+    from tessera.synth.adaptive_record import model_counts
 
     marg = ts.Workload.of_families(workload.domain, list(workload.partitions))
     counts = model_counts(result, marg)

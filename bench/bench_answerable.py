@@ -28,8 +28,8 @@ import pandas as pd
 
 import tessera as ts
 from tessera.schema.intervals import IntervalSet
+from tessera.synth.adaptive_record import model_counts
 from tessera.synth.answerable import Answerable
-from tessera.synth.model_answers import model_counts
 from tessera.workload.families import Partition
 from tessera.workload.query import Query
 

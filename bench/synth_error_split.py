@@ -18,7 +18,7 @@ import bench_synth as bs  # noqa: E402
 import numpy as np  # noqa: E402
 
 import tessera as ts  # noqa: E402
-from tessera.synth.model_answers import model_counts  # noqa: E402
+from tessera.synth.adaptive_record import model_counts  # noqa: E402
 
 
 def main() -> None:

@@ -34,7 +34,8 @@ from tessera.routes.adaptive import MAX_SCOPE_CELLS, answer_adaptive
 from tessera.schema.domain import Domain
 from tessera.schema.intervals import IntervalSet
 from tessera.software import versions
-from tessera.synth.model_answers import model_counts, scope_marginal
+from tessera.synth.adaptive_record import model_counts
+from tessera.synth.model_answers import scope_marginal
 from tessera.synth.sensitive import Evaluator, query_functions
 from tessera.synth.synthesizer import Synthesizer
 from tessera.synth.verify import verify_record

@@ -7,7 +7,7 @@ limits (log-uniform over 0.2–100 KB; the clique tree's message limit at times 
 families fall through to the grown model), :meth:`Answerable.refusal` says "answerable" iff
 actually reading every answer from the real model of that structure succeeds — the query pass
 (:meth:`tessera.synth.adaptive_record.AdaptiveResult.answers`) and the families
-(:func:`tessera.synth.model_answers.model_counts`), run on a :class:`ScopeModel` of the
+(:func:`tessera.synth.adaptive_record.model_counts`), run on a :class:`ScopeModel` of the
 structure at a random θ. Planted bugs — the families not checked, the clique tree's limits
 ignored, the query pass's halving replaced by one all-or-nothing plan — each disagree with the
 real answers on some of the first 300 seeded cases, so the property can fail.
@@ -30,9 +30,8 @@ from tessera.errors import ResourceError
 from tessera.estimation.maxent import FitResult, ScopeModel
 from tessera.schema.domain import Domain
 from tessera.schema.intervals import IntervalSet
-from tessera.synth.adaptive_record import AdaptiveResult
+from tessera.synth.adaptive_record import AdaptiveResult, model_counts
 from tessera.synth.answerable import Answerable
-from tessera.synth.model_answers import model_counts
 from tessera.synth.model_view import model_structure
 from tessera.workload.families import Partition
 from tessera.workload.query import Query

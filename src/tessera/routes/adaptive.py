@@ -12,7 +12,7 @@ and answers every query q of W as
 
     â(q) = N̂ · P_θ(q),
 
-computed exactly by the engine (:func:`tessera.synth.model_answers.model_counts`: a measured
+computed exactly by the engine (:func:`tessera.synth.adaptive_record.model_counts`: a measured
 scope's table, a clique of the junction tree, or one more inference pass; never sampled rows).
 N̂ is the run's total: the inverse-variance weighted sum of its noisy one-way marginals under
 add/remove, n under substitution.
@@ -88,10 +88,10 @@ from tessera.routes.model_files import (
     write_answers,
     write_model_outputs,
 )
+from tessera.synth.adaptive_record import model_counts
 from tessera.synth.answerable import Answerable, least_structure
 from tessera.synth.candidates import DEFAULT_MAX_CELLS
 from tessera.synth.fitted import FittedSynthesizer
-from tessera.synth.model_answers import model_counts
 from tessera.synth.synthesizer import Synthesizer
 from tessera.workload.workload import Workload
 

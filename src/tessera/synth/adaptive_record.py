@@ -38,6 +38,7 @@ __all__ = [
     "AdaptiveResult",
     "AdaptiveRound",
     "AdaptiveTimings",
+    "model_counts",
 ]
 
 FloatArray = npt.NDArray[np.float64]
@@ -300,3 +301,16 @@ def _indicator(domain: Domain, f: object, s: tuple[int, ...]) -> FloatArray:
     codes = np.zeros((cells.shape[0], len(domain)), dtype=np.int64)
     codes[:, list(s)] = cells
     return Evaluator(domain, [f]).matrix(codes)[0].astype(np.float64)  # type: ignore[list-item]
+
+
+def model_counts(result: AdaptiveResult, workload: Workload, *,
+                 memory_limit: int = DEFAULT_MEMORY_LIMIT) -> FloatArray:
+    """N̂ · P_θ(q) for every query of ``workload`` in its expanded order (predicate queries
+    first, then every family's cells), exact from the fitted model
+    (:meth:`AdaptiveResult.answers`; :mod:`tessera.synth.model_answers`);
+    ``memory_limit``: the engine's guard for the passes that read them."""
+    if workload.domain != result.model.domain:
+        raise ValueError("the workload is over another schema than the fitted model")
+    if not workload.queries and not workload.partitions:
+        return np.zeros(0)
+    return result.total * result.answers(workload, memory_limit=memory_limit)

@@ -25,8 +25,6 @@ interval is proven for them.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 import numpy.typing as npt
 
@@ -36,12 +34,8 @@ from tessera.estimation.tree_marginals import tree_marginal
 from tessera.schema.domain import Domain
 from tessera.synth.model_view import from_cliques
 from tessera.workload.families import Partition
-from tessera.workload.workload import Workload
 
-if TYPE_CHECKING:  # adaptive_record reads its families with this module's functions
-    from tessera.synth.adaptive_record import AdaptiveResult
-
-__all__ = ["family_probabilities", "model_counts", "scope_marginal"]
+__all__ = ["family_probabilities", "scope_marginal"]
 
 FloatArray = npt.NDArray[np.float64]
 Scope = tuple[int, ...]
@@ -90,16 +84,3 @@ def family_probabilities(domain: Domain, family: Partition, marginal: FloatArray
         member[g[ok], np.flatnonzero(ok)] = 1.0
         table = np.moveaxis(np.tensordot(member, table, axes=([1], [i])), 0, i)
     return np.asarray(table, dtype=np.float64).ravel()
-
-
-def model_counts(result: AdaptiveResult, workload: Workload, *,
-                 memory_limit: int = DEFAULT_MEMORY_LIMIT) -> FloatArray:
-    """N̂ · P_θ(q) for every query of ``workload`` in its expanded order (predicate queries
-    first, then every family's cells), exact from the fitted model
-    (:meth:`~tessera.synth.adaptive_record.AdaptiveResult.answers`: module docs);
-    ``memory_limit``: the engine's guard for the passes that read them."""
-    if workload.domain != result.model.domain:
-        raise ValueError("the workload is over another schema than the fitted model")
-    if not workload.queries and not workload.partitions:
-        return np.zeros(0)
-    return result.total * result.answers(workload, memory_limit=memory_limit)
