@@ -635,10 +635,10 @@ def _open_source(
     rel = relation(
         con, source, names=domain.names, text_columns=text, column_types=typed, csv=csv, table=table
     )
+    if id_column is not None:  # first: a misspelt id is not "an undeclared column"
+        check_privacy_id(list(rel.columns), id_column, domain, source, csv)
     others = [c for c in rel.columns if c != id_column]  # the id is read, never an extra
     check_columns(others, domain, source, csv, extra_columns)
-    if id_column is not None:
-        check_privacy_id(list(rel.columns), id_column, domain, source, csv)
     rel = _schema_columns(rel, domain, id_column)
     if _rescanning_is_costly(source):
         # parse once: the validation scans and the encoding join all read the source again

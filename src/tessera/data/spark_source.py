@@ -193,9 +193,9 @@ def _frame(source: Any, domain: Domain, csv: CsvOptions, table: str | None,
 def _check_columns(columns: list[str], domain: Domain, source: Any, csv: CsvOptions,
                    id_column: str | None, extra_columns: ExtraColumns = "error") -> None:
     """The schema's columns (and the privacy id, which is read but never an extra column)."""
-    check_columns([c for c in columns if c != id_column], domain, source, csv, extra_columns)
-    if id_column is not None:
+    if id_column is not None:  # first: a misspelt id is not "an undeclared column"
         check_privacy_id(columns, id_column, domain, source, csv)
+    check_columns([c for c in columns if c != id_column], domain, source, csv, extra_columns)
 
 
 def _read_path(spark: Any, path: str, domain: Domain, csv: CsvOptions,
