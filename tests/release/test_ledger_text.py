@@ -1,0 +1,82 @@
+"""What the budget ledger says to people: figures rounded the safe way (spent up, remaining
+down, to the 6th significant digit of the total) in every message, exact values in JSON and on
+the exception."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tessera.release import Budget, BudgetExceeded, Ledger
+from tessera.schema.domain import Domain
+from tessera.workload.workload import Workload
+
+DOMAIN = Domain.from_dict({"attributes": {
+    "a": {"type": "integer", "min": 0, "max": 9},
+    "b": {"type": "categorical", "values": ["x", "y"]}}})
+#: Costs computed in floating point (1/3, 1/7, …): the ledger rounds them up to a multiple of
+#: 2^-k, so spent figures land a hair above the decimals a person expects.
+W = Workload.from_sql(["a < 3", "a >= 3", "b = 'x'", "a < 5 AND b = 'y'"], DOMAIN)
+COSTS = np.array([1 / 3, 2 / 3 * 0.99999999999, 1 / 3, 1 / 7])
+TRUE = Workload.from_sql(["TRUE"], DOMAIN)
+#: A long float in a message: seven or more decimals (the rounded figures have at most five).
+RAW_FLOAT = re.compile(r"\d\.\d{7,}")
+
+def _book(tmp_path: Path, name: str = "l.db") -> Ledger:
+    return Ledger.init(tmp_path / name, total=3.0, definition="pure",
+                       neighbours="add-remove", domain=DOMAIN, dataset="t")
+
+
+def test_refusal_figures_are_rounded_spent_up_remaining_down(tmp_path: Path) -> None:
+    """Releases calibrated in floating point spend a hair below 1 each (1 − 8e-13 relative, as
+    a calibrated release does); a third is refused. The refusal reads "≤ 4", "spent so far
+    ≤ 2", "remaining 1" — not the raw 3.9999999999984 that printed before (a float that close
+    to a short decimal was printed in full) — while the exception keeps the exact values."""
+    book = _book(tmp_path)
+    hair = 0.9999999999992
+    book.charge(TRUE, [hair], label="first", mechanism="discrete_laplace")
+    book.charge(TRUE, [hair], label="second", mechanism="discrete_laplace")
+    spent = book.spent()
+    assert 1.99999 < spent < 2.0 and RAW_FLOAT.search(repr(spent))
+    with pytest.raises(BudgetExceeded) as refused:
+        book.charge(TRUE, [2 * hair], label="over", mechanism="discrete_laplace")
+    text = str(refused.value)
+    assert not RAW_FLOAT.search(text), text
+    for part in ("would bring the spent budget to ≤ 4 ε", "spent so far ≤ 2,",
+                 "this release alone costs ≤ 2,", "remaining 1 ", "ask for at most 1 ε"):
+        assert part in text, text
+    assert refused.value.spent == spent and refused.value.would_spend > 3.99999  # exact
+    # and so does a bound a rounding error above a short decimal, computed in floating point
+    with pytest.raises(BudgetExceeded) as again:
+        book.charge(W, COSTS * 3, label="more", mechanism="discrete_laplace")
+    assert not RAW_FLOAT.search(str(again.value)), str(again.value)
+
+
+def test_refusal_overshooting_by_a_rounding_error_still_reads_above_the_total(
+        tmp_path: Path) -> None:
+    """Rounded up, a bound above the total still prints above it (3.00001, not 3)."""
+    book = _book(tmp_path)
+    book.charge(TRUE, [2.0], label="t", mechanism="discrete_laplace")
+    with pytest.raises(BudgetExceeded) as refused:
+        book.charge(TRUE, [1.0000000001], label="over", mechanism="discrete_laplace")
+    text = str(refused.value)
+    assert "≤ 3.00001 ε, above the total 3.0" in text and "overshoots by" in text, text
+
+
+def test_report_ledger_row_is_rounded_up(tmp_path: Path) -> None:
+    """The HTML report's ledger row prints the charge's figures rounded up, not 16 digits."""
+    from tessera.release import answer
+
+    book = _book(tmp_path)
+    book.charge(W, COSTS, label="w", mechanism="discrete_laplace")
+    frame = pd.DataFrame({"a": np.arange(200) % 10, "b": np.where(np.arange(200) % 3, "x", "y")})
+    release = answer(frame, W, Budget.of(epsilon=1 / 3), ledger=book, seed=1)
+    assert RAW_FLOAT.search(repr(release.charge.spent_after))
+    page = release.report(tmp_path / "r.html").read_text()
+    row = page[page.index("spent before"):][:200]
+    assert not RAW_FLOAT.search(row), row
+    assert "spent before 1, after 1.33334" in row, row
