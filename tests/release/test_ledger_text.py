@@ -1,9 +1,11 @@
 """What the budget ledger says to people: figures rounded the safe way (spent up, remaining
 down, to the 6th significant digit of the total) in every message, exact values in JSON and on
-the exception."""
+the exception; whether the spent budget is exact said once and the same whatever path recorded
+it."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -80,3 +82,33 @@ def test_report_ledger_row_is_rounded_up(tmp_path: Path) -> None:
     row = page[page.index("spent before"):][:200]
     assert not RAW_FLOAT.search(row), row
     assert "spent before 1, after 1.33334" in row, row
+
+
+def test_exact_or_bound_is_said_once_and_the_same_whatever_the_path(tmp_path: Path) -> None:
+    """The same releases, recorded by the sequential bound (a rounding error above the witness,
+    so not flagged exact) and by the exact union solve: ``ledger show`` prints the same line,
+    "spent 2 (exact)", instead of "(upper bound; at least 1.99999)" on one path only."""
+    book = _book(tmp_path)
+    book.charge(W, COSTS, label="w", mechanism="discrete_laplace")
+    book.charge(TRUE, [1.0], label="t", mechanism="discrete_laplace")
+    summary = book.summary()
+    assert not summary.exact and summary.spent_lower < summary.spent  # the sequential path
+    flagged = dataclasses.replace(summary, exact=True, spent_lower=summary.spent)
+    line = summary.describe().splitlines()[1]
+    assert line == flagged.describe().splitlines()[1]
+    assert line == ("total ε = 3.0, spent 2 (exact), remaining 1; 2 release(s) (spent rounded "
+                    "up, remaining down)"), line
+
+
+def test_a_loose_bound_is_said_to_be_one(tmp_path: Path) -> None:
+    """Two disjoint releases charged by the fast path: spent ≤ 2 is an upper bound and a row
+    attains 1; once tightened, spent 1 (exact)."""
+    book = _book(tmp_path)
+    book.charge(Workload.from_sql(["a < 3"], DOMAIN), [1.0], label="x",
+                mechanism="discrete_laplace", fast_path=True)
+    book.charge(Workload.from_sql(["a >= 3"], DOMAIN), [1.0], label="y",
+                mechanism="discrete_laplace", fast_path=True)
+    assert ("spent ≤ 2 (an upper bound; a row attains at least 1), remaining 1;"
+            in book.summary().describe())
+    book.tighten()
+    assert "spent 1 (exact), remaining 2;" in book.summary().describe()

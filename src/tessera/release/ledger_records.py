@@ -146,18 +146,28 @@ class LedgerSummary:
 
     def describe(self) -> str:
         """A few lines for a terminal: figures to the 6th significant digit of the total, the
-        spent ones rounded up and the remaining down (:func:`format_budget`); exact in JSON."""
+        spent ones rounded up and the remaining down (:func:`format_budget`); exact in JSON.
+
+        Whether the spent budget is exact is said once, of the figure printed: "exact" when
+        every value between the witness (``spent_lower``) and the bound (``spent``) prints as
+        that figure — S lies between them, so the figure is S rounded up whichever path
+        recorded it (an exact union solve, or a bound a rounding error above the witness);
+        otherwise "≤ figure (an upper bound; a row attains at least …)"."""
         unit = "ρ" if self.definition is Definition.ZCDP else "ε"
 
         def up(x: float) -> str:
             return format_budget(x, self.total, up=True)
 
-        how = ("exact" if self.exact else
-               f"upper bound; at least {format_budget(self.spent_lower, self.total, up=False)}")
+        spent = up(self.spent)
+        if self.exact or up(self.spent_lower) == spent:
+            shown = f"spent {spent} (exact)"
+        else:
+            shown = (f"spent ≤ {spent} (an upper bound; a row attains at least "
+                     f"{format_budget(self.spent_lower, self.total, up=False)})")
         lines = [
             f"ledger {self.path} (data set {self.dataset!r}): {self.definition.label}, "
             f"{self.neighbours.label}",
-            f"total {unit} = {format_bound(self.total)}, spent {up(self.spent)} ({how}), "
+            f"total {unit} = {format_bound(self.total)}, {shown}, "
             f"remaining {format_budget(self.remaining, self.total, up=False)}; "
             f"{len(self.releases)} release(s) (spent rounded up, remaining down)",
         ]
