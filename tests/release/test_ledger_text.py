@@ -1,7 +1,7 @@
 """What the budget ledger says to people: figures rounded the safe way (spent up, remaining
 down, to the 6th significant digit of the total) in every message, exact values in JSON and on
 the exception; whether the spent budget is exact said once and the same whatever path recorded
-it."""
+it; counts in the number they take, and a synthesis run named as one."""
 
 from __future__ import annotations
 
@@ -14,7 +14,12 @@ import pandas as pd
 import pytest
 
 from tessera.release import Budget, BudgetExceeded, Ledger
+from tessera.release.ledger_records import Charge, charge_text
 from tessera.schema.domain import Domain
+from tessera.synth.charge import synthesis_mechanism
+from tessera.synth.synthesizer import Synthesizer
+from tessera.workload.families import k_way_marginals
+from tessera.workload.sizes import counted, workload_size
 from tessera.workload.workload import Workload
 
 DOMAIN = Domain.from_dict({"attributes": {
@@ -27,6 +32,7 @@ COSTS = np.array([1 / 3, 2 / 3 * 0.99999999999, 1 / 3, 1 / 7])
 TRUE = Workload.from_sql(["TRUE"], DOMAIN)
 #: A long float in a message: seven or more decimals (the rounded figures have at most five).
 RAW_FLOAT = re.compile(r"\d\.\d{7,}")
+
 
 def _book(tmp_path: Path, name: str = "l.db") -> Ledger:
     return Ledger.init(tmp_path / name, total=3.0, definition="pure",
@@ -96,8 +102,8 @@ def test_exact_or_bound_is_said_once_and_the_same_whatever_the_path(tmp_path: Pa
     flagged = dataclasses.replace(summary, exact=True, spent_lower=summary.spent)
     line = summary.describe().splitlines()[1]
     assert line == flagged.describe().splitlines()[1]
-    assert line == ("total ε = 3.0, spent 2 (exact), remaining 1; 2 release(s) (spent rounded "
-                    "up, remaining down)"), line
+    assert line == ("total ε = 3.0, spent 2 (exact), remaining 1; 2 releases (spent rounded up, "
+                    "remaining down)"), line
 
 
 def test_a_loose_bound_is_said_to_be_one(tmp_path: Path) -> None:
@@ -112,3 +118,47 @@ def test_a_loose_bound_is_said_to_be_one(tmp_path: Path) -> None:
             in book.summary().describe())
     book.tighten()
     assert "spent 1 (exact), remaining 2;" in book.summary().describe()
+
+
+@pytest.mark.parametrize(("n", "noun", "text"), [
+    (1, "query", "1 query"), (33, "query", "33 queries"), (0, "release", "0 releases"),
+    (1, "release", "1 release"), (2, "hierarchy", "2 hierarchies"), (1234, "key", "1,234 keys"),
+])
+def test_counted(n: int, noun: str, text: str) -> None:
+    assert counted(n, noun) == text
+
+
+def test_workload_size_names_queries_and_families() -> None:
+    domain = Domain.from_dict({"attributes": {f"x{i}": {"type": "boolean"} for i in range(12)}})
+    two_way = k_way_marginals(domain, 2)
+    assert workload_size(Workload.of_families(domain, two_way)) == "66 marginals"
+    assert workload_size(W) == "4 queries"
+    both = dataclasses.replace(Workload.from_sql(["x0 = true"], domain),
+                               partitions=two_way[:1])
+    assert workload_size(both) == "1 query and 1 marginal"
+
+
+def test_a_synthesis_run_is_listed_as_one(tmp_path: Path) -> None:
+    """A synthesis run is charged as the tautology (one query every row pays in full): the
+    ledger lists it as "synthesis (ipmwu) of 4 queries", not "1 queries"; a release of one
+    query as "1 query"."""
+    book = _book(tmp_path)
+    book.charge(Workload.from_sql(["a < 3"], DOMAIN), [0.5], label="one",
+                mechanism="discrete_laplace")
+    frame = pd.DataFrame({"a": np.arange(100) % 10, "b": np.where(np.arange(100) % 2, "x", "y")})
+    Synthesizer("ipmwu", rounds=3, rows=20).fit(frame, W, Budget.of(epsilon=1.0), ledger=book,
+                                                neighbours="add-remove", label="synth", seed=1)
+    lines = book.summary().describe().splitlines()
+    assert "; 2 releases (" in lines[1]
+    assert lines[2].endswith("'one': 1 query (discrete_laplace), charged; alone 0.5, "
+                             "spent after 0.5"), lines[2]
+    assert lines[3].endswith("'synth': synthesis (ipmwu) of 4 queries, released; alone 1, "
+                             "spent after 1.5"), lines[3]
+    assert book.releases()[1].mechanism == synthesis_mechanism("ipmwu", W)
+
+
+def test_charge_text_of_an_older_synthesis_charge() -> None:
+    """Charges recorded before the mechanism named the workload still read as a synthesis."""
+    old = Charge("id", 1, "now", "s", "synthesis:adaptive", 1, 1.0, 0.0, 1.0, 1.0, True,
+                 "first", "released")
+    assert charge_text(old) == "synthesis (adaptive)"

@@ -18,9 +18,11 @@ from typing import Literal
 from tessera.errors import TesseraError
 from tessera.privacy import Definition, Neighbours
 from tessera.release.decimals import format_bound, format_budget, remaining_budget
+from tessera.workload.sizes import counted
 from tessera.workload.workload import Workload
 
 __all__ = [
+    "SYNTHESIS_PREFIX",
     "BudgetExceeded",
     "Charge",
     "LedgerBusy",
@@ -29,6 +31,7 @@ __all__ = [
     "LedgerSummary",
     "Method",
     "Status",
+    "charge_text",
 ]
 
 Status = Literal["charged", "released", "aborted"]
@@ -169,13 +172,27 @@ class LedgerSummary:
             f"{self.neighbours.label}",
             f"total {unit} = {format_bound(self.total)}, {shown}, "
             f"remaining {format_budget(self.remaining, self.total, up=False)}; "
-            f"{len(self.releases)} release(s) (spent rounded up, remaining down)",
+            f"{counted(len(self.releases), 'release')} (spent rounded up, remaining down)",
         ]
         for c in self.releases:
-            lines.append(f"  #{c.seq} {c.created} {c.label!r} [{c.mechanism}, {c.status}] "
-                         f"{c.n_queries} queries, alone {up(c.cost)}, spent after "
-                         f"{up(c.spent_after)} ({c.method})")
+            lines.append(f"  #{c.seq} {c.created} {c.label!r}: {charge_text(c)}, {c.status}; "
+                         f"alone {up(c.cost)}, spent after {up(c.spent_after)}")
         return "\n".join(lines)
+
+
+#: How a synthesis run's charge names its mechanism: ``synthesis:<method>``, then what it was
+#: fitted to in parentheses (:func:`tessera.synth.charge.synthesis_mechanism`).
+SYNTHESIS_PREFIX = "synthesis:"
+
+
+def charge_text(c: Charge) -> str:
+    """What was charged, in words: ``33 queries (discrete_laplace)``, or for a synthesis run
+    (charged as a stand-in workload every row pays in full, whose size says nothing to a
+    person) ``synthesis (adaptive) of 66 marginals``."""
+    if c.mechanism.startswith(SYNTHESIS_PREFIX):
+        method, _, target = c.mechanism[len(SYNTHESIS_PREFIX):].partition(" (")
+        return f"synthesis ({method})" + (f" of {target.rstrip(')')}" if target else "")
+    return f"{counted(c.n_queries, 'query')} ({c.mechanism})"
 
 
 # -- the ledger -----------------------------------------------------------------------------------

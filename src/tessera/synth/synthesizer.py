@@ -66,7 +66,14 @@ from tessera.synth.accounting import Budget as RunBudget
 from tessera.synth.adaptive import adaptive
 from tessera.synth.answerable import Answerable, least_structure
 from tessera.synth.candidates import DEFAULT_MAX_CELLS, Candidate, candidate_workload, candidates
-from tessera.synth.charge import LedgerLike, Target, check_ledger, ledger_charge, opened_ledger
+from tessera.synth.charge import (
+    LedgerLike,
+    Target,
+    check_ledger,
+    ledger_charge,
+    opened_ledger,
+    synthesis_mechanism,
+)
 from tessera.synth.fitted import FittedSynthesizer, synth_outputs, write_outputs
 from tessera.synth.ipmwu import ipmwu
 from tessera.synth.mwem import DEFAULT_TABLE_LIMIT, MAX_CELLS, cells, mwem
@@ -286,7 +293,7 @@ class Synthesizer:
         if book is not None:
             w, costs = ledger_charge(workload.domain, target.value, rel)
             charge = book.charge(w, costs, label=label or f"synthetic data ({self.method})",
-                                 mechanism=f"synthesis:{self.method}")
+                                 mechanism=synthesis_mechanism(self.method, workload))
         source = NoiseSource.secure() if seed is None else NoiseSource.seeded(seed)
         with settled(book, charge, ABORTED):
             if self.method == "adaptive":
