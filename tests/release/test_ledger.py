@@ -270,7 +270,10 @@ def test_random_releases_against_brute_force(tmp_path: Path, neighbours: str,
                    domain=SMALL)
         done: list[tuple[Workload, list[float]]] = []
         for k in range(8):
-            w = wl(*(random_clause(rng) for _ in range(int(rng.integers(1, 5)))), domain=SMALL)
+            clauses = [random_clause(rng) for _ in range(int(rng.integers(1, 5)))]
+            # numbered: a clause may repeat (TRUE often), and named by its SQL two would
+            # share a name
+            w = Workload.from_sql(clauses, SMALL, names=[f"q{i}" for i in range(len(clauses))])
             costs = [float(rng.choice([0.25, 0.5, 1.0])) for _ in range(len(w))]
             truth = brute_spent(done + [(w, costs)], neighbours)
             try:
