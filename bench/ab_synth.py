@@ -6,6 +6,10 @@
     python bench/ab_synth.py baseline --method aim --data holdout --eps 1 --seeds 0 \
         --pgm-path /tmp/private-pgm --out /tmp/ab.jsonl   # then compare --a aim --b base
 
+``baseline`` re-executes itself under ``PYTHONHASHSEED=0`` (AIM iterates Python sets of
+attribute names, whose order follows the hash seed: ``bench_synth_baselines.py``) and records
+it (``python_hash_seed``) in each line.
+
 ``run`` fits ``tessera.Synthesizer("adaptive", **opts)`` with the test-only ``seed=s`` (OpenDP's
 seeded sampler: the outputs are NOT PRIVATE, and two variants given the same seed draw the same
 noise for as long as they make the same choices) on the same data, workload and budget as
@@ -169,10 +173,13 @@ def run(args: argparse.Namespace) -> None:
 
 def baseline(args: argparse.Namespace) -> None:
     """One AIM or MST run (mbi, the scripts of ``bench_synth_baselines.py --pgm-path``, its
-    shims) on the setting's marginals, measured like ``run``; numpy-seeded, NOT PRIVATE."""
+    shims) on the setting's marginals, measured like ``run``; numpy-seeded, under the fixed
+    hash seed (module docs), NOT PRIVATE."""
     import resource
 
     import bench_synth_baselines as bb
+
+    bb.ensure_hash_seed(sys.argv)
     import jax
     from mbi import Dataset, Domain
 
@@ -205,6 +212,7 @@ def baseline(args: argparse.Namespace) -> None:
                 "opts": {}, "l1": l1, "query": None if math.isnan(q) else q, "max": mx,
                 "wall": wall, "cpu": cpu, "load": os.getloadavg()[0],
                 "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                "python_hash_seed": os.environ.get("PYTHONHASHSEED"),
                 "when": time.strftime("%H:%M:%S", time.gmtime())}
         with open(args.out, "a") as f:
             f.write(json.dumps(line) + "\n")

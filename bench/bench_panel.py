@@ -27,6 +27,7 @@ it, so the table can be redrawn when AIM's runs arrive.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import math
 import os
@@ -50,7 +51,8 @@ import tessera as ts  # noqa: E402
 from tessera.workload.builders import marginal_families  # noqa: E402
 
 PANEL_EPS = (0.3, 1.0, 3.0)
-RESULTS = baselines.CACHE / "results" / "panel.json"
+RESULTS = Path(os.environ.get("TESSERA_PANEL_RESULTS",
+                            baselines.CACHE / "results" / "panel.json"))
 
 
 def workload_k(d: int, k: str) -> int:
@@ -73,7 +75,8 @@ def aim_run(name: str, k: int, eps: float, args: argparse.Namespace, w: ts.Workl
             real: np.ndarray) -> dict[str, Any]:
     """AIM at seed 0: cached rows, else the committed summary, else a fresh run (with
     ``--pgm-path``); per-marginal errors only where the rows are at hand."""
-    out: dict[str, Any] = {"table": name, "method": "aim", "epsilon": eps, "seed": 0}
+    out: dict[str, Any] = {"table": name, "method": "aim", "epsilon": eps, "seed": 0,
+                           "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     wname = f"{k}way"
     rec = baselines.cached(name, wname, "aim", eps, 0)
     if rec is None and args.reuse_baselines:
@@ -152,19 +155,35 @@ def report(runs: list[dict[str, Any]], names: Sequence[str], eps_values: Sequenc
     return "\n".join(lines)
 
 
-def load_previous() -> list[dict[str, Any]]:
-    if not RESULTS.is_file():
-        return []
-    runs: list[dict[str, Any]] = json.loads(RESULTS.read_text())["runs"]
-    return runs
+def run_key(r: dict[str, Any]) -> tuple[str, str, float, int]:
+    return (r["table"], r["method"], float(r["epsilon"]), int(r["seed"]))
+
+
+def load_previous(extra: Sequence[Path] = ()) -> list[dict[str, Any]]:
+    """The runs on file (``RESULTS`` and any ``--merge`` files), the newest of each key."""
+    runs: dict[tuple[str, str, float, int], dict[str, Any]] = {}
+    for path in (RESULTS, *extra):
+        if path.is_file():
+            for r in json.loads(path.read_text())["runs"]:
+                old = runs.get(run_key(r))
+                if old is None or str(r.get("when", "")) >= str(old.get("when", "")):
+                    runs[run_key(r)] = r
+    return list(runs.values())
 
 
 def save(runs: list[dict[str, Any]]) -> None:
+    """Write the runs, merged with what another process wrote meanwhile (the newest of each
+    key wins), under an exclusive lock."""
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    doc = {"command": " ".join(sys.argv), "machine": bs.machine_note(), "runs": runs}
-    tmp = RESULTS.with_suffix(".tmp")
-    tmp.write_text(json.dumps(doc, indent=1, default=str) + "\n")
-    tmp.replace(RESULTS)
+    with open(RESULTS.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        merged = {run_key(r): r for r in load_previous()}
+        merged.update({run_key(r): r for r in runs})
+        doc = {"command": " ".join(sys.argv), "machine": bs.machine_note(),
+               "runs": sorted(merged.values(), key=run_key)}
+        tmp = RESULTS.with_suffix(".tmp")
+        tmp.write_text(json.dumps(doc, indent=1, default=str) + "\n")
+        tmp.replace(RESULTS)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -181,9 +200,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--reuse-tessera", action="store_true")
     ap.add_argument("--no-aim", action="store_true", help="Tessera only")
     ap.add_argument("--data-dir", type=Path, default=panel.DEFAULT_DIR)
+    ap.add_argument("--merge", type=Path, nargs="*", default=[],
+                    help="also read runs from these results files")
     args = ap.parse_args(argv)
     names = args.tables or list(panel.TABLES)
-    previous = load_previous()
+    previous = load_previous(args.merge)
     runs = [r for r in previous if r["table"] not in names] if not args.reuse_tessera else \
         list(previous)
     workloads: dict[str, ts.Workload] = {}

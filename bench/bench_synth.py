@@ -8,7 +8,9 @@
 
 Tessera's methods (``tessera.Synthesizer``: ``adaptive`` — the default, reported ``pending``
 while it is not implemented —, ``ipmwu``, ``mwem``, ``lp``) against Private-PGM's AIM and MST
-(``bench/bench_synth_baselines.py``: how to get them, the shims, the cache). Every run is
+(``bench/bench_synth_baselines.py``: how to get them, the shims, the cache; each AIM/MST run is
+a subprocess under ``PYTHONHASHSEED=0``, recorded as ``python_hash_seed`` in the results, since
+AIM's set iteration order, and so its run, depends on it). Every run is
 (ε, δ = 1e-9) under add/remove neighbours (AIM and MST's own relation): Tessera gets
 ``tessera.Budget.of(epsilon=ε, delta=1e-9)`` (calibrated as the largest ρ-zCDP that implies it);
 the baselines convert with their own ``cdp2adp.cdp_rho``. Tessera's noise is OpenDP's secure
@@ -231,6 +233,10 @@ def run_tessera(method: str, eps: float, seed: int, data: Any, workload: ts.Work
     planned: list[int] = []
 
     def progress(p: Any) -> None:
+        if p.step not in ("round", "iteration"):  # the counting, setup, final fit, sampling
+            if time.perf_counter() - t0 > limit:
+                raise TimeUp
+            return
         ticks.append(time.perf_counter())
         total = getattr(p, "rounds", None)
         if isinstance(total, int):
@@ -341,7 +347,7 @@ def run_baseline(method: str, dataset: str, k: int, eps: float, seed: int,
         f"measured {rec['measured_at']} on {rec['machine']}, peak {rec['peak_rss_mb']:.0f} MB")
     run.extra = {k: rec[k] for k in ("measured_at", "machine", "command", "peak_rss_mb", "mbi",
                                      "jax", "pgm_source", "rho", "reused", "cpu_s", "load_start",
-                                     "load_end") if k in rec}
+                                     "load_end", "python_hash_seed") if k in rec}
     run.extra["max_error"] = max_error
     return run
 
@@ -374,7 +380,8 @@ def from_summary(run: Run, entry: dict[str, Any]) -> Run:
     run.note = (f"summary: measured {entry['measured_at']} on {entry['machine']}, peak "
                 + (f"{peak:.0f} MB" if peak is not None else "memory not recorded"))
     run.extra = {k: entry.get(k) for k in ("measured_at", "machine", "command", "peak_rss_mb",
-                                           "mbi", "jax", "cpu_s", "load_start", "load_end")}
+                                           "mbi", "jax", "cpu_s", "load_start", "load_end",
+                                           "python_hash_seed")}
     run.extra["reused"] = "summary"
     run.extra["max_error"] = err.get("max_error")
     return run

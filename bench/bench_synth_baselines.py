@@ -30,7 +30,14 @@ matplotlib). Its runs are cached and summarised under ``mbi = "np-<commit>"``, a
 wheel's: ``bench_synth.py`` compares against the runs of the implementation it is pointed at.
 ε → ρ is the mechanisms' own ``cdp2adp.cdp_rho(ε, δ)``; AIM keeps its defaults
 (``max_model_size=80`` MB, ``max_iters=1000``, ``rounds=16·d``). Their randomness is numpy's
-global generator, seeded per run (``np.random.seed(seed)``).
+global generator, seeded per run (``np.random.seed(seed)``). That alone does not make a run
+reproducible: AIM iterates Python sets of attribute-name tuples, whose order follows the
+process's string-hash seed, random per process unless ``PYTHONHASHSEED`` is set. So every process
+that runs AIM or MST runs under ``PYTHONHASHSEED=0`` (:data:`HASH_SEED`): the subprocess of each
+run gets it in its environment (:func:`baseline_env`), a ``run`` started by hand re-executes
+itself under it (:func:`ensure_hash_seed`, as ``bench/ab_synth.py baseline`` does), and each run
+records it (``python_hash_seed`` in its cache record, the summary and bench_synth's results;
+summary entries without it predate it and ran hash-randomised).
 
 Every run is one subprocess (``python bench/bench_synth_baselines.py run ...``: its peak memory is
 its own) and is cached as JSON plus the synthetic rows (``.tsv.gz``, codes) under
@@ -78,8 +85,12 @@ SUMMARY = Path(os.environ.get("TESSERA_BASELINE_SUMMARY",
                               REPO / "bench" / "baselines" / "synth_baselines.json"))
 SUMMARY_FIELDS = ("dataset", "workload", "method", "epsilon", "delta", "seed", "rho", "time_s",
                   "cpu_s", "peak_rss_mb", "load_start", "load_end", "rows", "mbi", "jax",
-                  "pgm_source", "measured_at", "machine", "command", "options")
+                  "pgm_source", "measured_at", "machine", "command", "options",
+                  "python_hash_seed")
 DELTA = 1e-9
+#: ``PYTHONHASHSEED`` of every process that runs AIM or MST (module docs): string hashing, and so
+#: the order AIM iterates its sets of attribute names in, is then the same in every run.
+HASH_SEED = "0"
 PGM_FILES = ("aim.py", "mst.py", "mechanism.py", "cdp2adp.py")
 HOW_TO_GET = (
     "Private-PGM's AIM/MST scripts are needed for the baselines (not on PyPI, not committed "
@@ -134,6 +145,21 @@ def dataset_dir(dataset: str) -> Path:
     """Where a data set's ``NAME.csv`` and ``NAME-domain.json`` are: the panel's directory for a
     panel table (``bench/panel.py write`` puts them there), else the shared data."""
     return PANEL_DATA if dataset in PANEL_TABLES else SHARED_DATA
+
+
+def baseline_env(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a baseline's process: ``environ`` (default this process's) with
+    ``PYTHONHASHSEED`` fixed to :data:`HASH_SEED` (module docs)."""
+    return {**(os.environ if environ is None else environ), "PYTHONHASHSEED": HASH_SEED}
+
+
+def ensure_hash_seed(argv: list[str]) -> None:
+    """Re-execute this script (``argv``: its ``sys.argv``) under ``PYTHONHASHSEED`` =
+    :data:`HASH_SEED` unless it already runs under it: the hash seed is read once, when the
+    interpreter starts, so it cannot be set from inside."""
+    if os.environ.get("PYTHONHASHSEED") != HASH_SEED:
+        sys.stdout.flush()
+        os.execve(sys.executable, [sys.executable, *argv], baseline_env())
 
 
 def workload_cliques(dataset: str, k: int) -> list[tuple[str, ...]]:
@@ -221,7 +247,9 @@ def record_summary(rec: dict[str, Any], errors: dict[str, Any],
                          "bench/bench_synth_baselines.py): errors counted by tessera.count from "
                          "each run's synthetic rows (rows not kept here); time_s wall, cpu_s "
                          "the run's own CPU, peak_rss_mb its peak memory, load_start/load_end "
-                         "the 1-minute load average around it."),
+                         "the 1-minute load average around it, python_hash_seed the "
+                         "PYTHONHASHSEED the run's process had (runs without it predate it and "
+                         "ran hash-randomised; AIM's order of set iteration depends on it)."),
                "runs": runs}
         tmp = p.with_suffix(".tmp")
         tmp.write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")
@@ -257,7 +285,8 @@ def run_cached(dataset: str, k: int, method: str, epsilon: float, seed: int, pgm
     with open(out, "w") as f:
         try:
             proc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, check=False,
-                                  timeout=timeout)
+                                  timeout=timeout,
+                                  env=baseline_env())  # the fixed hash seed: module docs
         except subprocess.TimeoutExpired:
             raise TimeoutError(f"{method} stopped after {timeout:g} s; log {out}") from None
     if proc.returncode != 0:
@@ -395,6 +424,7 @@ def _run(args: argparse.Namespace) -> None:
         "command": " ".join(sys.argv),
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "options": {"max_model_size": 80, "max_iters": 1000} if args.method == "aim" else {},
+        "python_hash_seed": os.environ.get("PYTHONHASHSEED"),
     }
     (CACHE / f"{key}.json").write_text(json.dumps(rec, indent=1) + "\n")
     if lock is not None:
@@ -420,6 +450,7 @@ def main() -> None:
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--pgm-path", default=None)
     args = ap.parse_args()
+    ensure_hash_seed(sys.argv)  # (run by hand, not by run_cached): module docs
     _run(args)
 
 

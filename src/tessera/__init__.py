@@ -4,7 +4,8 @@ Architecture, lowest layer first; each layer uses only the layers below it (enfo
 import-linter: ``lint-imports``, contract in ``pyproject.toml``; docs/architecture.md walks a
 release and a synthesis run through them module by module):
 
-1. vocabulary: :mod:`tessera.errors`, :mod:`tessera.privacy` (neighbour relations, definitions);
+1. vocabulary: :mod:`tessera.errors`, :mod:`tessera.privacy` (neighbour relations, definitions)
+   and :mod:`tessera.software` (the versions results record, the optional dependencies);
 2. :mod:`tessera.schema`: the public schema (attribute kinds, interval sets, domains);
 3. :mod:`tessera.workload`: predicate queries, Boolean clauses, value classes, structured
    families, the SQL parsers, workload files and the standard builders;
@@ -31,9 +32,16 @@ Private Synthetic Data Generation" (arXiv:2606.11283).
 from __future__ import annotations
 
 import importlib
+import logging
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+# The library logs to the "tessera" logger (each module to its own child,
+# ``logging.getLogger(__name__)``) and leaves where the records go to the application: the
+# command line's --verbose/--quiet, or the caller's own logging configuration.
+logging.getLogger(__name__).addHandler(logging.NullHandler())
+
+#: The distribution whose metadata holds the version (its one literal is in ``pyproject.toml``).
+_DISTRIBUTION = "tessera-dp"
 
 #: Public name -> defining module. Imported on first use (PEP 562), so ``import tessera`` and
 #: the ``tessera`` command start fast; the heavy dependencies load only when needed.
@@ -64,6 +72,7 @@ _EXPORTS: dict[str, str] = {
     "Neighbours": "tessera.privacy",
     "OverlapResult": "tessera.overlap",
     "Predicate": "tessera.workload.query",
+    "PrivacyUnit": "tessera.privacy",
     "Query": "tessera.workload.query",
     "QueryError": "tessera.errors",
     "ResourceError": "tessera.errors",
@@ -105,7 +114,35 @@ _EXPORTS: dict[str, str] = {
 }
 
 
+def _version() -> str:
+    """The version of the installed ``tessera-dp`` distribution (its metadata, written from
+    ``pyproject.toml`` at install); in a source tree without metadata (``PYTHONPATH=src``,
+    nothing installed), the ``version`` of the ``pyproject.toml`` beside ``src/``; else
+    ``0+unknown``."""
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version(_DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    import tomllib
+    from pathlib import Path
+
+    try:
+        project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text(
+            encoding="utf-8"))["project"]
+        if project["name"] == _DISTRIBUTION:
+            return str(project["version"])
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, KeyError, TypeError):
+        pass
+    return "0+unknown"
+
+
 def __getattr__(name: str) -> Any:
+    if name == "__version__":  # read on first use: package metadata costs an import or two
+        value: Any = _version()
+        globals()[name] = value
+        return value
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'tessera' has no attribute {name!r}")
@@ -120,6 +157,8 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # static type checkers and IDEs see the eager imports
+    __version__: str
+
     from tessera.accounting import (
         Guarantee,
         TradeOff,
@@ -196,6 +235,7 @@ __all__ = [
     "Neighbours",
     "OverlapResult",
     "Predicate",
+    "PrivacyUnit",
     "Query",
     "QueryError",
     "Release",

@@ -16,17 +16,23 @@ True
 True
 >>> Definition.GDP.label
 'μ-GDP'
+>>> PrivacyUnit("pid", 3).factor(Definition.ZCDP)
+9
+>>> PrivacyUnit("pid", 3).label(Neighbours.ADD_REMOVE)
+"add/remove one person (privacy id 'pid', at most 3 rows each)"
 """
 
 from __future__ import annotations
 
 import enum
 import math
+from dataclasses import dataclass
+from typing import Any
 
 from tessera.errors import TesseraError
 
-__all__ = ["BUDGET_RANGES", "COMPOSABLE", "DEFAULT_NEIGHBOURS", "Definition", "Neighbours",
-           "check_budget"]
+__all__ = ["BUDGET_RANGES", "COMPOSABLE", "DEFAULT_NEIGHBOURS", "MAX_ROWS_LIMIT", "ONE_ROW",
+           "Definition", "Neighbours", "PrivacyUnit", "check_budget"]
 
 
 class Neighbours(enum.StrEnum):
@@ -121,6 +127,151 @@ _DEFINITION_LABELS = {
 
 #: The definitions whose composition over a set of queries is g(Σ h(w)) (maximum overlap).
 COMPOSABLE: tuple[Definition, ...] = (Definition.PURE, Definition.GDP, Definition.ZCDP)
+
+
+# -- the unit of privacy -----------------------------------------------------------------------
+
+#: The largest number of rows per person Tessera bounds to (a K past it protects nothing the
+#: noise could still resolve: K² = 10^12 times a row's ρ).
+MAX_ROWS_LIMIT = 1_000_000
+
+
+@dataclass(frozen=True)
+class PrivacyUnit:
+    """Whose presence a guarantee protects (docs/theory.md §3.13): one row (the default,
+    ``id_column=None``), or one *person* — every row sharing a value of ``id_column`` — of
+    whom at most ``max_rows`` = K rows are kept before anything is counted (*bounding*: a
+    person's rows are ordered by an MD5 hash of their contents and the first K kept, a rule
+    that reads that person's rows alone, :mod:`tessera.data`). The id column is read only to
+    group rows; it is never counted or released.
+
+    **What a person costs.** Let a release add independent noise to linear queries
+    f(D) = Σ_{x∈D} v(x) (counts: v_q(x) = q(x) ∈ {0, 1}) with per-query costs c_q (ε_q = 1/b_q,
+    or ρ_q = 1/(2σ_q²), per unit of sensitivity), and let S = max_x Σ_q c_q v_q(x) be the row
+    score (the maximum weighted overlap γ_w, docs/theory.md §3.8). A person's bounded rows
+    r_1, …, r_k (k ≤ K) change f by Δ = Σ_i v(r_i). Then
+
+    * pure ε: Σ_q c_q |Δ_q| ≤ Σ_i Σ_q c_q v_q(r_i) ≤ K·S (triangle inequality);
+    * ρ-zCDP: Σ_q c_q Δ_q² ≤ Σ_q c_q k Σ_i v_q(r_i)² ≤ K·K·S (Cauchy–Schwarz, v² = v);
+
+    and K copies of the row x* attaining S attain both (Δ = K v(x*)). So the person's cost is
+    exactly :meth:`factor` × S: K·γ_w in L1 (ε) and K²·γ_w(c) in squared L2 (ρ), i.e. an ℓ2
+    sensitivity K·√γ_w(c). The same factor is group privacy for any mechanism (Dwork–Roth
+    Thm 2.2 for ε; Bun–Steinke 2016 Prop. 1.9 for ρ), which is how the synthesizer's
+    exponential mechanism and count noise are scaled (their sensitivities times K).
+
+    *Substitution of one person* (its ≤ K rows, possibly none, replaced by ≤ K other rows,
+    possibly none): pair the old and new rows up; each pair is a row substitution and each
+    unpaired row a row added or removed, J ≤ K changes u_1 … u_J in all with Δ = Σ_j u_j. As
+    above Σ_q c_q |Δ_q| ≤ J·max(S_sub, S_ar) and Σ_q c_q Δ_q² ≤ J²·max(S_sub, S_ar) (u ∈ {−1,0,1}),
+    attained by K copies of the worst pair, or of the worst row against none. S_ar ≤ S_sub does
+    **not** hold in general (the tautology: S_ar = 1, S_sub = 0), so the row score is the
+    larger of the two (:meth:`row_relations`). The number of rows is then not public.
+
+    ``PrivacyUnit()`` (:data:`ONE_ROW`) is Tessera's unit when none is given: the relations of
+    :class:`Neighbours` as they are.
+    """
+
+    id_column: str | None = None
+    max_rows: int = 1
+
+    def __post_init__(self) -> None:
+        k = self.max_rows
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_ROWS_LIMIT:
+            raise TesseraError(f"max_rows must be an integer from 1 to {MAX_ROWS_LIMIT:,}, got "
+                               f"{k!r}", hint="the most rows of one person a release keeps "
+                               "(--max-rows K)")
+        if self.id_column is None:
+            if k != 1:
+                raise TesseraError(f"max_rows = {k} needs a privacy id column: without one the "
+                                   "unit of privacy is one row",
+                                   hint="give the column that identifies a person "
+                                        "(--privacy-id COLUMN)")
+            return
+        if not isinstance(self.id_column, str) or not self.id_column.strip():
+            raise TesseraError(f"the privacy id column must be a column name, got "
+                               f"{self.id_column!r}", hint="--privacy-id COLUMN")
+
+    @staticmethod
+    def of(id_column: str | None = None, max_rows: int | None = None) -> PrivacyUnit:
+        """The unit of a command line's ``--privacy-id`` and ``--max-rows``: both or neither
+        (there is no default K: it sets the noise, and every kept row beyond what a person
+        needs is a choice of the curator)."""
+        if id_column is None and max_rows is None:
+            return ONE_ROW
+        if id_column is None:
+            raise TesseraError("--max-rows needs --privacy-id: K bounds the rows of one person",
+                               hint="--privacy-id COLUMN --max-rows K (or neither: one row)")
+        if max_rows is None:
+            raise TesseraError("--privacy-id needs --max-rows K: the most rows of one person "
+                               "kept (each person's extra rows are dropped before counting)",
+                               hint="--privacy-id COLUMN --max-rows K")
+        return PrivacyUnit(id_column, max_rows)
+
+    @property
+    def is_row(self) -> bool:
+        """Whether the unit is one row (no privacy id)."""
+        return self.id_column is None
+
+    def factor(self, definition: Definition | str) -> int:
+        """What one person pays in ``definition``'s additive currency, in multiples of the
+        row score S (class docs): K for ε (pure), K² for ρ (zCDP) and for the squared μ of
+        GDP (whose γ = √S then grows by K)."""
+        d = Definition.parse(definition)
+        k = self.max_rows
+        if d is Definition.PURE:
+            return k
+        if d in (Definition.ZCDP, Definition.GDP):
+            return k * k
+        raise TesseraError(f"{d.label} has no additive per-row cost to scale by K",
+                           hint="calibrate (ε, δ) and f-DP targets through ρ-zCDP")
+
+    def row_relations(self, neighbours: Neighbours | str) -> tuple[Neighbours, ...]:
+        """The row-level relations whose larger score a person pays K-fold (class docs): the
+        relation itself for one row; add/remove for a person under add/remove; both under
+        substitution of a person (rows replaced, added or removed)."""
+        rel = Neighbours.parse(neighbours)
+        if self.is_row or rel is Neighbours.ADD_REMOVE:
+            return (rel,)
+        return (Neighbours.ADD_REMOVE, Neighbours.SUBSTITUTE)
+
+    @property
+    def text(self) -> str:
+        """E.g. ``'one person (privacy id 'pid', at most 3 rows each)'``."""
+        if self.is_row:
+            return "one row"
+        rows = "row" if self.max_rows == 1 else "rows"
+        return (f"one person (privacy id {self.id_column!r}, at most {self.max_rows} "
+                f"{rows} each)")
+
+    def label(self, neighbours: Neighbours | str) -> str:
+        """The neighbour relation over this unit in words, as every printed guarantee names it
+        (``'add/remove one row'``, ``'substitute one person (…)'``)."""
+        rel = Neighbours.parse(neighbours)
+        if self.is_row:
+            return rel.label
+        verb = "add/remove" if rel is Neighbours.ADD_REMOVE else "substitute"
+        return f"{verb} {self.text}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: ``{"id_column": …, "max_rows": K}``."""
+        return {"id_column": self.id_column, "max_rows": self.max_rows}
+
+    @staticmethod
+    def from_dict(doc: Any) -> PrivacyUnit:
+        """The unit a certificate, run record or ledger states (None: one row) from its
+        ``id_column`` and ``max_rows`` (other, descriptive keys are the caller's to check); a
+        clear error for anything else."""
+        if doc is None:
+            return ONE_ROW
+        if not isinstance(doc, dict) or "id_column" not in doc or "max_rows" not in doc:
+            raise TesseraError(f"not a privacy unit: {doc!r}",
+                               hint='{"id_column": "pid", "max_rows": 3}')
+        return PrivacyUnit(doc["id_column"], doc["max_rows"])
+
+
+#: One row: the unit of privacy when no privacy id is given.
+ONE_ROW = PrivacyUnit()
 
 
 # -- the budgets Tessera accepts -------------------------------------------------------------

@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tessera
-from tessera.errors import DataError, TesseraError
+from tessera.errors import DataError, DataWarning, TesseraError
 from tessera.schema.domain import Domain
 from tessera.workload.files import WorkloadError
 from tessera.workload.parse import parse_query
@@ -90,9 +90,15 @@ def test_a_frame_without_columns_is_a_clear_error() -> None:
 
 
 def test_a_column_mixing_bool_and_number_is_a_clear_error() -> None:
-    frame = pd.DataFrame({"age": [1, 2], "cat": ["a", "a"], "inc": [5.0, 6.0], "x": [False, 0]})
-    with pytest.raises(DataError, match=r"mixed value types in column\(s\) \['x'\]"):
+    frame = pd.DataFrame({"age": [1, 2], "cat": ["a", "a"], "inc": [False, 0]})
+    with pytest.raises(DataError, match=r"mixed value types in column\(s\) \['inc'\]"):
         tessera.count(frame, WORKLOAD)
+
+
+def test_an_ignored_column_mixing_value_types_is_never_read() -> None:
+    frame = pd.DataFrame({"age": [1, 2], "cat": ["a", "a"], "inc": [5.0, 6.0], "x": [False, 0]})
+    with pytest.warns(DataWarning, match="'x'"):
+        tessera.count(frame, WORKLOAD, extra_columns="ignore")
 
 
 # -- 1. text workloads and parse_query -------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import importlib.metadata
 import math
 import re
 import sys
@@ -15,6 +16,7 @@ import pytest
 import tessera.mechanisms as mechanisms
 from tessera.errors import TesseraError
 from tessera.mechanisms import MechanismRecord, NoiseSource, discrete_laplace
+from tessera.mechanisms.randomness import check_opendp
 from tessera.mechanisms.record import float_at_least
 from tessera.privacy import Definition
 
@@ -85,3 +87,19 @@ def test_layering_and_no_private_cross_imports() -> None:
                     path.name, name)
         if path.name != "randomness.py":
             assert not re.search(r"np\.random\.(?!Generator\b)", path.read_text()), path.name
+
+
+@pytest.mark.parametrize("version", ["0.12.1", "0.13.0", "0.14.0", "0.14.1",
+                                     "(no package metadata)"])
+def test_an_opendp_whose_samplers_fail_the_tests_is_refused(version: str) -> None:
+    """Before 0.14 make_noisy_max is missing; 0.14.0 and 0.14.1 draw discrete Laplace and
+    Gaussian noise that test_opendp_sampler_matches_theory rejects (measured)."""
+    with pytest.raises(TesseraError, match=r"OpenDP 0\.14\.2 or newer") as caught:
+        check_opendp(version)
+    assert "pip install 'opendp>=0.14.2,<0.17'" in str(caught.value)
+
+
+@pytest.mark.parametrize("version", ["0.14.2", "0.15.1", "0.16.0", "0.16.0a20261005001"])
+def test_the_opendp_releases_that_pass_are_accepted(version: str) -> None:
+    check_opendp(version)
+    check_opendp(importlib.metadata.version("opendp"))  # the one installed here

@@ -185,8 +185,9 @@ def test_verify_accepts_the_untouched_certificate_and_rejects_every_single_field
         # even with the digest recomputed, every recomputable field is checked on its own
         edited["digest"] = digest(edited)
         # (descriptive fields — when, which library, solver routes — only the digest guards)
-        informational = path[0] in ("created", "library", "mechanism", "postprocessing",
-                                    "ledger", "$schema", "schema_version") or path[-1] == "method"
+        informational = path[0] in ("created", "library", "software", "mechanism",
+                                    "postprocessing", "ledger", "$schema",
+                                    "schema_version") or path[-1] == "method"
         if not informational:
             assert not verify_certificate(edited, WL).ok, path
     other = Workload.from_sql(CLAUSES[:-1], DOMAIN)

@@ -140,9 +140,10 @@ def test_item1_failure_after_the_charge_marks_aborted_and_leaves_no_file(
     monkeypatch.setattr(report, "write_report", full_disk)
     r = run(*ANSWER, "-o", "a.csv", "--certificate", "c.json", "--report", "r.html")
     assert r.exit_code == 2 and r.output == (
-        "error: r.html: cannot write the report: No space left on device (hint: the release "
-        "was charged before this failure and is marked aborted in the ledger: its budget stays "
-        "spent, and no requested file was written)\n"), r.output
+        "error: r.html: cannot write the report: No space left on device (hint: release #1 "
+        "'w' (ε ≤ 1 alone) was charged before this failure (writing the files) and is marked "
+        "aborted in the ledger: its budget stays spent, and no requested file was written)\n"
+    ), r.output
     assert ledger_state(files / "L.db") == (1.0, ["aborted"])  # the budget stays spent
     assert left(files) == set()  # neither the answers nor the certificate, no temp file
 

@@ -114,7 +114,7 @@ def test_a_loose_bound_is_said_to_be_one(tmp_path: Path) -> None:
                 mechanism="discrete_laplace", fast_path=True)
     book.charge(Workload.from_sql(["a >= 3"], DOMAIN), [1.0], label="y",
                 mechanism="discrete_laplace", fast_path=True)
-    assert ("spent ≤ 2 (an upper bound; a row attains at least 1), remaining 1;"
+    assert ("spent ≤ 2 (an upper bound; at least 1 attained), remaining 1;"
             in book.summary().describe())
     book.tighten()
     assert "spent 1 (exact), remaining 2;" in book.summary().describe()

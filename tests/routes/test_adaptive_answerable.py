@@ -3,9 +3,10 @@ answers need (docs/theory.md §10.5, :mod:`tessera.synth.answerable`).
 
 Six attributes of 4 values, the 15 two-way marginals and a Boolean clause over all six
 (``wide``: 4,096 cells, over ``max_cells`` = 16, so it is read by an engine pass). Under an
-engine memory limit of 21,000 bytes its pass fits beside the one-way marginals (20,032 bytes)
-but not beside some two-way selections (22,816 bytes with (a0, a1) alone: the pairs across the
-clause's conjunctions; 1.9 MiB once the clause itself is measured):
+engine memory limit of 140,000 bytes its pass fits beside the one-way marginals (its tables
+20,032 bytes, compiling its junction tree 139,280) but not beside some two-way selections
+(142,160 bytes to compile with (a0, a1) alone: the pairs across the clause's conjunctions;
+1.0 MiB once the clause itself is measured):
 
 * with the constraint the run completes, every model the rounds built leaves the real answer
   pass within the limit (checked by running it: :func:`added_query_probabilities`), the answers
@@ -41,7 +42,7 @@ from tessera.synth.synthesizer import Synthesizer
 from tessera.workload.families import Partition
 from tessera.workload.workload import Workload
 
-LIMIT = 21_000
+LIMIT = 140_000
 CLAUSE = "(a0 = 1 AND a3 = 1) OR (a1 = 1 AND a4 = 1) OR (a2 = 1 AND a5 = 1)"
 #: The planted-bug runs below need a seeded selection that, unconstrained, grows a model the
 #: answers cannot be read from: AIM's schedule (annealing step 2, measurement share 0.9) gives
@@ -111,7 +112,7 @@ def test_the_run_keeps_the_wide_query_answerable(case: tuple[Workload, np.ndarra
     assert params["answer_memory"] == LIMIT and params["answerable"] == 1
     assert result.record.withheld > 0 and sum(params["withheld"].values()) == \
         result.record.withheld
-    assert "answerable within 21,000 bytes" in result.record.describe()
+    assert "answerable within 140,000 bytes" in result.record.describe()
     assert [c.status for c in book.summary().releases] == ["released"]
 
 
@@ -171,11 +172,11 @@ def test_a_bad_limit_is_refused_before_anything(case: tuple[Workload, np.ndarray
 # a0 and a5 have 8 codes, a1–a4 four; the families are the path a0–a1–…–a5 and F = (a0, a5)
 # (64 cells, over max_cells = 32: never measured). The clique tree's message limit is set to
 # one cell, so a family in no measured scope and no clique is read from the model grown by its
-# scope. At 8,000 bytes that grown tree fits beside the one-way marginals (2,112 bytes) and
-# beside any four pairs of the path (≤ 3,648), not beside all five (13,152: the grown graph is
-# a 6-cycle).
+# scope. At 64,000 bytes that grown tree fits beside the one-way marginals (17,040 bytes to
+# compile) and beside any four pairs of the path (≤ 38,480), not beside all five (143,440: the
+# grown graph is a 6-cycle).
 
-FAMILY_LIMIT = 8_000
+FAMILY_LIMIT = 64_000
 
 
 @pytest.fixture(scope="module")

@@ -33,6 +33,7 @@ from tessera.release import Budget, Ledger, answer
 from tessera.routes.adaptive import MAX_SCOPE_CELLS, answer_adaptive
 from tessera.schema.domain import Domain
 from tessera.schema.intervals import IntervalSet
+from tessera.software import versions
 from tessera.synth.model_answers import model_counts, scope_marginal
 from tessera.synth.sensitive import Evaluator, query_functions
 from tessera.synth.synthesizer import Synthesizer
@@ -207,6 +208,7 @@ def test_cli_end_to_end_seeded_says_not_private(files: Path) -> None:
     doc = json.loads((files / "c.json").read_text())
     assert doc["method"] == "adaptive" and doc["private"] is False
     assert doc["answers"]["interval"] is None and doc["answers"]["estimate"] == "adaptive model"
+    assert doc["software"] == versions()  # Tessera, OpenDP, dp-accounting, Python
     names = {s["mechanism"]["name"] for s in doc["steps"]}
     assert any("Laplace" in n for n in names) and any("xponential" in n for n in names)
     assert ledger_state(files / "L.db") == (1.0, ["released"])

@@ -19,7 +19,7 @@ import tessera.data.spark_source as spark_data
 from tessera.data.counts import count_encoded
 from tessera.data.source import encode
 from tessera.data.spark_source import SparkSource
-from tessera.errors import DataError, QueryWarning
+from tessera.errors import DataError, DataWarning, QueryWarning
 from tessera.schema.domain import Domain
 from tessera.workload.builders import marginal_families, random_workload
 from tessera.workload.workload import Workload
@@ -123,6 +123,44 @@ def test_policies_on_a_spark_dataframe(spark: Any) -> None:
     kept = _outcome(df, "drop", WORKLOAD)
     assert kept == _outcome(frame, "drop", WORKLOAD)
     assert kept[1:3] == (47, 3)
+
+
+def _columns_outcome(source: Any, policy: str) -> tuple[Any, ...]:
+    """The error's text, or the warning's text with the counts, under ``extra_columns``."""
+    with warnings.catch_warnings(record=True) as heard:
+        warnings.simplefilter("always")
+        try:
+            enc = encode(source, DOMAIN, extra_columns=policy)  # type: ignore[arg-type]
+        except DataError as e:
+            return ("error", str(e))
+    said = [str(w.message) for w in heard if issubclass(w.category, DataWarning)]
+    return ("ok", said, enc.n_rows, count_encoded(enc, WORKLOAD).tolist())
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv", "dataframe"])
+def test_extra_columns_are_refused_or_ignored_as_on_duckdb(spark: Any, tmp_path: Path,
+                                                            fmt: str) -> None:
+    """Columns the schema does not declare: the same refusal naming them, and under
+    ``ignore`` the same warning naming them and the same counts, on both engines."""
+    frame = _clean(40, 5).assign(salary=1.5, zip="x")
+    if fmt == "dataframe":
+        duck_source: Any = frame
+        spark_source: Any = spark.createDataFrame(frame)
+    else:
+        path = tmp_path / f"extra.{fmt}"
+        if fmt == "parquet":
+            frame.to_parquet(path, index=False)
+        else:
+            frame.to_csv(path, index=False)
+        duck_source, spark_source = str(path), SparkSource(str(path))
+    refused = _columns_outcome(spark_source, "error")
+    assert refused == _columns_outcome(duck_source, "error")
+    assert "2 columns that the schema does not declare: 'salary', 'zip'" in refused[1]
+    ignored = _columns_outcome(spark_source, "ignore")
+    assert ignored == _columns_outcome(duck_source, "ignore")
+    assert ignored[1] == ["ignored 2 columns of the data that the schema does not declare "
+                          "(--extra-columns ignore): 'salary', 'zip'"]
+    assert ignored[2] == 40
 
 
 def test_missing_pyspark_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:

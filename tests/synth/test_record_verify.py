@@ -203,3 +203,18 @@ def test_an_understated_sensitivity_is_caught_even_when_everything_else_agrees(
     assert forged["spent"] != records["adaptive-substitute"]["spent"]  # a smaller claim
     result = _verify(sealed(forged), workload)
     assert not result.ok and all("sensitivity" in d for d in result.differences)
+
+
+def test_every_record_states_its_software_and_one_made_before_still_verifies(
+        records: dict[str, dict[str, Any]], workload: Workload) -> None:
+    """Each record names the versions that made it (Tessera, OpenDP, dp-accounting, Python),
+    the lp record's release certificate too; a record made before they were recorded (no
+    ``software``, sealed as then) still verifies."""
+    from tessera.software import versions
+
+    for name, rec in records.items():
+        assert rec["software"] == versions(), name
+        if name.startswith("lp"):
+            assert rec["release_certificate"]["software"] == versions()
+        older = sealed({k: v for k, v in rec.items() if k != "software"})
+        assert _verify(older, workload).ok, (name, _verify(older, workload).differences)

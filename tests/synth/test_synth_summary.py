@@ -60,7 +60,15 @@ def test_synth_prints_what_a_user_needs_and_keeps_internals_in_the_record(
     assert lines[4] == f"rows: {rows} ({len(pd.read_csv(rows, comment='#')):,} rows)"
     for word in INTERNALS:
         assert word not in r.stdout, (word, r.stdout)
-    doc = json.loads(record.read_text())  # the internals are on file
+    doc = json.loads(record.read_text())  # the internals are on file, and behind -v
+    verbose = CliRunner().invoke(app, [
+        "-v", "synth", str(files / "d.csv"), str(files / "w.sql"), "-s", str(files / "s.yaml"),
+        "-e", "1", "--method", method, "-o", str(files / "v.csv"), "--rounds", "5", "--seed",
+        "3"])
+    assert verbose.exit_code == 0, verbose.output
+    assert ("info: run: T = 5" if method == "ipmwu" else "info: run: start: T = 5") in (
+        verbose.stderr), verbose.stderr
+    assert verbose.stdout.splitlines()[0].startswith("method: ")
     assert doc["parameters"]["rounds"] == 5 and doc["timings"]["total"] > 0
     if method == "adaptive":
         assert {"measure_fraction", "initial_rounds", "anneal"} <= set(doc["parameters"])

@@ -200,11 +200,16 @@ def test_run_record_spent_is_the_proof(data: pd.DataFrame, workload: Workload,
 
 
 def test_progress_reports_every_round(data: pd.DataFrame, workload: Workload) -> None:
-    seen = []
+    events = []
     f = Synthesizer("mwem", rounds=6).fit(data, workload, Budget.of(epsilon=1.0), seed=1,
-                                          progress=seen.append)
+                                          progress=events.append)
+    assert [(p.step, p.phase) for p in events if p.step != "round"] == [
+        ("counting", "start"), ("counting", "end"), ("setup", "start"), ("setup", "end"),
+        ("sampling", "start"), ("sampling", "end")]
+    seen = [p for p in events if p.step == "round"]
     assert [p.round for p in seen] == list(range(1, 7))
-    assert all(p.rounds == 6 and p.error >= 0 for p in seen)
+    assert all(p.rounds == 6 and not p.rounds_bound and p.error >= 0 for p in seen)
+    assert seen[0].query == seen[0].detail.query  # the round's own record, as before
     assert seen[-1].spent == pytest.approx(f.record.spent.epsilon)
     assert seen[-1].remaining == pytest.approx(0.0, abs=1e-12)
     # add/remove (the default): the noisy total's 5 % first, then 6 rounds of the rest
@@ -507,7 +512,8 @@ def test_issue19_item8_one_default_neighbour_relation(tmp_path: Path, data: pd.D
 def test_progress_lines_when_stderr_is_not_a_terminal(tmp_path: Path, data: pd.DataFrame,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """CliRunner's stderr is no terminal: plain lines (round, budget spent, elapsed) instead of
-    a bar that never shows; every PLAIN_EVERY seconds (0 here: every round)."""
+    a bar that never shows; every PLAIN_EVERY seconds (0 here: every round). (More in
+    tests/synth/test_progress.py.)"""
     import tessera.cli.synth as cli_synth
 
     monkeypatch.setattr(cli_synth, "PLAIN_EVERY", 0.0)
@@ -523,12 +529,14 @@ def test_progress_lines_when_stderr_is_not_a_terminal(tmp_path: Path, data: pd.D
                                + (["--rounds", "5"] if method == "ipmwu" else []))
         assert r.exit_code == 0, r.output
         lines = [ln for ln in r.stderr.splitlines() if ln.startswith("synth: ")]
-        assert lines and lines[0].startswith(first) and "elapsed" in lines[0], r.stderr
-    monkeypatch.setattr(cli_synth, "PLAIN_EVERY", 3600.0)  # a short run prints none
+        firsts = [ln for ln in lines if ln.startswith(first)]
+        assert firsts and "elapsed" in firsts[0], r.stderr
+    monkeypatch.setattr(cli_synth, "PLAIN_EVERY", 3600.0)  # a short run: no round lines
     r = CliRunner().invoke(app, ["synth", str(csv), str(wl), "--schema", str(schema),
                                  "--epsilon", "1", "--method", "ipmwu", "--rounds", "5", "-o",
                                  str(tmp_path / "quiet.csv"), "--seed", "1"])
     assert r.exit_code == 0 and "synth: round" not in r.stderr
+    assert "synth: started" in r.stderr and "synth: done" in r.stderr
 
 
 def test_lp_under_add_remove_adds_and_charges_the_tautology(tmp_path: Path, data: pd.DataFrame,

@@ -24,7 +24,7 @@ from tessera.accounting.tradeoff import (
     round_up,
 )
 from tessera.errors import TesseraError
-from tessera.privacy import Definition, Neighbours
+from tessera.privacy import ONE_ROW, Definition, Neighbours, PrivacyUnit
 
 
 def _finite_nonneg(name: str, v: float) -> float:
@@ -40,7 +40,9 @@ class Guarantee:
     :meth:`zcdp` or :meth:`fdp`.
 
     ``basis`` says how the parameter was obtained (``exact`` or ``upper bound``); a guarantee
-    is never built from an approximation (the CLT result is a different type).
+    is never built from an approximation (the CLT result is a different type). ``unit``: whose
+    presence the relation adds, removes or substitutes — one row, or one person of at most K
+    rows (docs/theory.md §3.13).
     """
 
     definition: Definition
@@ -52,6 +54,7 @@ class Guarantee:
     tradeoff: TradeOff | None = None
     basis: str = "exact"
     note: str = ""
+    unit: PrivacyUnit = ONE_ROW
 
     # -- constructors ---------------------------------------------------------------------
 
@@ -136,6 +139,7 @@ class Guarantee:
             self.neighbours,
             basis=basis,
             note=f"from {self.text()}",
+            unit=self.unit,
         )
 
     # -- rendering ------------------------------------------------------------------------
@@ -158,7 +162,7 @@ class Guarantee:
         extra = f"; {self.note}" if self.note else ""
         return (
             f"{self.definition.label} with {self.parameter_text()} "
-            f"({self.neighbours.label}; {self.basis}{extra})"
+            f"({self.unit.label(self.neighbours)}; {self.basis}{extra})"
         )
 
     def __str__(self) -> str:
@@ -170,10 +174,12 @@ class Guarantee:
             # words for people, tokens (tessera.privacy) for programs
             "definition": self.definition.label,
             "definition_token": self.definition.value,
-            "neighbours": self.neighbours.label,
+            "neighbours": self.unit.label(self.neighbours),
             "neighbours_token": self.neighbours.value,
             "basis": self.basis,
         }
+        if not self.unit.is_row:
+            out["privacy_unit"] = self.unit.to_dict()
         for name in ("epsilon", "delta", "mu", "rho"):
             v = getattr(self, name)
             if v is not None:

@@ -1,5 +1,8 @@
 """Trade-off curves as PNG (matplotlib, Agg canvas; no global backend switch).
 
+matplotlib is the optional ``plot`` extra: imported when a curve is drawn, and without it
+:func:`plot_tradeoffs` fails with one line naming the extra (:func:`tessera.software.require`).
+
 Guarantees are drawn solid; a :class:`~tessera.accounting.composition.CLTApproximation` is
 drawn dashed and its legend entry says it is not a guarantee.
 """
@@ -10,11 +13,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
 from tessera.accounting.composition import CLTApproximation
 from tessera.accounting.tradeoff import Exactness, TradeOff
+from tessera.software import require
+
+#: What needs matplotlib here, as its error says.
+PURPOSE = "drawing trade-off curves"
 
 
 def plot_tradeoffs(
@@ -24,9 +29,11 @@ def plot_tradeoffs(
     points: int = 1001,
 ) -> Path:
     """Write the curves α ↦ f(α) on [0, 1] (with the diagonal Id) to a PNG at ``path``."""
+    figure = require("matplotlib.figure", "plot", PURPOSE)
+    agg = require("matplotlib.backends.backend_agg", "plot", PURPOSE)
     alpha = np.linspace(0.0, 1.0, points)
-    fig = Figure(figsize=(6.0, 5.5), dpi=120)
-    FigureCanvasAgg(fig)
+    fig = figure.Figure(figsize=(6.0, 5.5), dpi=120)
+    agg.FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
     ax.plot(alpha, 1.0 - alpha, color="0.6", lw=1, ls=":", label="Id (no information)")
     for label, f in curves:

@@ -7,13 +7,15 @@ mechanism is (ε, δ)-DP for every ε ≥ 0 with
     δ(ε) = inf_{α > 1}  exp((α − 1)(αρ − ε)) / (α − 1) · (1 − 1/α)^α,
 
 which is never worse than Bun–Steinke's ε = ρ + 2√(ρ log(1/δ)) [BS16, Prop. 1.3]. Any single α
-gives a valid δ, so a numerically imperfect minimisation can only make δ larger (safe). The
-inverse maps round the safe way too: :func:`epsilon_for_delta` returns an ε whose δ(ε) ≤ δ, and
+gives a valid δ, so a numerically imperfect minimisation can only make δ larger (safe), and the
+bound at the α found is evaluated rounded up (a relative allowance for the float evaluation).
+The inverse maps round the safe way too: :func:`epsilon_for_delta` returns an ε whose δ(ε) ≤ δ, and
 :func:`rho_for_epsilon_delta` the largest ρ found whose ε(δ) ≤ ε.
 
 [CKS20] C. Canonne, G. Kamath, T. Steinke, "The Discrete Gaussian for Differential Privacy",
 NeurIPS 2020, arXiv:2004.00010. [BS16] M. Bun, T. Steinke, "Concentrated Differential Privacy",
-TCC 2016, arXiv:1605.02065.
+TCC 2016, arXiv:1605.02065. The tests compare both directions with OpenDP's implementation of
+the same bound (``make_zCDP_to_approxDP``): never below it, at most 1e-9 (relative) above.
 
 >>> round(epsilon_for_delta(0.5, 1e-6), 3) < 0.5 + 2 * (0.5 * 13.8155) ** 0.5
 True
@@ -34,9 +36,26 @@ __all__ = ["bisect", "delta_for_epsilon", "epsilon_for_delta", "rho_for_epsilon_
 
 
 def _log_delta(rho: float, eps: float, alpha: float) -> float:
-    """log of the CKS20 δ at one order α > 1 (a valid bound for every α)."""
+    """log of the CKS20 δ at one order α > 1 (a valid bound for every α), as floats compute it
+    (the search's objective; :func:`_log_delta_up` is the bound returned)."""
     return ((alpha - 1.0) * (alpha * rho - eps) - math.log(alpha - 1.0)
             + alpha * math.log1p(-1.0 / alpha))
+
+
+#: Relative rounding allowance of :func:`_log_delta_up`: far above the few ulps (2⁻⁵³ ≈ 1.1e-16
+#: each) that its three terms, their sum and ``exp`` can lose, far below any budget's digits.
+_ROUNDING = 1e-14
+
+
+def _log_delta_up(rho: float, eps: float, alpha: float) -> float:
+    """:func:`_log_delta` rounded up: the float sum of its three terms plus
+    :data:`_ROUNDING` × (1 + the sum of their magnitudes), which bounds the error of the float
+    evaluation and of the ``exp`` after it, so ``exp`` of this is never below the exact δ of
+    the order α — every α gives a valid δ only if it is evaluated in the safe direction."""
+    t1 = (alpha - 1.0) * (alpha * rho - eps)
+    t2 = -math.log(alpha - 1.0)
+    t3 = alpha * math.log1p(-1.0 / alpha)
+    return t1 + t2 + t3 + _ROUNDING * (1.0 + abs(t1) + abs(t2) + abs(t3))
 
 
 #: The search grid of :func:`delta_for_epsilon` (fixed: computed once).
@@ -51,30 +70,45 @@ def _log_delta_grid(rho: float, eps: float, alpha: np.ndarray) -> np.ndarray:
             + alpha * np.log1p(-1.0 / alpha))
 
 
+def _centres(rho: float, eps: float) -> tuple[float, float]:
+    """Two estimates of the minimising order, the grid of :func:`delta_for_epsilon` is laid
+    around both. The derivative of the log-δ in α is (2α − 1)ρ − ε + ln(1 − 1/α); with
+    ln(1 − 1/α) ≈ −1/α its zero is α = a + √(a² + 1/(2ρ)), a = (ε + ρ)/(4ρ), which is right
+    also for ε ≲ √ρ (where the minimiser is near 1/√(2ρ)); and the Bun–Steinke optimum
+    (ε + ρ)/(2ρ) + 1, its large-ε limit."""
+    a = (eps + rho) / (4.0 * rho)
+    return (max(1.0 + 1e-9, a + math.sqrt(a * a + 0.5 / rho)),
+            max(1.0 + 1e-9, (eps + rho) / (2.0 * rho) + 1.0))
+
+
 def delta_for_epsilon(rho: float, eps: float) -> float:
-    """δ(ε) of a ρ-zCDP mechanism (CKS20 Cor. 13): an upper bound on the true δ."""
+    """δ(ε) of a ρ-zCDP mechanism (CKS20 Cor. 13): an upper bound on the true δ.
+
+    The order α is searched (a grid, then a bounded scalar refinement); whichever α is found,
+    the δ returned is its bound rounded up (:func:`_log_delta_up`), so an imperfect search can
+    only make δ larger."""
     if not (rho >= 0 and math.isfinite(rho)):
         raise TesseraError(f"ρ must be finite and ≥ 0, got {rho!r}")
     if rho == 0.0:
         return 0.0
     if eps < 0:
         raise TesseraError(f"ε must be ≥ 0, got {eps!r}")
-    # the minimiser is near α* = (ε + ρ)/(2ρ) + 1 (the Bun–Steinke optimum); search around it
-    centre = max(1.0 + 1e-9, (eps + rho) / (2.0 * rho) + 1.0)
-    # around it, and down to α → 1⁺ (small ε with large ρ has its minimum there)
-    grid = np.concatenate([_NEAR_ONE, centre * _AROUND])
+    # search around the estimates of the minimiser, and down to α → 1⁺ (small ε with large ρ
+    # has its minimum there)
+    grid = np.concatenate([_NEAR_ONE, *(c * _AROUND for c in _centres(rho, eps))])
     grid = np.unique(grid[grid > 1.0 + 1e-12])
     values = _log_delta_grid(rho, eps, grid)
     i = int(np.argmin(values))
     lo = float(grid[max(i - 1, 0)])
     hi = float(grid[min(i + 1, len(grid) - 1)])
-    best = _log_delta(rho, eps, float(grid[i]))  # the scalar formula, as the refinement
+    alpha = float(grid[i])
+    best = _log_delta(rho, eps, alpha)  # the scalar formula, as the refinement
     if hi > lo:
         res = minimize_scalar(lambda a: _log_delta(rho, eps, a), bounds=(lo, hi),
                               method="bounded", options={"xatol": 1e-10 * hi})
         if res.success and res.fun < best:
-            best = float(res.fun)
-    return float(min(1.0, math.exp(best)))
+            alpha = float(res.x)
+    return float(min(1.0, math.exp(_log_delta_up(rho, eps, alpha))))
 
 
 def bisect(below: Callable[[float], bool], lo: float, hi: float) -> tuple[float, float]:
@@ -96,7 +130,7 @@ def epsilon_for_delta(rho: float, delta: float) -> float:
     """The smallest ε found with δ(ε) ≤ ``delta`` (bisection keeping the safe, upper end)."""
     if not 0.0 < delta < 1.0:
         raise TesseraError(f"δ must be in (0, 1), got {delta!r}")
-    if rho == 0.0:
+    if rho == 0.0 or delta_for_epsilon(rho, 0.0) <= delta:  # (tiny ρ, large δ: ε = 0 holds)
         return 0.0
     hi = rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))  # Bun–Steinke: always enough
     while delta_for_epsilon(rho, hi) > delta:  # (cannot happen in exact arithmetic)

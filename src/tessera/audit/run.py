@@ -35,6 +35,7 @@ from tessera.audit.estimators import (
     best_lower_bound,
     point_estimate,
 )
+from tessera.audit.person_case import person_release_case
 from tessera.audit.strategy_case import strategy_release_case
 from tessera.errors import TesseraError
 
@@ -66,7 +67,7 @@ def all_cases(end_to_end: bool = False) -> list[AuditCase]:
             workload_release_case(), workload_release_case(rho=0.5),
             synthesizer_case("ipmwu", end_to_end=end_to_end),
             synthesizer_case("mwem", end_to_end=end_to_end), adaptive_case(),
-            strategy_release_case(), contrast_release_case()]
+            strategy_release_case(), contrast_release_case(), person_release_case()]
 
 
 def planted_cases() -> list[AuditCase]:
@@ -74,7 +75,7 @@ def planted_cases() -> list[AuditCase]:
     return [discrete_laplace_case(scale_factor=0.5), discrete_gaussian_case(sigma_factor=0.5),
             exponential_case(sensitivity_error=-1), workload_release_case(overlap_error=-1.0),
             adaptive_case(planted=True), strategy_release_case(planted=True),
-            contrast_release_case(planted=True)]
+            contrast_release_case(planted=True), person_release_case(planted=True)]
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ import numpy.typing as npt
 from tessera.calibration.scales import per_query_scales
 from tessera.errors import QueryError
 from tessera.overlap import OverlapResult, max_overlap
-from tessera.privacy import Definition, Neighbours
+from tessera.privacy import ONE_ROW, Definition, Neighbours, PrivacyUnit
 from tessera.workload.files import require_at_most
 from tessera.workload.workload import Workload
 
@@ -68,10 +68,14 @@ class WorkloadCost:
     neighbours: Neighbours
     weighted: OverlapResult
     unweighted: OverlapResult
+    #: whose presence γ bounds: one row, or one person of at most K rows (docs/theory.md §3.13)
+    unit: PrivacyUnit = ONE_ROW
 
     @property
     def guarantee_label(self) -> str:
         """E.g. ``'pure ε-DP (Laplace, basic composition), add-remove neighbours'``."""
+        if not self.unit.is_row:
+            return f"{COMPOSITION_LABEL[self.definition]}, {self.unit.label(self.neighbours)}"
         return f"{COMPOSITION_LABEL[self.definition]}, {self.neighbours.value} neighbours"
 
     @property
@@ -108,6 +112,7 @@ class WorkloadCost:
             "guarantee": self.guarantee_label,
             "definition": self.definition.value,
             "neighbours": self.neighbours.value,
+            **({} if self.unit.is_row else {"privacy_unit": self.unit.to_dict()}),
             "unweighted": self.unweighted.to_dict(),
             "weighted": self.weighted.to_dict(),
         }
@@ -134,15 +139,17 @@ def workload_cost(
     neighbours: Neighbours | str = Neighbours.ADD_REMOVE,
     time_limit: float | None = 60.0,
     method: str = "auto",
+    unit: PrivacyUnit = ONE_ROW,
 ) -> WorkloadCost:
     """γ_w(Q) with the workload's weights and γ(Q) with unit weights (one solve when the
     weights are all 1), sharing ``time_limit`` seconds (γ_w gets :data:`WEIGHTED_SHARE` of it
-    when there are two solves)."""
+    when there are two solves). Per person (``unit``): both are a person's, K·γ under pure ε
+    (:func:`tessera.overlap.max_overlap`), so every scale calibrated from them grows by K."""
     definition = Definition.parse(definition)
     neighbours = Neighbours.parse(neighbours)
     if time_limit is not None and not time_limit >= 0:
         raise QueryError(f"time limit {time_limit} must be ≥ 0 seconds")
-    common = {"comp": definition, "neighbours": neighbours, "method": method}
+    common = {"comp": definition, "neighbours": neighbours, "method": method, "unit": unit}
     two = not workload.unit_weights  # (from the families: no per-cell weights built)
     start = time.monotonic()
     first = time_limit if (time_limit is None or not two) else WEIGHTED_SHARE * time_limit
@@ -155,4 +162,4 @@ def workload_cost(
             workload, np.ones(workload.n_queries), time_limit=left,
             **common,  # type: ignore[arg-type]
         )
-    return WorkloadCost(workload, definition, neighbours, weighted, unweighted)
+    return WorkloadCost(workload, definition, neighbours, weighted, unweighted, unit)

@@ -30,7 +30,9 @@ them (it re-proves the stated scales rather than re-running an optimiser under a
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 import numpy.typing as npt
@@ -38,7 +40,7 @@ import numpy.typing as npt
 from tessera.accounting.guarantee import Guarantee
 from tessera.calibration.allocation import allocate
 from tessera.calibration.oracles import overlap_from_workload
-from tessera.privacy import Definition, Neighbours
+from tessera.privacy import ONE_ROW, Definition, Neighbours, PrivacyUnit
 from tessera.workload.query import Query
 from tessera.workload.workload import Workload
 
@@ -100,10 +102,21 @@ def optimal_split(
     *,
     importance: npt.ArrayLike | None = None,
     time_limit: float | None = OPTIMAL_SECONDS,
+    unit: PrivacyUnit = ONE_ROW,
 ) -> OptimalSplit:
     """The least Σ_q w_q Var_q split of ``total`` (ε or ρ) over W's queries (w = 1 unless
-    ``importance`` is given), discrete Laplace under pure ε, discrete Gaussian under ρ-zCDP."""
+    ``importance`` is given), discrete Laplace under pure ε, discrete Gaussian under ρ-zCDP.
+
+    Per person (``unit``, docs/theory.md §3.13) a row may spend total / factor (K or K²,
+    rounded down): the split is optimised for that at the row level, and under substitution
+    the allocation's model min(2·L, Σ) bounds the row's add/remove load L as well, the
+    larger of which a person substituted pays K-fold. The release's re-check proves it."""
     t = workload.n_queries
+    if not unit.is_row:
+        share = Fraction(total) / unit.factor(definition)
+        total = float(share)
+        while Fraction(total) > share:
+            total = math.nextafter(total, 0.0)
     if definition is Definition.PURE:
         target, mechanism = Guarantee.pure(total, neighbours), "discrete_laplace"
     else:

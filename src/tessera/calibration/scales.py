@@ -21,7 +21,10 @@ add/remove neighbours, this is exactly the *uniform allocation* of
 the scales come from there. Otherwise the weights here are *privacy shares* (the budget split in
 proportion to w_q), which the allocation module does not offer (its weights are error
 importances, optimised by cutting planes), and under substitution the exact substitution score
-B is tighter than its min(2·γ, t) rule — so the closed forms above apply.
+B is tighter than its min(2·γ, t) rule — so the closed forms above apply. Per person
+(``result.unit``, docs/theory.md §3.13) B is already a person's score (K·S under pure ε, K²·S
+under zCDP), so b and σ grow by K through the closed forms; the allocation's cap of a load at
+Σ_q y_q holds for a row only (a person moves a count by up to K), so it is not used there.
 """
 
 from __future__ import annotations
@@ -91,6 +94,8 @@ def per_query_scales(
         len(w)
         and result.comp in (Definition.PURE, Definition.GDP)
         and result.neighbours is Neighbours.ADD_REMOVE
+        # (the allocation caps the load at Σ_q y_q, a row's bound: a person moves a count by K)
+        and result.unit.is_row
         and w[0] > 0
         and np.all(w == w[0])
         and result.score_bound >= float(h(result.comp, w[:1])[0])  # γ ≥ 1

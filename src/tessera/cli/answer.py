@@ -15,11 +15,14 @@ from tessera.cli.common import (
     DelimiterOpt,
     DeltaOpt,
     EngineOpt,
+    ExtraColumnsOpt,
     LabelOpt,
+    MaxRowsOpt,
     NaOpt,
     NeighboursOpt,
     NoHeaderOpt,
     OnInvalidOpt,
+    PrivacyIdOpt,
     RhoOpt,
     SchemaOpt,
     SeedOpt,
@@ -27,10 +30,13 @@ from tessera.cli.common import (
     SparkMasterOpt,
     TableOpt,
     WorkloadArg,
+    check_policies,
     csv_options,
     data_source,
     err,
+    info,
     out,
+    privacy_unit,
     spent_text,
     user_errors,
 )
@@ -59,6 +65,8 @@ def answer(
                                    "the certificate states what is proven).")
     ] = None,
     neighbours: NeighboursOpt = "add-remove",
+    privacy_id: PrivacyIdOpt = None,
+    max_rows: MaxRowsOpt = None,
     weights: Annotated[
         str, typer.Option("--weights", help="How the budget is split over the queries: auto "
                           "(predicate queries of one weight: optimal; else shares), optimal "
@@ -110,6 +118,7 @@ def answer(
     ] = 60.0,
     seed: SeedOpt = None,
     on_invalid: OnInvalidOpt = "error",
+    extra_columns: ExtraColumnsOpt = "error",
     no_header: NoHeaderOpt = False,
     delimiter: DelimiterOpt = None,
     na: NaOpt = None,
@@ -127,7 +136,9 @@ def answer(
     from tessera.schema.domain import Domain
     from tessera.workload.workload import Workload
 
+    check_policies(on_invalid, extra_columns)
     budget = Budget.of(epsilon=epsilon, delta=delta, rho=rho, mu=mu)
+    unit = privacy_unit(privacy_id, max_rows)
     if estimate == "adaptive":
         _refuse_with_adaptive(weights=weights != "auto", strategy=strategy != "auto",
                               objective=objective != "total", consistency=consistency,
@@ -137,31 +148,33 @@ def answer(
     if estimate == "adaptive":
         from tessera.routes.adaptive import answer_adaptive
 
-        with err.status(f"answering {w.n_queries:,} queries from an adaptive model…",
+        with info.status(f"answering {w.n_queries:,} queries from an adaptive model…",
                         spinner="dots"):
             model = answer_adaptive(
-                source, w, budget, neighbours=neighbours, ledger=ledger,
+                source, w, budget, neighbours=neighbours, unit=unit, ledger=ledger,
                 label=label or workload.stem, seed=seed,
                 csv=csv_options(no_header, delimiter, na, skip_rows), table=table,
-                on_invalid=on_invalid, output=output, certificate=certificate)
+                on_invalid=on_invalid, extra_columns=extra_columns,  # type: ignore[arg-type]
+                output=output, certificate=certificate)
         _print_model_release(model, output, certificate)
         return
     steps = tuple(s for s, on in (("consistency", consistency), ("nonnegative", nonnegative))
                   if on)
-    with err.status(f"answering {w.n_queries:,} queries…", spinner="dots"):
+    with info.status(f"answering {w.n_queries:,} queries…", spinner="dots"):
         release = private_answer(
-            source, w, budget, neighbours=neighbours, allocation=weights,  # type: ignore[arg-type]
+            source, w, budget, neighbours=neighbours, unit=unit,
+            allocation=weights,  # type: ignore[arg-type]
             postprocess=steps, strategy=strategy, objective=objective, estimate=estimate,
             ledger=ledger,
             label=label or workload.stem,
             time_limit=time_limit, seed=seed, csv=csv_options(no_header, delimiter, na, skip_rows),
-            table=table, on_invalid=on_invalid, output=output, certificate=certificate,
-            report=report,
+            table=table, on_invalid=on_invalid, extra_columns=extra_columns,  # type: ignore[arg-type]
+            output=output, certificate=certificate, report=report,
         )
     _print_release(release)
     for what, path in (("answers", output), ("certificate", certificate), ("report", report)):
         if path is not None:
-            err.print(f"{what + ':':<12} {path}", markup=False, highlight=False)
+            info.print(f"{what + ':':<12} {path}", markup=False, highlight=False)
     if output is None:  # like `count`: the answers alone on stdout, as CSV (pipe them)
         from tessera.release.output import write_csv
 
@@ -193,13 +206,13 @@ def _print_model_release(model: object, output: Path | None, certificate: Path |
     assert isinstance(model, ModelRelease)
     if not model.private:
         err.print("[bold red]NOT PRIVATE[/]: seeded test randomness (--seed); never publish")
-    err.print(model.describe(), markup=False, highlight=False)
+    info.print(model.describe(), markup=False, highlight=False)
     if model.charge is not None:
-        err.print(f"ledger: charged before release; spent {spent_text(model.charge)} (rounded "
+        info.print(f"ledger: charged before release; spent {spent_text(model.charge)} (rounded "
                   "up)", markup=False)
     for what, path in (("answers", output), ("certificate", certificate)):
         if path is not None:
-            err.print(f"{what + ':':<12} {path}", markup=False, highlight=False)
+            info.print(f"{what + ':':<12} {path}", markup=False, highlight=False)
     if output is None:
         sys.stdout.flush()
         write_answers_csv(model, sys.stdout.buffer)
@@ -216,19 +229,25 @@ def _print_release(release: object) -> None:
     if not release.private:
         err.print("[bold red]NOT PRIVATE[/]: seeded test randomness (--seed); never publish")
     ov = plan.overlap
-    err.print(f"budget: {plan.budget.text()}, {plan.neighbours.label} neighbours", markup=False)
-    err.print(f"mechanism: {release.mechanism.describe()}", markup=False)
-    err.print(f"γ_w = {ov.bound:.6g} ({'exact' if ov.exact else 'upper bound'}), "
+    info.print(f"budget: {plan.budget.text()}, {plan.unit.label(plan.neighbours)} neighbours",
+              markup=False)
+    if not plan.unit.is_row:
+        k, factor = plan.unit.max_rows, plan.unit.factor(plan.budget.calibration)
+        info.print(f"unit of privacy: {plan.unit.text} — each person's rows bounded to {k} "
+                  f"(by a hash of each row); a person pays {factor} × a row, so the noise is "
+                  f"{k} × a row-level release's", markup=False)
+    info.print(f"mechanism: {release.mechanism.describe()}", markup=False)
+    info.print(f"γ_w = {ov.bound:.6g} ({'exact' if ov.exact else 'upper bound'}), "
               f"{plan.workload.n_queries:,} queries, allocation {plan.method}", markup=False)
     if release.strategy is not None:
         st = release.strategy.choice.chosen
-        err.print(f"strategy: {st.name} ({st.measured.n_queries:,} measured queries, "
+        info.print(f"strategy: {st.name} ({st.measured.n_queries:,} measured queries, "
                   f"answers by {st.reconstruction.name})", markup=False)
     for g in plan.guarantees():
-        err.print(f"guarantee: {g.text()}", markup=False, highlight=False)
+        info.print(f"guarantee: {g.text()}", markup=False, highlight=False)
     if release.charge is not None:
         c = release.charge
-        err.print(f"ledger: charged before release; spent {spent_text(c)} (rounded up)",
+        info.print(f"ledger: charged before release; spent {spent_text(c)} (rounded up)",
                   markup=False)
 
 

@@ -19,7 +19,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from tessera.cli.common import Command, JsonOpt, err, out, user_errors
+from tessera.cli.common import Command, JsonOpt, info, out, user_errors
 
 if TYPE_CHECKING:
     from tessera.audit.run import AuditRow
@@ -58,7 +58,7 @@ def audit(
     """Measure lower bounds on every mechanism's ε and compare them with its claim."""
     from tessera.audit.run import audit_table
 
-    with err.status("auditing…", spinner="dots"):
+    with info.status("auditing…", spinner="dots"):
         rows = audit_table(trials, None if secure else seed, planted=planted,
                            end_to_end=end_to_end)
     if as_json:

@@ -37,7 +37,11 @@ F = TypeVar("F", bound=Callable[..., Any])
 EXIT_INPUT = 2
 
 out = Console(soft_wrap=True)
+#: stderr: errors, warnings and every NOT PRIVATE mark (never silenced).
 err = Console(stderr=True, soft_wrap=True, highlight=False)
+#: stderr: informational messages (summaries, files written, progress, spinners), silenced by
+#: the global ``--quiet`` (:func:`tessera.cli.logs.configure`).
+info = Console(stderr=True, soft_wrap=True, highlight=False)
 
 
 def fail(message: str, code: int = EXIT_INPUT) -> None:
@@ -236,9 +240,39 @@ NeighboursOpt = Annotated[
 
 # -- options of the commands that read data ------------------------------------------------------
 
+PrivacyIdOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--privacy-id", metavar="COLUMN",
+        help="The unit of privacy is one person: the rows with one value of COLUMN (it need "
+        "not be in the schema; it is never released). Needs --max-rows.",
+    ),
+]
+MaxRowsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-rows", metavar="K", min=1,
+        help="With --privacy-id: keep at most K rows of each person (chosen by a hash of the "
+        "row: each person's own rows decide); the noise grows by K.",
+    ),
+]
 OnInvalidOpt = Annotated[
     str, typer.Option(help="Values outside the schema: 'error' (default) or 'drop' (reported).")
 ]
+ExtraColumnsOpt = Annotated[
+    str, typer.Option(help="Data columns the schema does not declare: 'error' (default) or "
+                      "'ignore' (not read; named on stderr).")
+]
+
+
+def check_policies(on_invalid: str, extra_columns: str) -> None:
+    """``--on-invalid`` and ``--extra-columns`` checked before anything is read."""
+    if on_invalid not in ("error", "drop"):
+        fail(f"--on-invalid {on_invalid!r}: use 'error' or 'drop'")
+    if extra_columns not in ("error", "ignore"):
+        fail(f"--extra-columns {extra_columns!r}: use 'error' or 'ignore'")
+
+
 SeedOpt = Annotated[
     int | None, typer.Option("--seed", help="Seeded randomness for TESTS: output NOT PRIVATE.")
 ]
@@ -328,3 +362,11 @@ def spent_text(charge: Any) -> str:
     scale = charge.spent_after if charge.spent_after > 0 else 1.0
     return (f"{format_budget(charge.spent_before, scale, up=True)} → "
             f"{format_budget(charge.spent_after, scale, up=True)}")
+
+
+def privacy_unit(privacy_id: str | None, max_rows: int | None) -> Any:
+    """The :class:`~tessera.privacy.PrivacyUnit` of ``--privacy-id`` and ``--max-rows`` (both
+    or neither; a clear error otherwise)."""
+    from tessera.privacy import PrivacyUnit
+
+    return PrivacyUnit.of(privacy_id, max_rows)

@@ -15,6 +15,7 @@ from tessera.cli.common import (
     DataArg,
     DelimiterOpt,
     EngineOpt,
+    ExtraColumnsOpt,
     JsonOpt,
     NaOpt,
     NoHeaderOpt,
@@ -24,10 +25,12 @@ from tessera.cli.common import (
     SparkMasterOpt,
     TableOpt,
     WorkloadArg,
+    check_policies,
     csv_options,
     data_source,
     err,
     fail,
+    info,
     user_errors,
 )
 
@@ -65,6 +68,7 @@ def count(
     ] = None,
     as_json: JsonOpt = False,
     on_invalid: OnInvalidOpt = "error",
+    extra_columns: ExtraColumnsOpt = "error",
     no_header: NoHeaderOpt = False,
     delimiter: DelimiterOpt = None,
     na: NaOpt = None,
@@ -83,8 +87,7 @@ def count(
     from tessera.schema.domain import Domain
     from tessera.workload.workload import Workload
 
-    if on_invalid not in ("error", "drop"):
-        fail(f"--on-invalid {on_invalid!r}: use 'error' or 'drop'")
+    check_policies(on_invalid, extra_columns)
     w = Workload.load(workload, Domain.load(schema))
     if wide is not None and not w.partitions:
         fail("--wide writes one table per family, and the workload has no families")
@@ -94,9 +97,9 @@ def count(
         BarColumn(),
         TextColumn("{task.completed}/{task.total} " + _steps(w)),
         TimeElapsedColumn(),
-        console=err,
+        console=info,
         transient=True,
-        disable=not err.is_terminal,
+        disable=not info.is_terminal or info.quiet,
     ) as bar:
         # a long scan (reading, validating and coding the data) shows DuckDB's own progress
         scan = bar.add_task("reading", total=100, visible=False)
@@ -105,6 +108,7 @@ def count(
             source,
             w,
             on_invalid=on_invalid,  # type: ignore[arg-type]
+            extra_columns=extra_columns,  # type: ignore[arg-type]
             csv=csv_options(no_header, delimiter, na, skip_rows),
             table=table,
             progress=lambda done, total: bar.update(task, completed=done, total=total),
@@ -114,7 +118,7 @@ def count(
     _report(result)
     if wide is not None:
         index = result.write_wide(wide)
-        err.print(f"wrote {len(w.partitions):,} families ({w.n_cells:,} cells) to {wide}/ "
+        info.print(f"wrote {len(w.partitions):,} families ({w.n_cells:,} cells) to {wide}/ "
                   f"(index: {index.name})")
         if output is None and not as_json:
             return
@@ -154,7 +158,7 @@ def _write(result: CountResult, output: Path | None, as_json: bool) -> None:
         if as_json:
             fail("--json and a .parquet output exclude each other")
         result.write_parquet(output)
-        err.print(f"wrote {n:,} answers to {output}")
+        info.print(f"wrote {n:,} answers to {output}")
         return
     if result.workload.partitions and not as_json:
         if output is None:
@@ -163,7 +167,7 @@ def _write(result: CountResult, output: Path | None, as_json: bool) -> None:
             sys.stdout.buffer.flush()
         else:
             result.write_csv(output)
-            err.print(f"wrote {n:,} answers to {output}")
+            info.print(f"wrote {n:,} answers to {output}")
         return
     if as_json:
         text = json.dumps(result.to_dict(), indent=1) + "\n"
@@ -173,4 +177,4 @@ def _write(result: CountResult, output: Path | None, as_json: bool) -> None:
         sys.stdout.write(text)
     else:
         output.write_text(text)
-        err.print(f"wrote {n:,} answers to {output}")
+        info.print(f"wrote {n:,} answers to {output}")

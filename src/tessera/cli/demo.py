@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from tessera.cli.common import Command, err, out, user_errors
+from tessera.cli.common import Command, err, info, out, user_errors
 
 if TYPE_CHECKING:
     from tessera.release.answering import Release
@@ -33,7 +33,7 @@ def demo(
     record, evaluation)."""
     from tessera.demo.end_to_end import run_demo
 
-    with err.status("running the demo…", spinner="dots"):
+    with info.status("running the demo…", spinner="dots"):
         result = run_demo(directory, epsilon=epsilon, synth_epsilon=epsilon,
                           total=max(3.0, 2 * epsilon), seed=seed)
     r = result.release

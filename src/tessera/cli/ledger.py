@@ -7,7 +7,18 @@ from typing import Annotated
 
 import typer
 
-from tessera.cli.common import Command, Group, JsonOpt, NeighboursOpt, SchemaOpt, out, user_errors
+from tessera.cli.common import (
+    Command,
+    Group,
+    JsonOpt,
+    MaxRowsOpt,
+    NeighboursOpt,
+    PrivacyIdOpt,
+    SchemaOpt,
+    out,
+    privacy_unit,
+    user_errors,
+)
 from tessera.errors import TesseraError
 
 LedgerArg = Annotated[
@@ -38,9 +49,13 @@ def init(
                                    "--rho, --mu and (ε,δ) budgets).")
     ] = None,
     neighbours: NeighboursOpt = "add-remove",
+    privacy_id: PrivacyIdOpt = None,
+    max_rows: MaxRowsOpt = None,
     dataset: Annotated[str | None, typer.Option("--dataset", help="Name of the data set.")] = None,
 ) -> None:
-    """Create a ledger with a total budget for one data set."""
+    """Create a ledger with a total budget for one data set. With --privacy-id and --max-rows
+    the budget is what one person may spend, and only releases made for that unit are
+    charged."""
     from tessera.release.ledger import Ledger
     from tessera.schema.domain import Domain
 
@@ -50,6 +65,7 @@ def init(
         ledger, total=float(epsilon if epsilon is not None else rho),  # type: ignore[arg-type]
         definition="pure" if epsilon is not None else "zcdp", neighbours=neighbours,
         domain=Domain.load(schema), dataset=dataset or ledger.stem,
+        unit=privacy_unit(privacy_id, max_rows),
     )
     out.print(book.summary().describe(), markup=False, highlight=False)
 

@@ -70,8 +70,31 @@ def _root(
             is_eager=True,
         ),
     ] = False,
+    verbose: Annotated[
+        int,
+        typer.Option(
+            "--verbose",
+            "-v",
+            count=True,
+            help="Log what the library does on stderr: -v the main steps (calibration, data "
+            "read, ledger charge), -vv every step (synthesis rounds). Before the command: "
+            "tessera -v answer …",
+        ),
+    ] = 0,
+    quiet: Annotated[
+        bool,
+        typer.Option(
+            "--quiet",
+            "-q",
+            help="Only results, errors, NOT PRIVATE marks and warnings about the input: no "
+            "summaries, progress or log lines on stderr.",
+        ),
+    ] = False,
 ) -> None:
     """Tessera: differential privacy for query workloads."""
+    from tessera.cli.logs import configure
+
+    configure(verbose, quiet)
 
 
 try:

@@ -16,7 +16,7 @@ from tessera.cli.common import (
     SchemaOpt,
     TimeLimitOpt,
     WorkloadArg,
-    err,
+    info,
     out,
     user_errors,
 )
@@ -65,7 +65,7 @@ def overlap(
 
     wl = Workload.load(workload, Domain.load(schema))
     # a spinner on a terminal: the search can take seconds on large workloads
-    with err.status(f"maximum overlap of {wl.n_queries:,} queries…", spinner="dots"):
+    with info.status(f"maximum overlap of {wl.n_queries:,} queries…", spinner="dots"):
         cost = workload_cost(wl, definition=definition, neighbours=neighbours,
                              time_limit=time_limit, method=method)
     if as_json:

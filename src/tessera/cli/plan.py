@@ -13,12 +13,15 @@ from tessera.cli.common import (
     Command,
     DeltaOpt,
     JsonOpt,
+    MaxRowsOpt,
     NeighboursOpt,
+    PrivacyIdOpt,
     RhoOpt,
     SchemaOpt,
     TimeLimitOpt,
     WorkloadArg,
     out,
+    privacy_unit,
     user_errors,
 )
 
@@ -41,6 +44,8 @@ def plan(
     rho: RhoOpt = None,
     mu: Annotated[float | None, typer.Option("--mu", help="μ-GDP target.")] = None,
     neighbours: NeighboursOpt = "add-remove",
+    privacy_id: PrivacyIdOpt = None,
+    max_rows: MaxRowsOpt = None,
     strategy: Annotated[
         str, typer.Option("--strategy", help="auto, direct, identity, residual, hierarchical.")
     ] = "auto",
@@ -62,13 +67,15 @@ def plan(
     from tessera.workload.workload import Workload
 
     budget = Budget.of(epsilon=epsilon, delta=delta, rho=rho, mu=mu)
+    unit = privacy_unit(privacy_id, max_rows)
     result = plan_release(Workload.load(workload, Domain.load(schema)), budget,
                           neighbours=neighbours, strategy=strategy, objective=objective,
-                          target_error=target_error, time_limit=time_limit)
+                          target_error=target_error, time_limit=time_limit, unit=unit)
     if as_json:
         out.print_json(json.dumps(result.to_dict()))
         return
-    out.print(f"budget: {budget.text()}, {result.neighbours.label} neighbours", markup=False)
+    out.print(f"budget: {budget.text()}, {unit.label(result.neighbours)} neighbours",
+              markup=False)
     table = Table("strategy", "measured", "γ_w", "expected RMSE", "max RMSE", "Σ w·Var",
                   title="candidates (expected error, no data)")
     for row in result.choice.table():

@@ -4,13 +4,16 @@ errors against the real data (docs/theory.md §5, §6, §9)."""
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.console import RenderableType
+from rich.progress import BarColumn, Progress, ProgressColumn, SpinnerColumn, Task, TextColumn
+from rich.text import Text
 
 from tessera.cli.common import (
     Command,
@@ -18,11 +21,14 @@ from tessera.cli.common import (
     DelimiterOpt,
     DeltaOpt,
     EngineOpt,
+    ExtraColumnsOpt,
     JsonOpt,
+    MaxRowsOpt,
     NaOpt,
     NeighboursOpt,
     NoHeaderOpt,
     OnInvalidOpt,
+    PrivacyIdOpt,
     RhoOpt,
     SchemaOpt,
     SeedOpt,
@@ -30,11 +36,14 @@ from tessera.cli.common import (
     SparkMasterOpt,
     TableOpt,
     WorkloadArg,
+    check_policies,
     csv_options,
     data_source,
     err,
     fail,
+    info,
     out,
+    privacy_unit,
     spent_text,
     user_errors,
 )
@@ -84,7 +93,15 @@ def synth(
                                  "attributes when the budget is small against the data; a "
                                  "given T is kept).")
     ] = None,
+    uniform_columns: Annotated[
+        bool, typer.Option("--uniform-columns", help="Leave the attributes no query of the "
+                           "workload mentions uniformly random (stated on stderr and in the "
+                           "record). Default: adaptive measures their one-way marginals from "
+                           "the same budget; ipmwu, mwem and lp refuse such a workload.")
+    ] = False,
     neighbours: NeighboursOpt = DEFAULT_NEIGHBOURS.value,
+    privacy_id: PrivacyIdOpt = None,
+    max_rows: MaxRowsOpt = None,
     ledger: Annotated[
         Path | None, typer.Option("--ledger", help="Budget ledger, charged before anything is "
                                   "written (tessera ledger init).")
@@ -96,6 +113,7 @@ def synth(
     ] = None,
     seed: SeedOpt = None,
     on_invalid: OnInvalidOpt = "error",
+    extra_columns: ExtraColumnsOpt = "error",
     no_header: NoHeaderOpt = False,
     delimiter: DelimiterOpt = None,
     na: NaOpt = None,
@@ -112,23 +130,26 @@ def synth(
     from tessera.synth.synthesizer import Synthesizer
     from tessera.workload.workload import Workload
 
-    if on_invalid not in ("error", "drop"):
-        fail(f"--on-invalid {on_invalid!r}: use 'error' or 'drop'")
+    check_policies(on_invalid, extra_columns)
     budget = Budget.of(epsilon=epsilon, delta=delta, rho=rho, mu=mu)
+    unit = privacy_unit(privacy_id, max_rows)
     w = Workload.load(workload, Domain.load(schema))
     options: dict[str, Any] = {k: v for k, v in (("rows", rows), ("rounds", rounds))
                                if v is not None}
+    if uniform_columns:
+        options["uniform_columns"] = True
     if method == "lp" and rounds is not None:
         fail("--rounds is for ipmwu and mwem (the LP runs to its certified gap)")
     synthesizer = Synthesizer(method, **options)  # unknown methods refused before any charge
     book = Ledger.open(ledger) if ledger is not None else None
     start = time.monotonic()
-    with _progress() as show:
+    with _progress(method) as show:
         fitted = synthesizer.fit(
             data_source(data, engine, spark_master), w, budget, neighbours=neighbours,
-            ledger=book, label=label or f"synthetic data ({method}): {workload.stem}",
+            unit=unit, ledger=book, label=label or f"synthetic data ({method}): {workload.stem}",
             seed=seed, csv=csv_options(no_header, delimiter, na, skip_rows), table=table,
-            on_invalid=on_invalid, progress=show, output=output, record=record,
+            on_invalid=on_invalid, extra_columns=extra_columns, progress=show, output=output,
+            record=record,
             answer=answer)  # type: ignore[arg-type]
     _report(fitted, time.monotonic() - start, output)
     if record is not None:
@@ -139,55 +160,143 @@ def synth(
 #: Seconds between two plain progress lines when stderr is not a terminal (logs, CI, nohup).
 PLAIN_EVERY = 5.0
 
+#: What each step of a run is called on stderr (tessera.synth.progress.STEPS).
+STEP_WORDS = {"counting": "reading the data", "setup": "setup (first measurements and fit)",
+              "final fit": "final fit (the model refitted to every measurement)",
+              "sampling": "sampling the rows"}
+
 
 @contextlib.contextmanager
-def _progress() -> Iterator[Callable[[Any], None]]:
-    """What a run reports after every round: a progress bar on a terminal (round, budget left,
-    estimated error; the LP's gap), else one plain line every :data:`PLAIN_EVERY` seconds on
-    stderr — round, budget spent, elapsed — so a long run in a log is never silent."""
-    start = time.monotonic()
-    if not err.is_terminal:
-        last = [start]
-
-        def plain(p: Any) -> None:
-            now = time.monotonic()
-            if now - last[0] >= PLAIN_EVERY:
-                last[0] = now
-                err.print(f"synth: {_step_text(p)}, elapsed {now - start:.0f} s",
-                          markup=False, highlight=False, soft_wrap=True)
-
-        yield plain
+def _progress(method: str) -> Iterator[Callable[[Any], None]]:
+    """What a run reports at every step (a :class:`tessera.synth.progress.ProgressEvent`): on a
+    terminal a progress bar — the step, the budget spent, the estimated error or the LP's gap —
+    whose spinner and clock keep moving through long steps (the final fit, the sampling); else
+    plain lines on stderr (:class:`_PlainProgress`), so a run in a log is never silent."""
+    if not info.is_terminal or info.quiet:
+        plain = _PlainProgress(method)
+        with plain.running():
+            yield plain
         return
-    with Progress(TextColumn("{task.description}"), BarColumn(),
+    start = time.monotonic()
+    with Progress(_Spinner(), TextColumn("{task.description}"), BarColumn(),
                   TextColumn("{task.fields[step]}"), TextColumn("{task.fields[info]}"),
-                  TimeElapsedColumn(), console=err, transient=True) as bar:
-        task = bar.add_task("setting up", total=None, step="", info="")
+                  _Clock(start), console=info, transient=True) as bar:
+        task = bar.add_task(f"starting ({method})", total=None, step="", info="")
 
         def show(p: Any) -> None:
-            if hasattr(p, "iteration"):  # a column-generation iteration of the LP
-                bar.update(task, description=f"LP iteration {p.iteration}",
-                           step=f"{p.columns} columns", info=_step_text(p).split(", ", 2)[-1])
-            elif p.spent is not None and p.budget:  # the bar fills with the budget spent
+            if p.step == "iteration":  # a column-generation iteration of the LP
+                it = p.detail
+                if it is not None:
+                    bar.update(task, description=f"LP iteration {it.iteration}",
+                               step=f"{it.columns} columns", info=_lp_gap(it))
+            elif p.step == "round" and p.spent is not None and p.budget:  # fills with budget
                 left = "" if p.remaining is None else f"budget left {p.remaining:.4g}, "
-                bar.update(task, description=f"round {p.round}", completed=p.spent / p.budget,
+                bar.update(task, description=_round_text(p), completed=p.spent / p.budget,
                            total=1.0, step="", info=f"{left}est. error {p.error:.3g}")
-            else:  # a replay spends nothing: the bar counts rounds
-                bar.update(task, description=f"round {p.round}/{p.rounds}", completed=p.round,
+            elif p.step == "round":  # a replay spends nothing: the bar counts rounds
+                bar.update(task, description=_round_text(p), completed=p.round,
                            total=p.rounds, step="", info=f"est. error {p.error:.3g}")
+            elif p.phase == "start":  # a step of its own: the spinner and the clock run on
+                bar.update(task, description=STEP_WORDS.get(p.step, p.step), step="",
+                           info="" if p.rows is None else f"{p.rows:,} rows")
 
         yield show
 
 
-def _step_text(p: Any) -> str:
+class _Spinner(SpinnerColumn):
+    """A spinner that keeps turning after the bar is full (the budget spent, the run not
+    done): rich's stops on a finished task."""
+
+    def render(self, task: Task) -> RenderableType:
+        return self.spinner.render(time.monotonic())
+
+
+class _Clock(ProgressColumn):
+    """Time since the run started (rich's elapsed column freezes once the bar is full)."""
+
+    def __init__(self, start: float) -> None:
+        super().__init__()
+        self.start = start
+
+    def render(self, task: Task) -> RenderableType:
+        return Text(_clock(time.monotonic() - self.start), style="progress.elapsed")
+
+
+def _clock(seconds: float) -> str:
+    m, s = divmod(int(seconds), 60)
+    return f"{m // 60}:{m % 60:02d}:{s:02d}"
+
+
+class _PlainProgress:
+    """Plain progress lines on stderr: ``synth: started``, a line as each step starts (reading
+    the data, the setup, the final fit, the sampling) and as the LP's iterations or the rounds
+    go (at most one per :data:`PLAIN_EVERY` seconds), a line every :data:`PLAIN_EVERY` seconds
+    while one step runs on (a heartbeat thread: a long final fit reports too), and ``synth:
+    done`` — each with the seconds elapsed."""
+
+    def __init__(self, method: str) -> None:
+        self.method = method
+        self.start = self.last = time.monotonic()
+        self.state = "starting"
+        self.lock = threading.Lock()
+
+    def line(self, text: str) -> None:
+        with self.lock:
+            now = time.monotonic()
+            self.last = now
+            info.print(f"synth: {text}, elapsed {now - self.start:.0f} s", markup=False,
+                      highlight=False, soft_wrap=True)
+
+    def __call__(self, p: Any) -> None:
+        if p.step in ("round", "iteration"):
+            self.state = _event_text(p)
+            if time.monotonic() - self.last >= PLAIN_EVERY:
+                self.line(self.state)
+        elif p.phase == "start":
+            self.state = STEP_WORDS.get(p.step, p.step) + (
+                "" if p.rows is None else f", {p.rows:,} rows")
+            self.line(self.state)
+            self.state += f" (since {time.monotonic() - self.start:.0f} s)"
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[None]:
+        info.print(f"synth: started ({self.method})", markup=False, highlight=False,
+                  soft_wrap=True)
+        stop = threading.Event()
+
+        def beat() -> None:
+            while not stop.wait(max(PLAIN_EVERY / 4, 0.05)):
+                if time.monotonic() - self.last >= PLAIN_EVERY:
+                    self.line(self.state)
+
+        heart = threading.Thread(target=beat, name="synth-progress", daemon=True)
+        heart.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            heart.join()
+        self.line("done")
+
+
+def _round_text(p: Any) -> str:
+    """"round t/T", or "round t/≤T" while T is an upper bound (the run may stop earlier)."""
+    return f"round {p.round}/{'≤' if p.rounds_bound else ''}{p.rounds}"
+
+
+def _lp_gap(it: Any) -> str:
+    return f"α {it.alpha:.4g}, gap {max(it.alpha - it.lower_bound, 0.0):.3g}"
+
+
+def _event_text(p: Any) -> str:
     """One round (or LP iteration) in words: where the run is and what it has spent."""
-    if hasattr(p, "iteration"):
-        gap = max(p.alpha - p.lower_bound, 0.0)
-        return (f"LP iteration {p.iteration}, {p.columns} columns, α {p.alpha:.4g}, "
-                f"gap {gap:.3g}")
-    text = f"round {p.round}/{p.rounds}"
+    if p.step == "iteration":
+        it = p.detail
+        return f"LP iteration {it.iteration}, {it.columns} columns, {_lp_gap(it)}"
+    text = _round_text(p)
     if p.spent is not None and p.budget:
         text += f", spent {p.spent:.4g} of {p.budget:.4g} ({100 * p.spent / p.budget:.0f} %)"
-    return text + f", est. error {p.error:.3g}"
+    return text + ("" if p.error is None else f", est. error {p.error:.3g}")
 
 
 def looks_like_run_record(path: Path) -> bool:
@@ -237,13 +346,19 @@ def _spent_text(spent: list[dict[str, Any]]) -> str:
 
 def _report(fitted: FittedSynthesizer, seconds: float, output: Path) -> None:
     """The run in a person's terms (:func:`tessera.synth.record.summary`: method, budget and
-    spend, what the rows are fitted to, rows written, time); its internals are in the run
-    record."""
+    spend, what the rows are fitted to, rows written, time); its internals (schedule, rounds,
+    parameters, model size: :meth:`FittedSynthesizer.describe`) are in the run record, and
+    logged at INFO (``tessera -v synth …``)."""
+    import logging
+
     from tessera.synth.record import summary
 
     if not fitted.private:
         err.print("[bold red]NOT PRIVATE[/]: seeded test randomness (--seed); never publish")
     out.print(summary(fitted, seconds, output), markup=False, highlight=False)
+    log = logging.getLogger(__name__)
+    for line in fitted.describe().splitlines():
+        log.info("run: %s", line)
     c = fitted.charge
     if c is not None:
         out.print(f"ledger: charged before the run; spent {spent_text(c)} (rounded up; "
@@ -266,6 +381,7 @@ def evaluate(
     top: Annotated[int, typer.Option("--top", help="Worst queries (and families) listed.")] = 20,
     as_json: JsonOpt = False,
     on_invalid: OnInvalidOpt = "error",
+    extra_columns: ExtraColumnsOpt = "error",
     no_header: NoHeaderOpt = False,
     delimiter: DelimiterOpt = None,
     na: NaOpt = None,
@@ -282,16 +398,21 @@ def evaluate(
     from tessera.synth.evaluate import evaluate as evaluate_rows
     from tessera.workload.workload import Workload
 
-    if on_invalid not in ("error", "drop"):
-        fail(f"--on-invalid {on_invalid!r}: use 'error' or 'drop'")
+    check_policies(on_invalid, extra_columns)
+    if plot is not None:  # before counting: the figure needs the plot extra
+        from tessera.software import require
+        from tessera.synth.evaluate import PLOT_PURPOSE
+
+        require("matplotlib", "plot", PLOT_PURPOSE)
     w = Workload.load(workload, Domain.load(schema))
-    with err.status(f"counting {w.n_queries:,} queries on both tables…", spinner="dots"):
+    with info.status(f"counting {w.n_queries:,} queries on both tables…", spinner="dots"):
         result = evaluate_rows(data_source(data, engine, spark_master), synthetic, w,
                                csv=csv_options(no_header, delimiter, na, skip_rows),
-                               table=table, on_invalid=on_invalid)  # type: ignore[arg-type]
+                               table=table, on_invalid=on_invalid,  # type: ignore[arg-type]
+                               extra_columns=extra_columns)  # type: ignore[arg-type]
     err.print(f"[bold red]{NOT_PRIVATE}[/] (errors against the real data)")
     if plot is not None:
-        err.print(f"plot: {result.plot(plot)}")
+        info.print(f"plot: {result.plot(plot)}")
     if as_json:
         out.print_json(json.dumps(result.to_dict()))
         return

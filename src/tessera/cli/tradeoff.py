@@ -92,6 +92,11 @@ def tradeoff(
         plot_comparison,
     )
 
+    if output is not None:  # before any work: the figure needs the plot extra
+        from tessera.accounting.plot import PURPOSE
+        from tessera.software import require
+
+        require("matplotlib", "plot", f"{PURPOSE} (tessera tradeoff -o)")
     changed: int | None = None  # queries one neighbour change touches, from the workload
     # the overlap figure is exact only when computed exactly; a γ given by the user, or a
     # search stopped by its time limit, is an upper bound and the guarantee says so

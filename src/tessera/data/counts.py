@@ -58,8 +58,16 @@ from tessera.data.bdd_counts import count_bdd_queries
 from tessera.data.family_counts import NUMPY_MAX_ROWS as NUMPY_MAX_ROWS  # re-exported
 from tessera.data.family_counts import Method, count_families
 from tessera.data.source import encode
-from tessera.data.table import CodedTable, CsvOptions, InvalidValues, OnInvalid, ScanProgress
+from tessera.data.table import (
+    CodedTable,
+    CsvOptions,
+    ExtraColumns,
+    InvalidValues,
+    OnInvalid,
+    ScanProgress,
+)
 from tessera.errors import QueryError
+from tessera.privacy import ONE_ROW, PrivacyUnit
 from tessera.schema.domain import Domain
 from tessera.workload.bdd import BooleanQuery
 from tessera.workload.clause import BooleanClause
@@ -362,6 +370,8 @@ def count(
     progress: Callable[[int, int], None] | None = None,
     method: Method = "auto",
     scan_progress: ScanProgress | None = None,
+    unit: PrivacyUnit = ONE_ROW,
+    extra_columns: ExtraColumns = "error",
 ) -> CountResult:
     """Exact answers of ``workload`` on ``data`` (path, DataFrame, Arrow table, DuckDB relation;
     a Spark DataFrame or :class:`~tessera.data.spark_source.SparkSource` counts on Spark, only the
@@ -370,10 +380,13 @@ def count(
 
     ``progress(done, total)`` is called after each scope group of predicate queries and after
     each family; ``scan_progress(fraction)`` while the data are read and coded (DuckDB);
-    ``method`` chooses how families are aggregated (:data:`Method`).
+    ``method`` chooses how families are aggregated (:data:`Method`). ``on_invalid`` and
+    ``extra_columns``: what to do with values outside the schema and with columns it does not
+    declare (:func:`tessera.data.source.encode`); ``unit``: a person's rows are bounded first,
+    as a release at that unit counts them.
     """
     encoded = encode(data, workload.domain, on_invalid=on_invalid, csv=csv, table=table,
-                     scan_progress=scan_progress)
+                     scan_progress=scan_progress, unit=unit, extra_columns=extra_columns)
     answers = count_encoded(encoded, workload, progress=progress, method=method)
     return CountResult(workload, answers, encoded.n_rows, encoded.dropped, tuple(encoded.invalid))
 

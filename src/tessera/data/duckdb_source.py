@@ -54,6 +54,7 @@ from tessera.data.table import (
     DUCKDB_SUFFIXES,
     CodedTable,
     CsvOptions,
+    ExtraColumns,
     InvalidValues,
     OnInvalid,
     ScanProgress,
@@ -61,14 +62,26 @@ from tessera.data.table import (
 from tessera.data.validation import (
     ColumnCodes,
     check_columns,
+    check_privacy_id,
     column_codes,
+    delimiter_hint,
+    first_line,
+    guess_delimiter,
+    id_type_error,
     invalid_values_error,
+    missing_ids_error,
 )
 from tessera.errors import DataError
+from tessera.privacy import ONE_ROW, PrivacyUnit
 from tessera.schema.domain import Attribute, Domain
 
 #: Column types for a headerless CSV, by attribute kind (text kinds are matched as written).
 _SQL_TYPES = {"integer": "BIGINT", "binned": "DOUBLE"}
+#: The column of ``coded`` holding the privacy id as text, while rows are bounded.
+PID = "__pid"
+#: DuckDB types a privacy id may have (:data:`tessera.data.validation.ID_TYPES`).
+_ID_TYPES = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
+             "UINTEGER", "UBIGINT", "UHUGEINT", "VARCHAR"}
 
 
 def memory_limit() -> str:
@@ -275,7 +288,7 @@ def _file_relation(
             cols = ", ".join(f"CAST(NULL AS {types.get(n, 'VARCHAR')}) AS {_quote(n)}"
                              for n in names)
             return con.sql(f"SELECT {cols} WHERE false")
-        return _read_csv(con, p, _csv_arguments(csv, names, text_columns, column_types))
+        return _read_csv(con, p, _csv_arguments(csv, names, text_columns, column_types), csv)
     raise DataError(f"unknown data format {suffix!r} for {p}", hint="use CSV or Parquet")
 
 
@@ -361,7 +374,7 @@ def _csv_arguments(
 
 
 def _read_csv(
-    con: duckdb.DuckDBPyConnection, p: Path, kwargs: dict[str, Any]
+    con: duckdb.DuckDBPyConnection, p: Path, kwargs: dict[str, Any], csv: CsvOptions
 ) -> duckdb.DuckDBPyRelation:
     """Step 3 of :func:`relation` for a CSV: read it, or say why it cannot be read.
 
@@ -379,7 +392,7 @@ def _read_csv(
             del kwargs["dtype"]
             return con.read_csv(str(p), **kwargs)
     except duckdb.Error as e:
-        located = _csv_line_error(e, p)
+        located = _csv_line_error(e, p, csv)
         if located is not None:
             raise located from None
         raise DataError(
@@ -391,7 +404,7 @@ def _read_csv(
 _CSV_HINT = "fix that line (quote fields that contain the delimiter), or check --delimiter"
 
 
-def _csv_line_error(e: duckdb.Error, source: Any) -> DataError | None:
+def _csv_line_error(e: duckdb.Error, source: Any, csv: CsvOptions) -> DataError | None:
     """DuckDB's "CSV Error on Line: N" as a :class:`DataError` at ``file:N``, else ``None``."""
     text = str(e)
     line = re.search(r"CSV Error on Line: (\d+)", text)
@@ -401,11 +414,24 @@ def _csv_line_error(e: duckdb.Error, source: Any) -> DataError | None:
     counts = re.search(r"Expected Number of Columns: (\d+) Found: (\d+)", text)
     if counts:
         found, expected = int(counts.group(2)), int(counts.group(1))
-        return DataError(f"{where}: {_fields(found)}, expected {expected}", hint=_CSV_HINT)
+        return DataError(f"{where}: {_fields(found)}, expected {expected}",
+                         hint=_one_field_hint(found, expected, source, csv))
     if "unterminated quote" in text:
         return DataError(f"{where}: a value with an unterminated quote", hint=_CSV_HINT)
     detail = next((ln.strip() for ln in text.splitlines()[2:] if ln.strip()), "malformed row")
     return DataError(f"{where}: cannot parse the row: {detail}", hint=_CSV_HINT)
+
+
+def _one_field_hint(found: int, expected: int, source: Any, csv: CsvOptions) -> str:
+    """The hint for a row of ``found`` fields where ``expected`` were due. A row that did not
+    split at all, under a ``--delimiter`` the file's first line does not even contain, points at
+    the delimiter (with the one that line suggests); any other short or long row (a sniffed
+    delimiter, or one the file does use) at the line itself."""
+    line = first_line(source, csv)
+    if (found == 1 and expected > 1 and csv.delimiter and line is not None
+            and csv.delimiter not in line and guess_delimiter(line, csv.delimiter)):
+        return delimiter_hint("the row did not split into fields", source, csv)
+    return _CSV_HINT
 
 
 def _fields(n: int) -> str:
@@ -447,7 +473,7 @@ def _ragged_csv(source: Any, domain: Domain, csv: CsvOptions) -> DataError | Non
                             return DataError(
                                 f"{p}:{start + csv.skip_rows}: {_fields(len(row))}, "
                                 f"expected {expected}",
-                                hint=_CSV_HINT,
+                                hint=_one_field_hint(len(row), expected, p, csv),
                             )
                     start = reader.line_num + 1
             except _csv.Error:
@@ -521,18 +547,26 @@ def encode_duckdb(
     table: str | None = None,
     con: duckdb.DuckDBPyConnection | None = None,
     scan_progress: ScanProgress | None = None,
+    unit: PrivacyUnit = ONE_ROW,
+    extra_columns: ExtraColumns = "error",
 ) -> CodedTable:
     """Validate ``source`` (a file, a DuckDB table, an in-memory frame) against ``domain`` and
     materialise its codes in DuckDB: the engine :func:`tessera.data.source.encode` picks for
     every source that is not Spark's.
 
-    Raises :class:`DataError` for missing columns, and for values outside the domain unless
-    ``on_invalid='drop'`` (then :attr:`EncodedTable.dropped` and ``.invalid`` report them).
+    Raises :class:`DataError` for missing columns, for columns the schema does not declare
+    unless ``extra_columns='ignore'`` (then they are named in a warning and never read), and for
+    values outside the domain unless ``on_invalid='drop'`` (then :attr:`EncodedTable.dropped`
+    and ``.invalid`` report them).
 
     The steps: :func:`_open_source` (``src``: the data, columns checked), :func:`_encode_column`
     per attribute (distinct values and their codes), :func:`invalid_values_error` if the
     policy is ``error``, then :func:`code_rows` (or :func:`code_rows_by_join`) for ``coded``.
     ``scan_progress`` hears how far the longest scans are (:func:`watched`).
+
+    With a person as the ``unit`` (:class:`~tessera.privacy.PrivacyUnit`), ``coded`` keeps at
+    most ``unit.max_rows`` rows of each person (:func:`bound_rows`); how many were dropped is
+    private and is kept nowhere (``dropped`` counts only values outside the domain).
     """
     if on_invalid not in ("error", "drop"):
         raise DataError(f"unknown on_invalid policy {on_invalid!r}", hint="'error' or 'drop'")
@@ -543,27 +577,32 @@ def encode_duckdb(
     stage = _stages(scan_progress)
     try:
         with watched(con, stage(0.0, 0.25)):
-            _open_source(con, source, domain, csv=csv, table=table)
+            _open_source(con, source, domain, csv=csv, table=table, id_column=unit.id_column,
+                         extra_columns=extra_columns)
         columns = []
         for j, attr in enumerate(domain):
             with watched(con, stage(0.25 + 0.25 * j / m, 0.25 / m)):
                 columns.append(_encode_column(con, attr))
         invalid = [c.invalid for c in columns if c.invalid is not None]
         if invalid and on_invalid == "error":
-            raise invalid_values_error(invalid, domain)
+            raise invalid_values_error(invalid, domain, source, csv)
     except DataError as e:
         # a ragged row or a stray quote shows up as a missing column or an odd value: say so
         raise _ragged_csv(source, domain, csv) or e from None
     value_sets = [c.values for c in columns]
     code_of_value = [c.code for c in columns]
+    pid = unit.id_column
     try:
         with watched(con, stage(0.5, 0.5)):
-            n_rows = code_rows(con, domain, value_sets, code_of_value)
+            n_rows = code_rows(con, domain, value_sets, code_of_value, id_column=pid)
     except UnmatchedValue:
-        n_rows = code_rows_by_join(con, domain, value_sets, code_of_value)
+        n_rows = code_rows_by_join(con, domain, value_sets, code_of_value, id_column=pid)
     n_total = columns[-1].rows if columns else 0
+    dropped = n_total - n_rows  # values outside the domain only: bounding's count is private
+    if pid is not None:
+        n_rows = bound_rows(con, domain, unit.max_rows)
     present = [c.present for c in columns]
-    return EncodedTable(con, domain, n_rows, n_total - n_rows, invalid, present)
+    return EncodedTable(con, domain, n_rows, dropped, invalid, present)
 
 
 def _open_source(
@@ -573,38 +612,96 @@ def _open_source(
     *,
     csv: CsvOptions,
     table: str | None,
+    id_column: str | None = None,
+    extra_columns: ExtraColumns = "error",
 ) -> None:
-    """Step 1 of :func:`encode`: make ``src`` in ``con`` hold the data, its columns checked.
+    """Step 1 of :func:`encode`: make ``src`` in ``con`` hold the data, its columns checked
+    (:func:`check_columns`) and only the schema's columns kept (an ignored column is never
+    parsed into the copy, nor can it fail to parse).
 
     Categorical and boolean columns are read as text, the others typed by attribute kind. A
     text file or an in-memory frame is parsed once into a temporary table (the validation scans
     and the row coding read it 2m + 1 times); should a value not parse as its attribute's type,
     the source is read again as written, so that :func:`_encode_column` names the offending
     values. Parquet and DuckDB sources stay views.
+
+    A privacy ``id_column`` (outside the schema: read as text from a CSV, as Spark reads it)
+    must be a column of integers or text with no empty value (:func:`_check_ids`).
     """
     text = [a.name for a in domain if a.kind in ("categorical", "boolean")]
+    if id_column is not None and id_column not in domain.names:
+        text.append(id_column)
     typed = {a.name: _SQL_TYPES.get(a.kind, "VARCHAR") for a in domain}
     rel = relation(
         con, source, names=domain.names, text_columns=text, column_types=typed, csv=csv, table=table
     )
-    check_columns(list(rel.columns), domain, source, csv)
+    others = [c for c in rel.columns if c != id_column]  # the id is read, never an extra
+    check_columns(others, domain, source, csv, extra_columns)
+    if id_column is not None:
+        check_privacy_id(list(rel.columns), id_column, domain, source, csv)
+    rel = _schema_columns(rel, domain, id_column)
     if _rescanning_is_costly(source):
         # parse once: the validation scans and the encoding join all read the source again
         try:
             rel.create("src")
         except duckdb.Error as e:
-            located = _csv_line_error(e, source)
+            located = _csv_line_error(e, source, csv)
             if located is not None:
                 raise located from None
             # a value does not parse as its attribute's type: read it as written instead, so
             # the validation below names the offending values
-            rel = relation(con, source, names=domain.names, text_columns=text, csv=csv, table=table)
+            rel = _schema_columns(relation(con, source, names=domain.names, text_columns=text,
+                                           csv=csv, table=table), domain)
             try:
                 rel.create("src")
             except duckdb.Error as again:
                 raise _unreadable(source, again) from None
     else:
         con.register("src", rel)
+    if id_column is not None:
+        _check_ids(con, id_column)
+
+
+def _check_ids(con: duckdb.DuckDBPyConnection, id_column: str) -> None:
+    """The privacy id is an integer or text column with a value on every row."""
+    kind = str(con.sql(f"SELECT {_quote(id_column)} FROM src LIMIT 0").types[0])
+    if kind not in _ID_TYPES:
+        raise id_type_error(id_column, kind)
+    empty = int(con.sql(f"SELECT count(*) FROM src WHERE {_quote(id_column)} IS NULL"
+                        ).fetchall()[0][0])
+    if empty:
+        raise missing_ids_error(id_column, empty)
+
+
+def bound_rows(con: duckdb.DuckDBPyConnection, domain: Domain, max_rows: int) -> int:
+    """Keep at most ``max_rows`` rows of each person in ``coded`` (by its :data:`PID` column,
+    then dropped) and return the rows kept. The rule
+    (:data:`tessera.data.validation.BOUNDING_RULE`): a person's rows ordered by
+    ``md5(id | c0 | … | c(m-1))``, ties by the codes (rows that tie are identical), the first K
+    kept — a function of that person's rows alone, computed the same way by the Spark engine
+    (:func:`tessera.data.spark_source.bound_frame`), so both keep the same rows."""
+    codes = [f"c{i}" for i in range(len(domain))]
+    key = ", ".join([PID, *(f"CAST({c} AS VARCHAR)" for c in codes)])
+    order = ", ".join([f"md5(concat_ws('|', {key}))", *codes])
+    keep = ", ".join(codes) or "one"
+    con.execute(
+        f"CREATE TABLE bounded AS SELECT {keep} FROM (SELECT *, row_number() OVER "
+        f"(PARTITION BY {PID} ORDER BY {order}) AS __rank FROM coded) WHERE __rank <= "
+        f"{int(max_rows)}")
+    con.execute("DROP TABLE coded")
+    con.execute("ALTER TABLE bounded RENAME TO coded")
+    return int(con.execute("SELECT count(*) FROM coded").fetchall()[0][0])
+
+
+def _schema_columns(rel: duckdb.DuckDBPyRelation, domain: Domain,
+                    id_column: str | None = None) -> duckdb.DuckDBPyRelation:
+    """``rel`` with only the schema's columns (those :func:`check_columns` let through) and the
+    privacy ``id_column``, in the order of the data; ``rel`` itself when it has no other
+    columns."""
+    declared = set(domain.names) | ({id_column} if id_column is not None else set())
+    if all(c in declared for c in rel.columns) or not domain.names:
+        return rel
+    return rel.project(", ".join(_quote(c) for c in rel.columns if c in declared))
 
 
 def _unreadable(source: Any, error: duckdb.Error) -> DataError:
@@ -639,9 +736,12 @@ def code_rows(
     domain: Domain,
     value_sets: list[pa.Array],
     code_of_value: list[np.ndarray],
+    *,
+    id_column: str | None = None,
 ) -> int:
     """Materialise ``coded`` from ``src``: each value replaced by its code, rows holding a -1
-    dropped. Returns the number of rows kept.
+    dropped. Returns the number of rows kept. ``id_column``: the privacy id, carried along as
+    text in column :data:`PID` (for :func:`bound_rows`).
 
     The rows stream through Arrow in batches and each column is mapped with ``index_in``
     against its distinct values (the ``GROUP BY`` above): about a third of the cost of
@@ -653,12 +753,18 @@ def code_rows(
     DOUBLE column), this raises :class:`UnmatchedValue` and the caller uses the join instead —
     never a silently dropped row.
     """
-    cols = ", ".join(_quote(name) for name in domain.names)
+    names = [_quote(name) for name in domain.names]
+    pid = id_column is not None
+    if id_column is not None:
+        names.append(f"CAST({_quote(id_column)} AS VARCHAR)")
+    cols = ", ".join(names)
     types = [code_type(attr.size) for attr in domain]
     dtypes = [np.dtype(_NUMPY_CODE[t]) for t in types]
     con.execute("DROP TABLE IF EXISTS coded")
-    definition = ", ".join(f"c{i} {t}" for i, t in enumerate(types)) or "one BOOLEAN"
-    con.execute(f"CREATE TABLE coded ({definition})")
+    columns = [f"c{i} {t}" for i, t in enumerate(types)] or ["one BOOLEAN"]
+    if pid:
+        columns.append(f"{PID} VARCHAR")
+    con.execute(f"CREATE TABLE coded ({', '.join(columns)})")
     writer = con.cursor()  # appends while ``con`` streams the scan
     n_rows = 0
     reader = con.sql(f"SELECT {cols} FROM src").arrow()
@@ -679,10 +785,15 @@ def code_rows(
                 keep &= c >= 0
                 codes.append(c)
             n_rows += int(keep.sum())
-            if not domain.names:
+            if not domain.names and not pid:
                 continue
-            chunk = pa.table({f"c{i}": pa.array(c[keep].astype(dt, copy=False))
-                              for i, (c, dt) in enumerate(zip(codes, dtypes))})
+            arrays = {f"c{i}": pa.array(c[keep].astype(dt, copy=False))
+                      for i, (c, dt) in enumerate(zip(codes, dtypes))}
+            if not domain.names:
+                arrays["one"] = pa.nulls(int(keep.sum()), pa.bool_())
+            if pid:
+                arrays[PID] = batch.column(len(value_sets)).filter(pa.array(keep))
+            chunk = pa.table(arrays)
             writer.register("coded_batch", chunk)
             writer.execute("INSERT INTO coded SELECT * FROM coded_batch")
             writer.unregister("coded_batch")
@@ -712,9 +823,12 @@ def code_rows_by_join(
     domain: Domain,
     value_sets: list[pa.Array],
     code_of_value: list[np.ndarray],
+    *,
+    id_column: str | None = None,
 ) -> int:
     """:func:`code_rows` inside DuckDB: one ``LEFT JOIN`` per column against its mapping
-    table, so values are matched with DuckDB's own equality. Returns the number of rows kept."""
+    table, so values are matched with DuckDB's own equality. Returns the number of rows kept
+    (``id_column``: with the privacy id as text in column :data:`PID`)."""
     selects, joins = [], []
     for i, (attr, values, code) in enumerate(zip(domain, value_sets, code_of_value)):
         col = _quote(attr.name)
@@ -725,6 +839,8 @@ def code_rows_by_join(
         null_code = "NULL" if attr.missing_code is None else str(attr.missing_code)
         selects.append(f"CASE WHEN src.{col} IS NULL THEN {null_code} ELSE m{i}.code END AS c{i}")
         joins.append(f"LEFT JOIN map{i} AS m{i} ON src.{col} = m{i}.v")
+    if id_column is not None:
+        selects.append(f"CAST(src.{_quote(id_column)} AS VARCHAR) AS {PID}")
     where = " AND ".join(f"c{i} IS NOT NULL" for i in range(len(domain))) or "TRUE"
     con.execute("DROP TABLE IF EXISTS coded")
     con.execute(

@@ -13,8 +13,11 @@ file must never be seen half-written. This module is the one place both the rele
   complete are they renamed over their targets (``os.replace``) and the directories fsynced.
   If anything fails first, the temporary files are removed and no target is touched;
 * :func:`settled` — around everything after the charge: the ledger's charge is marked
-  ``released`` when it all succeeded, ``aborted`` (its budget stays spent, the error says so)
-  when anything failed.
+  ``released`` when it all succeeded, ``aborted`` (its budget stays spent) when anything
+  failed, and the error then says what is true at that moment (:class:`Delivery`,
+  :func:`aborted_hint`): which charge stays spent, at which step it failed, and which
+  requested files were put in place before the failure (none, unless it came while they were
+  being renamed into place).
 
 So a reader sees either the previous file (or none) or the complete new one, and a release
 whose writing failed leaves no output behind. It sits in the data layer because it is a side
@@ -24,17 +27,18 @@ effect at the edge, usable by every layer above it.
 from __future__ import annotations
 
 import contextlib
+import decimal
 import os
 import tempfile
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from tessera.errors import TesseraError
 
-__all__ = ["Output", "OutputError", "atomic", "check_outputs", "fsync_directory", "fsync_file",
-           "settled", "staged", "write_text"]
+__all__ = ["Delivery", "Output", "OutputError", "aborted_hint", "atomic", "check_outputs",
+           "fsync_directory", "fsync_file", "settled", "staged", "write_text"]
 
 
 class OutputError(TesseraError):
@@ -128,11 +132,15 @@ def _mode(p: Path) -> int:
 
 
 @contextlib.contextmanager
-def staged(paths: Sequence[str | os.PathLike[str]]) -> Iterator[tuple[Path, ...]]:
+def staged(paths: Sequence[str | os.PathLike[str]],
+           placed: list[Path] | None = None) -> Iterator[tuple[Path, ...]]:
     """``with staged([a, b]) as (ta, tb):`` write each file to its temporary path; when the
     body returns, every temporary file is fsynced and only then renamed over its target, and
     each directory fsynced; if the body raises (or is interrupted), every temporary file is
-    removed and no target is touched. Returns the temporary paths, in order."""
+    removed and no target is touched. Returns the temporary paths, in order. ``placed``: each
+    target is appended to it once renamed into place (if a rename fails — an
+    :class:`OutputError` naming the target — the targets before it are in place, and the
+    temporary files not yet renamed are removed)."""
     targets = tuple(Path(p) for p in paths)
     temps: list[Path] = []
     try:
@@ -141,13 +149,21 @@ def staged(paths: Sequence[str | os.PathLike[str]]) -> Iterator[tuple[Path, ...]
         yield tuple(temps)
         for t in temps:
             fsync_file(t)
+        for k, (t, p) in enumerate(zip(temps, targets)):  # renames only: each atomic
+            try:
+                os.replace(t, p)
+            except OSError as e:  # (a directory made at the target since the check, say)
+                raise OutputError(f"cannot put the finished file in place: {e.strerror or e}",
+                                  where=str(p)) from None
+            temps[k] = p  # (in place: no longer a temporary file to remove)
+            if placed is not None:
+                placed.append(p)
     except BaseException:
-        for t in temps:
-            with contextlib.suppress(OSError):
-                os.unlink(t)
+        for t, p in zip(temps, targets):
+            if t != p:
+                with contextlib.suppress(OSError):
+                    os.unlink(t)
         raise
-    for t, p in zip(temps, targets):  # renames only: each atomic, none can half-write a file
-        os.replace(t, p)
     for directory in {_directory(p) for p in targets}:
         fsync_directory(directory)
 
@@ -168,13 +184,49 @@ class Settles(Protocol):
     def mark_aborted(self, release_id: str) -> None: ...
 
 
+@dataclass(eq=False)
+class Delivery:
+    """What has happened since a charge, for the error a failure raises (:func:`aborted_hint`):
+    the ``requested`` output files, those ``placed`` (renamed into place, in order:
+    :func:`staged`) and the ``step`` under way. Mutable on purpose: the release fills it in
+    as it goes, and the failure reads it when it comes."""
+
+    requested: tuple[Path, ...] = ()
+    placed: list[Path] = field(default_factory=list)
+    step: str = "computing the answers"
+
+
+def aborted_hint(subject: str, charge: Any, unit: str, delivery: Delivery) -> str:
+    """What a failure after the charge says (docs/theory.md §9.6), true when it comes: which
+    charge stays spent (``subject`` #seq, label and cost in ``unit``, as the ledger records
+    them), the step that failed, and which requested files were written (none, all, or those
+    renamed into place before a rename failed — each complete)."""
+    placed = [str(p) for p in delivery.placed]
+    missing = [str(p) for p in delivery.requested if str(p) not in placed]
+    if not placed:
+        files = "no requested file was written"
+    elif not missing:
+        files = "every requested file was written before it: " + ", ".join(placed)
+    else:
+        files = (f"written before it (complete): {', '.join(placed)}; not written: "
+                 f"{', '.join(missing)}")
+    cost = decimal.Context(prec=6, rounding=decimal.ROUND_CEILING).create_decimal(
+        repr(float(charge.cost))).normalize()  # (rounded up: still an upper bound)
+    return (f"{subject} #{charge.seq} {charge.label!r} ({unit} ≤ {cost:f} alone) was charged "
+            f"before this failure ({delivery.step}) and is marked aborted in the ledger: its "
+            f"budget stays spent, and {files}")
+
+
 @contextlib.contextmanager
-def settled(book: Settles | None, charge: Any, aborted: str | None = None) -> Iterator[None]:
-    """``with settled(book, charge, ABORTED):`` run everything after the charge (noise, files,
+def settled(book: Settles | None, charge: Any,
+            aborted: str | Callable[[], str] | None = None) -> Iterator[None]:
+    """``with settled(book, charge, hint):`` run everything after the charge (noise, files,
     callbacks); when the body returns, the charge is marked released; when it raises (or is
-    interrupted), marked aborted — the budget stays spent (docs/theory.md §9.6) — and a
-    :class:`~tessera.errors.TesseraError` gets ``aborted`` (when given) added to its hint.
-    Nothing is marked without a ledger or a charge (``None``)."""
+    interrupted), marked aborted — the budget stays spent (docs/theory.md §9.6) — and the
+    error gets ``aborted`` (when given; a callable is called then, to say what is true at
+    that moment, :func:`aborted_hint`): added to a :class:`~tessera.errors.TesseraError`'s
+    hint, as a note to any other exception. Nothing is marked without a ledger or a charge
+    (``None``)."""
     try:
         yield
     except BaseException as e:
@@ -183,8 +235,11 @@ def settled(book: Settles | None, charge: Any, aborted: str | None = None) -> It
                 book.mark_aborted(charge.release_id)
             except TesseraError as f:
                 e.add_note(f"(could not mark release {charge.release_id} aborted: {f})")
-            if aborted and isinstance(e, TesseraError):
-                e.hint = "; ".join(filter(None, [e.hint, aborted]))
+            text = aborted() if callable(aborted) else aborted
+            if text and isinstance(e, TesseraError):
+                e.hint = "; ".join(filter(None, [e.hint, text]))
+            elif text:
+                e.add_note(f"({text})")
         raise
     if book is not None and charge is not None:
         book.mark_released(charge.release_id)

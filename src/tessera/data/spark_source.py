@@ -55,12 +55,22 @@ from tessera.data.table import (
     CSV_SUFFIXES,
     DUCKDB_SUFFIXES,
     CsvOptions,
+    ExtraColumns,
     InvalidValues,
     OnInvalid,
     ScanProgress,
 )
-from tessera.data.validation import ColumnCodes, check_columns, column_codes, invalid_values_error
+from tessera.data.validation import (
+    ColumnCodes,
+    check_columns,
+    check_privacy_id,
+    column_codes,
+    id_type_error,
+    invalid_values_error,
+    missing_ids_error,
+)
 from tessera.errors import DataError
+from tessera.privacy import ONE_ROW, PrivacyUnit
 from tessera.schema.domain import Domain
 
 #: The master URL the CLI uses unless told otherwise: every core of the local machine.
@@ -74,6 +84,8 @@ _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:")  # 2+ letters: C:\ is a drive
 MAX_SETS_PER_JOB = 64
 #: … and at most about this many cells come back from one job.
 MAX_CELLS_PER_JOB = 1 << 22
+#: Spark types a privacy id may have (:data:`tessera.data.validation.ID_TYPES`).
+_ID_TYPES = {"LongType", "IntegerType", "ShortType", "ByteType", "StringType"}
 
 
 @dataclass(frozen=True)
@@ -148,9 +160,12 @@ def _master(spark: Any) -> str:
         return ""
 
 
-def _frame(source: Any, domain: Domain, csv: CsvOptions, table: str | None) -> tuple[Any, Any]:
-    """The Spark DataFrame of ``source`` with the schema's columns checked, and the source for
-    error messages (a path, or the DataFrame)."""
+def _frame(source: Any, domain: Domain, csv: CsvOptions, table: str | None,
+           id_column: str | None = None,
+           extra_columns: ExtraColumns = "error") -> tuple[Any, Any]:
+    """The Spark DataFrame of ``source`` with the schema's columns checked (any other column
+    refused or ignored, ``extra_columns``; the privacy ``id_column`` kept as a CSV holds it:
+    text), and the source for error messages (a path, or the DataFrame)."""
     if isinstance(source, SparkSource):
         data, table = source.data, source.table or table
         session = (spark_session(source.master, source.config)
@@ -163,19 +178,28 @@ def _frame(source: Any, domain: Domain, csv: CsvOptions, table: str | None) -> t
                             hint="SparkSource('data.parquet') or SparkSource(table='db.t')")
         with spark_errors(f"table {table!r}"):
             df = session.table(table)
-        check_columns(list(df.columns), domain, df, CsvOptions())
+        _check_columns(list(df.columns), domain, df, CsvOptions(), id_column, extra_columns)
         return df, df
     if isinstance(data, (str, Path)):
-        df = _read_path(session, str(data), domain, csv)
+        df = _read_path(session, str(data), domain, csv, id_column, extra_columns)
         return df, data
     if type(data).__name__ != "DataFrame" or not type(data).__module__.startswith("pyspark"):
         raise DataError(f"cannot read data of type {type(data).__name__} with Spark",
                         hint="pass a path, a table name or a PySpark DataFrame")
-    check_columns(list(data.columns), domain, data, CsvOptions())
+    _check_columns(list(data.columns), domain, data, CsvOptions(), id_column, extra_columns)
     return data, data
 
 
-def _read_path(spark: Any, path: str, domain: Domain, csv: CsvOptions) -> Any:
+def _check_columns(columns: list[str], domain: Domain, source: Any, csv: CsvOptions,
+                   id_column: str | None, extra_columns: ExtraColumns = "error") -> None:
+    """The schema's columns (and the privacy id, which is read but never an extra column)."""
+    check_columns([c for c in columns if c != id_column], domain, source, csv, extra_columns)
+    if id_column is not None:
+        check_privacy_id(columns, id_column, domain, source, csv)
+
+
+def _read_path(spark: Any, path: str, domain: Domain, csv: CsvOptions,
+               id_column: str | None = None, extra_columns: ExtraColumns = "error") -> Any:
     """A Parquet file or directory, or a CSV, read by Spark with the schema's columns checked.
 
     A CSV is read as text and typed like DuckDB types it (:func:`_typed_csv`), so both engines
@@ -191,7 +215,7 @@ def _read_path(spark: Any, path: str, domain: Domain, csv: CsvOptions) -> Any:
     if (local and p.is_dir()) or suffix == ".parquet" or (not local and suffix == ""):
         with spark_errors(path):
             df = spark.read.parquet(path)
-        check_columns(list(df.columns), domain, path, csv)
+        _check_columns(list(df.columns), domain, path, csv, id_column, extra_columns)
         return df
     if suffix not in CSV_SUFFIXES and suffix != "":
         raise DataError(f"unknown data format {suffix!r} for {p}", hint="use CSV or Parquet")
@@ -206,19 +230,23 @@ def _read_path(spark: Any, path: str, domain: Domain, csv: CsvOptions) -> Any:
     if not header and len(columns) == len(domain):
         df = df.toDF(*domain.names)
         columns = list(domain.names)
-    check_columns(columns, domain, path, csv)
-    return _typed_csv(df, domain, csv, header)
+    _check_columns(columns, domain, path, csv, id_column, extra_columns)
+    return _typed_csv(df, domain, csv, header, id_column)
 
 
-def _typed_csv(df: Any, domain: Domain, csv: CsvOptions, header: bool) -> Any:
+def _typed_csv(df: Any, domain: Domain, csv: CsvOptions, header: bool,
+               id_column: str | None = None) -> Any:
     """The text columns of a CSV typed as DuckDB types them: the ``na`` markers become NULL;
     categorical and boolean attributes stay text; an ``integer`` attribute's column whose
     values all look like integers becomes BIGINT, else DOUBLE if they all look like numbers,
     else stays text (so the invalid values are named as written); a ``binned`` one DOUBLE
-    without a header (DuckDB is told so), sniffed like an integer column with one."""
+    without a header (DuckDB is told so), sniffed like an integer column with one. A privacy
+    ``id_column`` outside the schema is kept as text (as DuckDB reads it)."""
     from pyspark.sql import functions as F
 
     cols = {name: F.col(_quote(name)) for name in domain.names}
+    if id_column is not None and id_column not in cols:
+        cols[id_column] = F.col(_quote(id_column))
     if csv.na_values:
         cols = {name: F.when(c.isin(list(csv.na_values)), F.lit(None)).otherwise(c)
                 for name, c in cols.items()}
@@ -446,27 +474,91 @@ def encode_spark(
     csv: CsvOptions = CsvOptions(),
     table: str | None = None,
     scan_progress: ScanProgress | None = None,
+    unit: PrivacyUnit = ONE_ROW,
+    extra_columns: ExtraColumns = "error",
 ) -> SparkEncodedTable:
     """Validate ``source`` (a PySpark DataFrame or a :class:`SparkSource`) against ``domain``
     in Spark, with the same checks, errors and policies as DuckDB (:mod:`tessera.data.validation`;
-    module docs, step 1). ``scan_progress`` is not called: Spark shows its own job progress.
+    module docs, step 1): ``on_invalid`` for values outside the domain, ``extra_columns`` for
+    columns the schema does not declare. ``scan_progress`` is not called: Spark shows its own
+    job progress.
+    With a person as the ``unit``, at most ``unit.max_rows`` rows of each person are kept
+    (:func:`bound_frame`: the rows DuckDB keeps); ``dropped`` counts only values outside the
+    domain (how many rows bounding drops is private).
     """
     if on_invalid not in ("error", "drop"):
         raise DataError(f"unknown on_invalid policy {on_invalid!r}", hint="'error' or 'drop'")
-    df, where = _frame(source, domain, csv, table)
-    df = df.select(*[_quote(n) for n in domain.names])
+    pid = unit.id_column
+    df, where = _frame(source, domain, csv, table, pid, extra_columns)
+    what = str(where) if isinstance(where, (str, Path)) else "the data"
+    if pid is not None:
+        _check_ids(df, pid, what)
+    full = df.select(*[_quote(n) for n in dict.fromkeys(
+        [*domain.names, *([pid] if pid is not None else [])])])
+    df = full.select(*[_quote(n) for n in domain.names])
     columns = _distinct_values(df, domain, where)
     invalid = [c.invalid for c in columns if c.invalid is not None]
     if invalid and on_invalid == "error":
-        raise invalid_values_error(invalid, domain)
+        raise invalid_values_error(invalid, domain, where, csv)
     n_total = columns[-1].rows if columns else _count_rows(df, where)
-    kept, n_rows = df, n_total
+    kept, n_rows = (df if pid is None else full), n_total
     if invalid:
-        kept = df.where(_valid_rows(columns, domain))
-        with spark_errors(str(where) if isinstance(where, (str, Path)) else "the data"):
+        kept = kept.where(_valid_rows(columns, domain))
+        with spark_errors(what):
             n_rows = kept.count()
-    return SparkEncodedTable(kept, domain, n_rows, n_total - n_rows, invalid,
+    dropped = n_total - n_rows  # values outside the domain only: bounding's count is private
+    if pid is not None:
+        kept = bound_frame(kept, domain, columns, pid, unit.max_rows)
+        with spark_errors(what):
+            n_rows = kept.count()
+    return SparkEncodedTable(kept, domain, n_rows, dropped, invalid,
                              [c.present for c in columns], columns)
+
+
+def _check_ids(df: Any, id_column: str, what: str) -> None:
+    """The privacy id is an integer or text column with a value on every row (as DuckDB)."""
+    from pyspark.sql import functions as F
+
+    kind = type(df.schema[id_column].dataType).__name__
+    if kind not in _ID_TYPES:
+        raise id_type_error(id_column, df.schema[id_column].dataType.simpleString())
+    with spark_errors(what):
+        empty = df.where(F.col(_quote(id_column)).isNull()).count()
+    if empty:
+        raise missing_ids_error(id_column, int(empty))
+
+
+def bound_frame(frame: Any, domain: Domain, values: Sequence[ColumnCodes], id_column: str,
+                max_rows: int) -> Any:
+    """The schema's columns of at most ``max_rows`` rows of each person of ``frame`` (which
+    holds them and ``id_column``): the rows :func:`tessera.data.duckdb_source.bound_rows`
+    keeps — each row's domain codes (a broadcast join of every column's distinct values with
+    their codes, as validation made them; NULL-safe), then a window per person ordered by
+    ``md5(concat_ws('|', id, c0, …))`` and the codes, the first K kept
+    (:data:`tessera.data.validation.BOUNDING_RULE`)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    spark = frame.sparkSession
+    df = frame.withColumn("__pid", F.col(_quote(id_column)).cast("string"))
+    codes = []
+    for i, (attr, vc) in enumerate(zip(domain, values)):
+        keep = vc.code >= 0
+        spark_type = frame.schema[attr.name].dataType
+        schema = T.StructType([T.StructField(f"__v{i}", spark_type, True),
+                               T.StructField(f"__c{i}", T.LongType(), False)])
+        mapping = spark.createDataFrame(
+            list(zip(vc.values.filter(pa.array(keep)).to_pylist(),
+                     vc.code[keep].astype(np.int64).tolist())), schema)
+        df = df.join(F.broadcast(mapping), F.col(_quote(attr.name)).eqNullSafe(
+            F.col(f"__v{i}")), "inner").drop(f"__v{i}")
+        codes.append(F.col(f"__c{i}"))
+    key = F.concat_ws("|", F.col("__pid"), *[c.cast("string") for c in codes])
+    order = Window.partitionBy("__pid").orderBy(F.md5(key), *codes)
+    ranked = df.withColumn("__rank", F.row_number().over(order))
+    return ranked.where(F.col("__rank") <= int(max_rows)).select(
+        *[_quote(n) for n in domain.names])
 
 
 def _count_rows(df: Any, where: Any) -> int:

@@ -18,6 +18,10 @@ import numpy as np
 from tessera.schema.domain import Domain
 
 OnInvalid = Literal["error", "drop"]
+#: What to do with data columns the schema does not declare: refuse them (the default: a column
+#: the user believes is read must not be silently skipped), or read only the schema's columns
+#: and name the others in a :class:`~tessera.errors.DataWarning`.
+ExtraColumns = Literal["error", "ignore"]
 CSV_SUFFIXES = {".csv", ".tsv", ".txt", ".data", ".test", ".gz"}
 DUCKDB_SUFFIXES = {".duckdb", ".db", ".ddb"}
 #: ``scan_progress(fraction)``: how far a long scan of the data is, 0..1.

@@ -484,6 +484,9 @@ class MemoryPlan:
     largest_bag: int  # index (elimination step) of the largest bucket
     total_entries: int  # Σ bucket entries
     bytes_estimate: int  # float64 tables kept by the program (forward, beliefs, samplers)
+    #: peak bytes of compiling its junction tree (the index maps, beyond the tables;
+    #: tessera.engine.junction.compile_bytes), when the plan priced it (else 0)
+    compile_bytes: int = 0
 
     def describe(self) -> str:
         return (f"width {self.width}, largest table {self.largest_entries:,} entries, "

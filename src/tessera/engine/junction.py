@@ -49,16 +49,24 @@ from tessera.engine.decomposition import (
     best_elimination_order,
     check_memory,
     eliminate,
+    format_bytes,
     memory_plan,
     refuse_bag,
     summarize,
 )
-from tessera.errors import QueryError
+from tessera.errors import QueryError, ResourceError
 
-__all__ = ["JunctionTree", "junction_bags", "junction_tree"]
+__all__ = ["COMPILE_BYTES_PER_ENTRY", "JunctionTree", "check_compile", "check_junction",
+           "compile_bytes", "junction_bags", "junction_compile_bytes", "junction_tree"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.intp]
+
+#: Peak bytes of a compilation per index entry (:attr:`_Skeleton.compile_entries`): the
+#: projections' int64 arrays and their temporaries, the 0/1 maps as COO, then CSR, and the
+#: transposed marginal map. Measured with tracemalloc at 65.5–72.8 B (one clique of 2^16 or
+#: 2^20 entries hosting 120–560 scopes, a chain of nine 4,096-entry cliques): 80 with margin.
+COMPILE_BYTES_PER_ENTRY = 80
 
 
 @dataclass(frozen=True, eq=False)
@@ -258,6 +266,7 @@ def junction_tree(
     heuristic: str = "min-fill",
     memory_limit: int = DEFAULT_MEMORY_LIMIT,
     order: Sequence[int] | None = None,
+    compile_guard: bool = True,
 ) -> JunctionTree:
     """Compile the junction tree of P(x) ∝ exp(Σ_s φ_s(x_s)) over variables with ``sizes``,
     for factors over ``scopes`` (tuples of distinct variable indices; a scope may repeat, or be
@@ -266,7 +275,16 @@ def junction_tree(
     bytes (docs/theory.md §4.7).
 
     ``order``: an elimination order to use instead of the ``heuristic``'s (it must list every
-    variable of the scopes; variables it lists beyond them get cliques of their own)."""
+    variable of the scopes; variables it lists beyond them get cliques of their own).
+
+    The guard also prices the compilation itself, before any array of it exists: its index
+    maps hold one entry per entry of each factor's host clique and of each clique's parent
+    (:attr:`_Skeleton.compile_entries`), so k factors in one clique of M entries cost k·M —
+    28,699 two-way cell queries beside a width-4 Adult model asked > 23 GiB while the tables
+    took 389 MiB. Refused (:func:`check_compile`) when :func:`compile_bytes` of them exceeds
+    ``memory_limit``; ``compile_guard=False`` leaves that to the caller
+    (:class:`tessera.engine.model.GibbsModel` prices it in its plan:
+    :attr:`~tessera.engine.decomposition.MemoryPlan.compile_bytes`)."""
     sizes_t = tuple(int(s) for s in sizes)
     if any(s < 1 for s in sizes_t):
         raise QueryError(f"variable sizes must be ≥ 1, got {min(sizes_t)}")
@@ -280,6 +298,107 @@ def junction_tree(
                              f"{len(sizes_t)} variables")
     shapes = tuple(tuple(sizes_t[v] for v in sc) for sc in scopes_t)
     offsets = tuple(int(x) for x in np.cumsum([0, *(math.prod(sh) for sh in shapes)]))
+    sk = _skeleton(sizes_t, scopes_t, heuristic, memory_limit, order)
+    if compile_guard:
+        check_compile(sk.compile_entries, max(sk.csizes), memory_limit)
+    order, cliques, cparent, csizes = sk.order, sk.cliques, sk.cparent, sk.csizes
+    nsep, by_depth, fhosts = sk.nsep, sk.by_depth, sk.fhosts
+    coff = [0, *np.cumsum(csizes).tolist()]
+    shape_of = [tuple(sizes_t[v] for v in c) for c in cliques]
+
+    # -- levels ------------------------------------------------------------------------------
+    cstrides = [_strides(sh) for sh in shape_of]
+    cpos = [{v: i for i, v in enumerate(c)} for c in cliques]
+    levels: list[Level] = []
+    mpos = 0
+    first = 1
+    for d in range(1, len(by_depth)):
+        ks = list(range(first, first + len(by_depth[d])))
+        first += len(ks)
+        lo, hi = coff[ks[0]], coff[ks[-1] + 1]
+        plo, phi = coff[first - len(ks) - len(by_depth[d - 1])], lo  # the level above
+        mlo = mpos
+        n_sep, hosts, targets, picks = [], [], [], []
+        for k in ks:
+            p = cparent[k]
+            sep = cliques[k][: nsep[k]]
+            n_sep.append(math.prod(sizes_t[v] for v in sep))
+            hosts.append(p)
+            targets.append(mpos - mlo)
+            picks.append([cpos[p][v] for v in sep])
+            mpos += n_sep[-1]
+        # every parent entry (per child) and the separator value it projects to
+        seg, entry, proj = _batched_projection(hosts, picks, csizes, shape_of, cstrides)
+        parent_entry = np.asarray([coff[p] - plo for p in hosts], dtype=np.intp)[seg] + entry
+        sep_entry = np.asarray(targets, dtype=np.intp)[seg] + proj
+        nsep_a = np.asarray(n_sep, dtype=np.intp)
+        runs = np.repeat(np.asarray([csizes[k] for k in ks], dtype=np.intp) // nsep_a, nsep_a)
+        druns = np.repeat(np.asarray([csizes[p] for p in hosts], dtype=np.intp) // nsep_a,
+                          nsep_a)
+        run = int(runs[0]) if runs.size and np.all(runs == runs[0]) else 0
+        drun = int(druns[0]) if druns.size and np.all(druns == druns[0]) else 0
+        levels.append(Level(
+            lo=lo, hi=hi, plo=plo, phi=phi, mlo=mlo, mhi=mpos,
+            run=run, runs=runs, run_starts=_starts(runs),
+            up=_zero_one(parent_entry, sep_entry, (phi - plo, mpos - mlo)),
+            # child by child, separator value major (stable: entries keep their order)
+            down_gather=parent_entry[np.lexsort((proj, seg))], down_run=drun, down_runs=druns,
+            down_starts=_starts(druns),
+        ))
+
+    # -- factors: hosted by the smallest clique containing their scope (_skeleton) -----------
+    fpicks = [[cpos[h][v] for v in sc] for h, sc in zip(fhosts, scopes_t, strict=True)]
+    seg, entry, proj = _batched_projection(fhosts, fpicks, csizes, shape_of, cstrides)
+    table_entry = np.asarray([coff[h] for h in fhosts], dtype=np.intp)[seg] + entry
+    param_entry = np.asarray(offsets[:-1], dtype=np.intp)[seg] + proj
+    potential_map = _zero_one(table_entry, param_entry, (coff[-1], offsets[-1]))
+    marginal_map = potential_map.T.tocsr()
+    for lv in levels:  # the structure is frozen: so are its index arrays
+        _freeze(lv.runs, lv.run_starts, lv.down_gather, lv.down_runs, lv.down_starts,
+                lv.up.data, lv.up.indices, lv.up.indptr)
+    _freeze(potential_map.data, potential_map.indices, potential_map.indptr,
+            marginal_map.data, marginal_map.indices, marginal_map.indptr)
+
+    occurs = set(order)
+    log_free = math.fsum(math.log(sizes_t[v]) for v in range(len(sizes_t)) if v not in occurs)
+    return JunctionTree(
+        sizes=sizes_t, scopes=scopes_t, shapes=shapes, offsets=offsets,
+        cliques=tuple(cliques), clique_parent=tuple(cparent), clique_offsets=tuple(coff),
+        levels=tuple(levels), n_messages=mpos,
+        potential_map=potential_map, marginal_map=marginal_map,
+        log_free=log_free, width=max((len(c) for c in cliques), default=0) - 1,
+    )
+
+
+@dataclass(frozen=True)
+class _Skeleton:
+    """What :func:`junction_tree` decides before it allocates an array: the elimination
+    order, the cliques in depth order (clique 0 the virtual root), their parents and sizes,
+    the cliques of each depth, and the host clique of every factor scope."""
+
+    order: list[int]
+    cliques: list[tuple[int, ...]]
+    cparent: list[int]
+    csizes: list[int]
+    nsep: list[int]
+    by_depth: list[list[int]]
+    fhosts: list[int]
+
+    @property
+    def compile_entries(self) -> int:
+        """Index entries the compilation builds beyond the tables: one per entry of a
+        clique's parent table for every clique (the upward maps and downward gathers), and
+        one per entry of its host clique for every factor scope (the potential and marginal
+        maps): Σ_{C ≠ root} |X_parent(C)| + Σ_s |X_host(s)|. Not the tables' size: k factor
+        scopes hosted by one clique of M entries cost k·M."""
+        return sum(self.csizes[p] for p in self.cparent[1:]) + \
+            sum(self.csizes[h] for h in self.fhosts)
+
+
+def _skeleton(sizes_t: tuple[int, ...], scopes_t: tuple[tuple[int, ...], ...], heuristic: str,
+              memory_limit: int, order: Sequence[int] | None) -> _Skeleton:
+    """:class:`_Skeleton` of :func:`junction_tree`'s arguments (checked), refused by the
+    tables' memory guard (:func:`_bags`)."""
     bags, parents, order = _bags(sizes_t, scopes_t, heuristic, memory_limit, order)
     # -- maximal cliques: a bag contained in a child's bag is absorbed by that child --------
     n = len(bags)
@@ -358,50 +477,8 @@ def junction_tree(
         cliques.append(tuple(sep + rest))
         cparent.append(index[p] if p >= 0 else 0)
     csizes = [math.prod(sizes_t[v] for v in c) for c in cliques]
-    coff = [0, *np.cumsum(csizes).tolist()]
-    shape_of = [tuple(sizes_t[v] for v in c) for c in cliques]
     nsep = [len(set(c) & set(cliques[cparent[k]])) if k > 0 else 0
             for k, c in enumerate(cliques)]
-
-    # -- levels ------------------------------------------------------------------------------
-    cstrides = [_strides(sh) for sh in shape_of]
-    cpos = [{v: i for i, v in enumerate(c)} for c in cliques]
-    levels: list[Level] = []
-    mpos = 0
-    first = 1
-    for d in range(1, len(by_depth)):
-        ks = list(range(first, first + len(by_depth[d])))
-        first += len(ks)
-        lo, hi = coff[ks[0]], coff[ks[-1] + 1]
-        plo, phi = coff[first - len(ks) - len(by_depth[d - 1])], lo  # the level above
-        mlo = mpos
-        n_sep, hosts, targets, picks = [], [], [], []
-        for k in ks:
-            p = cparent[k]
-            sep = cliques[k][: nsep[k]]
-            n_sep.append(math.prod(sizes_t[v] for v in sep))
-            hosts.append(p)
-            targets.append(mpos - mlo)
-            picks.append([cpos[p][v] for v in sep])
-            mpos += n_sep[-1]
-        # every parent entry (per child) and the separator value it projects to
-        seg, entry, proj = _batched_projection(hosts, picks, csizes, shape_of, cstrides)
-        parent_entry = np.asarray([coff[p] - plo for p in hosts], dtype=np.intp)[seg] + entry
-        sep_entry = np.asarray(targets, dtype=np.intp)[seg] + proj
-        nsep_a = np.asarray(n_sep, dtype=np.intp)
-        runs = np.repeat(np.asarray([csizes[k] for k in ks], dtype=np.intp) // nsep_a, nsep_a)
-        druns = np.repeat(np.asarray([csizes[p] for p in hosts], dtype=np.intp) // nsep_a,
-                          nsep_a)
-        run = int(runs[0]) if runs.size and np.all(runs == runs[0]) else 0
-        drun = int(druns[0]) if druns.size and np.all(druns == druns[0]) else 0
-        levels.append(Level(
-            lo=lo, hi=hi, plo=plo, phi=phi, mlo=mlo, mhi=mpos,
-            run=run, runs=runs, run_starts=_starts(runs),
-            up=_zero_one(parent_entry, sep_entry, (phi - plo, mpos - mlo)),
-            # child by child, separator value major (stable: entries keep their order)
-            down_gather=parent_entry[np.lexsort((proj, seg))], down_run=drun, down_runs=druns,
-            down_starts=_starts(druns),
-        ))
 
     # -- factors: hosted by the smallest clique containing their scope -------------------------
     # (the bag of the first-eliminated variable always contains it; a smaller one costs less)
@@ -410,7 +487,7 @@ def junction_tree(
     for k, c in enumerate(cliques):
         for v in c:
             holding.setdefault(v, set()).add(k)
-    fhosts, fpicks = [], []
+    fhosts = []
     for sc in scopes_t:
         host = 0
         if sc:
@@ -421,27 +498,51 @@ def junction_tree(
                 inside = set.intersection(*(holding[v] for v in sc))
             host = min(inside, key=lambda k: (csizes[k], k != host, k))
         fhosts.append(host)
-        fpicks.append([cpos[host][v] for v in sc])
-    seg, entry, proj = _batched_projection(fhosts, fpicks, csizes, shape_of, cstrides)
-    table_entry = np.asarray([coff[h] for h in fhosts], dtype=np.intp)[seg] + entry
-    param_entry = np.asarray(offsets[:-1], dtype=np.intp)[seg] + proj
-    potential_map = _zero_one(table_entry, param_entry, (coff[-1], offsets[-1]))
-    marginal_map = potential_map.T.tocsr()
-    for lv in levels:  # the structure is frozen: so are its index arrays
-        _freeze(lv.runs, lv.run_starts, lv.down_gather, lv.down_runs, lv.down_starts,
-                lv.up.data, lv.up.indices, lv.up.indptr)
-    _freeze(potential_map.data, potential_map.indices, potential_map.indptr,
-            marginal_map.data, marginal_map.indices, marginal_map.indptr)
+    return _Skeleton(order, cliques, cparent, csizes, nsep, by_depth, fhosts)
 
-    occurs = set(order)
-    log_free = math.fsum(math.log(sizes_t[v]) for v in range(len(sizes_t)) if v not in occurs)
-    return JunctionTree(
-        sizes=sizes_t, scopes=scopes_t, shapes=shapes, offsets=offsets,
-        cliques=tuple(cliques), clique_parent=tuple(cparent), clique_offsets=tuple(coff),
-        levels=tuple(levels), n_messages=mpos,
-        potential_map=potential_map, marginal_map=marginal_map,
-        log_free=log_free, width=max((len(c) for c in cliques), default=0) - 1,
-    )
+
+def compile_bytes(entries: int) -> int:
+    """Bytes a junction tree's compilation peaks at for ``entries`` index entries
+    (:attr:`_Skeleton.compile_entries`): :data:`COMPILE_BYTES_PER_ENTRY` each."""
+    return COMPILE_BYTES_PER_ENTRY * entries
+
+
+def junction_compile_bytes(sizes: Sequence[int], scopes: Sequence[Sequence[int]], *,
+                           order: Sequence[int] | None = None, heuristic: str = "min-fill",
+                           memory_limit: int = DEFAULT_MEMORY_LIMIT) -> int:
+    """The peak bytes of compiling :func:`junction_tree` with these arguments
+    (:func:`compile_bytes` of its index entries), decided without allocating an array; raises
+    the tables' :class:`~tessera.errors.ResourceError` when :func:`junction_tree` would."""
+    sizes_t = tuple(int(s) for s in sizes)
+    scopes_t = tuple(tuple(int(v) for v in sc) for sc in scopes)
+    return compile_bytes(_skeleton(sizes_t, scopes_t, heuristic, memory_limit, order)
+                         .compile_entries)
+
+
+def check_junction(sizes: Sequence[int], scopes: Sequence[Sequence[int]], *,
+                   memory_limit: int = DEFAULT_MEMORY_LIMIT,
+                   heuristic: str = "min-fill") -> None:
+    """Raise :func:`junction_tree`'s :class:`~tessera.errors.ResourceError` (its tables or its
+    compilation, :func:`check_compile`) exactly when it would, without allocating an array."""
+    sizes_t = tuple(int(s) for s in sizes)
+    scopes_t = tuple(tuple(int(v) for v in sc) for sc in scopes)
+    sk = _skeleton(sizes_t, scopes_t, heuristic, memory_limit, None)
+    check_compile(sk.compile_entries, max(sk.csizes), memory_limit)
+
+
+def check_compile(entries: int, largest: int, limit: int) -> None:
+    """Refuse (:class:`~tessera.errors.ResourceError`) a compilation of ``entries`` index
+    entries (:attr:`_Skeleton.compile_entries`; ``largest``: the largest clique's entries)
+    whose peak (:func:`compile_bytes`) exceeds ``limit`` bytes."""
+    need = compile_bytes(entries)
+    if need <= limit:
+        return
+    raise ResourceError(
+        f"compiling the junction tree needs {format_bytes(need)} (limit "
+        f"{format_bytes(limit)}): {entries:,} index entries, one per entry of each factor's "
+        f"host clique (largest {largest:,} entries) and of each clique's parent",
+        hint="many factors share one large clique: read fewer queries per pass, or raise the "
+        "memory limit")
 
 
 def junction_bags(sizes: Sequence[int], scopes: Sequence[Sequence[int]], *,

@@ -37,6 +37,7 @@ how the structure is built; kept together, that is one code path.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -75,7 +76,13 @@ from tessera.engine.factors import (
     scope,
     tabulate,
 )
-from tessera.engine.junction import JunctionTree, junction_tree
+from tessera.engine.junction import (
+    COMPILE_BYTES_PER_ENTRY,
+    JunctionTree,
+    check_compile,
+    junction_compile_bytes,
+    junction_tree,
+)
 from tessera.engine.program import Forward, Program, Sampler
 from tessera.engine.semiring import LOG_SUM_PRODUCT, MAX_PLUS
 from tessera.errors import QueryError, ResourceError, TesseraError
@@ -160,6 +167,8 @@ class Structure:
     plan: MemoryPlan
     program: Program
     heuristic: str
+    memory_limit: int = DEFAULT_MEMORY_LIMIT
+    compile_guard: bool = False
 
     @staticmethod
     def build(
@@ -171,16 +180,17 @@ class Structure:
         heuristic: str,
         memory_limit: int,
         dense_limit: int,
+        compile_guard: bool = False,
     ) -> Structure:
         functions, all_names, layout, graph, order, bags, parents, plan = Structure.planned(
             domain, queries, names, constraints, heuristic=heuristic,
-            memory_limit=memory_limit, dense_limit=dense_limit)
+            memory_limit=memory_limit, dense_limit=dense_limit, compile_guard=compile_guard)
         compiled = tabulate(layout)  # only now are tables allocated
         program = Program.build(layout.sizes, [g.scope for g in compiled.groups], order, bags,
                                 parents)
         return Structure(domain, functions, all_names, len(queries), compiled, graph,
                          tuple(order), tuple(tuple(b) for b in bags), tuple(parents), plan,
-                         program, heuristic)
+                         program, heuristic, memory_limit, compile_guard)
 
     @staticmethod
     def planned(
@@ -192,11 +202,16 @@ class Structure:
         heuristic: str,
         memory_limit: int,
         dense_limit: int,
+        compile_guard: bool = False,
     ) -> tuple[tuple[Function, ...], tuple[str, ...], ModelLayout, nx.Graph, list[int],
                list[list[int]], list[int], MemoryPlan]:
         """Everything :meth:`build` decides before a table is allocated: the layout, the
         elimination order, its bags and the memory plan, refused by the memory guard
-        (:class:`~tessera.errors.ResourceError`) exactly as :meth:`build` refuses it."""
+        (:class:`~tessera.errors.ResourceError`) exactly as :meth:`build` refuses it.
+        ``compile_guard``: the plan also prices the compilation of its junction tree
+        (:attr:`~tessera.engine.decomposition.MemoryPlan.compile_bytes`: one index entry per
+        entry of each factor group's host clique, :func:`tessera.engine.junction.
+        junction_compile_bytes`) and the guard refuses it beyond ``memory_limit``."""
         functions = tuple(queries) + tuple(constraints)
         all_names = tuple(names) + tuple(f"constraint #{i}" for i in range(len(constraints)))
         hard = [False] * len(queries) + [True] * len(constraints)
@@ -225,6 +240,18 @@ class Structure:
         plan = memory_plan(sizes, bags, factor_bytes=layout.factor_bytes())
         check_memory(plan, memory_limit, lambda: _culprits(layout, functions, all_names,
                                                            bags[plan.largest_bag]))
+        if compile_guard:
+            need = junction_compile_bytes(sizes, layout.scopes, order=order,
+                                          memory_limit=memory_limit)
+            plan = dataclasses.replace(plan, compile_bytes=need)
+            if need > memory_limit:
+                try:
+                    check_compile(need // COMPILE_BYTES_PER_ENTRY, plan.largest_entries,
+                                  memory_limit)
+                except ResourceError as e:
+                    raise ResourceError(
+                        f"{e.message}; the model has {len(layout.scopes):,} factor groups for "
+                        f"{len(functions):,} queries", hint=e.hint) from None
         return functions, all_names, layout, graph, order, bags, parents, plan
 
     @cached_property
@@ -232,7 +259,9 @@ class Structure:
         """The compiled junction tree of the factor groups on the same elimination order (same
         width): log Z and the exact marginals for any θ (docs/theory.md §4.7)."""
         c = self.compiled
-        return junction_tree(c.sizes, [g.scope for g in c.groups], order=self.order)
+        # with compile_guard, the plan priced (and the guard passed) the compilation already
+        return junction_tree(c.sizes, [g.scope for g in c.groups], order=self.order,
+                             compile_guard=False)
 
     @cached_property
     def flat(self) -> FlatFactors:
@@ -408,11 +437,12 @@ class GibbsModel:
         heuristic: str = "min-fill",
         memory_limit: int = DEFAULT_MEMORY_LIMIT,
         dense_limit: int = DENSE_LIMIT,
+        compile_guard: bool = False,
     ) -> None:
         queries, names = _named(domain, queries, names)
         self.structure = Structure.build(
             domain, queries, names, tuple(constraints), heuristic=heuristic,
-            memory_limit=memory_limit, dense_limit=dense_limit,
+            memory_limit=memory_limit, dense_limit=dense_limit, compile_guard=compile_guard,
         )
         self.theta = _theta(theta, len(queries))
         self._cache: dict[str, object] = {}
@@ -427,6 +457,7 @@ class GibbsModel:
         heuristic: str = "min-fill",
         memory_limit: int = DEFAULT_MEMORY_LIMIT,
         dense_limit: int = DENSE_LIMIT,
+        compile_guard: bool = False,
     ) -> MemoryPlan:
         """The memory plan of the model the constructor would build with these arguments,
         without allocating a table: the same layout, elimination and guard
@@ -434,7 +465,8 @@ class GibbsModel:
         :class:`~tessera.errors.ResourceError` exactly when the constructor would."""
         queries, names = _named(domain, queries, names)
         return Structure.planned(domain, queries, names, tuple(constraints), heuristic=heuristic,
-                              memory_limit=memory_limit, dense_limit=dense_limit)[-1]
+                                 memory_limit=memory_limit, dense_limit=dense_limit,
+                                 compile_guard=compile_guard)[-1]
 
     @staticmethod
     def from_workload(workload: Workload, theta: Sequence[float] | npt.ArrayLike | None = None,

@@ -5,7 +5,8 @@ the residual basis of docs/theory.md §10 and :mod:`tessera.strategy.marginals`)
 
 **Input.** Public attribute sizes n_i; noisy marginals y_A over measured scopes A, each cell
 with independent noise of variance v_A (precision u_A = 1/v_A); target scopes S (each inside a
-measured scope). Nothing else: this is post-processing, no sensitive value is read.
+measured scope, up to attributes of one code, whose residuals are zero spaces). Nothing else:
+this is post-processing, no sensitive value is read.
 
 **Program.** With x the (never built) histogram, Q_S its S-marginal and
 H = Σ_A u_A Q_AᵀQ_A the information of the measurements, the estimate is
@@ -62,7 +63,13 @@ import numpy as np
 import numpy.typing as npt
 from scipy.optimize import minimize
 
-from tessera.strategy.marginals import MarginalDesign, Scope, downward_closure, subsets
+from tessera.strategy.marginals import (
+    MarginalDesign,
+    Scope,
+    downward_closure,
+    informative,
+    subsets,
+)
 
 FloatArray = npt.NDArray[np.float64]
 #: KKT residual (counts) below which a solver stop is accepted as the optimum.
@@ -132,13 +139,18 @@ class _Dual:
         self.shapes = [tuple(sizes[a] for a in s) for s in self.targets]
         self.cells = [math.prod(sh) for sh in self.shapes]
         self.bounds = np.concatenate([[0], np.cumsum(self.cells)]).astype(np.int64)
-        self.residuals = downward_closure(self.targets)
+        # (a residual over an attribute of one code is the zero space: ρ_B = 0 there, and it
+        # has no μ_B — :mod:`tessera.strategy.marginals`)
+        self.residuals = tuple(b for b in downward_closure(self.targets)
+                               if informative(b, sizes) == b)
         self.mu_b = mu_b
         self.mu_hat = np.concatenate([gls[s].ravel() for s in self.targets])
         # (target index, residual, axes of S∖B, broadcast shape of B within S) per pair B ⊆ S
         self.pairs = []
         for j, s in enumerate(self.targets):
             for b in subsets(s):
+                if informative(b, sizes) != b:
+                    continue
                 axes = tuple(k for k, a in enumerate(s) if a not in b)
                 shape = tuple(sizes[a] if a in b else 1 for a in s)
                 self.pairs.append((j, b, axes, shape))

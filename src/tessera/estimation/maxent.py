@@ -134,7 +134,7 @@ class ScopeModel:
             self._jt = junction_tree(domain.sizes, self.scopes, memory_limit=memory_limit)
         else:
             self._gibbs = GibbsModel(domain, gibbs_functions(domain, self.scopes, self.queries),
-                                     memory_limit=memory_limit)
+                                     memory_limit=memory_limit, compile_guard=True)
 
     @property
     def width(self) -> int:
@@ -388,7 +388,8 @@ def added_query_groups(domain: Domain, scopes: Sequence[Scope],
         group = [(-1 - j, added[j]) for j in range(lo, hi)]
         try:
             GibbsModel.plan_of(domain, gibbs_functions(domain, scopes, [*queries, *group],
-                                                       cells), memory_limit=memory_limit)
+                                                       cells), memory_limit=memory_limit,
+                               compile_guard=True)
         except ResourceError as e:
             return e
         return None

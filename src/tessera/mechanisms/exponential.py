@@ -12,7 +12,8 @@ the scores are monotone (all move in the same direction between neighbours). It 
 Unifying Privacy Loss Composition for Data Analytics", ALT 2021), which :meth:`rho` reports.
 
 Sampling is Gumbel-max: argmax_i (s_i + G_i), G_i i.i.d. Gumbel with scale β = 2Δ/ε, has
-exactly the law above. OpenDP 0.16 implements it as ``make_noisy_max`` with the
+exactly the law above. OpenDP (0.14.2 to 0.16: the range ``pyproject.toml`` allows, each
+checked by tests/mechanisms) implements it as ``make_noisy_max`` with the
 **zero-concentrated-divergence** output measure, and ``scale`` = β:
 
 * ``make_noisy_max(..., output_measure=max_divergence(), scale)`` does *not* sample the

@@ -9,6 +9,12 @@ generators are not cryptographically secure. A seed therefore exists for tests o
 distributions (so distributional tests are meaningful and reproducible), and every output made
 with it is flagged ``private=False``.
 
+OpenDP below :data:`MIN_OPENDP` is refused when the first sampler is built
+(:func:`check_opendp`): before 0.14 there is no ``make_noisy_max``, and the discrete Laplace and
+Gaussian samplers of 0.14.0 and 0.14.1 fail Tessera's distribution tests (tests/mechanisms:
+chi-square against the exact pmf; 60,000 draws at b = 3 put z-scores above 10 on the multiples
+of 3, where 0.14.2 to 0.16.0 pass).
+
 >>> NoiseSource.secure().private
 True
 >>> NoiseSource.seeded(7).private
@@ -17,6 +23,8 @@ False
 
 from __future__ import annotations
 
+import importlib.metadata
+import re
 import types
 from dataclasses import dataclass, field
 
@@ -24,9 +32,25 @@ import numpy as np
 
 from tessera.errors import TesseraError
 
-__all__ = ["NoiseSource", "opendp_prelude"]
+__all__ = ["MIN_OPENDP", "NoiseSource", "check_opendp", "opendp_prelude"]
+
+#: The oldest OpenDP whose samplers Tessera uses (module docs; pyproject.toml states the range).
+MIN_OPENDP = (0, 14, 2)
 
 _FEATURES_ENABLED = False
+
+
+def check_opendp(version: str) -> None:
+    """Refuse an OpenDP ``version`` below :data:`MIN_OPENDP` (module docs), with the install
+    line. A version whose leading ``X.Y.Z`` cannot be read is refused too."""
+    m = re.match(r"(\d+)\.(\d+)\.(\d+)", version)
+    if m is None or tuple(int(g) for g in m.groups()) < MIN_OPENDP:
+        least = ".".join(map(str, MIN_OPENDP))
+        raise TesseraError(
+            f"OpenDP {version} is installed; Tessera's noise needs OpenDP {least} or newer "
+            "(older releases lack make_noisy_max, or draw noise whose distribution Tessera's "
+            "tests reject)",
+            hint=f"pip install 'opendp>={least},<0.17'")
 
 
 def opendp_prelude() -> types.ModuleType:
@@ -37,6 +61,12 @@ def opendp_prelude() -> types.ModuleType:
     OpenDP; it is called once, on first use.
     """
     global _FEATURES_ENABLED
+    if not _FEATURES_ENABLED:
+        try:
+            installed = importlib.metadata.version("opendp")
+        except importlib.metadata.PackageNotFoundError:
+            installed = "(no package metadata)"
+        check_opendp(installed)
     import opendp.prelude as dp
 
     if not _FEATURES_ENABLED:

@@ -20,13 +20,15 @@ so γ_w = g(S) with S = max_x Σ_{q: q(x)=1} h(w_q), the *score*. Solvers work o
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 import numpy as np
 import numpy.typing as npt
 
 from tessera.errors import QueryError
-from tessera.privacy import COMPOSABLE, Definition, Neighbours
+from tessera.privacy import COMPOSABLE, ONE_ROW, Definition, Neighbours, PrivacyUnit
 
 
 def composable(comp: Definition | str) -> Definition:
@@ -81,6 +83,9 @@ class OverlapResult:
       **the calibration value**.
     * ``score_achieved`` = score of the witness ≤ the maximum; ``achieved`` = g(score_achieved).
     * ``total_score`` = Σ_q h(w_q): sequential composition, for the utility gain.
+    * ``unit``: whose presence the scores bound — one row, or one person of at most K rows, whose
+      scores are K (pure) or K² (gdp, zcdp) times the row's (:func:`per_unit`); the witness is
+      then one row of the person (of K identical ones).
     """
 
     comp: Definition
@@ -93,6 +98,7 @@ class OverlapResult:
     n_queries: int
     total_score: float
     notes: tuple[str, ...] = field(default=())
+    unit: PrivacyUnit = ONE_ROW
 
     def __post_init__(self) -> None:
         if self.score_bound < self.score_achieved:
@@ -139,6 +145,7 @@ class OverlapResult:
             "score_achieved": self.score_achieved,
             "method": self.method,
             "n_queries": self.n_queries,
+            **({} if self.unit.is_row else {"privacy_unit": self.unit.to_dict()}),
             "sequential": self.sequential,
             "utility_gain": self.utility_gain,
             "witness": None
@@ -150,3 +157,39 @@ class OverlapResult:
             },
             "notes": list(self.notes),
         }
+
+
+def per_unit(results: Sequence[OverlapResult], unit: PrivacyUnit, neighbours: Neighbours,
+             factor: int) -> OverlapResult:
+    """The maximum overlap per privacy unit (docs/theory.md §3.13) from the row-level results,
+    one per relation of ``unit.row_relations(neighbours)``: score = ``factor`` × the largest
+    row score (``factor`` = ``unit.factor(comp)``: K for ε, K² for μ² and ρ). The bound is
+    rounded up and the witness's score down, so the bound stays an upper bound and the witness
+    (K copies of the best row, or of the best pair) a lower one; exact when every solve was.
+
+    >>> a = OverlapResult(Definition.PURE, Neighbours.ADD_REMOVE, 2.0, 2.0, True, "m", None, 3,
+    ...                   3.0)
+    >>> per_unit([a], PrivacyUnit("pid", 4), Neighbours.ADD_REMOVE, 4).bound
+    8.0
+    """
+    bound = max(results, key=lambda r: r.score_bound)
+    best = max(results, key=lambda r: r.score_achieved)
+    exact = all(r.exact for r in results)
+    k = unit.max_rows
+    rows = "row" if k == 1 else "rows"
+    which = " and ".join(r.neighbours.value for r in results)
+    return OverlapResult(
+        bound.comp, neighbours, _times(factor, bound.score_bound, up=True),
+        _times(factor, best.score_achieved, up=False), exact,
+        f"{factor} × the row score ({which}; {k} {rows} per person): {bound.method}",
+        best.witness, bound.n_queries,
+        _times(factor, max(r.total_score for r in results), up=True),
+        tuple(n for r in results for n in r.notes), unit)
+
+
+def _times(factor: int, x: float, *, up: bool) -> float:
+    """factor × x as a float rounded up (``up``) or down: exact when representable."""
+    y = factor * x
+    if not math.isfinite(y) or Fraction(y) == factor * Fraction(x):
+        return y
+    return math.nextafter(y, math.inf if up else -math.inf)

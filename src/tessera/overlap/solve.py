@@ -27,7 +27,7 @@ from tessera.overlap.engine_route import is_boolean
 from tessera.overlap.quick import n_predicates
 from tessera.overlap.range_overlap import single_family, solve_range_family
 from tessera.overlap.recover import recover_families
-from tessera.overlap.result import OverlapResult, composable
+from tessera.overlap.result import OverlapResult, composable, per_unit
 from tessera.overlap.routes import (
     METHODS,
     Method,
@@ -43,7 +43,7 @@ from tessera.overlap.substitution import (
     realisable_sets,
 )
 from tessera.overlap.wcsp import available as wcsp_available
-from tessera.privacy import Definition, Neighbours
+from tessera.privacy import ONE_ROW, Definition, Neighbours, PrivacyUnit
 from tessera.schema.domain import Domain
 from tessera.workload.query import Query
 
@@ -90,9 +90,16 @@ def max_overlap(
     neighbours: Neighbours | str = Neighbours.ADD_REMOVE,
     time_limit: float | None = None,
     method: Method = "auto",
+    unit: PrivacyUnit = ONE_ROW,
 ) -> OverlapResult:
     """γ_w(Q) = g(max_x Σ_{q∈I(x)} h(w_q)) (add/remove) or g(max_{x,y} Σ_{I(x)ΔI(y)} h(w_q))
     (substitute), with a re-checked witness. Weights default to the workload's (or 1).
+
+    ``unit``: a person of at most K rows (docs/theory.md §3.13) scores ``unit.factor(comp)``
+    times the largest row score of ``unit.row_relations(neighbours)`` (:func:`.result.per_unit`):
+    γ_w grows by K under ``pure`` and ``gdp`` (L1 and L2 sensitivity K·γ, K·√S) and the score
+    by K² under ``zcdp``. This is the one place a person's γ is made; the solves share the
+    time limit.
 
     A structured workload (:attr:`~tessera.workload.workload.Workload.partitions`) is solved from
     its families without expanding them (:func:`.structured.solve_structured`, the partition bound);
@@ -105,6 +112,13 @@ def max_overlap(
         neighbours = Neighbours.parse(neighbours)
     except TesseraError as e:
         raise QueryError(e.message, hint=e.hint) from None
+    if not unit.is_row:
+        relations = unit.row_relations(neighbours)
+        share = None if time_limit is None else time_limit / len(relations)
+        rows = [max_overlap(workload_or_queries, weights, domain=domain, comp=comp,
+                            neighbours=rel, time_limit=share, method=method)
+                for rel in relations]
+        return per_unit(rows, unit, neighbours, unit.factor(comp))
     if method not in METHODS:
         raise QueryError(f"unknown method {method!r}", hint=f"one of {', '.join(METHODS)}")
     if method == "toulbar2" and not wcsp_available():

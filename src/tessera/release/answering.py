@@ -15,16 +15,18 @@
 4. **noise** — discrete Laplace or discrete Gaussian from OpenDP's secure sampler;
 5. **post-process** (free in privacy, each optional and labelled);
 6. **deliver** — the requested files (answers, certificate, report) are written to temporary
-   files beside their targets and renamed over them only when all are complete
-   (:func:`tessera.data.outputs.staged`); then the ledger marks the release ``released`` and a
-   :class:`Release` holding only noisy values is returned.
+   files beside their targets, a caller's ``deliver`` callback runs, and only when all of that
+   succeeded are the files renamed over their targets (:func:`tessera.data.outputs.staged`);
+   then the ledger marks the release ``released`` and a :class:`Release` holding only noisy
+   values is returned.
 
 Every requested output path (suffix, directory, permission) is checked in step 1, before the
 charge (:func:`tessera.data.outputs.check_outputs`): what can be foreseen fails without
-spending budget. A failure or an interruption after the charge (a full disk, Ctrl-C, a crash)
-marks the release ``aborted``, leaves no requested file behind, and keeps the budget spent
-(docs/theory.md §9.6: once the charge is committed the ledger cannot know whether noise was
-drawn or seen, so it never refunds).
+spending budget. A failure or an interruption after the charge (a full disk, Ctrl-C, a crash,
+a failing ``deliver`` callback) marks the release ``aborted``, leaves no requested file behind,
+and keeps the budget spent (docs/theory.md §9.6: once the charge is committed the ledger cannot
+know whether noise was drawn or seen, so it never refunds); the error says which charge, at
+which step, and which files exist (:func:`tessera.data.outputs.aborted_hint`).
 
 A ``seed`` makes the noise reproducible for tests: the release then says NOT PRIVATE
 everywhere (its certificate, its frame's attributes, its files).
@@ -33,6 +35,7 @@ everywhere (its certificate, its frame's attributes, its files).
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -46,20 +49,22 @@ import pandas as pd
 
 from tessera.data.counts import count_encoded
 from tessera.data.outputs import (
+    Delivery,
     Output,
     OutputError,
+    aborted_hint,
     atomic,
     check_outputs,
     settled,
     staged,
 )
 from tessera.data.source import encode
-from tessera.data.table import CsvOptions
+from tessera.data.table import CsvOptions, ExtraColumns
 from tessera.errors import DataError, DataWarning, TesseraError
 from tessera.mechanisms import NoiseSource, discrete_gaussian, discrete_laplace
 from tessera.mechanisms.batch import MAX_PARAMETER
 from tessera.mechanisms.record import MechanismRecord
-from tessera.privacy import Neighbours
+from tessera.privacy import ONE_ROW, Definition, Neighbours, PrivacyUnit
 from tessera.release.budget import DISCRETE_LAPLACE, Budget
 from tessera.release.ledger import Charge, Ledger
 from tessera.release.plan import Allocation, NoisePlan
@@ -74,6 +79,8 @@ from tessera.release.strategy_release import (
 from tessera.strategy.candidates import Strategy
 from tessera.workload.ranges import RangeNames
 from tessera.workload.workload import Workload
+
+logger = logging.getLogger(__name__)
 
 #: Post-processing steps :func:`answer` knows, in the order they apply.
 POSTPROCESSING = ("consistency", "model", "nonnegative")
@@ -191,9 +198,6 @@ class Release:
         return write_report(self, Path(path))
 
 
-#: What a failure after the charge says (docs/theory.md §9.6).
-ABORTED = ("the release was charged before this failure and is marked aborted in the ledger: "
-           "its budget stays spent, and no requested file was written")
 #: Suffixes of the files :func:`answer` writes (answers, certificate, report).
 ANSWER_SUFFIXES = (".csv", ".parquet")
 CERTIFICATE_SUFFIXES = (".json",)
@@ -208,10 +212,12 @@ def release_outputs(output: str | Path | None = None, certificate: str | Path | 
                           Output.of(report, "report", REPORT_SUFFIXES)])
 
 
-def _deliver(release: Release, outputs: Sequence[Output]) -> None:
-    """Write every requested file of ``release``, all or none (:func:`staged`)."""
-    if not outputs:
-        return
+def _deliver(release: Release, outputs: Sequence[Output], delivery: Delivery,
+             then: Callable[[Release], None] | None = None) -> None:
+    """Write every requested file of ``release`` and run ``then`` (a caller's delivery), all
+    or none: the files are renamed into place only once ``then`` returned (:func:`staged`), so
+    that a failure anywhere leaves none of them. ``delivery`` records the step and the files
+    put in place (what an abort says)."""
     from tessera.release.certificate import write_certificate
     from tessera.release.output import write_release
     from tessera.release.report import write_report
@@ -219,13 +225,18 @@ def _deliver(release: Release, outputs: Sequence[Output]) -> None:
     writers = {"answers": lambda p: write_release(release, p),
                "certificate": lambda p: write_certificate(release.certificate, p),
                "report": lambda p: write_report(release, p)}
-    with staged([o.path for o in outputs]) as temps:
+    delivery.step = "writing the files"
+    with staged([o.path for o in outputs], delivery.placed) as temps:
         for o, tmp in zip(outputs, temps):
             try:
                 writers[o.what](tmp)
             except OSError as e:  # a full disk, a vanished directory: one line, no traceback
                 raise OutputError(f"cannot write the {o.what}: {e.strerror or e}",
                                   where=str(o.path)) from None
+        if then is not None:
+            delivery.step = "in the deliver callback, before the files were put in place"
+            then(release)
+        delivery.step = "putting the files in place"
 
 
 def answer(
@@ -234,6 +245,7 @@ def answer(
     budget: Budget,
     *,
     neighbours: Neighbours | str = Neighbours.ADD_REMOVE,
+    unit: PrivacyUnit = ONE_ROW,
     allocation: Allocation = "auto",
     postprocess: Sequence[str] = (),
     strategy: str = "auto",
@@ -246,6 +258,7 @@ def answer(
     csv: CsvOptions = CsvOptions(),
     table: str | None = None,
     on_invalid: str = "error",
+    extra_columns: ExtraColumns = "error",
     output: str | Path | None = None,
     certificate: str | Path | None = None,
     report: str | Path | None = None,
@@ -255,15 +268,23 @@ def answer(
 
     ``output`` (.csv/.parquet), ``certificate`` (.json), ``report`` (.html): files written
     before the release is marked released, checked before the charge. ``deliver``: called with
-    the release after its files are written and before it is marked released, for a caller
-    that delivers more of it (a failure there marks the release aborted; e.g. ``tessera synth
-    --method lp`` writes its synthetic rows there).
+    the release once its files are complete in their temporary files, before they are renamed
+    into place and the release is marked released, for a caller that delivers more of it (e.g.
+    ``tessera synth --method lp`` writes its synthetic rows there); a failure there marks the
+    release aborted and leaves none of the requested files.
 
     ``strategy``: what is measured (:mod:`tessera.strategy`; ``auto``: the least expected error
     for ``objective``), W's answers reconstructed from it (:mod:`.strategy_release`).
     ``estimate``: ``gls`` (those answers) or ``model`` (adds the post-processing step
     ``model``: non-negative consistent estimates from every measurement,
-    :mod:`.model_estimate`; no proven interval)."""
+    :mod:`.model_estimate`; no proven interval).
+
+    ``unit``: whose presence the budget protects — one row (the default), or one person
+    (:class:`~tessera.privacy.PrivacyUnit`: every row with the same value of its id column, at
+    most K of them kept by a rule that reads that person's rows alone; docs/theory.md §3.13):
+    the noise is calibrated to a person's γ_w (K·γ under pure ε, the ℓ2 sensitivity K·√γ(c)
+    under zCDP), the guarantees and the certificate name the unit, and a ledger must be made
+    for the same unit."""
     if estimate == "adaptive":  # the route lives above this layer (tessera.routes)
         raise TesseraError("estimate 'adaptive' is tessera.answer_adaptive(data, workload, "
                            "budget, ...) (tessera answer --estimate adaptive)",
@@ -283,9 +304,12 @@ def answer(
     start = time.perf_counter()
     plan, choice = strategy_plan(workload, budget, neighbours=neighbours, allocation=allocation,
                                  strategy=strategy, objective=objective, time_limit=time_limit,
-                                 estimate=estimate)
+                                 estimate=estimate, unit=unit)
     measured = plan.workload
     timings["plan"] = time.perf_counter() - start
+    if choice is not None:
+        logger.info("strategy %s: %s measured queries, answers by %s", choice.chosen.name,
+                    f"{measured.n_queries:,}", choice.chosen.reconstruction.name)
     book = Ledger.open(ledger) if isinstance(ledger, (str, Path)) else ledger
     if book is not None:
         _check_ledger(book, plan)
@@ -294,7 +318,7 @@ def answer(
     # depends on the data is computed or raised between the charge and the noisy release.
     t0 = time.perf_counter()
     encoded = encode(data, workload.domain, on_invalid=on_invalid,  # type: ignore[arg-type]
-                     csv=csv, table=table)
+                     csv=csv, table=table, unit=unit, extra_columns=extra_columns)
     timings["encode"] = time.perf_counter() - t0
     _check_rows(encoded.n_rows, plan.neighbours)
     contrasted = None if choice is None else choice.chosen
@@ -307,8 +331,11 @@ def answer(
     if book is not None:
         charge = book.charge(measured, plan.costs, label=label or "release",
                              mechanism=plan.mechanism,
-                             time_limit=60.0 if time_limit is None else max(time_limit, 1.0))
-    with settled(book, charge, ABORTED):
+                             time_limit=60.0 if time_limit is None else max(time_limit, 1.0),
+                             unit=plan.unit)
+    delivery = Delivery(tuple(o.path for o in outputs))
+    symbol = _budget_symbol(plan)
+    with settled(book, charge, lambda: aborted_hint("release", charge, symbol, delivery)):
         t0 = time.perf_counter()
         exact = count_encoded(encoded, measured)
         del encoded
@@ -318,6 +345,7 @@ def answer(
                          else measure_contrasts(plan, contrasted, exact, source))
         del exact  # the exact answers go no further
         timings["noise"] = time.perf_counter() - t0
+        logger.debug("noise added: %s (%s)", record.describe(), source.label)
         # (W measured as given — direct, nothing merged — needs no reconstruction)
         rec = (None if choice is None or choice.chosen.measured is workload
                else reconstruct(plan, choice, noisy))
@@ -332,9 +360,7 @@ def answer(
         shown = None if charge is None else dataclasses.replace(charge, status="released")
         release = Release(plan, noisy, record, post, notes, doc, shown, timings, rec)
         t0 = time.perf_counter()
-        _deliver(release, outputs)
-        if deliver is not None:
-            deliver(release)
+        _deliver(release, outputs, delivery, deliver)
         timings["deliver"] = time.perf_counter() - t0
     timings["total"] = time.perf_counter() - start
     return release
@@ -370,13 +396,19 @@ def _check_scales(plan: NoisePlan, contrasted: Strategy | None) -> None:
     if bad.size == 0:
         return
     k = int(bad[0])
-    what = (f"measured query {int(released[k])} of the strategy" if contrasted is None
-            else f"residual {k} of the strategy")
+    what = (f"measured query {int(released[k])} ({plan.workload.name_of(int(released[k]))!r})"
+            if contrasted is None else f"residual {k} of the strategy")
     raise TesseraError(
         f"{what}: its noise scale {float(values[k]):.4g} is past the sampler's limit 2^52 "
         f"({bad.size} such): the split gives it a vanishing share of the budget (nothing was "
         "charged)",
-        hint="choose another strategy (--strategy auto, direct or identity) or objective")
+        hint="choose another strategy (--strategy auto, direct or identity) or objective, or "
+             "weights that give no released query a vanishing share")
+
+
+def _budget_symbol(plan: NoisePlan) -> str:
+    """The symbol the ledger counts this release's cost in: ε (pure) or ρ (zCDP)."""
+    return "ε" if plan.budget.calibration is Definition.PURE else "ρ"
 
 
 def _check_ledger(book: Ledger, plan: NoisePlan) -> None:
@@ -390,6 +422,7 @@ def _check_ledger(book: Ledger, plan: NoisePlan) -> None:
         raise TesseraError(
             f"the ledger is for {book.neighbours.label} neighbours, this release for "
             f"{plan.neighbours.label}", hint="use the ledger's --neighbours")
+    book.check_unit(plan.unit)  # (before the data are read: nothing is charged)
 
 
 def _add_noise(

@@ -5,6 +5,10 @@ A certificate records the definition and neighbour relation, the mechanism that 
 whether its randomness was private), the workload's canonical hash, γ_w with its witness and
 whether it is exact, every per-query parameter, and the guarantee in every definition the
 mechanism provably has — plus what is *not* proven (a discrete Gaussian is not exactly μ-GDP).
+A release made for one person (a privacy id, at most K rows each; docs/theory.md §3.13) has a
+``privacy_unit`` section — the id column's name (never its values), K, the factor a person pays
+over a row (K for ε, K² for ρ) and the bounding rule — and its γ_w, spent and guarantees are a
+person's; ``verify`` reads the unit from there and recomputes the person's γ and spend.
 
 :func:`verify_certificate` recomputes the accounting from the schema and workload alone — no
 data — and lists every difference. The ``digest`` (SHA-256 of the canonical JSON of every other
@@ -28,9 +32,10 @@ import numpy as np
 
 from tessera import __version__
 from tessera.data.outputs import write_text
+from tessera.data.validation import BOUNDING_RULE
 from tessera.errors import TesseraError
 from tessera.mechanisms.record import MechanismRecord
-from tessera.privacy import Definition
+from tessera.privacy import Definition, PrivacyUnit
 from tessera.release.budget import DISCRETE_LAPLACE, Budget
 from tessera.release.ledger import Charge
 from tessera.release.plan import (
@@ -40,6 +45,7 @@ from tessera.release.plan import (
     restated,
     uniform_excess,
 )
+from tessera.software import versions
 from tessera.strategy.choose import StrategyChoice
 from tessera.strategy.context import SHARE_DIGITS
 from tessera.strategy.stated_shares import shares_of
@@ -56,8 +62,11 @@ TOP_LEVEL_KEYS = ("$schema", "schema_version", "library", "created", "private", 
                   "spent", "queries", "families", "guarantees", "not_proven", "postprocessing",
                   "ledger", "digest")
 #: Fields a certificate may have beyond :data:`TOP_LEVEL_KEYS`: ``strategy`` (what was measured
-#: and how W was reconstructed; absent in certificates made before strategies: W measured).
-OPTIONAL_KEYS = ("strategy",)
+#: and how W was reconstructed; absent in certificates made before strategies: W measured) and
+#: ``privacy_unit`` (a release for one person; absent: the unit is one row); ``software`` (the
+#: versions of Tessera, OpenDP, dp-accounting and Python that made it:
+#: :func:`tessera.software.versions`; absent in certificates made before it was recorded).
+OPTIONAL_KEYS = ("strategy", "privacy_unit", "software")
 #: Relative tolerance when a recomputed float is compared with the certificate's.
 RTOL = 1e-9
 #: Relative tolerance when what an optimiser recomputes is compared with the certificate: the
@@ -101,12 +110,16 @@ def _plan_fields(plan: NoisePlan) -> dict[str, Any]:
         if ov.witness.y is not None:
             witness["substituted_by"] = {a.name: a.label(c)
                                          for a, c in zip(wl.domain, ov.witness.y)}
+        if not plan.unit.is_row:  # a person of K identical rows (or K identical pairs)
+            witness["copies"] = plan.unit.max_rows
     mech = plan.mechanism
     param = "scale b" if mech == DISCRETE_LAPLACE else "σ"
     for p, cells in wl.family_slices():  # one noise parameter per family: the form records it
         if not np.all(plan.scales[cells] == plan.scales[cells][0]):
             raise TesseraError(f"family {p.name!r}: its cells have different noise scales")
+    unit = {} if plan.unit.is_row else {"privacy_unit": unit_fields(plan.unit, plan)}
     return {
+        **unit,
         "budget": plan.budget.to_dict(),
         "calibration": {"definition": plan.budget.calibration.value, "total": plan.total},
         "neighbours": plan.neighbours.value,
@@ -139,6 +152,20 @@ def _plan_fields(plan: NoisePlan) -> dict[str, Any]:
     }
 
 
+def unit_fields(unit: PrivacyUnit, plan: NoisePlan) -> dict[str, Any]:
+    """The certificate's ``privacy_unit``: the id column's name (never a value of it), K, what a
+    person pays over a row (``cost_factor``: K for ε, K² for ρ; γ_w and spent are a person's)
+    and the bounding rule."""
+    return {"id_column": unit.id_column, "max_rows": unit.max_rows,
+            "relation": unit.label(plan.neighbours),
+            "cost_factor": unit.factor(plan.budget.calibration), "bounding": BOUNDING_RULE}
+
+
+def certificate_unit(certificate: dict[str, Any]) -> PrivacyUnit:
+    """The unit a certificate states (one row when it has no ``privacy_unit``)."""
+    return PrivacyUnit.from_dict(certificate.get("privacy_unit"))
+
+
 def build_certificate(
     plan: NoisePlan,
     mechanism: MechanismRecord,
@@ -154,10 +181,13 @@ def build_certificate(
         "$schema": SCHEMA_ID,
         "schema_version": SCHEMA_VERSION,
         "library": {"name": "tessera-dp", "version": __version__},
+        "software": versions(),
         "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "private": mechanism.private,
         "mechanism": {"id": plan.mechanism, "name": mechanism.name,
-                      "definition": mechanism.definition.value, "sensitivity": 1,
+                      "definition": mechanism.definition.value,
+                      # what one unit moves a count by: 1 for a row, K for a person
+                      "sensitivity": plan.unit.max_rows,
                       "randomness": SECURE_RANDOMNESS if mechanism.private
                       else "seeded (NOT PRIVATE: tests only)"},
         **_plan_fields(plan),
@@ -248,13 +278,14 @@ def verify_certificate(
         diffs.append("digest: the certificate was edited after it was made")
     try:
         budget = Budget.from_dict(certificate["budget"])
+        unit = certificate_unit(certificate)  # one row, or one person: γ and spent K-fold
         stated = certificate.get("strategy")
         scales = stated_scales(certificate)
         if stated is None:  # made before strategies: W itself was measured
             # (an optimised split is re-proved from its stated scales, not re-optimised)
             recomputed = noise_plan(workload, budget, neighbours=certificate["neighbours"],
                                     allocation=certificate["allocation"]["kind"],
-                                    time_limit=time_limit, stated_scales=scales)
+                                    time_limit=time_limit, stated_scales=scales, unit=unit)
             choice = None
         else:
             from tessera.release.strategy_release import (
@@ -272,7 +303,7 @@ def verify_certificate(
                 max_split=stated.get("max_split", "best-of-two"),
                 stated_chosen=stated.get("chosen"),
                 recorded_direct=recorded_direct_split(stated),
-                stated_shares=stated_share_values(stated))
+                stated_shares=stated_share_values(stated), unit=unit)
         plan = restated(recomputed, scales, time_limit)  # the proof: the stated scales alone
         if plan.allocation == "optimal" and uniform_excess(plan, time_limit) > CHOICE_RTOL:
             diffs.append("allocation: the 'optimal' split's total variance exceeds the uniform "

@@ -25,7 +25,7 @@ import numpy.typing as npt
 
 from tessera.errors import TesseraError
 from tessera.overlap import OverlapResult, max_overlap, maximal_overlapping_sets
-from tessera.privacy import Definition, Neighbours
+from tessera.privacy import ONE_ROW, Definition, Neighbours, PrivacyUnit
 from tessera.release.decimals import decimal_value, float_down, float_up
 from tessera.release.ledger_records import LedgerError
 from tessera.schema.domain import Domain
@@ -71,6 +71,9 @@ class CostBound:
       the rounding of costs to multiples of 1/``scale`` when they had too many digits (then
       ``value`` − ``achieved_value`` ≤ 1/scale per query the witness touches, ~1e-13);
     * ``overlap``: the solver's result on the integer scores (witness, method, notes).
+
+    Per person (:func:`cost_bound` with a unit of K rows): ``value`` and ``achieved_value`` are
+    the factor (K for ε, K² for ρ) times the row-level ones, exactly (docs/theory.md §3.13).
     """
 
     value: Fraction
@@ -95,11 +98,14 @@ def combined_cost(
     *,
     neighbours: Neighbours | str = Neighbours.ADD_REMOVE,
     time_limit: float | None = DEFAULT_TIME_LIMIT,
+    unit: PrivacyUnit = ONE_ROW,
+    definition: Definition | str = Definition.PURE,
 ) -> CostBound:
     """The spent budget of these releases (workload, per-query costs), without a ledger: the
     maximum over rows of the summed costs of every query of every release that touches the row
     (docs/theory.md §9). Costs are ε_q (pure) or ρ_q (zCDP); both add up. All workloads must
-    share one domain."""
+    share one domain. Per person (``unit``): the factor of ``definition`` times that
+    (:func:`cost_bound`)."""
     if not releases:
         raise TesseraError("no releases to combine")
     domain = releases[0][0].domain
@@ -109,7 +115,7 @@ def combined_cost(
                                hint="every release of one data set uses the same schema")
     union, costs = union_of([(w, checked_costs(w, c)) for w, c in releases])
     return cost_bound(domain, union, costs, neighbours=Neighbours.parse(neighbours),
-                      time_limit=time_limit)
+                      time_limit=time_limit, unit=unit, definition=definition)
 
 
 def union_of(
@@ -135,6 +141,8 @@ def cost_bound(
     neighbours: Neighbours | str = Neighbours.ADD_REMOVE,
     time_limit: float | None = DEFAULT_TIME_LIMIT,
     threshold: Fraction | None = None,
+    unit: PrivacyUnit = ONE_ROW,
+    definition: Definition | str = Definition.PURE,
 ) -> CostBound:
     """:class:`CostBound` of queries with per-query costs ``costs`` (finite, ≥ 0).
 
@@ -142,10 +150,29 @@ def cost_bound(
     (add/remove neighbours), settle the question exactly by enumerating the maximal overlapping
     sets (:func:`tessera.overlap.maximal_overlapping_sets`, when there are few) and summing
     each one's costs in integers.
+
+    ``unit`` (a person of at most K rows) with the costs' ``definition`` (ε: pure; ρ: zCDP):
+    the person's cost, ``unit.factor(definition)`` × the largest row-level bound of
+    ``unit.row_relations(neighbours)``, in exact rationals (docs/theory.md §3.13; the proof is
+    in :class:`tessera.privacy.PrivacyUnit`). One row: the relation's own bound.
     """
     n = Neighbours.parse(neighbours)
-    cb = _cost_bound(domain, queries, costs, n, time_limit)
-    return cb if threshold is None else settle(cb, domain, queries, costs, n, threshold)
+    factor = unit.factor(definition)
+    relations = unit.row_relations(n)
+    share = None if time_limit is None else time_limit / len(relations)
+    parts = []
+    for rel in relations:
+        cb = _cost_bound(domain, queries, costs, rel, share)
+        if threshold is not None:
+            cb = settle(cb, domain, queries, costs, rel, threshold / factor)
+        parts.append(cb)
+    if unit.is_row:
+        return parts[0]
+    top = max(parts, key=lambda c: c.value)
+    best = max(parts, key=lambda c: c.achieved_value)
+    return CostBound(factor * top.value, factor * best.achieved_value,
+                     all(c.exact for c in parts) or top.value <= best.achieved_value,
+                     top.scale, top.overlap)
 
 
 def settle(

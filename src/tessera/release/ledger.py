@@ -44,6 +44,21 @@ The maximum over the whole domain 𝔻 (not over the rows of the data) is what m
 budget public; bounding each row's loss rather than summing the releases' worst cases is what
 lets disjoint releases compose in parallel.
 
+A person ledger
+---------------
+A ledger made for one person (``unit``: a privacy id and at most K rows each, docs/theory.md
+§3.13) bounds what one person pays: every release is charged its row-level costs c_q (what a
+row pays, per unit of sensitivity, as always), and the spent budget is K·S_k (pure) or
+K²·S_k (ρ) — S_k the row-level maximum above, under substitution the larger of the add/remove
+and the substitution one. This is a valid filter per person: release j moves a person's
+answers by the sum of their ≤ K kept rows' changes, so given the past it costs that person at
+most Σ_{x∈P} ε_j(x) (pure, triangle inequality) or K·Σ_{x∈P} ρ_j(x) (zCDP, Cauchy–Schwarz);
+summed over the releases, at most K·max_x L_k(x) resp. K²·max_x L_k(x), a public bound, and
+the filters above apply to each person's losses. Every release charged to it must have read
+the data bounded to the same unit (a row-level release leaves a person's rows unbounded; one
+bounded to another id or K is another unit): :meth:`Ledger.charge` refuses any other unit
+before anything is recorded.
+
 Charging
 --------
 :meth:`Ledger.charge` runs in ONE ``BEGIN IMMEDIATE`` transaction (SQLite's write lock, taken
@@ -106,6 +121,7 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+import logging
 import math
 import os
 import sqlite3
@@ -119,7 +135,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tessera.data.outputs import settled
-from tessera.privacy import Definition, Neighbours
+from tessera.privacy import ONE_ROW, Definition, Neighbours, PrivacyUnit
 from tessera.release.decimals import (
     decimal_value,
     float_down,
@@ -168,6 +184,8 @@ from tessera.release.ledger_store import (
 from tessera.schema.domain import Domain
 from tessera.workload.workload import Workload
 
+logger = logging.getLogger(__name__)
+
 __all__ = [
     "DEFAULT_TIMEOUT",
     "DEFAULT_TIME_LIMIT",
@@ -209,13 +227,19 @@ class Ledger:
         self.neighbours = Neighbours.parse(str(meta["neighbours"]))
         self.dataset = str(meta["dataset"])
         self.created = str(meta["created"])
+        #: one row (ledgers without a privacy id), or one person of at most K rows
+        self.unit = (ONE_ROW if "privacy_id" not in meta
+                     else PrivacyUnit(str(meta["privacy_id"]), int(meta["max_rows"])))
         self._domain_text = str(meta["domain"])
         self.domain = Domain.from_dict(json.loads(self._domain_text))
         self._parsed: dict[str, Workload] = {}
 
     def __repr__(self) -> str:
+        unit = "" if self.unit.is_row else (f", privacy_id={self.unit.id_column!r}, "
+                                             f"max_rows={self.unit.max_rows}")
         return (f"Ledger({str(self.path)!r}, dataset={self.dataset!r}, total={self.total:g}, "
-                f"definition={self.definition.value!r}, neighbours={self.neighbours.value!r})")
+                f"definition={self.definition.value!r}, neighbours={self.neighbours.value!r}"
+                f"{unit})")
 
     # -- creating and opening ---------------------------------------------------------------------
     @classmethod
@@ -230,8 +254,13 @@ class Ledger:
         dataset: str,
         overwrite: bool = False,
         timeout: float = DEFAULT_TIMEOUT,
+        unit: PrivacyUnit = ONE_ROW,
     ) -> Ledger:
         """Create the ledger file of data set ``dataset`` with budget ``total``.
+
+        ``unit``: whose presence the budget protects, for good — one row, or one person of at
+        most K rows (module docs, "A person ledger"); every release charged to it must be
+        made for the same unit.
 
         The schema ``domain`` is stored in the file (its JSON and SHA-256): every charge must be
         over it, and stored workloads are re-parsed with it. An existing file is never
@@ -266,6 +295,8 @@ class Ledger:
             "domain_sha256": hashlib.sha256(schema.encode()).hexdigest(),
             "created": now(),
         }
+        if not unit.is_row:
+            meta |= {"privacy_id": unit.id_column, "max_rows": unit.max_rows}
         create_file(p, meta, overwrite=overwrite)
         return cls.open(p, timeout=timeout)
 
@@ -298,6 +329,7 @@ class Ledger:
         mechanism: str,
         time_limit: float = DEFAULT_TIME_LIMIT,
         fast_path: bool = False,
+        unit: PrivacyUnit = ONE_ROW,
     ) -> Charge:
         """Charge a release in one committed transaction; answers may leave only afterwards.
 
@@ -308,20 +340,28 @@ class Ledger:
         ``time_limit`` bounds each maximum-overlap solve (the release alone, outside the lock;
         the union, inside it); a solve stopped by it gives an upper bound, so a release may be
         refused that an exact solve would admit, never the reverse. ``fast_path``: see the
-        module docstring.
+        module docstring. ``unit``: the release's unit of privacy (the data it read were bounded
+        to it); anything but the ledger's own is refused before anything is recorded (module
+        docs, "A person ledger").
         """
+        self.check_unit(unit)
         if not (isinstance(time_limit, (int, float)) and math.isfinite(time_limit)
                 and time_limit > 0):
             raise LedgerError(f"time_limit must be a number of seconds > 0, got {time_limit!r}")
         c = checked_costs(workload, costs)
         clauses = stored_clauses(workload, self.domain, self._domain_text, str(self.path))
-        alone = self._solve([(workload, c)], time_limit)  # outside the lock
+        threshold = None if self.unit.is_row else decimal_value(self.total)
+        alone = self._solve([(workload, c)], time_limit, threshold=threshold)  # outside the lock
         release_id = str(uuid.uuid4())
         with write_transaction(self.path, self.timeout) as con:
             record = self._admit(con, workload, c, clauses, alone, release_id,
                                  label=str(label), mechanism=str(mechanism),
                                  time_limit=time_limit, fast_path=fast_path)
         self._parsed[release_id] = workload
+        logger.info("ledger %s: charged %r (%s queries, %s): cost %.6g, spent %.6g → %.6g of "
+                    "%.6g (%s)", self.path.name, record.label, f"{record.n_queries:,}",
+                    record.mechanism, record.cost, record.spent_before, record.spent_after,
+                    self.total, record.method)
         return record
 
     def _admit(
@@ -336,7 +376,8 @@ class Ledger:
         method: Method
         total = decimal_value(self.total)
         if not history:
-            alone = settle(alone, self.domain, workload, c, self.neighbours, total)
+            if self.unit.is_row:  # (a person's bound was settled per row relation: _solve)
+                alone = settle(alone, self.domain, workload, c, self.neighbours, total)
             value, lower, exact, method = (alone.value, alone.achieved_value, alone.exact,
                                            "first")
         else:
@@ -391,13 +432,14 @@ class Ledger:
             hint = (f"ask for at most {format_budget(remaining, self.total, up=False)} {unit} "
                     "per row (scale the costs down), or release queries over rows earlier releases "
                     "touched less; spent budget is never refunded")
+
         def up(x: float) -> str:  # a bound for people: to the total's 6th digit, rounded up
             return format_budget(x, self.total, up=True)
 
         return BudgetExceeded(
             f"release {label!r} refused: it would bring the spent budget to "
             f"≤ {up(after)} {unit}, above the total {format_bound(self.total)} "
-            f"({self.definition.label}, {self.neighbours.label}); spent so far "
+            f"({self.definition.label}, {self.unit.label(self.neighbours)}); spent so far "
             f"≤ {up(before)}, this release alone costs ≤ {up(alone.bound)}"
             f"{how}, remaining {format_budget(remaining, self.total, up=False)}",
             where=str(self.path), hint=hint,
@@ -418,7 +460,7 @@ class Ledger:
         may publish answers); mark the release ``released`` on success, ``aborted`` if the body
         raises. Either way the budget stays spent."""
         charge = self.charge(workload, costs, label=label, mechanism=mechanism,
-                             time_limit=time_limit)
+                             time_limit=time_limit, unit=self.unit)
         with settled(self, charge):
             yield charge
 
@@ -444,6 +486,7 @@ class Ledger:
                                       where=str(self.path))
                 con.execute("UPDATE charges SET status = ?, status_changed = ?"
                             " WHERE release_id = ?", (status, now(), str(release_id)))
+                logger.debug("ledger %s: release %s %s", self.path.name, release_id, status)
 
     # -- reading ----------------------------------------------------------------------------------
     def spent(self) -> float:
@@ -462,7 +505,7 @@ class Ledger:
             rows = con.execute(f"SELECT {CHARGE_COLUMNS} FROM charges ORDER BY seq").fetchall()
         return LedgerSummary(str(self.path), self.dataset, self.definition, self.neighbours,
                              self.total, upper, lower, exact,
-                             tuple(charge_from_row(r) for r in rows))
+                             tuple(charge_from_row(r) for r in rows), self.unit)
 
     def releases(self) -> tuple[Charge, ...]:
         """Every charge, oldest first."""
@@ -557,4 +600,24 @@ class Ledger:
         union, costs = union_of(parts)
         subject: Any = union if union.is_structured else union.queries
         return cost_bound(self.domain, subject, costs, neighbours=self.neighbours,
-                          time_limit=time_limit, threshold=threshold)
+                          time_limit=time_limit, threshold=threshold, unit=self.unit,
+                          definition=self.definition)
+
+    def check_unit(self, unit: PrivacyUnit) -> None:
+        """Refuse a release made for another unit of privacy than the ledger's (before any
+        charge): its data were bounded otherwise (or not at all), so the ledger's per-person
+        accounting would not hold for it."""
+        if unit == self.unit:
+            return
+        mine, theirs = self.unit, unit
+        if mine.is_row:
+            hint = ("charge it to a ledger made for that unit (tessera ledger init "
+                    f"--privacy-id {theirs.id_column} --max-rows {theirs.max_rows}), or release "
+                    "at the row level (no --privacy-id)")
+        else:
+            hint = (f"release with the ledger's unit: --privacy-id {mine.id_column} --max-rows "
+                    f"{mine.max_rows}")
+        raise LedgerError(
+            f"the ledger protects {mine.text}, this release {theirs.text}: a ledger adds up what "
+            "one unit pays, and a release bounded otherwise (or not at all) pays differently; "
+            "nothing was charged", where=str(self.path), hint=hint)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tessera.errors import TesseraError
-from tessera.privacy import Definition, Neighbours
+from tessera.privacy import ONE_ROW, Definition, Neighbours, PrivacyUnit
 from tessera.release.decimals import format_bound, format_budget, remaining_budget
 from tessera.workload.sizes import counted
 from tessera.workload.workload import Workload
@@ -141,6 +141,8 @@ class LedgerSummary:
     spent_lower: float
     exact: bool
     releases: tuple[Charge, ...]
+    #: whose presence the budget protects: one row, or one person of at most K rows
+    unit: PrivacyUnit = ONE_ROW
 
     @property
     def remaining(self) -> float:
@@ -155,7 +157,7 @@ class LedgerSummary:
         every value between the witness (``spent_lower``) and the bound (``spent``) prints as
         that figure — S lies between them, so the figure is S rounded up whichever path
         recorded it (an exact union solve, or a bound a rounding error above the witness);
-        otherwise "≤ figure (an upper bound; a row attains at least …)"."""
+        otherwise "≤ figure (an upper bound; at least … attained)"."""
         unit = "ρ" if self.definition is Definition.ZCDP else "ε"
 
         def up(x: float) -> str:
@@ -165,11 +167,11 @@ class LedgerSummary:
         if self.exact or up(self.spent_lower) == spent:
             shown = f"spent {spent} (exact)"
         else:
-            shown = (f"spent ≤ {spent} (an upper bound; a row attains at least "
-                     f"{format_budget(self.spent_lower, self.total, up=False)})")
+            shown = (f"spent ≤ {spent} (an upper bound; at least "
+                     f"{format_budget(self.spent_lower, self.total, up=False)} attained)")
         lines = [
             f"ledger {self.path} (data set {self.dataset!r}): {self.definition.label}, "
-            f"{self.neighbours.label}",
+            f"{self.unit.label(self.neighbours)}",
             f"total {unit} = {format_bound(self.total)}, {shown}, "
             f"remaining {format_budget(self.remaining, self.total, up=False)}; "
             f"{counted(len(self.releases), 'release')} (spent rounded up, remaining down)",

@@ -24,11 +24,18 @@ Then, independently of how the scales were found, the plan is **re-checked**: th
 costs c_q = 1/b_q (pure) or 1/(2σ_q²) (zCDP) compose along any row to at most
 spent = max_x Σ_{q∈I(x)} c_q (or over I(x) Δ I(y) under substitution), computed by the overlap
 solver as an exact value or a proven upper bound. The plan is refused unless spent ≤ B.
+
+**Per person** (``unit``: a privacy id and at most K rows each, docs/theory.md §3.13) both
+proofs are a person's: the calibration's γ_w is K·γ (pure ε) or the score K²·S (ρ), so every
+noise scale grows by K (b, and σ), and the re-check's spent is K (ε) or K² (ρ) times the
+row-level maximum — the larger of the add/remove and the substitution one when a person is
+substituted. c_q stay per unit of sensitivity: what one row pays, what the ledger stores.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import time
 from dataclasses import dataclass
@@ -47,10 +54,12 @@ from tessera.calibration.scales import normalised_weights
 from tessera.errors import TesseraError
 from tessera.mechanisms import discrete_gaussian, discrete_laplace
 from tessera.overlap import OverlapResult
-from tessera.privacy import Neighbours
+from tessera.privacy import ONE_ROW, Definition, Neighbours, PrivacyUnit
 from tessera.release.budget import DISCRETE_LAPLACE, Budget
 from tessera.workload.files import require_at_most
 from tessera.workload.workload import Workload
+
+logger = logging.getLogger(__name__)
 
 Allocation = Literal["auto", "uniform", "shares", "importance", "optimal"]
 ALLOCATIONS = ("auto", "uniform", "shares", "importance", "optimal")
@@ -77,7 +86,9 @@ class NoisePlan:
     ``scales[q]``: discrete Laplace scale b_q or discrete Gaussian σ_q (∞: not released);
     ``costs[q]``: c_q = 1/b_q or 1/(2σ_q²); ``overlap``: γ_w of the calibration;
     ``spent``: the re-checked max_x Σ_{I(x)} c_q (≤ ``total``), exact or a proven upper bound
-    (``spent_exact``); ``halfwidths[q]``: the exact 95% half-width of the noise.
+    (``spent_exact``); ``halfwidths[q]``: the exact 95% half-width of the noise. ``unit``: one
+    row, or one person of at most K rows: ``overlap`` and ``spent`` are then a person's (K or
+    K² times a row's; ``costs`` stay a row's, per unit of sensitivity).
     """
 
     workload: Workload
@@ -91,6 +102,7 @@ class NoisePlan:
     spent: float
     spent_exact: bool
     halfwidths: npt.NDArray[np.int64]
+    unit: PrivacyUnit = ONE_ROW
 
     @property
     def mechanism(self) -> str:
@@ -106,39 +118,50 @@ class NoisePlan:
         return float(math.fsum(self.costs[np.isfinite(self.costs)].tolist()))
 
     def guarantees(self) -> tuple[Guarantee, ...]:
-        """Every guarantee the mechanism that runs provably has (never the target alone)."""
-        n = self.neighbours
+        """Every guarantee the mechanism that runs provably has (never the target alone), each
+        naming its relation over the plan's unit (one row, or one person)."""
+        n, unit = self.neighbours, self.unit
         basis = "exact" if self.spent_exact else "upper bound"
+        person = "" if unit.is_row else f"; a person pays {self._factor()} × a row's"
         if self.mechanism == DISCRETE_LAPLACE:
             eps = self.spent
             out = [
-                Guarantee.pure(eps, n, basis=basis, note="discrete Laplace, analytic map"),
+                Guarantee.pure(eps, n, basis=basis, note="discrete Laplace, analytic map"
+                               + person, unit=unit),
                 # pure ε ⇒ ε²/2-zCDP (Bun–Steinke 2016, Prop. 1.4)
                 Guarantee.zcdp(_half_square_up(eps), n, basis="upper bound",
-                               note="from pure ε"),
+                               note="from pure ε", unit=unit),
             ]
             for delta, (value, note) in zip(REPORTED_DELTAS, self._laplace_profile()):
-                out.append(Guarantee.approx(value, delta, n, basis="upper bound", note=note))
+                out.append(Guarantee.approx(value, delta, n, basis="upper bound", note=note,
+                                            unit=unit))
             return tuple(out)
         rho = self.spent
-        out = [Guarantee.zcdp(rho, n, basis=basis, note="discrete Gaussian (CKS20 Thm 4)")]
+        out = [Guarantee.zcdp(rho, n, basis=basis, note="discrete Gaussian (CKS20 Thm 4)"
+                              + person, unit=unit)]
         deltas = REPORTED_DELTAS
         if self.budget.delta is not None and self.budget.delta not in deltas:
             deltas = (float(self.budget.delta), *deltas)  # the δ the user asked for, first
         for delta in deltas:
             out.append(Guarantee.approx(epsilon_for_delta(rho, delta), delta, n,
-                                        basis="upper bound", note="from ρ-zCDP (CKS20 Cor. 13)"))
+                                        basis="upper bound", note="from ρ-zCDP (CKS20 Cor. 13)",
+                                        unit=unit))
         return tuple(out)
+
+    def _factor(self) -> int:
+        """What a person pays in multiples of a row's score: K (ε) or K² (ρ)."""
+        return self.unit.factor(self.budget.calibration)
 
 
     def _laplace_profile(self) -> list[tuple[float, str]]:
         """ε(δ) at :data:`REPORTED_DELTAS` for a discrete-Laplace plan: pure ε always holds;
         when every released query has the same scale b and a row meets at most k of them
         (k = ⌈spent·b⌉), the pessimistic PLD of k-fold composition (dp-accounting) is tighter
-        (Smith et al., Thm 6 with f = the discrete Laplace trade-off)."""
+        (Smith et al., Thm 6 with f = the discrete Laplace trade-off). Per person (a count may
+        move by up to K, not 1) only the pure-ε profile is stated."""
         pure = [(self.spent, "implied by pure ε-DP")] * len(REPORTED_DELTAS)
         finite = self.scales[np.isfinite(self.scales)]
-        if finite.size == 0 or not np.all(finite == finite[0]):
+        if finite.size == 0 or not np.all(finite == finite[0]) or not self.unit.is_row:
             return pure
         b = float(finite[0])
         k = math.ceil(self.spent * b - 1e-9)
@@ -172,6 +195,7 @@ def noise_plan(
     max_queries: int = PLAN_MAX_QUERIES,
     stated_scales: npt.ArrayLike | None = None,
     scales_proven: bool = False,
+    unit: PrivacyUnit = ONE_ROW,
 ) -> NoisePlan:
     """Calibrate per-query noise for ``budget`` (module docs); refuse rather than overspend.
 
@@ -183,7 +207,8 @@ def noise_plan(
     recomputed. ``scales_proven``: the stated scales come from this library's own calibration
     (the strategy chooser's optimal split, rescaled by a proven overlap bound), so a re-check
     that stops at its time limit above the total may rest on that proof, as a computed split's
-    does; a certificate's scales (``False``) must be certified by the re-check alone."""
+    does; a certificate's scales (``False``) must be certified by the re-check alone.
+    ``unit``: one row, or one person of at most K rows (module docs, "Per person")."""
     rel = Neighbours.parse(neighbours)
     if allocation not in ALLOCATIONS:
         raise TesseraError(f"unknown allocation {allocation!r}", hint=", ".join(ALLOCATIONS))
@@ -210,7 +235,8 @@ def noise_plan(
             )
         # γ of the unit weights: the certificate's overlap, and the uniform split's calibration
         cost = workload_cost(_with_weights(workload, (w > 0).astype(np.float64)),
-                             definition=comp, neighbours=rel, time_limit=calibration_limit)
+                             definition=comp, neighbours=rel, time_limit=calibration_limit,
+                             unit=unit)
         overlap = cost.weighted
         if stated_scales is not None:
             scales = stated(stated_scales, t)
@@ -221,7 +247,7 @@ def noise_plan(
                 importance=w if allocation == "importance" else None,
                 time_limit=(OPTIMAL_SECONDS if calibration_limit is None
                             else min(calibration_limit, OPTIMAL_SECONDS))
-                if allocation == "optimal" else calibration_limit)
+                if allocation == "optimal" else calibration_limit, unit=unit)
             scales, method = split.scales, f"{allocation}: {split.method}"
             # the optimiser's own uniform candidate is rescaled by its oracle's bound, which a
             # time limit can leave above the exact γ: compare with the plan's uniform split
@@ -237,7 +263,8 @@ def noise_plan(
         shares = ((w > 0).astype(np.float64) if allocation == "uniform"
                   else normalised_weights(w))
         wl = _with_weights(workload, shares)
-        cost = workload_cost(wl, definition=comp, neighbours=rel, time_limit=calibration_limit)
+        cost = workload_cost(wl, definition=comp, neighbours=rel, time_limit=calibration_limit,
+                             unit=unit)
         overlap = cost.weighted
         scales = cost.scales(total)
         method = f"{allocation} (γ_w {cost.status}, {overlap.method})"
@@ -247,10 +274,15 @@ def noise_plan(
     # stated scales have no calibration proof behind them: the re-check alone must certify
     spent, exact = recheck_spent(
         workload, costs, rel, total, left,
-        proven=allocation not in OPTIMISED or stated_scales is None or scales_proven)
+        proven=allocation not in OPTIMISED or stated_scales is None or scales_proven,
+        unit=unit, definition=comp)
     halfwidths = _halfwidths(budget, scales)
+    logger.info("calibrated %s queries: %s, %s neighbours; γ_w = %.6g (%s), allocation %s; "
+                "spent %.6g of %.6g (%s)", f"{t:,}", budget.text(), rel.label, overlap.bound,
+                "exact" if overlap.exact else "upper bound", method, spent, total,
+                "exact" if exact else "upper bound")
     return NoisePlan(workload, budget, rel, allocation, method, overlap, scales, costs, spent,
-                     exact, halfwidths)
+                     exact, halfwidths, unit)
 
 
 def stated(scales: npt.ArrayLike, t: int) -> npt.NDArray[np.float64]:
@@ -278,7 +310,8 @@ def restated(plan: NoisePlan, scales: npt.ArrayLike, time_limit: float | None = 
         return plan
     costs = _costs(plan.budget, s)
     spent, exact = recheck_spent(plan.workload, costs, plan.neighbours, plan.total, time_limit,
-                                 proven=False)
+                                 proven=False, unit=plan.unit,
+                                 definition=plan.budget.calibration)
     return dataclasses.replace(plan, scales=s, costs=costs, spent=spent, spent_exact=exact,
                                halfwidths=_halfwidths(plan.budget, s))
 
@@ -288,7 +321,7 @@ def uniform_excess(plan: NoisePlan, time_limit: float | None = 60.0) -> float:
     (≤ 0: never worse than uniform, the promise of ``optimal``). Both in the continuous noise
     model (2b² or σ²) over the released queries."""
     uni = noise_plan(plan.workload, plan.budget, neighbours=plan.neighbours,
-                     allocation="uniform", time_limit=time_limit)
+                     allocation="uniform", time_limit=time_limit, unit=plan.unit)
 
     def total_variance(p: NoisePlan) -> float:
         s = p.scales[np.isfinite(p.scales)]
@@ -334,9 +367,12 @@ def _costs(budget: Budget, scales: npt.NDArray[np.float64]) -> npt.NDArray[np.fl
 
 def recheck_spent(
     workload: Workload, costs: npt.NDArray[np.float64], neighbours: Neighbours, total: float,
-    time_limit: float | None, *, proven: bool = True,
+    time_limit: float | None, *, proven: bool = True, unit: PrivacyUnit = ONE_ROW,
+    definition: Definition = Definition.PURE,
 ) -> tuple[float, bool]:
     """max over one neighbour change of Σ c_q, exact or a proven upper bound; refuse > total.
+    Per person (``unit``) the change is a person's: ``unit.factor(definition)`` (K for ε, K²
+    for ρ) times the row-level maximum (:func:`tessera.release.exact_costs.cost_bound`).
 
     The costs add in both calibration definitions (ε and ρ compose by summation), so this is
     the weighted maximum overlap with comp ``pure`` and weights c — computed in the ledger's
@@ -352,7 +388,7 @@ def recheck_spent(
     limit = decimal_value(total)
     subject = workload if workload.is_structured else workload.queries
     cb = cost_bound(workload.domain, subject, costs, neighbours=neighbours,
-                    time_limit=time_limit, threshold=limit)
+                    time_limit=time_limit, threshold=limit, unit=unit, definition=definition)
     if cb.value <= limit:
         return cb.bound, cb.exact
     if cb.achieved_value > limit:
@@ -377,13 +413,23 @@ def recheck_spent(
     return total, False
 
 
+#: The half-width stored for a noise whose 95% half-width exceeds int64 (a discrete Laplace
+#: scale above ~2.5·10^18): such a scale is far past what the samplers accept (2^52), so the
+#: release refuses it before any charge (``answering``'s scale check) and the value, a lower
+#: bound, is never stated; it only keeps the plan computable up to that check.
+SATURATED_HALFWIDTH = int(np.iinfo(np.int64).max)
+
+
 def _halfwidths(budget: Budget, scales: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
-    """Exact 95% half-widths of the discrete noise, computed once per distinct scale."""
+    """Exact 95% half-widths of the discrete noise, computed once per distinct scale (closed
+    form for the discrete Laplace, whatever the scale; above int64:
+    :data:`SATURATED_HALFWIDTH`)."""
     out = np.full(scales.shape, -1, dtype=np.int64)  # -1: not released
     fn = (discrete_laplace.interval_halfwidth if budget.mechanism == DISCRETE_LAPLACE
           else discrete_gaussian.interval_halfwidth)
     finite = np.isfinite(scales)
     values, inverse = np.unique(scales[finite], return_inverse=True)
-    widths = np.array([fn(float(s), INTERVAL_LEVEL) for s in values], dtype=np.int64)
+    widths = np.array([min(fn(float(s), INTERVAL_LEVEL), SATURATED_HALFWIDTH) for s in values],
+                      dtype=np.int64)
     out[finite] = widths[inverse.ravel()]
     return out

@@ -26,7 +26,7 @@ import numpy.typing as npt
 
 from tessera.accounting.zcdp import rho_for_epsilon_delta
 from tessera.errors import TesseraError
-from tessera.privacy import Definition, Neighbours
+from tessera.privacy import ONE_ROW, Definition, Neighbours, PrivacyUnit
 from tessera.release.budget import Budget
 from tessera.release.strategy_release import Z95
 from tessera.strategy.choose import StrategyChoice, choose_strategy
@@ -44,6 +44,7 @@ class ReleasePlan:
     error: float
     target_error: float | None = None
     needed: Budget | None = None
+    unit: PrivacyUnit = ONE_ROW
 
     @property
     def rmse(self) -> npt.NDArray[np.float64]:
@@ -61,6 +62,7 @@ class ReleasePlan:
                    for r, h in zip(self.rmse[:max_queries], self.halfwidths[:max_queries])]
         return {
             "budget": self.budget.to_dict(), "neighbours": self.neighbours.value,
+            **({} if self.unit.is_row else {"privacy_unit": self.unit.to_dict()}),
             "objective": self.choice.objective, "chosen": self.choice.chosen.name,
             "expected_error": self.error,
             "candidates": self.choice.table(),
@@ -81,20 +83,21 @@ def objective_error(choice: StrategyChoice) -> float:
 def plan_release(
     workload: Workload, budget: Budget, *, neighbours: Neighbours | str = Neighbours.ADD_REMOVE,
     strategy: str = "auto", objective: str = "total", target_error: float | None = None,
-    time_limit: float | None = 60.0,
+    time_limit: float | None = 60.0, unit: PrivacyUnit = ONE_ROW,
 ) -> ReleasePlan:
-    """The plan of a release of ``workload`` under ``budget`` (module docs); no data."""
+    """The plan of a release of ``workload`` under ``budget`` (module docs); no data.
+    ``unit``: one row, or one person of at most K rows (every error K times a row's)."""
     rel = Neighbours.parse(neighbours)
     choice = choose_strategy(workload, budget.calibration, budget.total, neighbours=rel,
                              strategy=strategy, objective=objective, time_limit=time_limit,
-                             compare=True)
+                             compare=True, unit=unit)
     err = objective_error(choice)
     needed = None
     if target_error is not None:
         if not (math.isfinite(target_error) and target_error > 0):
             raise TesseraError(f"target error {target_error!r} must be a number > 0")
         needed = budget_for(budget, err / target_error)
-    return ReleasePlan(budget, rel, choice, err, target_error, needed)
+    return ReleasePlan(budget, rel, choice, err, target_error, needed, unit)
 
 
 def budget_for(budget: Budget, ratio: float) -> Budget:

@@ -17,7 +17,9 @@ script, no external resource — it can be archived, mailed and opened offline. 
 
 Every user-supplied string (query names, attribute values) is HTML-escaped, and drawn by
 matplotlib with mathtext off, so a name can neither inject markup nor break a figure. Figures
-are subsampled, so a report of 10⁵ queries takes about a second.
+are subsampled, so a report of 10⁵ queries takes about a second. matplotlib is the optional
+``plot`` extra: without it the report is written without figures, a note in each one's place
+saying how to add them (:func:`tessera.release.report_figures.omitted`).
 
 This module writes the sections' text and tables; the figures are drawn by
 :mod:`tessera.release.report_figures`, the HTML pieces (stylesheet, escaping, number formats,
@@ -27,12 +29,12 @@ tables) are in :mod:`tessera.release.report_html`.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import matplotlib
 import numpy as np
 
 from tessera import __version__
@@ -42,7 +44,14 @@ from tessera.privacy import Definition, Neighbours
 from tessera.release.budget import DISCRETE_LAPLACE
 from tessera.release.decimals import format_budget
 from tessera.release.plan import NoisePlan
-from tessera.release.report_figures import answers_figure, noise_figure, privacy_figure
+from tessera.release.report_figures import (
+    INSTALL_HINT,
+    answers_figure,
+    available,
+    noise_figure,
+    omitted,
+    privacy_figure,
+)
 from tessera.release.report_html import (
     CSS,
     esc,
@@ -61,6 +70,8 @@ if TYPE_CHECKING:
     from tessera.release.view import ReleaseView
 
 __all__ = ["MAX_TABLE_ROWS", "MAX_PLOTTED_ANSWERS", "render_report", "write_report"]
+
+logger = logging.getLogger(__name__)
 
 #: Rows of the per-query table (the full answers are in the release's CSV/Parquet file).
 MAX_TABLE_ROWS = 2000
@@ -98,6 +109,24 @@ _NEIGHBOURS = {
 }
 
 
+def _unit_card(plan: NoisePlan) -> str:
+    if plan.unit.is_row:
+        return "one row"
+    return (f"one person ({plan.unit.id_column}), K = {plan.unit.max_rows} rows")
+
+
+def _person(plan: NoisePlan) -> str:
+    """What the person-level unit means, for the glossary (docs/theory.md §3.13)."""
+    k = plan.unit.max_rows
+    factor = plan.unit.factor(plan.budget.calibration)
+    return (f"every row with the same value of {plan.unit.id_column!r} is one person; at most "
+            f"{k} of a person's rows are kept (ordered by a hash of the row and the id: a rule "
+            f"that reads that person's rows alone). A person pays {factor} times what one row "
+            f"pays (K for ε, K² for ρ), so γ_w and the noise are {k} times a row-level "
+            "release's. The id column is read only to group rows; it is never counted or "
+            "released.")
+
+
 # -- sections -------------------------------------------------------------------------------
 
 def _header(release: ReleaseView, now: str, gs: Sequence[Guarantee]) -> str:
@@ -114,15 +143,19 @@ def _header(release: ReleaseView, now: str, gs: Sequence[Guarantee]) -> str:
     head = gs[0]
     cards = [
         ("Guarantee", head.definition.label + ", " + head.parameter_text()),
-        ("Neighbours", plan.neighbours.label),
+        ("Neighbours", plan.unit.label(plan.neighbours)),
+        ("Unit of privacy", _unit_card(plan)),
         ("Queries", f"{len(plan.workload):,}"),
         ("γ_w (" + ("exact" if plan.overlap.exact else "upper bound") + ")",
          fmt_num(plan.overlap.bound)),
     ]
     card_html = "".join(f'<div class="card"><div class="k">{esc(k)}</div>'
                         f'<div class="v">{esc(v)}</div></div>' for k, v in cards)
+    software = cert.get("software") or {}
     meta = kv_table([
         ("Library", f"tessera-dp {__version__}"),
+        ("Software (certificate)", ", ".join(f"{k} {v or 'not installed'}"
+                                             for k, v in software.items()) or "—"),
         ("Report generated", now),
         ("Release certified at", str(cert.get("created", "—"))),
         ("Budget requested", plan.budget.text()),
@@ -145,8 +178,8 @@ def _header(release: ReleaseView, now: str, gs: Sequence[Guarantee]) -> str:
 def _guarantee_section(release: ReleaseView, gs: Sequence[Guarantee]) -> str:
     plan = release.plan
     cert = release.certificate
-    rows = [[esc(g.definition.label), esc(g.parameter_text()), esc(g.neighbours.label),
-             esc(g.basis), esc(g.note or "")] for g in gs]
+    rows = [[esc(g.definition.label), esc(g.parameter_text()),
+             esc(g.unit.label(g.neighbours)), esc(g.basis), esc(g.note or "")] for g in gs]
     table = html_table(["definition", "parameter", "neighbour relation", "basis", "how"], rows)
     defs = list(dict.fromkeys([g.definition for g in gs] + [plan.budget.definition]))
     proven = {g.definition for g in gs}
@@ -156,6 +189,9 @@ def _guarantee_section(release: ReleaseView, gs: Sequence[Guarantee]) -> str:
            "mechanism that ran (see below).</b>") + "</li>" for d in defs)
     glossary += (f"<li><b>Neighbours: {esc(plan.neighbours.label)}</b> — "
                  f"{esc(_NEIGHBOURS[plan.neighbours])}</li>")
+    if not plan.unit.is_row:
+        glossary += (f"<li><b>Unit of privacy: {esc(plan.unit.text)}</b> — {esc(_person(plan))}"
+                     "</li>")
     mech = cert.get("mechanism", {})
     laplace = plan.mechanism == DISCRETE_LAPLACE
     mech_rows = [
@@ -164,7 +200,10 @@ def _guarantee_section(release: ReleaseView, gs: Sequence[Guarantee]) -> str:
          else "discrete Gaussian (integer noise, P[Z = z] ∝ exp(−z²/(2σ²)))"),
         ("Randomness", str(mech.get("randomness", "OpenDP secure" if release.private
                                     else "seeded (NOT PRIVATE)"))),
-        ("Sensitivity", "1 per counting query (one row changes a count by at most 1)"),
+        ("Sensitivity", "1 per counting query (one row changes a count by at most 1)"
+         if plan.unit.is_row else
+         f"{plan.unit.max_rows} per counting query (one person's at most "
+         f"{plan.unit.max_rows} kept rows change a count by at most {plan.unit.max_rows})"),
         ("Calibrated as", f"{plan.budget.calibration.label}, total {fmt_num(plan.total, 10)} "
                           f"(requested: {plan.budget.text()})"),
     ]
@@ -181,7 +220,13 @@ def _guarantee_section(release: ReleaseView, gs: Sequence[Guarantee]) -> str:
         "<li>Scope of every guarantee: one individual contributes at most one row, under the "
         f"relation <i>{esc(plan.neighbours.label)}</i>; groups of k rows, or other releases on "
         "the same data, are not covered except through composition (a budget ledger) or group "
-        "privacy.</li>"
+        "privacy.</li>" if plan.unit.is_row else
+        "<li>Scope of every guarantee: one person (all rows with one value of the id column "
+        f"<code>{esc(str(plan.unit.id_column))}</code>), under the relation "
+        f"<i>{esc(plan.unit.label(plan.neighbours))}</i>, on the data as bounded (at most "
+        f"{plan.unit.max_rows} rows kept per person). A person's dropped rows are not counted "
+        "(a bias towards smaller counts, whose size is private and not shown); other releases "
+        "on the same data are covered only through a ledger made for the same unit.</li>"
         "<li>The 95% intervals describe the added noise only, not sampling, coverage or "
         "measurement error of the data.</li>")
     if not not_proven:
@@ -251,7 +296,7 @@ def _overlap_section(release: ReleaseView, stats: WorkloadStats) -> str:
         ("γ_w (calibration value)", f"{fmt_num(ov.bound, 10)} ({status})"),
         ("Achieved by the witness row (lower bound)", fmt_num(ov.achieved, 10)),
         ("Composition measured in", ov.comp.label),
-        ("Neighbour relation", ov.neighbours.label),
+        ("Neighbour relation", ov.unit.label(ov.neighbours)),
         ("Solver", ov.method),
         ("Sequential figure comp(Q)", fmt_num(ov.sequential, 10)),
     ]
@@ -415,7 +460,7 @@ def _contrasts_section(release: ReleaseView) -> str:
             + "</section>")
 
 
-def _answers_section(release: ReleaseView) -> str:
+def _answers_section(release: ReleaseView, figures: bool = True) -> str:
     rec = release.strategy
     if rec is not None and rec.choice.chosen.contrasts is not None:
         return _contrasts_section(release)
@@ -427,7 +472,7 @@ def _answers_section(release: ReleaseView) -> str:
     fig = ""
     if shown.size:
         # through a strategy the post-processed answers are W's, not the measured queries'
-        img, cap = answers_figure(release, shown, post=rec is None)
+        img, cap = answers_figure(release, shown, post=rec is None) if figures else omitted()
         fig = f"<figure>{img}<figcaption>{esc(cap)}</figcaption></figure>"
     laplace = plan.mechanism == DISCRETE_LAPLACE
     param = "b" if laplace else "σ"
@@ -520,10 +565,18 @@ def render_report(release: ReleaseView, *, now: dt.datetime | None = None) -> st
     stats = WorkloadStats.of(plan.workload)
     gs = plan.guarantees()  # computed once: it may run a privacy-loss accountant
     title = ("NOT PRIVATE — " if not release.private else "") + "Tessera release report"
-    with matplotlib.rc_context({"text.usetex": False, "font.family": "DejaVu Sans"}):
-        privacy_img, privacy_cap = privacy_figure(plan, gs)
-        noise_img, noise_cap = noise_figure(plan, r)
-        answers = _answers_section(release)
+    if available():
+        import matplotlib
+
+        with matplotlib.rc_context({"text.usetex": False, "font.family": "DejaVu Sans"}):
+            privacy_img, privacy_cap = privacy_figure(plan, gs)
+            noise_img, noise_cap = noise_figure(plan, r)
+            answers = _answers_section(release)
+    else:
+        logger.warning("the report's figures are not drawn: matplotlib is not installed "
+                       "(%s adds it)", INSTALL_HINT)
+        (privacy_img, privacy_cap), (noise_img, noise_cap) = omitted(), omitted()
+        answers = _answers_section(release, figures=False)
     body = [
         _header(release, stamp, gs),
         _guarantee_section(release, gs),

@@ -8,11 +8,16 @@ Agg backend and returned as inline PNG ``<img>`` tags (base64 ``data:`` URIs: no
 User strings (query names) are drawn with every ``$`` escaped, so a name can never switch on
 mathtext; sorted curves are subsampled to at most :data:`CURVE_POINTS` points, so a figure of
 10⁵ queries stays cheap to draw. Each function returns (img tag, caption).
+
+matplotlib is the optional ``plot`` extra (``pip install 'tessera-dp[plot]'``), imported only
+when a figure is drawn; without it (:func:`available` false) the report is written without its
+figures, each replaced by :func:`omitted` (the figures show what the report's tables list).
 """
 
 from __future__ import annotations
 
 import base64
+import importlib.util
 import io
 import math
 import warnings
@@ -21,9 +26,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from PIL import Image
 
 from tessera.accounting.guarantee import Guarantee
 from tessera.accounting.tradeoff import EpsDelta, GaussianDP
@@ -32,11 +34,18 @@ from tessera.privacy import Definition
 from tessera.release.budget import DISCRETE_LAPLACE
 from tessera.release.plan import NoisePlan
 from tessera.release.report_html import esc, shorten
+from tessera.software import require
 
 if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
     from tessera.release.view import ReleaseView
 
-__all__ = ["CURVE_POINTS", "answers_figure", "noise_figure", "privacy_figure"]
+__all__ = ["CURVE_POINTS", "INSTALL_HINT", "answers_figure", "available", "noise_figure",
+           "omitted", "privacy_figure"]
+
+#: How to get the figures.
+INSTALL_HINT = "pip install 'tessera-dp[plot]'"
 
 #: Points of a sorted per-query curve (the extremes are always kept).
 CURVE_POINTS = 2000
@@ -50,15 +59,30 @@ def _mpl_label(text: str) -> str:
     return shorten(text).replace("$", r"\$")
 
 
+def available() -> bool:
+    """Whether matplotlib (the ``plot`` extra) is installed, so the figures can be drawn."""
+    return importlib.util.find_spec("matplotlib") is not None
+
+
+def omitted() -> tuple[str, str]:
+    """What stands in a figure's place when matplotlib is not installed: (note, caption)."""
+    return ('<p class="note">Figure not drawn: matplotlib is not installed '
+            f"(<code>{esc(INSTALL_HINT)}</code> adds it).</p>", "")
+
+
 def _figure(width: float, height: float) -> Figure:
-    fig = Figure(figsize=(width, height), dpi=100)
-    FigureCanvasAgg(fig)
-    return fig
+    figure = require("matplotlib.figure", "plot", "the report's figures")
+    agg = require("matplotlib.backends.backend_agg", "plot", "the report's figures")
+    fig = figure.Figure(figsize=(width, height), dpi=100)
+    agg.FigureCanvasAgg(fig)
+    return fig  # type: ignore[no-any-return]
 
 
 def _img(fig: Figure, alt: str) -> str:
     """The figure as an inline PNG ``<img>`` (no file, no URL). One Agg draw, encoded by
     Pillow (matplotlib's own dependency) as RGB: ``savefig`` would draw a second time."""
+    from PIL import Image
+
     canvas = fig.canvas
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # missing glyphs of exotic names: drawn as boxes

@@ -22,7 +22,7 @@ from tessera.errors import TesseraError
 from tessera.mechanisms import discrete_gaussian, discrete_laplace
 from tessera.mechanisms.randomness import NoiseSource
 from tessera.mechanisms.record import MechanismRecord
-from tessera.privacy import Neighbours
+from tessera.privacy import ONE_ROW, Neighbours, PrivacyUnit
 from tessera.release.budget import DISCRETE_LAPLACE, Budget
 from tessera.release.plan import Allocation, NoisePlan, check_released, noise_plan, stated
 from tessera.strategy.candidates import Copy, Strategy, contrast_layout, root_weights
@@ -73,6 +73,7 @@ def strategy_plan(
     max_split: str = MINIMAX_RECTANGLES, stated_chosen: str | None = None,
     recorded_direct: npt.ArrayLike | None = None,
     stated_shares: dict[str, tuple[float, ...]] | None = None,
+    unit: PrivacyUnit = ONE_ROW,
 ) -> tuple[NoisePlan, StrategyChoice | None]:
     """The noise plan of what is measured, and the strategy choice (None: the workload itself is
     measured as given — an explicit allocation, or ``auto`` where no other candidate applies
@@ -92,7 +93,8 @@ def strategy_plan(
     of the optimiser likewise, and checked by :func:`check_direct_split`; ``stated_shares``:
     the shares of every non-direct candidate the certificate's candidate table states, by name
     (:func:`stated_share_values`), taken in place of the recomputed and rounded ones
-    (:mod:`tessera.strategy.stated_shares`)."""
+    (:mod:`tessera.strategy.stated_shares`); ``unit``: one row, or one person of at most K
+    rows, whom every candidate and the plan are calibrated for (docs/theory.md §3.13)."""
     rel = Neighbours.parse(neighbours)
     check_released(workload.weight_array())  # before any candidate is calibrated
     if (allocation != "auto" and strategy in ("auto", "direct")) or (
@@ -103,7 +105,7 @@ def strategy_plan(
         # ``max`` with weights 0/1 the uniform split is the exact optimum (candidates.direct)
         kind = "uniform" if allocation == "auto" and objective == "max" else allocation
         return noise_plan(workload, budget, neighbours=rel, allocation=kind,
-                          time_limit=time_limit, stated_scales=stated_scales), None
+                          time_limit=time_limit, stated_scales=stated_scales, unit=unit), None
     direct_scales = None
     if stated_scales is not None and stated_chosen == "direct" and direct_split == "optimal":
         given = np.asarray(stated_scales, dtype=object)
@@ -117,7 +119,7 @@ def strategy_plan(
                              minimax=max_split in ("minimax", MINIMAX_RECTANGLES),
                              minimax_rectangles=max_split == MINIMAX_RECTANGLES,
                              direct_scales=direct_scales,
-                             stated_shares=stated_shares)
+                             stated_shares=stated_shares, unit=unit)
     s = choice.chosen
     proven = False
     if s.split == "optimal":
@@ -132,7 +134,8 @@ def strategy_plan(
     else:
         kind = "shares"
     plan = noise_plan(s.measured, budget, neighbours=rel, allocation=kind,
-                      time_limit=time_limit, stated_scales=stated_scales, scales_proven=proven)
+                      time_limit=time_limit, stated_scales=stated_scales, scales_proven=proven,
+                      unit=unit)
     return plan, choice
 
 
@@ -298,7 +301,8 @@ def check_direct_split(choice: StrategyChoice, budget: Budget, neighbours: Neigh
     if d is None or d is choice.chosen or d.split != "optimal":
         return None
     return noise_plan(d.measured, budget, neighbours=neighbours, allocation="optimal",
-                      time_limit=time_limit, stated_scales=d.scales, scales_proven=False)
+                      time_limit=time_limit, stated_scales=d.scales, scales_proven=False,
+                      unit=d.overlap.unit)
 
 
 #: What the certificate says of a residual-contrast release.

@@ -74,10 +74,10 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from tessera.data.table import CsvOptions
+from tessera.data.table import CsvOptions, ExtraColumns
 from tessera.engine.decomposition import DEFAULT_MEMORY_LIMIT
 from tessera.errors import QueryError, ResourceError, TesseraError
-from tessera.privacy import Neighbours
+from tessera.privacy import ONE_ROW, Neighbours, PrivacyUnit
 from tessera.release.budget import Budget
 from tessera.release.ledger import Ledger
 from tessera.routes.model_files import (
@@ -204,12 +204,14 @@ def answer_adaptive(
     budget: Budget,
     *,
     neighbours: Neighbours | str = Neighbours.ADD_REMOVE,
+    unit: PrivacyUnit = ONE_ROW,
     ledger: Ledger | str | Path | None = None,
     label: str | None = None,
     seed: int | None = None,
     csv: CsvOptions = CsvOptions(),
     table: str | None = None,
     on_invalid: str = "error",
+    extra_columns: ExtraColumns = "error",
     output: str | Path | None = None,
     certificate: str | Path | None = None,
     progress: Callable[[Any], None] | None = None,
@@ -225,12 +227,16 @@ def answer_adaptive(
     ``max_model_size``, …); ``rows`` defaults to 0 (no rows are sampled: the answers come
     from the model). ``memory_limit``: the engine's memory guard (bytes) for the passes that
     read queries from the model; the preflight, the selection's answerability constraint
-    (the synthesizer's ``answer_memory``) and the answers all use it."""
+    (the synthesizer's ``answer_memory``) and the answers all use it. ``unit``: one row, or
+    one person of at most K rows (the synthesizer's, docs/theory.md §3.13)."""
     if not isinstance(workload, Workload):
         raise QueryError("the adaptive route takes a tessera.Workload",
                          hint="Workload.load(path, domain) or Workload.from_sql(...)")
     outputs = model_outputs(output, certificate)
     options.setdefault("rows", 0)
+    # answers only: the columns outside the workload are no answer's business, so nothing of
+    # the budget goes to them (the record still names them, as uniform in the model)
+    options.setdefault("uniform_columns", True)
     if "answer_memory" in options:
         raise QueryError("the adaptive route sets answer_memory itself",
                          hint="pass memory_limit= (the engine's guard for the answers)")
@@ -261,10 +267,10 @@ def answer_adaptive(
         release.timings["deliver"] = time.perf_counter() - t1
         done.append(release)
 
-    synthesizer.fit(data, workload, budget, neighbours=neighbours, ledger=book,
+    synthesizer.fit(data, workload, budget, neighbours=neighbours, unit=unit, ledger=book,
                     label=label or "answers (adaptive model)", seed=seed, csv=csv,
                     table=table, on_invalid=on_invalid,  # type: ignore[arg-type]
-                    progress=progress, deliver=deliver)
+                    extra_columns=extra_columns, progress=progress, deliver=deliver)
     if not done:  # fit returns only after deliver ran
         raise TesseraError("internal error: the adaptive route delivered nothing")
     done[0].timings["total"] = time.perf_counter() - start

@@ -87,6 +87,7 @@ def model_certificate(fitted: FittedSynthesizer, answers: np.ndarray) -> dict[st
         "total": total,
         "total_basis": ("noisy total of the one-way marginals (inverse-variance weighted)"
                         if fitted.neighbours is fitted.neighbours.ADD_REMOVE
+                        or not fitted.unit.is_row
                         else "n (public under substitution)"),
         "queries": int(answers.size),
         "interval": None,

@@ -42,6 +42,7 @@ from tessera.strategy.direct import direct, merge_duplicates, root_weights
 from tessera.strategy.interval_candidates import (
     OTHER_BRANCHINGS,
     interval_strategy,
+    no_tree_reason,
     one_attribute,
     other_branchings,
     rectangle_strategy,
@@ -84,6 +85,7 @@ __all__ = [
     "marginal_strategy",
     "merge_duplicates",
     "model_variance",
+    "no_tree_reason",
     "one_attribute",
     "other_branchings",
     "rectangle_strategy",

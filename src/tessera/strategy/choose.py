@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from tessera.errors import TesseraError
-from tessera.privacy import Definition, Neighbours
+from tessera.privacy import ONE_ROW, Definition, Neighbours, PrivacyUnit
 from tessera.strategy.candidates import (
     Context,
     Strategy,
@@ -24,6 +24,7 @@ from tessera.strategy.candidates import (
     marginal_scopes,
     marginal_strategy,
     merge_duplicates,
+    no_tree_reason,
     one_attribute,
     rectangle_strategy,
     worst_cell,
@@ -111,6 +112,7 @@ def choose_strategy(
     minimax_rectangles: bool = True,
     direct_scales: tuple[float, ...] | None = None,
     stated_shares: Mapping[str, tuple[float, ...]] | None = None,
+    unit: PrivacyUnit = ONE_ROW,
 ) -> StrategyChoice:
     """The strategy to measure for W under a budget ``total`` of ``definition`` (ε or ρ).
 
@@ -131,7 +133,8 @@ def choose_strategy(
     verify``'s stated shares of each (non-direct) candidate by name, as the certificate's
     candidate table records them, which replace that candidate's own before the choice is made
     (:func:`~.stated_shares.with_shares`; the recomputed ones are kept in
-    :attr:`StrategyChoice.restated`)."""
+    :attr:`StrategyChoice.restated`); ``unit``: one row, or one person of at most K rows,
+    whose γ_w every candidate is calibrated to (K·γ under pure ε, docs/theory.md §3.13)."""
     if strategy not in STRATEGIES:
         raise TesseraError(f"unknown strategy {strategy!r}", hint=", ".join(STRATEGIES))
     if objective not in OBJECTIVES:
@@ -140,7 +143,7 @@ def choose_strategy(
         raise TesseraError("the workload has no queries")
     ctx = Context(Definition.parse(definition), float(total), Neighbours.parse(neighbours),
                   time_limit, objective, optimise_direct, minimax, direct_scales,
-                  minimax_rectangles)
+                  minimax_rectangles, unit)
     wanted = STRATEGIES[1:] if (strategy == "auto" or compare) else (strategy,)
     found: list[Strategy] = []
     for name in wanted:
@@ -160,9 +163,12 @@ def choose_strategy(
         if cand is not None:
             found.append(cand)
         elif name == strategy:
+            reason = no_tree_reason(workload) if name == "hierarchical" else None
             raise TesseraError(
-                f"strategy {strategy!r} does not apply to this workload",
-                hint="identity/residual take marginal families; identity/hierarchical take "
+                f"strategy {strategy!r} does not apply to this workload"
+                + (f": {reason}" if reason else ""),
+                hint="use --strategy identity (the attribute's histogram) or auto" if reason
+                else "identity/residual take marginal families; identity/hierarchical take "
                      "queries over one attribute or a ranges block over two; direct and auto "
                      "take any workload")
     restated = []

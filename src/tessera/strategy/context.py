@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tessera.calibration.cost import workload_cost
-from tessera.privacy import Definition, Neighbours
+from tessera.privacy import ONE_ROW, Definition, Neighbours, PrivacyUnit
 from tessera.strategy.reconstruction import Reconstruction, Strategy, model_variance
 from tessera.workload.workload import Workload
 
@@ -58,6 +58,9 @@ class Context:
     #: each axis (``False``: the split chosen for the total, as certificates made before it
     #: record it: ``strategy.max_split: minimax``)
     minimax_rectangles: bool = True
+    #: whose presence the budget protects: one row, or one person of at most K rows, whose γ_w
+    #: is K·γ (pure) — every candidate's noise grows by K (docs/theory.md §3.13)
+    unit: PrivacyUnit = ONE_ROW
 
 
 def calibrate(ctx: Context, workload: Workload, measured: Workload,
@@ -65,7 +68,7 @@ def calibrate(ctx: Context, workload: Workload, measured: Workload,
     """The strategy measuring ``measured`` (its shares the budget split) for W: its own γ_w,
     the noise scales, and W's expected variances under the continuous model."""
     cost = workload_cost(measured, definition=ctx.definition, neighbours=ctx.neighbours,
-                         time_limit=ctx.time_limit)
+                         time_limit=ctx.time_limit, unit=ctx.unit)
     scales = cost.scales(ctx.total)
     expected = reconstruction.variances(model_variance(ctx.definition)(scales))
     w = workload.weight_array()

@@ -77,7 +77,7 @@ def direct(workload: Workload, ctx: Context) -> Strategy:
         limit = (OPTIMAL_SECONDS if ctx.time_limit is None
                  else min(ctx.time_limit, OPTIMAL_SECONDS))
         scales = optimal_split(measured, ctx.definition, ctx.total, ctx.neighbours,
-                               time_limit=limit).scales
+                               time_limit=limit, unit=ctx.unit).scales
     expected = s.reconstruction.variances(model_variance(ctx.definition)(scales))
     w = workload.weight_array()
     total = float(w[w > 0] @ expected[w > 0])

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from tessera.errors import TesseraError
 from tessera.privacy import Definition
 from tessera.schema.intervals import IntervalSet
 from tessera.strategy.context import Context, calibrate, shares_for
@@ -104,22 +105,25 @@ def interval_strategy(workload: Workload, ctx: Context, kind: str) -> Strategy |
     :data:`~.intervals.BRANCHINGS` with per-level costs ∝ r^l, r ∈ {1, b^{1/3}, b^{1/2}}, then
     for a lazy range or prefix family its per-level costs optimised for the total error,
     :mod:`~.tree_allocation`; under ``max`` that tree's level costs minimise the worst weighted
-    query instead), for one-attribute workloads."""
+    query instead), for one-attribute workloads. None also for ``hierarchical`` when no
+    branching of :data:`~.intervals.BRANCHINGS` is below the attribute's size n (n ≤ 2: a
+    tree would be the root and the leaves, the identity candidate plus the total): the
+    candidate is then not offered (:func:`no_tree_reason`)."""
     found = one_attribute(workload)
     if found is None:
         return None
     a, spans = found
     dom = workload.domain
     n = dom[a].size
+    if kind == "hierarchical" and not tree_branchings(n):
+        return None
     zcdp = ctx.definition is not Definition.PURE
     w = workload.weight_array()
     options: list[tuple[list[list[tuple[int, int]]], FloatArray]] = []
     if kind == "identity":
         options.append(([[(c, c + 1) for c in range(n)]], np.array([ctx.total])))
     else:
-        for b in BRANCHINGS:
-            if b >= n:
-                continue
+        for b in tree_branchings(n):
             levels = tree_levels(n, b)
             for r in sorted({1.0, b ** (1 / 3), b ** 0.5}):
                 options.append((levels, level_costs(len(levels), ctx.total, r)))
@@ -131,7 +135,8 @@ def interval_strategy(workload: Workload, ctx: Context, kind: str) -> Strategy |
         err = design.total(u, gram)
         if best is None or err < best[0]:
             best = (err, levels, costs)
-    assert best is not None
+    if best is None:  # (not reached: identity has one option, a tree at least one branching)
+        raise TesseraError(f"internal error: no {kind} design over {a!r} ({n} values)")
     err, levels, costs = best
     quad = _quadratic(workload)
     if kind == "hierarchical" and quad is not None:  # the best branching's costs, optimised
@@ -179,6 +184,26 @@ def interval_strategy(workload: Workload, ctx: Context, kind: str) -> Strategy |
                 if worst_cell(s) < worst_cell(best):
                     best = s
     return best
+
+
+def tree_branchings(n: int) -> tuple[int, ...]:
+    """The branchings of :data:`~.intervals.BRANCHINGS` a tree over n codes can have (b < n:
+    a level strictly between the root and the leaves' parents)."""
+    return tuple(b for b in BRANCHINGS if b < n)
+
+
+def no_tree_reason(workload: Workload) -> str | None:
+    """Why ``hierarchical`` is not offered for a one-attribute workload (None: it is, or W is
+    not over one attribute): its attribute has too few values for any branching."""
+    found = one_attribute(workload)
+    if found is None:
+        return None
+    n = workload.domain[found[0]].size
+    if tree_branchings(n):
+        return None
+    return (f"attribute {found[0]!r} has {n} value{'s' if n != 1 else ''}: an interval tree "
+            f"needs a branching b < n (b ≥ {min(BRANCHINGS)}), i.e. at least "
+            f"{min(BRANCHINGS) + 1} values")
 
 
 def other_branchings(options: list[tuple[list[list[tuple[int, int]]], FloatArray]],

@@ -18,7 +18,9 @@ from tessera.strategy.contrasts import ResidualContrasts
 from tessera.strategy.marginals import (
     MarginalDesign,
     Scope,
+    covers,
     downward_closure,
+    informative,
     minimax_precisions,
     optimal_precisions,
 )
@@ -65,12 +67,15 @@ def marginal_strategy(workload: Workload, ctx: Context, kind: str) -> Strategy |
     for p, s in zip(workload.partitions, scopes):
         weights[targets.index(s)] += p.weight
         largest[targets.index(s)] = max(largest[targets.index(s)], p.weight)
+    sizes = {a: dom[a].size for a in dom.names}
     if kind == "identity":
         measured_scopes = tuple(s for s in targets
                                 if not any(set(s) < set(t) for t in targets))
     else:
-        measured_scopes = downward_closure(targets)
-    sizes = {a: dom[a].size for a in dom.names}
+        # attributes of one code add nothing to a marginal (its residuals over them are zero
+        # spaces, :mod:`~.marginals`): the closure of the targets without them, so that no
+        # measured scope is a copy of another whose share the split could only waste
+        measured_scopes = downward_closure([informative(t, sizes) for t in targets])
     zcdp = ctx.definition is not Definition.PURE
     full = MarginalDesign(sizes, measured_scopes, targets)
 
@@ -79,7 +84,7 @@ def marginal_strategy(workload: Workload, ctx: Context, kind: str) -> Strategy |
         largest, when the targets stay covered."""
         keep = costs >= DROP_BELOW * costs.max()
         kept = tuple(s for s, k in zip(measured_scopes, keep) if k)
-        if all(any(set(t) <= set(a) for a in kept) for t in targets):
+        if all(covers(t, kept, sizes) for t in targets):
             return kept, costs[keep]
         return measured_scopes, costs
 
@@ -165,7 +170,7 @@ def calibrate_contrasts(ctx: Context, workload: Workload, measured: Workload,
     workload, and W's expected variances with residual A's noise σ_A = scale × Δ_A."""
     rc, starts = recon.contrasts, recon.starts
     cost = workload_cost(measured, definition=ctx.definition, neighbours=ctx.neighbours,
-                         time_limit=ctx.time_limit)
+                         time_limit=ctx.time_limit, unit=ctx.unit)
     scales = cost.scales(ctx.total)
     delta = np.ones(measured.n_queries)
     for k, s in enumerate(rc.scopes):

@@ -4,7 +4,8 @@ Xiao, Kifer et al., NeurIPS 2023, "ResidualPlanner", §4).
 Setting. Attributes i with n_i codes; a marginal over a scope A (a set of attributes) is the
 count vector Q_A x (n_A = Π_{i∈A} n_i cells), x the histogram over the full domain (N cells,
 never built). A *design* measures marginals A ∈ 𝓜 with independent noise of per-cell
-variance v_A (precision u_A = 1/v_A) and answers target marginals S ∈ 𝓦, each S ⊆ some A.
+variance v_A (precision u_A = 1/v_A) and answers target marginals S ∈ 𝓦, each S ⊆ some A
+(up to attributes of one code, below).
 
 Residual basis. With P1_i = 11ᵀ/n_i and P⊥_i = I − P1_i, the projectors
 Π_B = ⊗_{i∈B} P⊥_i ⊗_{i∉B} P1_i (B ⊆ attributes) are orthogonal and sum to I; Q_AᵀQ_A =
@@ -22,6 +23,13 @@ and the estimate of target S is Σ_{B⊆S} t_B broadcast over S∖B and divided 
 Every cell of S has the same variance (exact for the GLS estimator):
 
     Var_S = Σ_{B⊆S} p_B / (μ_B n_B n_{S∖B}²),     p_B = Π_{i∈B} (1 − 1/n_i).
+
+An attribute with one code has P⊥_i = 0: a residual B over it is the zero space (p_B = 0,
+n_B·p_B = Π_{i∈B}(n_i − 1) = 0 dimensions), so it needs no measurement and contributes 0 to
+every target (:func:`informative`; as :attr:`~.contrasts.ResidualContrasts.scopes` leaves it
+out). A target S is then answered from any measured scope holding S's attributes of more than
+one code: a marginal over S is that marginal broadcast over the one-code attributes (the
+same cells in the same order).
 
 ResidualPlanner measures the residuals themselves with Gaussian noise, each at privacy cost
 p_B/(2σ_B²); here each measured marginal is a set of disjoint counting queries answered with
@@ -53,6 +61,19 @@ def subsets(scope: Scope) -> list[Scope]:
     return [c for k in range(len(scope) + 1) for c in itertools.combinations(scope, k)]
 
 
+def informative(scope: Scope, sizes: Mapping[str, int]) -> Scope:
+    """``scope`` without its attributes of one code (order kept): what a marginal over it
+    depends on (module docs)."""
+    return tuple(a for a in scope if sizes[a] > 1)
+
+
+def covers(target: Scope, scopes: Sequence[Scope], sizes: Mapping[str, int]) -> bool:
+    """Whether some scope of ``scopes`` holds every attribute of ``target`` with more than one
+    code: then the marginals over ``scopes`` answer ``target`` (module docs)."""
+    need = set(informative(target, sizes))
+    return any(need <= set(a) for a in scopes)
+
+
 def downward_closure(scopes: Sequence[Scope]) -> tuple[Scope, ...]:
     """Every subset of every scope, smallest first (ties in first-seen order)."""
     seen: dict[Scope, None] = {}
@@ -64,8 +85,9 @@ def downward_closure(scopes: Sequence[Scope]) -> tuple[Scope, ...]:
 
 @dataclass(frozen=True)
 class MarginalDesign:
-    """Measured scopes 𝓜 and target scopes 𝓦 (each target inside some measured scope) over
-    attributes of the given sizes; scopes list attributes in one fixed (domain) order."""
+    """Measured scopes 𝓜 and target scopes 𝓦 (each target inside some measured scope, up to
+    its attributes of one code: :func:`covers`) over attributes of the given sizes; scopes
+    list attributes in one fixed (domain) order."""
 
     sizes: Mapping[str, int]
     measured: tuple[Scope, ...]
@@ -73,7 +95,7 @@ class MarginalDesign:
 
     def __post_init__(self) -> None:
         for s in self.targets:
-            if not any(set(s) <= set(a) for a in self.measured):
+            if not covers(s, self.measured, self.sizes):
                 raise ValueError(f"target {s} lies in no measured scope")
 
     def cells(self, scope: Scope) -> int:
@@ -81,8 +103,10 @@ class MarginalDesign:
 
     @property
     def residuals(self) -> tuple[Scope, ...]:
-        """The residual scopes B the targets need: the downward closure of the targets."""
-        return downward_closure(self.targets)
+        """The residual scopes B the targets need: the downward closure of the targets, less
+        the zero spaces (a B with an attribute of one code, module docs)."""
+        return tuple(b for b in downward_closure(self.targets)
+                     if informative(b, self.sizes) == b)
 
     def mu(self, precision: FloatArray) -> dict[Scope, float]:
         """μ_B = Σ_{A⊇B} u_A/n_A for every residual B (``precision[k]`` = u of measured[k])."""
@@ -143,6 +167,8 @@ class MarginalDesign:
         for s in self.targets:
             est = np.zeros(self._shape(s))
             for b in subsets(s):
+                if b not in t:  # a zero space (module docs): contributes 0
+                    continue
                 shape = [self.sizes[i] if i in b else 1 for i in s]
                 rest = math.prod(self.sizes[i] for i in s if i not in b)
                 est += t[b].reshape(shape) / rest

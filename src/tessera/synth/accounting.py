@@ -61,7 +61,7 @@ from tessera.mechanisms import (
     discrete_laplace,
 )
 from tessera.mechanisms.record import float_at_least
-from tessera.privacy import Definition, Neighbours, check_budget
+from tessera.privacy import ONE_ROW, Definition, Neighbours, PrivacyUnit, check_budget
 
 __all__ = [
     "Budget",
@@ -86,15 +86,19 @@ CountNoise = DiscreteLaplace | DiscreteGaussian
 
 @dataclass(frozen=True)
 class Budget:
-    """What a run may spend: pure ε or ρ-zCDP, under a neighbour relation."""
+    """What a run may spend: pure ε or ρ-zCDP, under a neighbour relation over a unit of
+    privacy (one row, or one person of at most K rows: docs/theory.md §3.13, whose mechanisms
+    are calibrated to sensitivities K times a row's)."""
 
     definition: Definition
     value: float
     neighbours: Neighbours = Neighbours.SUBSTITUTE
+    unit: PrivacyUnit = ONE_ROW
 
     @staticmethod
     def of(epsilon: float | None = None, rho: float | None = None,
-           neighbours: Neighbours | str = Neighbours.SUBSTITUTE) -> Budget:
+           neighbours: Neighbours | str = Neighbours.SUBSTITUTE,
+           unit: PrivacyUnit = ONE_ROW) -> Budget:
         """Exactly one of ``epsilon`` (pure DP) and ``rho`` (zCDP)."""
         if (epsilon is None) == (rho is None):
             raise TesseraError("give exactly one budget: epsilon= (pure DP) or rho= (zCDP)")
@@ -102,7 +106,7 @@ class Budget:
         assert value is not None
         definition = Definition.PURE if epsilon is not None else Definition.ZCDP
         value = check_budget("ε" if epsilon is not None else "ρ", value)
-        return Budget(definition, value, Neighbours.parse(neighbours))
+        return Budget(definition, value, Neighbours.parse(neighbours), unit)
 
     @property
     def exact(self) -> Fraction:
@@ -116,8 +120,9 @@ class Budget:
         """This budget (or ``value`` in its definition) as a :class:`Guarantee`."""
         v = self.value if value is None else value
         if self.definition is Definition.PURE:
-            return Guarantee.pure(v, self.neighbours, **kw)  # type: ignore[arg-type]
-        return Guarantee.zcdp(v, self.neighbours, **kw)  # type: ignore[arg-type]
+            return Guarantee.pure(v, self.neighbours, unit=self.unit,  # type: ignore[arg-type]
+                                  **kw)
+        return Guarantee.zcdp(v, self.neighbours, unit=self.unit, **kw)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -343,13 +348,15 @@ def step_cost(step: Step, definition: Definition) -> float:
     raise TesseraError(f"unknown mechanism in step {step.role} #{step.round}: {rec.name}")
 
 
-def prove(steps: Sequence[Step], definition: Definition, neighbours: Neighbours) -> Guarantee:
+def prove(steps: Sequence[Step], definition: Definition, neighbours: Neighbours,
+          unit: PrivacyUnit = ONE_ROW) -> Guarantee:
     """What a sequence of (adaptively chosen) steps spends: the exact sum of their costs,
-    rounded up (basic composition for pure DP, additivity for zCDP)."""
+    rounded up (basic composition for pure DP, additivity for zCDP). ``unit``: the unit the
+    steps' sensitivities are a change of (a person: K times a row's, recorded in each step)."""
     total = sum((Fraction(step_cost(s, definition)) for s in steps), Fraction(0))
     value = float_at_least(total)
     if definition is Definition.PURE:
-        return Guarantee.pure(value, neighbours, note=_composition_note(definition))
+        return Guarantee.pure(value, neighbours, note=_composition_note(definition), unit=unit)
     if definition is Definition.ZCDP:
-        return Guarantee.zcdp(value, neighbours, note=_composition_note(definition))
+        return Guarantee.zcdp(value, neighbours, note=_composition_note(definition), unit=unit)
     raise TesseraError(f"runs are accounted in pure DP or zCDP, not {definition.label}")

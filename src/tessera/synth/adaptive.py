@@ -9,6 +9,10 @@ Differentially Private Synthetic Data", VLDB 2022, Algorithm 1) with these parts
   too wide for a dense marginal (a predicate or Boolean clause over many attributes), measured
   as its own count and fitted as a feature of the Gibbs model;
 * **initialisation**: every one-way marginal of the attributes the candidates mention is measured;
+  and (beyond AIM) that of every attribute outside the workload, once, at the same noise
+  (:mod:`tessera.synth.columns`: else the model, and so the rows, would leave those columns
+  uniformly random), charged to the same budget and never offered to the selection (weight
+  0: no workload query reads it); T, the start and the selection are the workload's alone;
 * **the start** (beyond AIM, :func:`~tessera.synth.schedule.starting_rounds`): AIM's T = 16·d
   fixes the first noise whatever the budget and the data's size. From n̂ (the noisy one-way
   marginals' total: post-processing) and the workload marginals' mean number of cells n̄ (public),
@@ -83,10 +87,12 @@ post-processing).
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import time
 from collections.abc import Callable, Sequence
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -112,6 +118,7 @@ from tessera.synth.candidates import (
     eligible,
     grown_size,
     model_size,
+    outside_attributes,
     split_counts,
 )
 from tessera.synth.coarsening import (
@@ -129,6 +136,7 @@ from tessera.synth.model_view import (
     model_scopes,
     noisy_total,
 )
+from tessera.synth.progress import Reporter, rounds_left
 from tessera.synth.row_polish import polish_rows
 from tessera.synth.schedule import (
     CELL_SIGMAS,
@@ -141,11 +149,13 @@ from tessera.synth.schedule import (
     noise_l1,
     noise_param,
     noise_sd,
-    selection_sensitivity,
+    sensitivities,
     starting_rounds,
 )
 from tessera.synth.sensitive import SensitiveCounts
 from tessera.workload.workload import Workload
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["DEFAULT_MAX_MODEL_SIZE", "adaptive"]
 
@@ -202,7 +212,8 @@ def adaptive(
     answer_memory: int | None = None,
     anneal: float | None = None,
     prior_scale: float = PRIOR_SCALE,
-    progress: Callable[[AdaptiveProgress], None] | None = None,
+    uniform_columns: bool = False,
+    progress: Callable[[Any], None] | None = None,
 ) -> AdaptiveResult:
     """Run the adaptive method (module docstring) on the exact ``counts`` of
     :func:`candidate_workload` ``(workload, max_cells)``.
@@ -228,23 +239,39 @@ def adaptive(
     default) when the average workload cell stood fewer than :data:`PRIOR_CELL_SIGMAS` noise
     sd out at the rounds' first noise; 0, or a clearer run: the maximum-likelihood fit, AIM's
     estimate (the record's ``prior_scale`` says which ran).
+    ``uniform_columns``: measure nothing of the attributes outside the workload (the
+    candidates' one-way marginals with ``columns``): the model, and so the rows, leave them
+    uniformly random; the record names them. By default (False) each one's one-way marginal is
+    measured once at the initialisation, at the noise of the workload's first one-way
+    measurements, and charged with the rest (module docstring).
+    ``progress``: called with a :class:`~tessera.synth.progress.ProgressEvent` at every step
+    (setup, each round, the final fit, the sampling; a round's ``detail`` is its
+    :class:`~tessera.synth.adaptive_record.AdaptiveProgress`); ``rounds`` is an upper bound
+    until the final round (:func:`~tessera.synth.progress.rounds_left`).
     ``rng``: post-processing randomness (samples of the model, output rows)."""
+    report = Reporter.of(progress)
+    report("setup", "start")
     t0 = time.perf_counter()
     dom = workload.domain
     sizes = tuple(dom.sizes)
     if measure_fraction is not None and not 0.0 < measure_fraction < 1.0:
         raise TesseraError(f"measure_fraction must be in (0, 1), got {measure_fraction!r}")
-    cands = candidates(workload, max_cells)
-    if not cands:
+    cands = candidates(workload, max_cells, columns=not uniform_columns)
+    if not any(not c.outside for c in cands):
         raise TesseraError("the workload mentions no attribute: nothing to measure")
     exact = split_counts(cands, counts)
+    # the one-way marginals of attributes outside the workload: measured once (so the model
+    # keeps their distribution), never offered to the selection (no workload query reads them)
+    columns = [i for i, c in enumerate(cands) if c.outside]
+    selectable = [c for c in cands if not c.outside]
     gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
-    substitute = budget.neighbours is Neighbours.SUBSTITUTE
-    l1, l2 = (2.0, math.sqrt(2.0)) if substitute else (1.0, 1.0)
+    # n is public under substitution of a row; never for a person (their rows change in number)
+    substitute = budget.neighbours is Neighbours.SUBSTITUTE and budget.unit.is_row
+    l1, l2, sel, count_sensitivity = sensitivities(selectable, budget)  # (× K: a person)
     weights = [int(c.weight) if c.is_marginal else 1 for c in cands]
-    schedule = Schedule(budget, l1, l2, selection_sensitivity(cands, substitute),
+    schedule = Schedule(budget, l1, l2, sel,
                          MEASURE_FRACTION if measure_fraction is None else measure_fraction)
-    attrs = sorted({c.scope[0] for c in cands if c.is_marginal and len(c.scope) == 1})
+    attrs = sorted({c.scope[0] for c in selectable if c.is_marginal and len(c.scope) == 1})
     T = int(rounds) if rounds is not None else 16 * len(attrs)
     if T < 1:
         raise TesseraError(f"rounds must be a positive integer, got {rounds!r}")
@@ -302,7 +329,7 @@ def adaptive(
     def measure(i: int, noise: CountNoise, r: int) -> GroupMeasurement:
         nonlocal spent
         c, how = cands[i], coarsened(i)
-        sens = (l1 if schedule.pure else l2) if c.is_marginal else 1.0
+        sens = (l1 if schedule.pure else l2) if c.is_marginal else count_sensitivity
         rel = noise.sample(how.sum(exact.counts[i]), source)
         step = Step("measurement", r, rel.mechanism, sens)
         steps.append(step)
@@ -319,8 +346,12 @@ def adaptive(
     # initialisation: every one-way marginal (AIM), each at the round's measurement noise
     for a in attrs:
         measure(index[((a,), None)], cal.measurement, 0)
+    before = spent
+    for i in columns:  # the columns outside the workload, at the same noise
+        measure(i, cal.measurement, 0)
+    columns_cost = spent - before
     total = float(exact.n) if substitute else noisy_total(measurements)
-    marginal_scopes = maximal_scopes([c.scope for c in cands if c.is_marginal])
+    marginal_scopes = maximal_scopes([c.scope for c in selectable if c.is_marginal])
     cells = mean_cells(sizes, marginal_scopes) if marginal_scopes else math.nan  # public
     if rounds is None and cell_sigmas > 0 and marginal_scopes:  # the start: n̂, public sizes
         start = starting_rounds(schedule, T, LEAST_ROUNDS_PER_ATTRIBUTE * len(attrs), total,
@@ -379,6 +410,8 @@ def adaptive(
     size_bound: int | None = None  # the model's size (or an upper bound), when known
     t = 0
     budget_total = schedule.total
+    report("setup", round=0, rounds=rounds_left(budget_total - spent, cal.cost, per_round),
+           bound=True, spent=float(spent), budget=float(budget_total))
     while True:
         t += 1
         tr = time.perf_counter()
@@ -398,14 +431,14 @@ def adaptive(
             taken = {j for j, _ in picked}
             scopes = model_scopes(measurements)
             offered = [i for i in eligible(sizes, cands, scopes, limit, size_bound)
-                       if i not in taken]
+                       if i not in taken and not cands[i].outside]
             if keeper is not None:  # public: the workload, the limit, past selections
                 kept = keeper.offered(offered, cands, [(m.scope, m.query) for m in measurements])
                 withheld[t] = withheld.get(t, 0) + len(offered) - len(kept)
                 offered = kept
             if not offered:
-                offered = [i for i, c in enumerate(cands)
-                           if c.is_marginal and len(c.scope) == 1 and i not in taken]
+                offered = [i for i, c in enumerate(cands) if c.is_marginal
+                           and len(c.scope) == 1 and i not in taken and not c.outside]
             if not offered:
                 break
             fresh = [i for i in offered if i not in scores_of]
@@ -446,14 +479,26 @@ def adaptive(
                 t, cands[i].label(dom), coarsened(i).cells, noise_param(used.measurement),
                 used.selection.epsilon, float(spent), annealed, model.width, size_now,
                 len(offered), seconds, withheld.get(t, 0)))
-        if progress is not None and picked:
-            i, before = picked[-1]
+            h = history[-1]  # DP outputs and post-processing only (AdaptiveRound)
+            logger.debug("round %d of ~%d: measured %s (%d cells, noise %.4g; selection ε "
+                         "%.4g of %d eligible), spent %.6g of %.6g, width %d%s", t, T,
+                         h.candidate, h.cells, h.noise, h.selection_epsilon, h.eligible,
+                         h.spent, float(budget_total), h.width,
+                         ", annealed" if annealed else "")
+        # the rounds this run makes: t when this was the final round, else at most t + the
+        # rounds the remaining budget pays for at the current cost (progress.rounds_left)
+        bound = t if final else t + rounds_left(budget_total - spent, cal.cost, per_round)
+        if picked:
+            i, before_i = picked[-1]
             y = measurements[-1].y
-            err = float(np.abs(y - before).sum()) / max(total * coarsened(i).cells, 1.0)
-            progress(AdaptiveProgress(t, T, float(spent), float(budget_total), err))
+            err = float(np.abs(y - before_i).sum()) / max(total * coarsened(i).cells, 1.0)
+            report("round", round=t, rounds=bound, bound=not final, spent=float(spent),
+                   error=err, detail=AdaptiveProgress(t, bound, float(spent),
+                                                      float(budget_total), err))
         if final:
             break
     tf = t_out = time.perf_counter()
+    report("final fit", "start", rounds=report.round, bound=False)
     fitted = fit(model, fitted_on, total, theta=fitted.theta, alpha=fitted.alpha,
                  iterations=final_iterations, momentum=accelerated)
     if prior_scale > 0 and clarity < PRIOR_CELL_SIGMAS:  # the posterior mode (estimation.prior)
@@ -469,24 +514,34 @@ def adaptive(
         keeper.confirm([(m.scope, m.query) for m in measurements],
                        (tuple(model.scopes), tuple(j for j, _ in model.queries)))
     fit_seconds += time.perf_counter() - tf
-    proof = prove(steps, budget.definition, budget.neighbours)
+    report("final fit")
+    proof = prove(steps, budget.definition, budget.neighbours, budget.unit)
     proven = proof.epsilon if schedule.pure else proof.rho
     if spent > budget_total or proven is None or proven < float(spent):
         raise TesseraError(f"internal error: the run spent {float(spent)!r} of {budget.value!r}"
                            f" (proof: {proven!r})")
+    logger.info("adaptive: %d rounds, %d mechanisms, spent %.6g of %.6g (re-proved), model "
+                "width %d", len({h.round for h in history}), len(steps), float(spent),
+                float(budget_total), model.width)
     n_rows = int(rows) if rows is not None else max(1, int(round(total)))
+    report("sampling", "start", rows=n_rows)
     synthetic = model.sample(fitted.theta, n_rows, gen) if n_rows else \
         np.zeros((0, len(dom)), dtype=np.int64)
-    if n_rows and polish_passes > 0:
-        synthetic = polish_rows(synthetic, model, fitted, marginal_scopes, polish_passes, gen)
+    if n_rows and polish_passes > 0:  # towards the workload's scopes and the outside columns
+        synthetic = polish_rows(synthetic, model, fitted,
+                                [*marginal_scopes, *(cands[i].scope for i in columns)],
+                                polish_passes, gen)
+    report("sampling", rows=n_rows)
     share = float(schedule.fraction)  # the rounds' (exact: a Fraction of the float given)
     params = AdaptiveParameters(
         T, n_rows, share, max_model_size, max_cells, iterations, final_iterations,
-        sample_size, len(cands), total, per_round, accelerated, defaulted, polish_passes,
+        sample_size, len(selectable), total, per_round, accelerated, defaulted, polish_passes,
         int(exact_work), initial_rounds, float(cell_sigmas) if rounds is None else 0.0,
         float(coarsen_sigmas), None if answer_memory is None else int(answer_memory),
         len(keeper.functions) if keeper is not None else 0, anneal_step, float(prior_scale),
-        clarity if math.isfinite(clarity) else None)
+        clarity if math.isfinite(clarity) else None,
+        tuple(dom.names[cands[i].scope[0]] for i in columns), float(columns_cost / budget_total),
+        tuple(dom.names[a] for a in outside_attributes(workload)) if uniform_columns else ())
     timings = AdaptiveTimings(setup, tuple(h.seconds for h in history),
                               time.perf_counter() - t_out, fit_seconds)
     record = AdaptiveRecord(

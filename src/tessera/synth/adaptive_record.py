@@ -14,6 +14,7 @@ import numpy.typing as npt
 from tessera.accounting.guarantee import Guarantee
 from tessera.engine.decomposition import DEFAULT_MEMORY_LIMIT
 from tessera.engine.factors import scope
+from tessera.errors import QueryError, ResourceError
 from tessera.estimation.maxent import (
     FitResult,
     GroupMeasurement,
@@ -23,6 +24,7 @@ from tessera.estimation.maxent import (
 from tessera.privacy import Definition, Neighbours
 from tessera.schema.domain import Domain
 from tessera.synth.accounting import Step, prove
+from tessera.synth.model_answers import family_probabilities, scope_marginal
 from tessera.synth.model_view import from_cliques
 from tessera.synth.rounds import Timings
 from tessera.synth.schedule import MEASURE_FRACTION
@@ -60,10 +62,13 @@ class AdaptiveRound:
 
 @dataclass(frozen=True)
 class AdaptiveProgress:
-    """What the ``progress`` callback receives after each round (the CLI's progress bar)."""
+    """A round's own record, the ``detail`` of its
+    :class:`~tessera.synth.progress.ProgressEvent` (the CLI's progress bar)."""
 
     round: int
-    rounds: int  # AIM's planned number of rounds at the initial noise (an estimate)
+    #: the rounds of the run: exact in the final round, before it an upper bound (the run stops
+    #: when the budget is spent; :func:`tessera.synth.progress.rounds_left`)
+    rounds: int
     spent: float
     budget: float
     error: float  # ‖y_r − N μ̂_r‖₁ / (N cells_r) of the measurement just made: noisy, indicative
@@ -102,6 +107,13 @@ class AdaptiveParameters:
     #: noise sd the average workload cell stood out at the rounds' first noise (None: no
     #: marginal in the workload); the prior runs below PRIOR_CELL_SIGMAS
     clarity: float | None = None
+    #: the attributes outside the workload whose one-way marginals were measured at the
+    #: initialisation (so the rows keep their distributions), and the share of the budget
+    #: those measurements cost (exact sum of their costs / budget)
+    columns: tuple[str, ...] = ()
+    columns_share: float = 0.0
+    #: the attributes outside the workload left uniformly random (``uniform_columns``)
+    uniform_columns: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -146,7 +158,8 @@ class AdaptiveRecord:
 
     def proved(self, definition: Definition | None = None) -> Guarantee:
         """The proof from the recorded steps alone, in the run's definition or ``definition``."""
-        return prove(self.steps, definition or self.spent.definition, self.spent.neighbours)
+        return prove(self.steps, definition or self.spent.definition, self.spent.neighbours,
+                     self.spent.unit)
 
     def describe(self) -> str:
         p, t = self.parameters, self.timings
@@ -175,6 +188,11 @@ class AdaptiveRecord:
             + ("" if p.clarity is None else
                f" (the average workload cell {p.clarity:.3g} noise sd out at the rounds' "
                "first noise)"),
+            *([f"columns outside the workload: one-way marginals of {', '.join(p.columns)} "
+               f"measured at the initialisation ({p.columns_share:.3g} of the budget)"]
+              if p.columns else []),
+            *([f"columns outside the workload left UNIFORMLY RANDOM (uniform_columns): "
+               f"{', '.join(p.uniform_columns)}"] if p.uniform_columns else []),
             *([f"selection kept the workload's {p.answerable} queries and its families "
                f"answerable within {p.answer_memory:,} bytes (withheld {self.withheld:,} "
                "eligible offers over the rounds)"] if p.answer_memory is not None else []),
@@ -212,29 +230,66 @@ class AdaptiveResult:
 
     def answers(self, workload: Workload, *,
                 memory_limit: int = DEFAULT_MEMORY_LIMIT) -> FloatArray:
-        """Exact answers (fractions) of the fitted model for a workload over its schema: every
-        query and family cell whose scope lies in the junction tree (engine marginals); other
-        queries from a model with the query added at weight 0 (engine passes in groups that fit
-        ``memory_limit``: :func:`tessera.estimation.maxent.added_query_probabilities`)."""
-        functions, names = query_functions(workload.domain, workload)
-        cliques = self.model.clique_marginals(self.fit.theta)
-        out = np.empty(len(functions))
-        rest = []
-        for j, f in enumerate(functions):
-            s = scope(workload.domain, f)
-            p = self.model.project(self.fit.marginals, s)
-            if p is None and cliques is not None:
-                p = from_cliques(cliques, s)
-            if p is None:
-                rest.append(j)
-                continue
-            out[j] = float(p @ _indicator(workload.domain, f, s))
-        if rest:  # in groups that fit the engine's memory guard, one pass per group
-            out[rest] = added_query_probabilities(self.model, self.fit.theta,
-                                                  [functions[j] for j in rest],
-                                                  [names[j] for j in rest],
-                                                  memory_limit=memory_limit)
-        return out
+        """Exact answers (fractions) of the fitted model for a workload over its schema, in its
+        expanded order (predicate queries, then every family's cells row-major).
+
+        A **family** is read from its marginal P_θ(x_s), once per scope s
+        (:func:`tessera.synth.model_answers.scope_marginal`: a measured scope, a clique, the
+        clique tree's messages, else the model grown by s at θ_s = 0 under the engine's memory
+        guard), its cells the sums over each axis's groups — never cell by cell: as engine
+        features, a family's cells are one automaton each, and 28,699 cells of 45 two-way
+        scopes outside the tree's cliques (Adult, 12 attributes) asked the junction tree's
+        compilation for > 23 GiB. Any other query: from a measured scope or a clique holding
+        its scope, else from a model with the query added at weight 0 (engine passes in groups
+        that fit ``memory_limit``: :func:`tessera.estimation.maxent.added_query_probabilities`).
+        A read that does not fit ``memory_limit`` raises :class:`~tessera.errors.ResourceError`
+        naming the query or family, before anything of its size is allocated."""
+        if workload.domain != self.model.domain:
+            raise QueryError("the workload is over another schema than the fitted model")
+        if not workload.queries and not workload.partitions:
+            raise QueryError("the workload has no queries")
+        dom = workload.domain
+        parts: list[FloatArray] = []
+        if workload.queries:
+            plain = Workload.of(dom, list(workload.queries), names=list(workload.names))
+            parts.append(_query_answers(self.model, self.fit, plain, memory_limit))
+        tree = self.model.clique_tree(self.fit.theta) if workload.partitions else None
+        cache: dict[tuple[int, ...], FloatArray] = {}
+        for family in workload.partitions:
+            s = tuple(sorted(dom.index(a) for a in family.attributes))
+            if s not in cache:
+                try:
+                    cache[s] = scope_marginal(self.model, self.fit, s, tree,
+                                              memory_limit=memory_limit)
+                except ResourceError as e:
+                    raise ResourceError(f"family {family.name!r}: {e.message}", hint=e.hint) \
+                        from None
+            parts.append(family_probabilities(dom, family, cache[s], s))
+        return np.concatenate(parts)
+
+
+def _query_answers(model: ScopeModel, fit: FitResult, workload: Workload,
+                   memory_limit: int) -> FloatArray:
+    """P_θ(q = 1) of a workload's predicate queries (no families):
+    :meth:`AdaptiveResult.answers`."""
+    functions, names = query_functions(workload.domain, workload)
+    cliques = model.clique_marginals(fit.theta)
+    out = np.empty(len(functions))
+    rest = []
+    for j, f in enumerate(functions):
+        s = scope(workload.domain, f)
+        p = model.project(fit.marginals, s)
+        if p is None and cliques is not None:
+            p = from_cliques(cliques, s)
+        if p is None:
+            rest.append(j)
+            continue
+        out[j] = float(p @ _indicator(workload.domain, f, s))
+    if rest:  # in groups that fit the engine's memory guard, one pass per group
+        out[rest] = added_query_probabilities(model, fit.theta, [functions[j] for j in rest],
+                                              [names[j] for j in rest],
+                                              memory_limit=memory_limit)
+    return out
 
 
 def _indicator(domain: Domain, f: object, s: tuple[int, ...]) -> FloatArray:

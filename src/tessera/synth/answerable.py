@@ -24,7 +24,7 @@ measurement (:func:`tessera.synth.model_view.model_structure`) — and of the do
 fitted model: the same container test, the junction tree's bags and cliques
 (:func:`tessera.engine.junction.junction_bags`, :func:`~tessera.engine.junction.junction_tree`),
 the very grouping function the query pass calls, the tree's structural limits, and the grown
-model's own guard (:func:`~tessera.engine.junction.junction_bags` of the grown scopes, or
+model's own guard (:func:`~tessera.engine.junction.check_junction` of the grown scopes, or
 :meth:`~tessera.engine.model.GibbsModel.plan_of` of its functions: each raises exactly when
 the constructor would). The adaptive method, given ``answer_memory``, offers the selection of
 every round only the candidates r whose measurement leaves a structure for which all of this
@@ -62,7 +62,7 @@ import math
 from collections.abc import Sequence
 
 from tessera.engine.factors import Function, scope
-from tessera.engine.junction import junction_bags, junction_tree
+from tessera.engine.junction import check_junction, junction_bags, junction_tree
 from tessera.engine.model import GibbsModel
 from tessera.errors import ResourceError, TesseraError
 from tessera.estimation import tree_marginals
@@ -190,7 +190,7 @@ class Answerable:
             try:
                 GibbsModel.plan_of(dom, gibbs_functions(dom, scopes, [*wide, *added],
                                                         self._cells),
-                                   memory_limit=self.memory_limit)
+                                   memory_limit=self.memory_limit, compile_guard=True)
             except ResourceError:
                 self._fitted[g] = False
                 return False
@@ -227,7 +227,7 @@ class Answerable:
                 if big is not None:
                     raise cell_by_cell_error(dom, big, "its marginal")
                 GibbsModel.plan_of(dom, gibbs_functions(dom, grown, wide, self._cells),
-                                   memory_limit=self.memory_limit)
+                                   memory_limit=self.memory_limit, compile_guard=True)
             except ResourceError as e:
                 return ResourceError(f"family {name!r}: {e.message}", hint=e.hint)
         return None
@@ -241,7 +241,8 @@ class Answerable:
         (the largest bag's cells times the scope's within the message limit, its size plus the
         scope's within the product's: every message of the walk is over a separator and scope
         variables, every product over a clique and scope variables, and a clique is a bag);
-        the grown tree's elimination (:func:`~tessera.engine.junction.junction_bags`); and only
+        the grown tree's guard, tables and compilation
+        (:func:`~tessera.engine.junction.check_junction`); and only
         for a family the grown tree refuses, the compiled clique tree's walk
         (:func:`~tessera.estimation.tree_marginals.tree_feasible`)."""
         sizes = self.workload.domain.sizes
@@ -259,7 +260,7 @@ class Answerable:
                     and widest + len(s) <= tree_marginals.MAX_PRODUCT_VARIABLES):
                 continue
             try:
-                junction_bags(sizes, [*scopes, s], memory_limit=self.memory_limit)
+                check_junction(sizes, [*scopes, s], memory_limit=self.memory_limit)
             except ResourceError as e:
                 refused.append((s, name, e))
         if not refused:

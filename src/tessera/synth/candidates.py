@@ -65,6 +65,7 @@ __all__ = [
     "eligible",
     "grown_size",
     "model_size",
+    "outside_attributes",
     "split_counts",
     "workload_scopes",
 ]
@@ -85,6 +86,9 @@ class Candidate:
     cells: int
     weight: float
     query: int | None = None
+    #: a one-way marginal of an attribute no workload query or family mentions (weight 0):
+    #: measured so that the model keeps the column's distribution, never selected
+    outside: bool = False
 
     @property
     def is_marginal(self) -> bool:
@@ -133,11 +137,23 @@ def _cells(domain: Domain, s: Scope) -> int:
     return math.prod(domain.sizes[i] for i in s)
 
 
-def candidates(workload: Workload, max_cells: int = DEFAULT_MAX_CELLS) -> list[Candidate]:
+def outside_attributes(workload: Workload) -> tuple[int, ...]:
+    """The attributes (indices) that no query and no family of the workload mentions: a
+    model fitted to the workload alone leaves them uniformly random."""
+    dom = workload.domain
+    mentioned = {a for q in workload.queries for a in scope(dom, q)}
+    mentioned.update(dom.index(a) for p in workload.partitions for a in p.attributes)
+    return tuple(a for a in range(len(dom)) if a not in mentioned)
+
+
+def candidates(workload: Workload, max_cells: int = DEFAULT_MAX_CELLS,
+               columns: bool = False) -> list[Candidate]:
     """The candidate groups of a workload (module docstring): marginals over the downward
     closure of its scopes (at most ``max_cells`` cells each) and the one-way marginals of the
     attributes of its wide queries, then the wide queries one by one; weights
-    w_r = Σ_{s ∈ W} |r ∩ s| (at least 1)."""
+    w_r = Σ_{s ∈ W} |r ∩ s| (at least 1). With ``columns``, last, the one-way marginal of
+    every attribute outside the workload (:func:`outside_attributes`), weight 0 and marked
+    ``outside``; refused when one has more than ``max_cells`` values."""
     dom = workload.domain
     scopes, wide = workload_scopes(workload, max_cells)
     degree = [0] * len(dom)  # |r ∩ s| summed over s is Σ_{a ∈ r} #{s : a ∈ s}
@@ -154,15 +170,27 @@ def candidates(workload: Workload, max_cells: int = DEFAULT_MAX_CELLS) -> list[C
         out.append(Candidate(r, cells, weight))
     for j, q in wide:
         out.append(Candidate(scope(dom, q), 1, 1.0, query=j))
+    if columns:
+        for a in outside_attributes(workload):
+            if dom.sizes[a] > max_cells:
+                raise TesseraError(
+                    f"attribute {dom.names[a]!r} is outside the workload and has "
+                    f"{dom.sizes[a]:,} values, more than max_cells = {max_cells:,}: its "
+                    "one-way marginal cannot be measured",
+                    hint="add it to the workload, raise max_cells, or leave it uniformly "
+                         "random (uniform_columns=True, --uniform-columns)")
+            out.append(Candidate((a,), dom.sizes[a], 0.0, outside=True))
     return out
 
 
-def candidate_workload(workload: Workload, max_cells: int = DEFAULT_MAX_CELLS) -> Workload:
+def candidate_workload(workload: Workload, max_cells: int = DEFAULT_MAX_CELLS,
+                       columns: bool = False) -> Workload:
     """The workload whose exact counts the adaptive method reads: the candidates' wide queries
-    (as predicate queries) and one marginal family per candidate scope. Public: built from the
+    (as predicate queries) and one marginal family per candidate scope (``columns``: also the
+    outside attributes' one-way marginals, :func:`candidates`). Public: built from the
     workload and the schema only."""
     dom = workload.domain
-    cands = candidates(workload, max_cells)
+    cands = candidates(workload, max_cells, columns)
     wide = [c for c in cands if not c.is_marginal]
     parts = [Partition(f"m{k}", tuple(dom.names[i] for i in c.scope), (None,) * len(c.scope))
              for k, c in enumerate(cands) if c.is_marginal]

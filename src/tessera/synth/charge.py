@@ -24,13 +24,21 @@ spends) for:
   ledger takes the costs as an array, so this is refused beyond :data:`IDENTITY_MAX_CELLS`
   points (use add/remove neighbours and an add/remove ledger there).
 
+**A person** (a privacy id and at most K rows each, docs/theory.md §3.13): a person ledger adds
+up K (ε) or K² (ρ) times what a row is charged, so a run that may spend B per person is
+charged B/K (B/K²) per row (:func:`person_shares`), and is calibrated to exactly K (K²) times
+that charge's decimal — B up to its 15th significant digit — so that the ledger's figure and
+the run's proof are one number.
+
 A ledger is an opened :class:`tessera.Ledger` used through its methods (:class:`LedgerLike`):
 this layer never imports the release layer at run time.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -38,7 +46,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tessera.errors import ResourceError, TesseraError
-from tessera.privacy import Definition, Neighbours
+from tessera.privacy import ONE_ROW, Definition, Neighbours, PrivacyUnit
 from tessera.schema.domain import Domain
 from tessera.synth.accounting import Budget as RunBudget
 from tessera.workload.families import Partition
@@ -56,6 +64,7 @@ __all__ = [
     "check_ledger",
     "ledger_charge",
     "opened_ledger",
+    "person_shares",
     "synthesis_mechanism",
 ]
 
@@ -71,9 +80,12 @@ class LedgerLike(Protocol):
 
     definition: Definition
     neighbours: Neighbours
+    unit: PrivacyUnit
 
     def charge(self, workload: Workload, costs: npt.ArrayLike, *, label: str,
-               mechanism: str) -> Any: ...
+               mechanism: str, unit: PrivacyUnit) -> Any: ...
+
+    def check_unit(self, unit: PrivacyUnit) -> None: ...
 
     def mark_released(self, release_id: str) -> None: ...
 
@@ -161,8 +173,34 @@ def synthesis_mechanism(method: str, workload: Workload) -> str:
     return f"synthesis:{method} ({workload_size(workload)})"
 
 
-def check_ledger(book: LedgerLike, definition: Definition, neighbours: Neighbours) -> None:
-    """Refuse a ledger of another definition or neighbour relation than the run's."""
+def person_shares(value: float, definition: Definition, unit: PrivacyUnit
+                  ) -> tuple[float, float]:
+    """(what the run is calibrated to, what a ledger charges a row) for a budget ``value`` (ε or
+    ρ) of ``unit`` (module docs): ``(value, value)`` for a row; for a person the charge c is
+    the 15-significant-digit decimal at most value/factor and the run gets the largest float at
+    most factor × c (factor = K for ε, K² for ρ), so a person ledger's figure factor × c is at
+    least what the run spends and at most ``value``."""
+    if unit.is_row:
+        return value, value
+    factor = unit.factor(definition)
+    share = Fraction(repr(value)) / factor
+    charge = float(f"{float(share):.15g}")
+    while Fraction(repr(charge)) > share:
+        charge = math.nextafter(charge, 0.0)
+    run_exact = Fraction(repr(charge)) * factor
+    run = float(run_exact)
+    while Fraction(run) > run_exact:
+        run = math.nextafter(run, 0.0)
+    if not (run > 0 and charge > 0):
+        raise TesseraError(f"the budget {value!r} per person rounds to 0 per row",
+                           hint="a larger budget, or a smaller --max-rows")
+    return run, charge
+
+
+def check_ledger(book: LedgerLike, definition: Definition, neighbours: Neighbours,
+                 unit: PrivacyUnit = ONE_ROW) -> None:
+    """Refuse a ledger of another definition, neighbour relation or unit of privacy than the
+    run's (before any charge)."""
     if book.definition is not definition:
         raise TesseraError(
             f"the ledger counts {book.definition.label}, this run is calibrated in "
@@ -175,6 +213,7 @@ def check_ledger(book: LedgerLike, definition: Definition, neighbours: Neighbour
             hint=f"run with the ledger's relation (--neighbours {book.neighbours.value}), or "
                  f"use a ledger made for {neighbours.value} (tessera ledger init --neighbours "
                  f"{neighbours.value})")
+    book.check_unit(unit)
 
 
 def opened_ledger(ledger: Any) -> LedgerLike | None:
@@ -186,7 +225,8 @@ def opened_ledger(ledger: Any) -> LedgerLike | None:
             "pass an opened ledger: tessera.Ledger.open(path)",
             hint="tessera.synth does not open ledger files itself (it is a sibling layer of "
                  "tessera.release)")
-    for name in ("charge", "mark_released", "mark_aborted", "definition", "neighbours"):
+    for name in ("charge", "mark_released", "mark_aborted", "definition", "neighbours", "unit",
+                 "check_unit"):
         if not hasattr(ledger, name):
             raise TesseraError(f"not a ledger: {ledger!r} has no {name!r}")
     return ledger  # type: ignore[no-any-return]

@@ -26,9 +26,10 @@ import numpy.typing as npt
 import pandas as pd
 
 from tessera.data.counts import NOT_PRIVATE, count
-from tessera.data.table import CsvOptions, OnInvalid
+from tessera.data.table import CsvOptions, ExtraColumns, OnInvalid
 from tessera.errors import DataError, TesseraError
 from tessera.schema.domain import Binned, Domain
+from tessera.software import require
 from tessera.workload.workload import Workload
 
 if TYPE_CHECKING:
@@ -45,6 +46,8 @@ PLOT_FAMILIES = 40
 BAR_INCHES = 0.2
 #: Longest family label drawn, in characters.
 LABEL_CHARS = 48
+#: What needs matplotlib (the ``plot`` extra) here, as its error says.
+PLOT_PURPOSE = "plotting the errors (tessera evaluate --plot)"
 
 
 @dataclass(frozen=True, eq=False)
@@ -132,16 +135,18 @@ class Evaluation:
         family (its L1 distance) when the workload has families — the worst
         :data:`PLOT_FAMILIES` of them, the title saying how many of how many; the figure is
         :data:`BAR_INCHES` tall per bar so their labels never overlap, and a label longer than
-        :data:`LABEL_CHARS` is cut with "…". NOT PRIVATE in red above the panels."""
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
+        :data:`LABEL_CHARS` is cut with "…". NOT PRIVATE in red above the panels. matplotlib
+        is the optional ``plot`` extra: without it, one line naming the extra
+        (:func:`tessera.software.require`)."""
+        figure = require("matplotlib.figure", "plot", PLOT_PURPOSE)
+        agg = require("matplotlib.backends.backend_agg", "plot", PLOT_PURPOSE)
 
         families = self.family_l1
         panels = 2 if families else 1
         items = sorted(families.items(), key=lambda kv: -kv[1])[:PLOT_FAMILIES]
         height = max(4.4, 1.6 + BAR_INCHES * len(items))
-        fig = Figure(figsize=(6.4 * panels, height), dpi=100)
-        FigureCanvasAgg(fig)
+        fig = figure.Figure(figsize=(6.4 * panels, height), dpi=100)
+        agg.FigureCanvasAgg(fig)
         fig.suptitle(f"{NOT_PRIVATE} (errors against the real data)", color="#c00000",
                      fontweight="bold", fontsize=9)
         ax = fig.add_subplot(1, panels, 1)
@@ -250,11 +255,13 @@ def evaluate(
     csv: CsvOptions = CsvOptions(),
     table: str | None = None,
     on_invalid: OnInvalid = "error",
+    extra_columns: ExtraColumns = "error",
 ) -> Evaluation:
     """Errors of ``synthetic`` against ``data`` on ``workload`` (module docs). ``data`` is read
-    as :func:`tessera.count` reads it (``csv``, ``table``, ``on_invalid`` apply to it);
-    ``synthetic`` as :func:`synthetic_frame` reads it."""
-    real = count(data, workload, csv=csv, table=table, on_invalid=on_invalid)
+    as :func:`tessera.count` reads it (``csv``, ``table``, ``on_invalid``, ``extra_columns``
+    apply to it); ``synthetic`` as :func:`synthetic_frame` reads it."""
+    real = count(data, workload, csv=csv, table=table, on_invalid=on_invalid,
+                 extra_columns=extra_columns)
     synth = count(synthetic_frame(synthetic, workload.domain), workload)
     if real.n_rows == 0 or synth.n_rows == 0:
         raise DataError("a table has no rows: nothing to compare")

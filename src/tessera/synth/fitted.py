@@ -21,10 +21,19 @@ import numpy.typing as npt
 import pandas as pd
 
 from tessera.accounting.guarantee import Guarantee
-from tessera.data.outputs import Output, OutputError, atomic, check_outputs, staged, write_text
+from tessera.data.outputs import (
+    Delivery,
+    Output,
+    OutputError,
+    atomic,
+    check_outputs,
+    staged,
+    write_text,
+)
+from tessera.engine.decomposition import DEFAULT_MEMORY_LIMIT
 from tessera.engine.model import GibbsModel
 from tessera.errors import QueryError, TesseraError
-from tessera.privacy import Neighbours
+from tessera.privacy import ONE_ROW, Neighbours, PrivacyUnit
 from tessera.schema.domain import Domain
 from tessera.synth.adaptive_record import AdaptiveResult
 from tessera.synth.charge import Target
@@ -94,6 +103,8 @@ class FittedSynthesizer:
     charge: Any = None
     seed: int | None = None
     notes: tuple[str, ...] = ()  # what the run did that the user did not ask for
+    #: whose presence the run protects: one row, or one person of at most K rows
+    unit: PrivacyUnit = ONE_ROW
 
     @property
     def method(self) -> str:
@@ -160,19 +171,27 @@ class FittedSynthesizer:
         return frame
 
     # -- the fitted distribution --------------------------------------------------------------
-    def answers(self, workload: Workload | None = None) -> npt.NDArray[np.float64]:
+    def answers(self, workload: Workload | None = None, *,
+                memory_limit: int | None = None) -> npt.NDArray[np.float64]:
         """Exact answers ⟨q, h⟩ (fractions in [0, 1]) of the output distribution h the rows
         are drawn from, for the fitted workload (expanded order) or another one over the same
-        schema. Post-processing: no privacy cost."""
+        schema. Post-processing: no privacy cost. ``memory_limit`` (bytes): the engine's
+        memory guard for the passes that read them (adaptive: default
+        :data:`~tessera.engine.decomposition.DEFAULT_MEMORY_LIMIT`; ipmwu: default the
+        synthesizer's own); a read past it raises :class:`~tessera.errors.ResourceError`
+        before it allocates."""
         w = self.workload if workload is None else workload
         if w.domain != self.domain:
             raise QueryError("the workload is over another schema than the fitted one")
         res = self.result
         same = w is self.workload or w == self.workload
         if isinstance(res, AdaptiveResult):
-            return res.answers(w)
+            return res.answers(w, memory_limit=DEFAULT_MEMORY_LIMIT if memory_limit is None
+                               else memory_limit)
         if isinstance(res, IPMWUResult):
-            return res.average_answers() if same else ipmwu_answers(res, w, self.settings)
+            settings = self.settings if memory_limit is None else \
+                self.settings | {"memory_limit": memory_limit}
+            return res.average_answers() if same else ipmwu_answers(res, w, settings)
         functions, _ = query_functions(self.domain, w)
         if isinstance(res, MWEMResult):
             if same:
@@ -248,12 +267,16 @@ def synth_outputs(output: str | Path | None, record: str | Path | None) -> tuple
                           Output.of(record, "run record", (".json",))])
 
 
-def write_outputs(fitted: FittedSynthesizer, outputs: tuple[Output, ...]) -> None:
-    """The requested files of a fitted run, all or none (:func:`tessera.data.outputs.staged`);
-    an OS error (a full disk) is one line naming the file."""
-    if not outputs:
-        return
-    with staged([o.path for o in outputs]) as temps:
+def write_outputs(fitted: FittedSynthesizer, outputs: tuple[Output, ...],
+                  delivery: Delivery | None = None,
+                  then: Callable[[FittedSynthesizer], None] | None = None) -> None:
+    """The requested files of a fitted run and ``then`` (a caller's delivery), all or none:
+    the files are renamed into place only once ``then`` returned
+    (:func:`tessera.data.outputs.staged`); an OS error (a full disk) is one line naming the
+    file. ``delivery`` records the step and the files put in place (what an abort says)."""
+    delivery = Delivery() if delivery is None else delivery
+    delivery.step = "writing the files"
+    with staged([o.path for o in outputs], delivery.placed) as temps:
         for o, tmp in zip(outputs, temps):
             try:
                 if o.what == "synthetic rows":
@@ -264,6 +287,10 @@ def write_outputs(fitted: FittedSynthesizer, outputs: tuple[Output, ...]) -> Non
             except OSError as e:
                 raise OutputError(f"cannot write the {o.what}: {e.strerror or e}",
                                   where=str(o.path)) from None
+        if then is not None:
+            delivery.step = "in the deliver callback, before the files were put in place"
+            then(fitted)
+        delivery.step = "putting the files in place"
 
 
 def ipmwu_answers(res: IPMWUResult, workload: Workload,

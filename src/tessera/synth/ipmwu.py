@@ -62,7 +62,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from tessera.data.table import OnInvalid
+from tessera.data.table import ExtraColumns, OnInvalid
 from tessera.engine.decomposition import DEFAULT_MEMORY_LIMIT
 from tessera.engine.factors import Function
 from tessera.engine.model import GibbsModel
@@ -74,6 +74,7 @@ from tessera.synth.parameters import (
     Expectations,
     Update,
 )
+from tessera.synth.progress import Reporter
 from tessera.synth.rounds import (
     Progress,
     RunRecord,
@@ -186,6 +187,7 @@ def ipmwu(
     heuristic: str = "min-fill",
     memory_limit: int = DEFAULT_MEMORY_LIMIT,
     on_invalid: OnInvalid = "error",
+    extra_columns: ExtraColumns = "error",
     progress: Progress | None = None,
 ) -> IPMWUResult:
     """IPMWU (Ghazi et al., Algorithm 1; docs/theory.md §5) on ``data`` for the workload
@@ -202,8 +204,12 @@ def ipmwu(
     tests: NOT PRIVATE); ``rng`` the post-processing randomness (S_t, the rows: a numpy
     ``Generator`` or a seed; sampling touches no sensitive value). ``constraints`` are hard
     (must-be-1) functions, as in :class:`~tessera.engine.model.GibbsModel`, whose other options
-    are passed on. ``progress`` is called after every round with a :class:`RoundProgress`.
+    are passed on. ``progress`` sees a :class:`~tessera.synth.progress.ProgressEvent` at every
+    step: the setup (start, end), each round (``detail``: its :class:`RoundProgress`), the
+    sampling of the rows (start, end).
     """
+    report = Reporter.of(progress)
+    report("setup", "start")
     t0 = time.perf_counter()
     functions, qnames = query_functions(domain, queries, names)
     model = GibbsModel(domain, functions, names=qnames, constraints=constraints,
@@ -216,19 +222,23 @@ def ipmwu(
         log_domain_size=log_domain, epsilon=epsilon, rho=rho, neighbours=neighbours,
         rounds=rounds, step=step, sample_size=sample_size, rows=rows,
         expectations=expectations, update=update, total_fraction=total_fraction,
-        source=source, rng=rng, replay=replay, on_invalid=on_invalid)
+        source=source, rng=rng, replay=replay, on_invalid=on_invalid,
+        extra_columns=extra_columns)
     evaluator = Evaluator(domain, functions)
     setup = time.perf_counter() - t0
-    out = drive(_Implicit(model, evaluator), setting, progress=progress)
+    report("setup", round=0, rounds=setting.params.rounds, bound=False)
+    out = drive(_Implicit(model, evaluator), setting, progress=report)
     t1 = time.perf_counter()
     p = setting.params
     gen = setting.rng
+    report("sampling", "start", rows=p.rows)
 
     def samplers() -> Iterator[Callable[[int], np.ndarray]]:
         for theta in iter_thetas(out.transcript.selections, out.theta_steps, len(functions)):
             yield lambda k, theta=theta: model.with_theta(theta).sample(k, gen)
 
     synthetic_rows = sample_average(p.rows, p.rounds, gen, samplers(), len(domain))
+    report("sampling", rows=p.rows)
     timings = Timings(setup, tuple(out.round_times), time.perf_counter() - t1)
     record = finish("IPMWU (Ghazi et al., Algorithm 1, implicit Gibbs weights)", setting, out,
                     budget, timings, model.width)

@@ -25,18 +25,21 @@ interval is proven for them.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import numpy.typing as npt
 
 from tessera.engine.decomposition import DEFAULT_MEMORY_LIMIT
-from tessera.errors import ResourceError
 from tessera.estimation.maxent import FitResult, ScopeModel, cell_by_cell, cell_by_cell_error
 from tessera.estimation.tree_marginals import tree_marginal
 from tessera.schema.domain import Domain
-from tessera.synth.adaptive_record import AdaptiveResult
 from tessera.synth.model_view import from_cliques
 from tessera.workload.families import Partition
 from tessera.workload.workload import Workload
+
+if TYPE_CHECKING:  # adaptive_record reads its families with this module's functions
+    from tessera.synth.adaptive_record import AdaptiveResult
 
 __all__ = ["family_probabilities", "model_counts", "scope_marginal"]
 
@@ -92,27 +95,11 @@ def family_probabilities(domain: Domain, family: Partition, marginal: FloatArray
 def model_counts(result: AdaptiveResult, workload: Workload, *,
                  memory_limit: int = DEFAULT_MEMORY_LIMIT) -> FloatArray:
     """N̂ · P_θ(q) for every query of ``workload`` in its expanded order (predicate queries
-    first, then every family's cells), exact from the fitted model (module docs);
+    first, then every family's cells), exact from the fitted model
+    (:meth:`~tessera.synth.adaptive_record.AdaptiveResult.answers`: module docs);
     ``memory_limit``: the engine's guard for the passes that read them."""
     if workload.domain != result.model.domain:
         raise ValueError("the workload is over another schema than the fitted model")
-    dom = workload.domain
-    parts: list[FloatArray] = []
-    if workload.queries:
-        plain = Workload.of(dom, list(workload.queries), names=list(workload.names))
-        parts.append(np.asarray(result.answers(plain, memory_limit=memory_limit),
-                                dtype=np.float64))
-    tree = result.model.clique_tree(result.fit.theta) if workload.partitions else None
-    cache: dict[Scope, FloatArray] = {}
-    for family in workload.partitions:
-        scope = tuple(sorted(dom.index(a) for a in family.attributes))
-        if scope not in cache:
-            try:
-                cache[scope] = scope_marginal(result.model, result.fit, scope, tree,
-                                              memory_limit=memory_limit)
-            except ResourceError as e:
-                raise ResourceError(f"family {family.name!r}: {e.message}", hint=e.hint) \
-                    from None
-        parts.append(family_probabilities(dom, family, cache[scope], scope))
-    probabilities = np.concatenate(parts) if parts else np.zeros(0)
-    return result.total * probabilities
+    if not workload.queries and not workload.partitions:
+        return np.zeros(0)
+    return result.total * result.answers(workload, memory_limit=memory_limit)

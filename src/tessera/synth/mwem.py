@@ -27,13 +27,14 @@ import numpy.typing as npt
 import pandas as pd
 from scipy.special import logsumexp
 
-from tessera.data.table import OnInvalid
+from tessera.data.table import ExtraColumns, OnInvalid
 from tessera.engine.factors import Function
 from tessera.errors import QueryError, ResourceError
 from tessera.mechanisms import NoiseSource
 from tessera.privacy import Neighbours
 from tessera.schema.domain import Domain
 from tessera.synth.parameters import Expectations, Update
+from tessera.synth.progress import Reporter
 from tessera.synth.rounds import (
     Progress,
     RunRecord,
@@ -154,11 +155,14 @@ def mwem(
     max_cells: int = MAX_CELLS,
     memory_limit: int = DEFAULT_TABLE_LIMIT,
     on_invalid: OnInvalid = "error",
+    extra_columns: ExtraColumns = "error",
     progress: Progress | None = None,
 ) -> MWEMResult:
     """The rounds of :func:`~tessera.synth.ipmwu.ipmwu` on an explicit histogram (same
     arguments, ``progress`` included; ``expectations`` defaults to ``"exact"``, the classic
     MWEM). ``keep_histograms`` stores every h_t (T + 1 vectors over the cells: for tests)."""
+    report = Reporter.of(progress)
+    report("setup", "start")
     t0 = time.perf_counter()
     functions, qnames = query_functions(domain, queries, names)
     grid = cells(domain, max_cells)
@@ -180,9 +184,11 @@ def mwem(
         log_domain_size=log_domain, epsilon=epsilon, rho=rho, neighbours=neighbours,
         rounds=rounds, step=step, sample_size=sample_size, rows=rows,
         expectations=expectations, update=update, total_fraction=total_fraction,
-        source=source, rng=rng, replay=replay, on_invalid=on_invalid)
+        source=source, rng=rng, replay=replay, on_invalid=on_invalid,
+        extra_columns=extra_columns)
     setup = time.perf_counter() - t0
     T = setting.params.rounds
+    report("setup", round=0, rounds=T, bound=False)
     average = np.zeros(grid.shape[0])
     kept: list[FloatArray] = []
 
@@ -192,7 +198,7 @@ def mwem(
         if keep_histograms:
             kept.append(p)
 
-    out = drive(_Explicit(table, log_h), setting, observe, progress)
+    out = drive(_Explicit(table, log_h), setting, observe, report)
     if keep_histograms:
         kept.append(out.final.probabilities)  # type: ignore[attr-defined]
     average /= T
@@ -203,7 +209,9 @@ def mwem(
         # one sampler for the average itself: a row of (1/T) Σ h_t is a cell drawn from it
         yield lambda k: grid[gen.choice(grid.shape[0], size=k, p=average / average.sum())]
 
+    report("sampling", "start", rows=setting.params.rows)
     synthetic = sample_average(setting.params.rows, 1, gen, samplers(), len(domain))
+    report("sampling", rows=setting.params.rows)
     timings = Timings(setup, tuple(out.round_times), time.perf_counter() - t1)
     record = finish("MWEM (explicit histogram over the domain)", setting, out, budget, timings,
                     None)

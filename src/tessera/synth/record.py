@@ -19,9 +19,11 @@ import numpy as np
 from tessera.accounting.guarantee import Guarantee
 from tessera.accounting.zcdp import epsilon_for_delta
 from tessera.mechanisms import MechanismRecord
-from tessera.privacy import Definition, Neighbours
+from tessera.privacy import ONE_ROW, Definition, Neighbours, PrivacyUnit
+from tessera.software import versions
 from tessera.synth.accounting import Step, prove, step_cost
 from tessera.synth.charge import Target
+from tessera.synth.columns import columns_record
 from tessera.workload.canonical import schema_hash, sha256_of, workload_hash
 from tessera.workload.sizes import counted, workload_size
 from tessera.workload.workload import Workload
@@ -43,6 +45,7 @@ __all__ = [
     "step_dict",
     "step_from_dict",
     "summary",
+    "unit_section",
     "workload_dict",
 ]
 
@@ -68,6 +71,7 @@ class FittedRun(Protocol):
     charge: Any
     synthesizer: Any
     notes: tuple[str, ...]
+    unit: PrivacyUnit
 
 
 #: Version of the synthesis record's layout (``record_version``).
@@ -85,21 +89,23 @@ def spent(fitted: FittedRun) -> list[Guarantee]:
         return []
     assert fitted.target is not None
     r = fitted.result.record
-    return proved_spend(r.steps, r.spent.definition, r.neighbours, fitted.target.deltas)
+    return proved_spend(r.steps, r.spent.definition, r.neighbours, fitted.target.deltas,
+                        fitted.unit)
 
 
 def proved_spend(steps: Sequence[Step], definition: Definition, neighbours: Neighbours,
-                 deltas: Sequence[float]) -> list[Guarantee]:
+                 deltas: Sequence[float], unit: PrivacyUnit = ONE_ROW) -> list[Guarantee]:
     """Pure ε (a pure run), ρ-zCDP (always) and (ε, δ) at ``deltas`` of a run whose mechanisms
     were ``steps``: :func:`tessera.synth.accounting.prove` of the steps, and the CKS20
     conversion of its ρ (or the pure ε where smaller). :func:`tessera.synth.verify.verify_record`
-    recomputes it from a record's steps alone."""
+    recomputes it from a record's steps alone. ``unit``: what the steps' sensitivities are a
+    change of (a person's: K times a row's), named by every guarantee."""
     out = []
     pure = None
     if definition is Definition.PURE:
-        pure = prove(steps, Definition.PURE, neighbours)
+        pure = prove(steps, Definition.PURE, neighbours, unit)
         out.append(pure)
-    z = prove(steps, Definition.ZCDP, neighbours)
+    z = prove(steps, Definition.ZCDP, neighbours, unit)
     out.append(z)
     rho = float(z.rho or 0.0)
     for delta in deltas:
@@ -107,7 +113,8 @@ def proved_spend(steps: Sequence[Step], definition: Definition, neighbours: Neig
         note = "from ρ-zCDP (CKS20 Cor. 13)"
         if pure is not None and float(pure.epsilon or 0.0) <= eps:
             eps, note = float(pure.epsilon or 0.0), "implied by pure ε-DP"
-        out.append(Guarantee.approx(eps, delta, neighbours, basis="upper bound", note=note))
+        out.append(Guarantee.approx(eps, delta, neighbours, basis="upper bound", note=note,
+                                    unit=unit))
     return out
 
 
@@ -176,9 +183,10 @@ def applied_to(fitted: FittedRun) -> list[dict[str, Any]]:
 
 
 def run_record(fitted: FittedRun) -> dict[str, Any]:
-    """JSON-ready: method and algorithm, privacy (budget asked, what the run is calibrated
-    as, spent in every definition, what is not proven), parameters, timings, the model's
-    width, the rows and the ledger's charge."""
+    """JSON-ready: method and algorithm, the software that ran (versions of Tessera, OpenDP,
+    dp-accounting and Python: :func:`tessera.software.versions`), privacy (budget asked, what
+    the run is calibrated as, spent in every definition, what is not proven), parameters,
+    timings, the model's width, the rows and the ledger's charge."""
     ledger = charge_dict(fitted.charge)
     if fitted.method == "lp":
         return sealed(lp_record(fitted, ledger))
@@ -187,6 +195,9 @@ def run_record(fitted: FittedRun) -> dict[str, Any]:
     t = r.timings
     params = dataclasses.asdict(r.parameters)
     params["defaulted"] = list(params["defaulted"])
+    for key in ("columns", "uniform_columns"):  # the adaptive method's outside columns
+        if key in params:
+            params[key] = list(params[key])
     params["options"] = {k: jsonable(v) for k, v in fitted.synthesizer.options}
     if params.get("answer_memory") is not None:  # the selection's answerability constraint
         params["withheld"] = {str(rnd): n for rnd, n in
@@ -199,9 +210,11 @@ def run_record(fitted: FittedRun) -> dict[str, Any]:
     out = {
         "method": fitted.method,
         "algorithm": r.algorithm,
+        "software": versions(),
         "private": fitted.private,
         "randomness": r.source,
         "neighbours": fitted.neighbours.value,
+        **unit_section(fitted.unit),
         "schema": {"sha256": schema_hash(fitted.workload.domain)},
         "budget": {
             "asked": fitted.target.asked,
@@ -222,6 +235,9 @@ def run_record(fitted: FittedRun) -> dict[str, Any]:
         "width": r.width,
         "rows": int(fitted.rows.shape[0]),
         "workload": workload_dict(fitted.workload),
+        "columns": columns_record(fitted.workload, *(
+            (r.parameters.columns, r.parameters.columns_share)
+            if fitted.method == "adaptive" else ())),
         "ledger": ledger,
     } | ({"notes": list(fitted.notes)} if fitted.notes else {})
     return sealed(out)
@@ -244,9 +260,11 @@ def lp_record(fitted: FittedRun, ledger: dict[str, Any] | None) -> dict[str, Any
     return {
         "method": "lp",
         "algorithm": ALGORITHMS["lp"],
+        "software": versions(),
         "private": fitted.private,
         "randomness": privacy.get("randomness"),
         "neighbours": fitted.neighbours.value,
+        **unit_section(fitted.unit),
         "schema": {"sha256": schema_hash(fitted.workload.domain)},
         "budget": {"asked": privacy.get("budget"), "calibrated_as": privacy.get("calibration"),
                    "notes": list(fitted.notes)},
@@ -260,9 +278,20 @@ def lp_record(fitted: FittedRun, ledger: dict[str, Any] | None) -> dict[str, Any
         "width": rec.get("width"),
         "rows": int(fitted.rows.shape[0]),
         "workload": workload_dict(fitted.workload),
+        "columns": columns_record(fitted.workload),
         "ledger": ledger,
         "release_certificate": privacy.get("certificate"),
     }
+
+
+def unit_section(unit: PrivacyUnit) -> dict[str, Any]:
+    """A record's ``privacy_unit`` (only for a person: the id column's name, never its values,
+    and K; every step's sensitivity is then K times a row's, docs/theory.md §3.13)."""
+    if unit.is_row:
+        return {}
+    return {"privacy_unit": unit.to_dict() | {
+        "sensitivities": "every mechanism's sensitivity is K times a row's (a person's at "
+                         "most K kept rows)"}}
 
 
 def describe(fitted: FittedRun) -> str:
@@ -276,14 +305,19 @@ def describe(fitted: FittedRun) -> str:
                  f"{lp['support']} support points, width {lp['width']}",
                  f"rows: {rec['rows']:,} (within {lp['rows_within']:.3g} of the release's "
                  f"answers w.p. ≥ {1 - lp['failure']:g})"]
-        first = rec["spent"][:1]  # the release's own definition; (ε, δ) only if it is not pure
-        shown = first + [g for g in rec["spent"][1:] if first and first[0].get("definition") !=
-                         Definition.PURE.label and g.get("definition") == Definition.APPROX.label]
         lines += [f"privacy: {g.get('definition')} {parameter_text(g)} (post-processing of "
-                  "the release)" for g in shown]
+                  "the release)" for g in rec["spent"]]
+        if rec["columns"]["uniform"]:
+            lines.append("columns outside the workload left UNIFORMLY RANDOM "
+                         f"(uniform_columns): {', '.join(rec['columns']['uniform'])}")
         lines += list(fitted.notes)
     else:
         lines = [fitted.result.record.describe()]
+        if fitted.method != "adaptive":  # the adaptive record's own lines say it
+            uniform = columns_record(fitted.workload)["uniform"]
+            if uniform:
+                lines.append("columns outside the workload left UNIFORMLY RANDOM "
+                             f"(uniform_columns): {', '.join(uniform)}")
         lines += [f"spent: {g.text()}" for g in spent(fitted)
                   if g.definition is Definition.APPROX]
         assert fitted.target is not None
@@ -326,6 +360,9 @@ def summary(fitted: FittedRun, seconds: float | None = None, output: Any = None)
                       if g.definition is Definition.APPROX]
         lines += list(fitted.target.notes)
         lines.append(f"fitted to: {over}; {measured_text(fitted)}")
+    if rec["columns"]["uniform"]:  # what the rows do NOT model
+        lines.append("columns outside the workload left UNIFORMLY RANDOM: "
+                     f"{', '.join(rec['columns']['uniform'])}")
     rows = f"{rec['rows']:,} rows"
     lines.append(f"rows: {output} ({rows})" if output is not None else f"rows: {rows}")
     total = seconds if seconds is not None else rec["timings"].get("total")

@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tessera.accounting.guarantee import Guarantee
-from tessera.data.table import OnInvalid
+from tessera.data.table import ExtraColumns, OnInvalid
 from tessera.engine.factors import Function
 from tessera.errors import TesseraError
 from tessera.mechanisms import NoiseSource
@@ -47,6 +47,7 @@ from tessera.synth.parameters import (
     default_parameters,
     with_alpha,
 )
+from tessera.synth.progress import Reporter
 from tessera.synth.sensitive import SensitiveCounts, sensitive_counts
 from tessera.workload.workload import Workload
 
@@ -270,14 +271,18 @@ class RoundProgress:
         return max(self.budget - self.spent, 0.0)
 
 
-Progress = Callable[[RoundProgress], None]
+#: A run's ``progress`` callback: a :class:`~tessera.synth.progress.ProgressEvent` per step (a
+#: round's ``detail`` is its :class:`RoundProgress`).
+Progress = Callable[[Any], None]
 
 
 def drive(h: Distribution, s: Setting,
           observe: Callable[[int, Distribution], None] | None = None,
           progress: Progress | None = None) -> Outcome:
     """The T rounds of docs/theory.md §5 on any representation of h_t (implicit or explicit);
-    ``progress`` is called after every round (:class:`RoundProgress`)."""
+    ``progress`` sees a ``"round"`` :class:`~tessera.synth.progress.ProgressEvent` after every
+    round (its ``detail`` a :class:`RoundProgress`; T rounds exactly)."""
+    report = Reporter.of(progress)
     p = s.params
     T, N = p.rounds, s.normaliser
     selections = np.zeros(T, dtype=np.int64)
@@ -310,12 +315,14 @@ def drive(h: Distribution, s: Setting,
         if delta != 0.0:
             h = h.updated(j, delta)
         times.append(time.perf_counter() - t0)
-        if progress is not None:
+        if report.callback is not None:
             spent = budget = None
             if s.plan is not None:
                 spent = float(s.plan.total_cost() + (t + 1) * s.plan.round_cost())
                 budget = s.plan.budget.value
-            progress(RoundProgress(t + 1, T, j, v, c / N, spent, budget))
+            rp = RoundProgress(t + 1, T, j, v, c / N, spent, budget)
+            report("round", round=t + 1, rounds=T, bound=False, spent=spent, budget=budget,
+                   error=rp.error, detail=rp)
     transcript = Transcript(selections, noisy, N, s.noisy_total, p)
     return Outcome(transcript, steps, synthetic, deltas, times, h)
 
@@ -341,6 +348,7 @@ def prepare(
     rng: np.random.Generator | int | None,
     replay: Transcript | None,
     on_invalid: OnInvalid,
+    extra_columns: ExtraColumns = "error",
 ) -> tuple[Setting, Budget | None]:
     """Budget, counts, normaliser, parameters and plan, in that order (shared with MWEM):
     under add/remove the total is measured first and the defaults use n̂ (post-processing)."""
@@ -371,7 +379,8 @@ def prepare(
                        noisy_total=replay.noisy_total), None
     update = "unit" if update is None else update
     budget = Budget.of(epsilon, rho, neighbours)
-    counts = sensitive_counts(domain, queries, data, on_invalid=on_invalid)
+    counts = sensitive_counts(domain, queries, data, on_invalid=on_invalid,
+                              extra_columns=extra_columns)
     source = NoiseSource.secure() if source is None else source
     total = split_total(budget, total_fraction)
     steps: list[Step] = []

@@ -31,7 +31,7 @@ from fractions import Fraction
 
 from tessera.errors import TesseraError
 from tessera.mechanisms import DiscreteGaussian, DiscreteLaplace, ExponentialMechanism
-from tessera.privacy import Definition
+from tessera.privacy import Definition, Neighbours
 from tessera.synth.accounting import Budget, largest_float_at_most
 from tessera.synth.candidates import Candidate
 
@@ -49,6 +49,7 @@ __all__ = [
     "noise_param",
     "noise_sd",
     "selection_sensitivity",
+    "sensitivities",
     "starting_rounds",
 ]
 
@@ -194,6 +195,20 @@ def selection_sensitivity(cands: Sequence[Candidate], substitute: bool) -> float
     """Δ of the quality scores: max_r w_r Δ₁(r), Δ₁ = 2 for a marginal under substitution (a
     row leaves one cell and enters another), 1 otherwise (module docstring)."""
     return max(int(c.weight) * (2.0 if substitute and c.is_marginal else 1.0) for c in cands)
+
+
+def sensitivities(cands: Sequence[Candidate], budget: Budget) -> tuple[float, float, float,
+                                                                     float]:
+    """(L1 and L2 sensitivity of a marginal's counts, the selection scores' Δ, a query count's
+    sensitivity) for ``budget``'s relation and unit: a row moves a marginal by (2, √2) under
+    substitution and (1, 1) under add/remove, and a query count by 1; one person of at most K
+    rows moves every one of them K times as far (triangle inequality; docs/theory.md §3.13), so
+    every noise scale and the exponential mechanism's score sensitivity grow by K — the one
+    place the synthesizer's calibration reads the unit."""
+    substitute = budget.neighbours is Neighbours.SUBSTITUTE
+    l1, l2 = (2.0, math.sqrt(2.0)) if substitute else (1.0, 1.0)
+    k = float(budget.unit.max_rows)
+    return k * l1, k * l2, k * selection_sensitivity(cands, substitute), k
 
 
 def starting_rounds(schedule: Schedule, most: int, least: int, total: float,

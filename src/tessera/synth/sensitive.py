@@ -21,11 +21,12 @@ import numpy.typing as npt
 
 from tessera.data.counts import count
 from tessera.data.source import encode
-from tessera.data.table import OnInvalid
+from tessera.data.table import ExtraColumns, OnInvalid
 from tessera.engine.bdd import BooleanQuery
 from tessera.engine.factors import Function
 from tessera.engine.model import workload_functions
 from tessera.errors import DataError, QueryError
+from tessera.privacy import ONE_ROW, PrivacyUnit
 from tessera.schema.domain import Domain
 from tessera.workload.query import Query
 from tessera.workload.workload import Workload
@@ -234,8 +235,12 @@ def sensitive_counts(
     data: Any,
     *,
     on_invalid: OnInvalid = "error",
+    unit: PrivacyUnit = ONE_ROW,
+    extra_columns: ExtraColumns = "error",
 ) -> SensitiveCounts:
     """The exact counts of ``queries`` on ``data`` (NOT PRIVATE; only the private steps read them).
+    ``unit``: one person's rows are bounded first (:func:`tessera.data.source.encode`); rows of
+    codes carry no privacy id and are refused for a person.
 
     ``data``: a :class:`SensitiveCounts` (returned as is, after a length check), rows of codes
     (an integer array of shape (n, len(domain))), or anything :func:`tessera.data.source.encode`
@@ -248,12 +253,18 @@ def sensitive_counts(
             raise DataError(f"{data.counts.size} counts for {len(functions)} queries")
         return data
     if isinstance(data, np.ndarray | list | tuple):
+        if not unit.is_row:
+            raise DataError("rows of codes carry no privacy id: they cannot be bounded per "
+                            "person", hint="pass the table with its id column (a path or a "
+                            "DataFrame)")
         codes = check_codes(domain, np.asarray(data))
     elif isinstance(queries, Workload):
-        res = count(data, queries, on_invalid=on_invalid)
+        res = count(data, queries, on_invalid=on_invalid, unit=unit,
+                    extra_columns=extra_columns)
         return SensitiveCounts(res.answers, res.n_rows)
     else:
-        codes = encode(data, domain, on_invalid=on_invalid).codes()
+        codes = encode(data, domain, on_invalid=on_invalid, unit=unit,
+                       extra_columns=extra_columns).codes()
     if codes.shape[0] == 0:
         raise DataError("the data has no rows")
     return SensitiveCounts(Evaluator(domain, functions).counts(codes), codes.shape[0])

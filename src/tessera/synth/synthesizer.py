@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -52,15 +53,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tessera.data.counts import count
-from tessera.data.outputs import settled
+from tessera.data.outputs import Delivery, aborted_hint, settled
 from tessera.data.source import encode
-from tessera.data.table import CsvOptions, OnInvalid
+from tessera.data.table import CsvOptions, ExtraColumns, OnInvalid
 from tessera.engine.bdd import BooleanQuery
 from tessera.engine.factors import Function
 from tessera.engine.model import GibbsModel
 from tessera.errors import DataError, QueryError, ResourceError, TesseraError
 from tessera.mechanisms import NoiseSource
-from tessera.privacy import DEFAULT_NEIGHBOURS, Definition, Neighbours
+from tessera.privacy import DEFAULT_NEIGHBOURS, ONE_ROW, Definition, Neighbours, PrivacyUnit
 from tessera.schema.domain import Domain
 from tessera.synth.accounting import Budget as RunBudget
 from tessera.synth.adaptive import adaptive
@@ -72,13 +73,16 @@ from tessera.synth.charge import (
     check_ledger,
     ledger_charge,
     opened_ledger,
+    person_shares,
     synthesis_mechanism,
 )
+from tessera.synth.columns import check_columns, warn_uniform
 from tessera.synth.fitted import FittedSynthesizer, synth_outputs, write_outputs
 from tessera.synth.ipmwu import ipmwu
 from tessera.synth.mwem import DEFAULT_TABLE_LIMIT, MAX_CELLS, cells, mwem
 from tessera.synth.parameters import default_parameters
-from tessera.synth.schedule import MEASURE_FRACTION, Schedule, selection_sensitivity
+from tessera.synth.progress import Reporter
+from tessera.synth.schedule import MEASURE_FRACTION, Schedule, sensitivities
 from tessera.synth.sensitive import SensitiveCounts, query_functions, sensitive_counts
 from tessera.workload.clause import BooleanClause
 from tessera.workload.query import Query
@@ -88,9 +92,7 @@ if TYPE_CHECKING:  # the release layer is a sibling of synth: no runtime import 
     from tessera.release.answering import Release
     from tessera.release.budget import Budget as ReleaseBudget
 
-#: What a failure after the charge says (docs/theory.md §9.6).
-ABORTED = ("the run was charged before this failure and is marked aborted in the ledger: its "
-           "budget stays spent, and no requested file was written")
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "METHODS",
@@ -108,7 +110,7 @@ METHODS = ("adaptive", "ipmwu", "mwem", "lp")
 #: Arguments :meth:`Synthesizer.fit` sets itself (not options).
 _SET_BY_FIT = frozenset({
     "domain", "queries", "data", "epsilon", "rho", "neighbours", "source", "rng", "replay",
-    "names", "on_invalid", "progress", "release", "n", "callback", "targets",
+    "names", "on_invalid", "extra_columns", "progress", "release", "n", "callback", "targets",
 })
 
 
@@ -128,7 +130,7 @@ def _method_options(method: str) -> set[str]:
         names = set(inspect.signature(synthesize).parameters) | set(
             inspect.signature(solve_lp).parameters) | {"rows"}
         names.discard("options")
-    return names - _SET_BY_FIT
+    return (names | {"uniform_columns"}) - _SET_BY_FIT
 
 
 def _check_method(method: str) -> str:
@@ -142,7 +144,10 @@ def _check_method(method: str) -> str:
 class Synthesizer:
     """A synthesis method and its options (a frozen configuration); :meth:`fit` runs it.
 
-    Options are the method's own parameters: for ``ipmwu`` and ``mwem`` those of
+    Options are the method's own parameters, and for every method ``uniform_columns``
+    (:mod:`tessera.synth.columns`: True leaves the attributes outside the workload uniformly
+    random, with a warning and in the record; the default measures them (adaptive) or refuses
+    the workload (the others)): for ``ipmwu`` and ``mwem`` those of
     :func:`~tessera.synth.ipmwu.ipmwu` (``rounds``, ``step``, ``sample_size``, ``rows``,
     ``expectations``, ``update``, ``total_fraction``, ``constraints``, …); for ``lp`` those of
     :func:`~tessera.synth.lp.synthesize` and :func:`~tessera.synth.lp.solve_lp` (``rows`` is
@@ -167,7 +172,7 @@ class Synthesizer:
 
     def preflight(self, workload: Workload, budget: ReleaseBudget | RunBudget | None = None,
                   *, neighbours: Neighbours | str = DEFAULT_NEIGHBOURS,
-                  build: bool = True) -> None:
+                  build: bool = True, unit: PrivacyUnit = ONE_ROW) -> None:
         """Every check that needs only the public inputs (schema, workload, budget, options),
         so that a run a ledger pays for does not fail after the charge: option values, the
         explicit histogram's size (mwem), and — with ``build`` — the engine's model of the
@@ -175,8 +180,11 @@ class Synthesizer:
         ``tessera synth --method lp`` before answering."""
         domain = workload.domain
         opts = self.settings
+        check_unit(self.method, neighbours, unit)
+        uniform = _uniform_option(opts)
+        check_columns(self.method, workload, uniform)
         if self.method == "adaptive":
-            _adaptive_preflight(workload, opts, neighbours, budget)
+            _adaptive_preflight(workload, opts, neighbours, budget, unit)
             return
         functions, _ = query_functions(domain, workload)  # the structured-workload guards
         if self.method == "lp":
@@ -223,12 +231,14 @@ class Synthesizer:
         budget: ReleaseBudget | RunBudget | None = None,
         *,
         neighbours: Neighbours | str | None = None,
+        unit: PrivacyUnit = ONE_ROW,
         ledger: LedgerLike | None = None,
         label: str | None = None,
         seed: int | None = None,
         csv: CsvOptions = CsvOptions(),
         table: str | None = None,
         on_invalid: OnInvalid = "error",
+        extra_columns: ExtraColumns = "error",
         progress: Callable[[Any], None] | None = None,
         release: Release | None = None,
         output: str | Path | None = None,
@@ -242,11 +252,21 @@ class Synthesizer:
 
         ``neighbours``: add/remove one row (the default of the whole tool,
         :data:`tessera.privacy.DEFAULT_NEIGHBOURS`: n stays private) or substitute one row
-        (Ghazi et al., n public). ``ledger``: an opened :class:`tessera.Ledger`, charged before the
-        data is read. ``seed``: seeded randomness for TESTS (the output is NOT PRIVATE).
-        ``progress``: called after every round (a
-        :class:`~tessera.synth.rounds.RoundProgress`; for ``lp`` every column-generation
-        iteration, a :class:`~tessera.synth.lp.Iteration`). ``release``:
+        (Ghazi et al., n public). ``unit``: one row, or one person
+        (:class:`~tessera.privacy.PrivacyUnit`, docs/theory.md §3.13): every person's rows are
+        bounded to K before anything is counted and every mechanism is calibrated to a person's
+        sensitivity, K times a row's (:func:`tessera.synth.schedule.sensitivities`; the default
+        adaptive method under either relation, ``lp`` under add/remove). ``ledger``: an opened
+        :class:`tessera.Ledger`, charged before the data is read. ``seed``: seeded randomness
+        for TESTS (the output is NOT PRIVATE).
+        ``progress``: called with a :class:`~tessera.synth.progress.ProgressEvent` at the start
+        and end of every step — reading the counts, the setup, each round (for ``lp`` each
+        column-generation iteration), the adaptive method's final fit, the sampling — with the
+        rounds done and to come (an upper bound while the run may stop early) and the seconds
+        since the call; a round's ``detail`` is the method's own record of it
+        (:class:`~tessera.synth.adaptive_record.AdaptiveProgress`,
+        :class:`~tessera.synth.rounds.RoundProgress`, :class:`~tessera.synth.lp.Iteration`),
+        whose fields the event also answers to. ``release``:
         the private release the ``lp`` method post-processes (module docs), or ``answer``:
         :func:`tessera.answer`, which ``lp`` then calls itself on ``budget`` and ``ledger``
         (passed in: this layer does not import the release layer), adding the tautology
@@ -254,19 +274,25 @@ class Synthesizer:
         (.csv/.parquet) and ``record`` (.json): the rows and the run record, checked writable
         before the charge and written (all or none, :func:`tessera.synth.fitted.write_outputs`)
         before the ledger marks the run released (docs/theory.md §9.6). ``deliver``: called
-        with the fitted run after those files are written and before the ledger marks it
-        released, for a caller that delivers more of it (a failure there marks the run aborted;
-        e.g. :func:`tessera.routes.adaptive.answer_adaptive` writes the model's answers there);
-        adaptive, ipmwu and mwem only.
+        with the fitted run once those files are complete in their temporary files, before
+        they are renamed into place and the ledger marks it released, for a caller that
+        delivers more of it (e.g. :func:`tessera.routes.adaptive.answer_adaptive` writes the
+        model's answers there; a failure there marks the run aborted and leaves none of the
+        requested files); adaptive, ipmwu and mwem only. ``csv``, ``table``, ``on_invalid``
+        and ``extra_columns``: how the data are read, as by :func:`tessera.count`.
         """
+        report = Reporter.of(progress)  # one clock for the whole call
         if not isinstance(workload, Workload):
             workload = as_workload(workload, domain)
         outputs = synth_outputs(output, record)
+        check_unit(self.method, neighbours if neighbours is not None else DEFAULT_NEIGHBOURS,
+                   unit)
         if self.method == "lp":
             if deliver is not None:
                 raise TesseraError("deliver= is for the methods that run on the data, not 'lp'")
             return self._fit_lp(data, workload, budget, neighbours, ledger, label, seed, csv,
-                                table, on_invalid, progress, release, answer, outputs)
+                                table, (on_invalid, extra_columns), report, release, answer,
+                                outputs, unit=unit)
         if release is not None:
             raise TesseraError(f"method {self.method!r} runs on the data: release= is for 'lp'")
         if budget is None:
@@ -277,65 +303,91 @@ class Synthesizer:
         book = opened_ledger(ledger)
         charge = None
         if book is not None:
-            check_ledger(book, target.definition, rel)
-            self.preflight(workload, budget, neighbours=rel)
+            check_ledger(book, target.definition, rel, unit)
+            self.preflight(workload, budget, neighbours=rel, unit=unit)
+        settings = self.settings
+        uniform = _uniform_option(settings)
+        settings.pop("uniform_columns", None)  # the adaptive method's own, the others' here
+        check_columns(self.method, workload, uniform)  # before anything is read or charged
         if self.method == "adaptive":
-            _adaptive_preflight(workload, self.settings, rel, budget)
+            _adaptive_preflight(workload, self.settings, rel, budget, unit)
+            settings["uniform_columns"] = uniform
+        if uniform:  # on stderr, before the run: the record names them too
+            warn_uniform(workload, rows=settings.get("rows") != 0)
+        # a person's budget: the run's calibration and the ledger's per-row charge (K, K²)
+        run_value, per_row = person_shares(target.value, target.definition, unit)
+        run_budget = RunBudget.of(**{next(iter(target.kwargs())): run_value}, neighbours=rel,
+                                  unit=unit)
         # the data is read and validated before the charge: a data error reaches the curator
         # without spending budget, and no data-dependent error is raised after the charge
+        report("counting", "start")
         if self.method == "adaptive":  # it reads the counts of its candidates, never rows
-            read = candidate_workload(workload, self.settings.get("max_cells", DEFAULT_MAX_CELLS))
-            counts = (sensitive_counts(workload.domain, read, data)
+            read = candidate_workload(workload, self.settings.get("max_cells", DEFAULT_MAX_CELLS),
+                                      columns=not uniform)
+            counts = (sensitive_counts(workload.domain, read, data, unit=unit)
                       if isinstance(data, np.ndarray) else
-                      _sensitive_counts(data, read, csv, table, on_invalid))
+                      _sensitive_counts(data, read, csv, table, on_invalid, extra_columns,
+                                        unit))
         else:
-            counts = _sensitive_counts(data, workload, csv, table, on_invalid)
+            counts = _sensitive_counts(data, workload, csv, table, on_invalid, extra_columns,
+                                       unit)
+        report("counting")
         if book is not None:
-            w, costs = ledger_charge(workload.domain, target.value, rel)
+            w, costs = ledger_charge(workload.domain, per_row, rel)
             charge = book.charge(w, costs, label=label or f"synthetic data ({self.method})",
-                                 mechanism=synthesis_mechanism(self.method, workload))
+                                 mechanism=synthesis_mechanism(self.method, workload), unit=unit)
         source = NoiseSource.secure() if seed is None else NoiseSource.seeded(seed)
-        with settled(book, charge, ABORTED):
+        logger.info("synthesizing (%s) for %s queries, calibrated as %s = %.6g (%s neighbours); "
+                    "randomness: %s", self.method, f"{workload.n_queries:,}",
+                    "ε" if target.definition is Definition.PURE else "ρ", target.value,
+                    rel.label, source.label)
+        delivery = Delivery(tuple(o.path for o in outputs), step="fitting")
+        budget_unit = "ε" if target.definition is Definition.PURE else "ρ"
+        with settled(book, charge, lambda: aborted_hint("run", charge, budget_unit, delivery)):
             if self.method == "adaptive":
-                run: Any = adaptive(workload, counts, RunBudget.of(**target.kwargs(),
-                                                                   neighbours=rel),
-                                    source=source, rng=seed, progress=progress, **self.settings)
+                run: Any = adaptive(workload, counts, run_budget, source=source, rng=seed,
+                                    progress=report, **settings)
             else:
                 run = (ipmwu if self.method == "ipmwu" else mwem)(
                     workload.domain, workload, counts, **target.kwargs(),  # type: ignore
                     neighbours=rel, source=source, rng=seed, on_invalid=on_invalid,
-                    progress=progress, **self.settings)
+                    extra_columns=extra_columns, progress=report, **settings)
             if book is not None and charge is not None and dataclasses.is_dataclass(charge):
                 # what the ledger will say once every file exists (the record written says it)
                 charge = dataclasses.replace(charge, status="released")  # type: ignore[type-var]
-            fitted = FittedSynthesizer(self, workload, run, target, rel, charge, seed)
-            write_outputs(fitted, outputs)
-            if deliver is not None:
-                deliver(fitted)
+            fitted = FittedSynthesizer(self, workload, run, target, rel, charge, seed, unit=unit)
+            write_outputs(fitted, outputs, delivery, deliver)
         return fitted
 
     def _fit_lp(self, data: Any, workload: Workload, budget: Any, neighbours: Any, ledger: Any,
                 label: str | None, seed: int | None, csv: CsvOptions, table: str | None,
-                on_invalid: OnInvalid, progress: Callable[[Any], None] | None,
+                policies: tuple[OnInvalid, ExtraColumns], progress: Reporter,
                 release: Release | None, answer: Callable[..., Release] | None,
-                outputs: Any, notes: tuple[str, ...] = ()) -> FittedSynthesizer:
-        from tessera.synth.lp import synthesize
+                outputs: Any, notes: tuple[str, ...] = (),
+                unit: PrivacyUnit = ONE_ROW) -> FittedSynthesizer:
+        from tessera.synth.lp import solve_lp, synthesize
+
+        uniform = _uniform_option(self.settings)
+        check_columns(self.method, workload, uniform)  # before the release is answered
 
         if release is None and answer is not None and budget is not None:
             rel = Neighbours.parse(neighbours if neighbours is not None else DEFAULT_NEIGHBOURS)
             fitted_workload, added = (with_tautology(workload) if rel is Neighbours.ADD_REMOVE
                                       else (workload, False))
-            self.preflight(fitted_workload, budget, neighbours=rel)  # before the charge
+            self.preflight(fitted_workload, budget, neighbours=rel,
+                           unit=unit)  # before the charge
             done: list[FittedSynthesizer] = []
 
             def deliver(answered: Release) -> None:  # before the release is marked released
+                progress("counting")
                 done.append(self._fit_lp(data, fitted_workload, None, None, None, label, seed,
-                                         csv, table, on_invalid, progress, answered, None,
+                                         csv, table, policies, progress, answered, None,
                                          outputs, (TAUTOLOGY_NOTE,) if added else ()))
 
-            answer(data, fitted_workload, budget, neighbours=rel, ledger=ledger,
+            progress("counting", "start")  # the release reads the data and answers
+            answer(data, fitted_workload, budget, neighbours=rel, unit=unit, ledger=ledger,
                    label=label or "synthetic data (lp)", seed=seed, csv=csv, table=table,
-                   on_invalid=on_invalid, deliver=deliver)
+                   on_invalid=policies[0], extra_columns=policies[1], deliver=deliver)
             return done[0]
         if release is None:
             raise TesseraError(
@@ -348,6 +400,8 @@ class Synthesizer:
             raise TesseraError("the release carries the privacy spend (and was charged to the "
                                "ledger when it was answered): give no budget or ledger with 'lp'")
         check_lp_workload(workload, release.plan.neighbours)
+        if uniform:
+            warn_uniform(workload)
         if release.workload != workload:
             raise QueryError("the release answers another workload than the one given")
         rel = Neighbours.parse(release.plan.neighbours)
@@ -359,26 +413,61 @@ class Synthesizer:
             if data is None:
                 raise DataError("under substitution the LP needs n, the number of rows: give "
                                 "the data")
-            n = _rows_of(data, workload.domain, csv, table, on_invalid)
+            n = _rows_of(data, workload.domain, csv, table, *policies)
         options = self.settings
+        options.pop("uniform_columns", None)
         if "rows" in options:
             options["m"] = options.pop("rows")
-        if progress is not None:
-            options["callback"] = progress
+        limit = int(options.get("max_iterations", inspect.signature(
+            solve_lp).parameters["max_iterations"].default))
+
+        def iteration(it: Any) -> None:  # the iteration limit bounds the rounds
+            progress("iteration", round=it.iteration, rounds=limit, bound=True, detail=it)
+
+        options["callback"] = iteration
         run = synthesize(release, n=n, rng=seed, **options)
-        fitted = FittedSynthesizer(self, workload, run, None, rel, release.charge, seed, notes)
+        fitted = FittedSynthesizer(self, workload, run, None, rel, release.charge, seed, notes,
+                                   unit=release.plan.unit)
         write_outputs(fitted, outputs)
         return fitted
 
 
+def check_unit(method: str, neighbours: Neighbours | str, unit: PrivacyUnit) -> None:
+    """A person is synthesized by the adaptive method (under either relation: n is then
+    private, estimated from its measurements) and by ``lp`` under add/remove (its release
+    answers n); ipmwu and mwem, baselines calibrated to a row, and ``lp`` under substitution
+    (which takes n as public) are refused for a person before anything is read or charged."""
+    if unit.is_row:
+        return
+    if method in ("ipmwu", "mwem"):
+        raise TesseraError(f"method {method!r} is calibrated to one row; a person "
+                           f"(--privacy-id {unit.id_column}) is synthesized by the adaptive "
+                           "method", hint="drop --method (adaptive is the default), or use lp")
+    if method == "lp" and Neighbours.parse(neighbours) is Neighbours.SUBSTITUTE:
+        raise TesseraError("the LP approach under substitution takes n as public, which it is "
+                           "not when a person's rows (how many there are) may change",
+                           hint="--neighbours add-remove (the LP then reads n̂ from the "
+                                "release's noisy total)")
+
+
+def _uniform_option(opts: dict[str, Any]) -> bool:
+    """The ``uniform_columns`` option (default False), refused unless a bool."""
+    v = opts.get("uniform_columns", False)
+    if not isinstance(v, bool):
+        raise TesseraError(f"uniform_columns must be True or False, got {v!r}")
+    return v
+
+
 def _adaptive_preflight(workload: Workload, opts: dict[str, Any], neighbours: Neighbours | str,
-                        budget: ReleaseBudget | RunBudget | None = None) -> None:
+                        budget: ReleaseBudget | RunBudget | None = None,
+                        unit: PrivacyUnit = ONE_ROW) -> None:
     """The public checks of the adaptive method: something to measure, option values, the
     candidate workload's size (its counts are read before the charge) and, with a budget, that
     the initialisation fits in it (:func:`initial_spend`)."""
     rel = Neighbours.parse(neighbours)
-    cands = candidates(workload, opts.get("max_cells", DEFAULT_MAX_CELLS))
-    if not cands:
+    cands = candidates(workload, opts.get("max_cells", DEFAULT_MAX_CELLS),
+                       columns=not _uniform_option(opts))
+    if not any(not c.outside for c in cands):
         raise QueryError("the workload mentions no attribute: the adaptive method has nothing "
                          "to measure", hint="add queries or marginals over the schema")
     for key in ("rounds", "rows", "iterations", "final_iterations", "sample_size",
@@ -422,35 +511,41 @@ def _adaptive_preflight(workload: Workload, opts: dict[str, Any], neighbours: Ne
     if budget is None:
         return
     target = Target.of(budget)
-    run = RunBudget.of(**target.kwargs(), neighbours=rel)
+    run = RunBudget.of(**target.kwargs(), neighbours=rel, unit=unit)
     init, attrs, rounds = initial_spend(cands, run, opts.get("rounds"), f)
     if init > run.exact:
-        least = math.ceil(f * attrs)
+        outside = sum(1 for c in cands if c.outside)
+        least = math.ceil(f * (attrs + outside))
         raise TesseraError(
-            f"rounds = {rounds}: the adaptive method's initialisation measures all {attrs} "
-            f"one-way marginals at the noise of a round of budget {run.value:g}/{rounds}, which "
+            f"rounds = {rounds}: the adaptive method's initialisation measures all "
+            f"{attrs + outside} one-way marginals"
+            + (f" ({outside} of attributes outside the workload)" if outside else "")
+            + f" at the noise of a round of budget {run.value:g}/{rounds}, which "
             f"spends {float(init):.6g} of {run.value:g}",
-            hint=f"rounds ≥ {least} (measure_fraction × attributes), or leave rounds to its "
-                 f"default ({16 * attrs})")
+            hint=f"rounds ≥ {least} (measure_fraction × one-way marginals), or leave rounds "
+                 f"to its default ({16 * attrs})")
 
 
 def initial_spend(cands: Sequence[Candidate], budget: RunBudget, rounds: int | None,
                   measure_fraction: float) -> tuple[Fraction, int, int]:
-    """What the adaptive method's initialisation spends (exactly), the number of one-way
-    marginals it measures and its T: every one-way marginal at the measurement noise of a
-    round of budget/T, calibrated as :func:`tessera.synth.adaptive.adaptive` does (its
+    """What the adaptive method's initialisation spends (exactly), the number of the
+    workload's one-way marginals it measures (d) and its T: every one-way marginal — the d of
+    the workload's attributes and those of the ``outside`` candidates (the attributes outside
+    the workload) — at the measurement noise of a round of budget/T, calibrated as
+    :func:`tessera.synth.adaptive.adaptive` does (its
     :class:`~tessera.synth.schedule.Schedule`). More than the budget when T < measure_fraction ×
-    attributes: refused before any charge. (With the default T the start may measure them once
-    more at T ≥ 4·d: at most 0.9 · (1/16 + 1/4) of the budget in all.)"""
-    substitute = budget.neighbours is Neighbours.SUBSTITUTE
-    l1, l2 = (2.0, math.sqrt(2.0)) if substitute else (1.0, 1.0)
-    schedule = Schedule(budget, l1, l2, selection_sensitivity(cands, substitute),
-                        measure_fraction)
-    attrs = len({c.scope[0] for c in cands if c.is_marginal and len(c.scope) == 1})
+    attributes: refused before any charge. (With the default T the start may measure the
+    workload's once more at T ≥ 4·d: at most 0.9 · (1/16 + 1/4) of the budget in all, plus
+    0.9 · u/(16·d) for u attributes outside the workload.)"""
+    selectable = [c for c in cands if not c.outside]
+    l1, l2, sel, _ = sensitivities(selectable, budget)  # (× K for a person)
+    schedule = Schedule(budget, l1, l2, sel, measure_fraction)
+    attrs = len({c.scope[0] for c in selectable if c.is_marginal and len(c.scope) == 1})
+    outside = sum(1 for c in cands if c.outside)
     T = int(rounds) if rounds is not None else 16 * attrs
     cal = schedule.round(schedule.total / T)
     per = schedule.cost(cal.measurement, l1 if schedule.pure else l2)
-    return attrs * per, attrs, T
+    return (attrs + outside) * per, attrs, T
 
 
 #: What the record says when the LP added the tautology itself.
@@ -519,21 +614,30 @@ def as_workload(queries: Sequence[Function], domain: Domain | None) -> Workload:
 
 
 def _rows_of(data: Any, domain: Domain, csv: CsvOptions, table: str | None,
-             on_invalid: OnInvalid) -> int:
+             on_invalid: OnInvalid, extra_columns: ExtraColumns) -> int:
     if isinstance(data, np.ndarray):
         return int(data.shape[0])
-    return int(encode(data, domain, on_invalid=on_invalid, csv=csv, table=table).n_rows)
+    return int(encode(data, domain, on_invalid=on_invalid, csv=csv, table=table,
+                      extra_columns=extra_columns).n_rows)
 
 
 def _sensitive_counts(data: Any, workload: Workload, csv: CsvOptions, table: str | None,
-                      on_invalid: OnInvalid) -> Any:
+                      on_invalid: OnInvalid, extra_columns: ExtraColumns,
+                      unit: PrivacyUnit = ONE_ROW) -> Any:
     """The exact counts the private steps read (NOT PRIVATE; never kept), by
-    :func:`tessera.count` (one aggregation per scope, never row by row)."""
+    :func:`tessera.count` (one aggregation per scope, never row by row), each person's rows
+    bounded first (``unit``)."""
     if isinstance(data, (SensitiveCounts, np.ndarray)):
+        if not unit.is_row:
+            raise DataError("exact counts or rows of codes carry no privacy id: they cannot "
+                            "be bounded per person", hint="pass the table with its id column "
+                            "(a path or a DataFrame)")
         return data
     if any(isinstance(q, BooleanQuery) for q in workload.queries):  # no SQL for a BDD
-        return sensitive_counts(workload.domain, workload.queries, data, on_invalid=on_invalid)
-    res = count(data, workload, csv=csv, table=table, on_invalid=on_invalid)
+        return sensitive_counts(workload.domain, workload.queries, data, on_invalid=on_invalid,
+                                unit=unit, extra_columns=extra_columns)
+    res = count(data, workload, csv=csv, table=table, on_invalid=on_invalid, unit=unit,
+                extra_columns=extra_columns)
     if res.n_rows == 0:
         raise DataError("the data has no rows" + (" left after dropping invalid ones"
                                                   if res.dropped else ""))

@@ -9,9 +9,13 @@ the workload only — no data, no code of the run:
 3. the budget: what the run is calibrated in follows from what was asked (ε → pure ε; ρ → ρ;
    (ε, δ) → the largest ρ whose CKS20 conversion gives it; μ → ρ = μ²/2);
 4. every mechanism: the sensitivity it was applied with is the one its target has (a count:
-   1 under both relations; a marginal under substitution: L1 2, L2 √2; a selection's scores: 1
+   1 under both relations; a marginal under substitution: L1 2, L2 √2; K times that for a
+   record made for one person, its ``privacy_unit``; a selection's scores: 1
    in count units, the exponential mechanism's ε already covering the scores' sensitivity), its
-   target exists in the workload (a query index, a candidate marginal), and its cost is the
+   target exists in the workload (a query index, a candidate marginal, or the one-way marginal
+   of an attribute outside the workload, which the adaptive method measures so that every
+   column is modelled: the record's ``columns`` names exactly those, with their exact share of
+   the budget), and its cost is the
    mechanism's own privacy map of its recorded parameter and sensitivity
    (:func:`tessera.synth.accounting.step_cost`); IPMWU and MWEM ran exactly 2T steps (+ the total
    under add/remove);
@@ -41,9 +45,9 @@ from typing import Any
 
 from tessera.accounting.zcdp import rho_for_epsilon_delta
 from tessera.errors import TesseraError
-from tessera.privacy import Definition, Neighbours
+from tessera.privacy import Definition, Neighbours, PrivacyUnit
 from tessera.synth.accounting import step_cost
-from tessera.synth.candidates import candidates
+from tessera.synth.candidates import candidates, outside_attributes
 from tessera.synth.charge import REPORTED_DELTAS
 from tessera.synth.record import RECORD_VERSION, proved_spend, step_from_dict
 from tessera.synth.synthesizer import with_tautology
@@ -114,13 +118,19 @@ def _rho_for(epsilon: float, delta: float) -> float:
 
 
 def _expected_sensitivity(method: str, step: dict[str, Any], substitute: bool,
-                          definition: Definition) -> float:
+                          definition: Definition, unit: PrivacyUnit) -> float:
+    """A row's sensitivity of what the step read, times K for a person (docs/theory.md §3.13:
+    a person's ≤ K kept rows move every count K times as far); a selection's recorded
+    sensitivity is 1 (its ε covers the scores', whose Δ is K times a row's for a person)."""
     target = step.get("applied_to", {})
+    if step["role"] == "selection":
+        return 1.0
+    k = float(unit.max_rows)
     if step["role"] == "measurement" and "marginal" in target:
         if not substitute:
-            return 1.0
-        return 2.0 if definition is Definition.PURE else math.sqrt(2.0)
-    return 1.0  # a count (query or total), or a selection over count-unit scores
+            return k
+        return k * (2.0 if definition is Definition.PURE else math.sqrt(2.0))
+    return k  # a count (query or total)
 
 
 def verify_record(
@@ -143,6 +153,7 @@ def verify_record(
         diffs.append("workload.sha256: the record was made for another workload")
     try:
         neighbours = Neighbours.parse(record["neighbours"])
+        unit = PrivacyUnit.from_dict(record.get("privacy_unit"))
         definition, value = _calibrated(record["budget"]["asked"])
         key = "epsilon" if definition is Definition.PURE else "rho"
         cal = record["budget"]["calibrated_as"]
@@ -152,7 +163,8 @@ def verify_record(
         steps = record["steps"]
         if not isinstance(steps, list):
             raise TypeError("steps is not a list")
-        diffs += _check_steps(method, steps, workload, record, neighbours, definition, key)
+        diffs += _check_steps(method, steps, workload, record, neighbours, definition, key,
+                              unit)
         proved = [step_from_dict(s) for s in steps]
         total = sum((Fraction(step_cost(s, definition)) for s in proved), Fraction(0))
         if total > Fraction(value):
@@ -161,7 +173,8 @@ def verify_record(
         deltas = sorted({*REPORTED_DELTAS, *([float(record["budget"]["asked"]["delta"])]
                                              if "delta" in record["budget"]["asked"]
                                              else [])}, reverse=True)
-        want = [g.to_dict() for g in proved_spend(proved, definition, neighbours, deltas)]
+        want = [g.to_dict() for g in proved_spend(proved, definition, neighbours, deltas,
+                                                  unit)]
         if record.get("spent") != want:
             diffs.append(f"spent: {record.get('spent')!r}, recomputed from the steps {want!r}")
         private = bool(proved) and all(s.mechanism.private for s in proved)
@@ -197,7 +210,7 @@ def _check_groups(where: str, target: dict[str, Any], workload: Workload) -> lis
 
 def _check_steps(method: Any, steps: list[dict[str, Any]], workload: Workload,
                  record: dict[str, Any], neighbours: Neighbours, definition: Definition,
-                 key: str) -> list[str]:
+                 key: str, unit: PrivacyUnit) -> list[str]:
     diffs: list[str] = []
     substitute = neighbours is Neighbours.SUBSTITUTE
     n_queries = workload.n_queries
@@ -207,6 +220,9 @@ def _check_steps(method: Any, steps: list[dict[str, Any]], workload: Workload,
         names = workload.domain.names
         scopes = {tuple(names[i] for i in c.scope)
                   for c in candidates(workload, cells) if c.is_marginal}
+        outside = {(names[a],) for a in outside_attributes(workload)}
+        scopes |= outside
+        diffs += _check_columns(steps, record, outside, definition, key)
     elif method in ("ipmwu", "mwem"):
         rounds = int(record["parameters"]["rounds"])
         want = 2 * rounds + (0 if substitute else 1)
@@ -225,7 +241,7 @@ def _check_steps(method: Any, steps: list[dict[str, Any]], workload: Workload,
                          "marginal of the workload")
         if "groups" in target:
             diffs += _check_groups(where, target, workload)
-        want = _expected_sensitivity(str(method), s, substitute, definition)
+        want = _expected_sensitivity(str(method), s, substitute, definition, unit)
         if not _close(s.get("sensitivity"), want):
             diffs.append(f"{where}.sensitivity: {s.get('sensitivity')!r}, its target has "
                          f"{want!r}")
@@ -234,6 +250,39 @@ def _check_steps(method: Any, steps: list[dict[str, Any]], workload: Workload,
         if not _close(s.get("cost", {}).get(key), cost):
             diffs.append(f"{where}.cost: {s.get('cost')!r}, the mechanism's privacy map gives "
                          f"{key} = {cost!r}")
+    return diffs
+
+
+def _check_columns(steps: list[dict[str, Any]], record: dict[str, Any],
+                   outside: set[tuple[str, ...]], definition: Definition,
+                   key: str) -> list[str]:
+    """The record's ``columns`` against its steps: ``measured`` names exactly the attributes
+    outside the workload whose one-way marginals the steps measure, ``budget_share`` is their
+    exact cost over the calibrated budget, and ``uniform`` every other outside attribute."""
+    columns = record.get("columns")
+    if not isinstance(columns, dict):  # a record from before the field measured none of them
+        if any(tuple(s.get("applied_to", {}).get("marginal", ())) in outside for s in steps):
+            return ["columns: missing, yet the steps measure attributes outside the workload"]
+        return []
+    measured, cost = [], Fraction(0)
+    for s in steps:
+        target = tuple(s.get("applied_to", {}).get("marginal", ()))
+        if target in outside and s.get("role") == "measurement":
+            if target[0] not in measured:
+                measured.append(target[0])
+            cost += Fraction(step_cost(step_from_dict(s), definition))
+    diffs = []
+    if list(columns.get("measured", [])) != measured:
+        diffs.append(f"columns.measured: {columns.get('measured')!r}, the steps measure "
+                     f"{measured!r}")
+    _, value = _calibrated(record["budget"]["asked"])
+    share = float(cost / Fraction(value))
+    if not _close(columns.get("budget_share"), share):
+        diffs.append(f"columns.budget_share: {columns.get('budget_share')!r}, the steps' "
+                     f"{key} over the budget is {share!r}")
+    rest = sorted(a for (a,) in outside if a not in measured)
+    if sorted(columns.get("uniform", [])) != rest:
+        diffs.append(f"columns.uniform: {columns.get('uniform')!r}, not measured: {rest!r}")
     return diffs
 
 
@@ -259,4 +308,8 @@ def _verify_lp(record: dict[str, Any], workload: Workload,
         diffs.append("budget.asked: not the release certificate's budget")
     if record.get("neighbours") != cert.get("neighbours"):
         diffs.append("neighbours: not the release certificate's")
+    mine, theirs = record.get("privacy_unit"), cert.get("privacy_unit")
+    if (mine is None) != (theirs is None) or (mine is not None and theirs is not None and any(
+            mine.get(k) != theirs.get(k) for k in ("id_column", "max_rows"))):
+        diffs.append("privacy_unit: not the release certificate's")
     return diffs
