@@ -56,7 +56,8 @@ def random_workload(rng: np.random.Generator, max_queries: int = 8) -> Workload:
                     values = np.flatnonzero(rng.random(k) < 0.5).tolist()  # may be empty
                     cov[attr.name] = IntervalSet.points(values)
         queries.append(Query.conjunction(dom, cov))
-    return Workload.of(dom, queries)
+    # numbered: random conjunctions may repeat, and named by their SQL two would share a name
+    return Workload.of(dom, queries, [f"q{i}" for i in range(len(queries))])
 
 
 def every_row_set(wl: Workload) -> list[tuple[int, ...]]:

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from tessera.data.counts import count, count_encoded
 from tessera.data.source import encode
-from tessera.errors import QueryError
+from tessera.errors import QueryError, QueryWarning
 from tessera.schema.domain import Attribute, Binned, Boolean, Categorical, Domain, IntegerRange
 from tessera.schema.intervals import IntervalSet
 from tessera.workload.clause import FALSE, TRUE, And, BooleanClause, Not, Or, clause_or_query
@@ -271,7 +271,8 @@ def _counts(r: Draw, n_clauses: int) -> None:
     frame, codes = gen_table(r, domain, r.int(0, 70))
     trees = [gen_tree(r, domain) for _ in range(n_clauses)]
     clauses = [to_sql(t) for t in trees]
-    w = Workload.from_sql(clauses, domain)
+    # numbered: random clauses may repeat, and named by their SQL two would share a name
+    w = Workload.from_sql(clauses, domain, names=[f"q{i}" for i in range(len(clauses))])
     got = count(frame, w).answers.tolist()
     con = duckdb.connect()
     con.register("t", frame)
@@ -361,7 +362,8 @@ def test_stats_count_clauses() -> None:
         "(a = 1 OR b = 'x') AND NOT (a = 1) AND NOT (b = 'x')",  # a contradiction
         "b = 'y' AND a > 5",  # a contradiction (a conjunction)
     ]
-    s = WorkloadStats.of(Workload.from_sql(clauses, D))
+    with pytest.warns(QueryWarning, match="query name 'a < 2' is already used"):
+        s = WorkloadStats.of(Workload.from_sql(clauses, D))
     assert s.n_queries == 7 and s.n_clauses == 4
     assert s.duplicates == ((0, 1), (2, 3))
     assert s.tautologies == (4,) and s.contradictions == (5, 6)

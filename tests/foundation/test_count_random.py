@@ -28,6 +28,7 @@ from tests.oracles.foundation import (
     gen_domain,
     gen_set_query,
     gen_table,
+    numbered,
 )
 
 
@@ -35,7 +36,8 @@ def _check(r: Draw, n_queries: int) -> None:
     domain = gen_domain(r, (1, 4))
     frame, codes = gen_table(r, domain, r.int(0, 80))
     sqs = [gen_set_query(r, domain, p_constrain=r.int(0, 3)) for _ in range(n_queries)]
-    w = Workload.of(domain, [s.to_query(domain) for s in sqs])
+    # numbered: random queries may repeat, and their SQL would name two queries alike
+    w = Workload.of(domain, [s.to_query(domain) for s in sqs], numbered(sqs))
     want = [brute_count(s, codes) for s in sqs]
     table = encode(frame, domain)
     assert table.n_rows == len(frame) and table.dropped == 0
@@ -115,7 +117,7 @@ def test_csv_files_count_like_brute_force(tmp_path: Path, seed: int) -> None:
         path = tmp_path / f"t{i}.csv"
         frame.to_csv(path, index=False)
         sqs = [gen_set_query(r, domain) for _ in range(20)]
-        w = Workload.of(domain, [s.to_query(domain) for s in sqs])
+        w = Workload.of(domain, [s.to_query(domain) for s in sqs], numbered(sqs))
         got = count(path, w).answers.tolist()
         assert got == [brute_count(s, codes) for s in sqs], (domain, path.read_text()[:300])
 

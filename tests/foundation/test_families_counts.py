@@ -38,6 +38,7 @@ from tests.oracles.foundation import (
     gen_domain,
     gen_set_query,
     gen_table,
+    numbered,
 )
 
 NON_BINNED = ("integer", "categorical", "ordered", "boolean")
@@ -134,7 +135,8 @@ def _check(r: Draw, sql_oracle: bool) -> None:
     frame, codes = gen_table(r, domain, r.int(0, 120))
     families = gen_families(r, domain)
     sqs = [gen_set_query(r, domain) for _ in range(r.int(0, 4))]
-    w = Workload.of(domain, [s.to_query(domain) for s in sqs], partitions=families)
+    w = Workload.of(domain, [s.to_query(domain) for s in sqs], numbered(sqs),
+                    partitions=families)
     table = encode(frame, domain)
     con = duckdb.connect()
     con.register("t", frame)

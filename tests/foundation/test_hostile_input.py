@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -10,6 +11,7 @@ from typer.testing import CliRunner
 
 import tessera
 from tessera.cli.main import app
+from tessera.errors import QueryWarning
 
 SCHEMA = (
     "attributes:\n  age: {type: integer, min: 0, max: 120}\n"
@@ -221,7 +223,8 @@ def test_out_of_range_and_fractional_literals_warn(files: Path) -> None:
     assert [line for line in result.stderr.splitlines() if line.startswith("warning:")] == [
         f"warning: {w}" for w in [renamed, *expected]
     ]
-    w = Workload.load(Path("w.sql"), Domain.load(files / "p.yaml"))
+    with pytest.warns(QueryWarning, match=re.escape(renamed)):
+        w = Workload.load(Path("w.sql"), Domain.load(files / "p.yaml"))
     assert list(w.warnings) == expected
     assert not w.queries[2].predicates[0].coverage  # still accepted: a contradiction
 

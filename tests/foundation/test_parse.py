@@ -140,7 +140,9 @@ def test_count_equals_duckdb_count(seed: int) -> None:
         domain = gen_domain(r, (2, 4))
         frame, _ = gen_table(r, domain, r.int(0, 60))
         clauses = [where_clause(r, domain) for _ in range(25)]
-        result = count(frame, Workload.from_sql(clauses, domain))
+        # numbered: random clauses may repeat, and named by their SQL two would share a name
+        names = [f"q{i}" for i in range(len(clauses))]
+        result = count(frame, Workload.from_sql(clauses, domain, names=names))
         con = duckdb.connect()
         con.register("t", frame)
         want = [duck_count(con, c) for c in clauses]

@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 from tessera.calibration.comparison import overlap_counts
 from tessera.calibration.cost import workload_cost
 from tessera.cli.main import app
-from tessera.errors import ResourceError
+from tessera.errors import QueryWarning, ResourceError
 from tessera.overlap import max_overlap, routes
 from tessera.overlap.quick import even_split_bound
 from tessera.overlap.recover import recover_families
@@ -34,6 +34,9 @@ from tessera.workload.families import k_way_marginals
 from tessera.workload.workload import Workload
 from tests.oracles.overlap import points_max_score, points_max_substitution
 from tests.overlap.cases import random_case
+
+#: The warnings of a file that repeats a query: the first renamings, then their count.
+RENAMED = r"is already used .* this query is named|more queries renamed the same way"
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -109,7 +112,8 @@ def test_recovery_gives_up_at_its_deadline_and_on_unrecoverable_groups() -> None
     w = np.ones(len(cells))
     assert recover_families(dom, cells.queries, w) is not None
     assert recover_families(dom, cells.queries, w, deadline=time.monotonic() - 1) is None
-    overlapping = Workload.from_sql([f"a <= {i}" for i in range(4)] * 4, dom)
+    overlapping = Workload.from_sql([f"a <= {i}" for i in range(4)] * 4, dom,
+                                    names=[f"q{i}" for i in range(16)])  # repeats on purpose
     assert recover_families(dom, overlapping.queries, np.ones(16)) is None
 
 
@@ -184,7 +188,8 @@ def test_text_workload_above_the_limit_is_refused_before_parsing(tmp_path: Path)
         f"{path}: the text workload has 200,000 queries, above the limit of 150,000 (hint: "
         "write marginals, cubes and hierarchies compactly as YAML (tessera workload build ... "
         "-o W.yaml), split the file, or raise the limit: Workload.load(..., max_queries=N))")
-    assert len(Workload.load(path, dom, max_queries=200_000)) == 200_000
+    with pytest.warns(QueryWarning, match=RENAMED):  # the same line 200,000 times
+        assert len(Workload.load(path, dom, max_queries=200_000)) == 200_000
 
 
 def test_treewidth_refuses_more_queries_than_its_limit(tmp_path: Path) -> None:
@@ -262,7 +267,7 @@ def test_allocation_stopped_at_once_still_meets_the_budget() -> None:
         dom, queries, _ = random_case(rng, max_queries=8)
         if not queries:
             continue
-        wl = Workload.of(dom, queries)
+        wl = Workload.of(dom, queries, [f"q{i}" for i in range(len(queries))])  # may repeat
         importance = rng.uniform(0.5, 4.0, len(queries))
         target = Guarantee.pure(1.0) if case % 2 else Guarantee.zcdp(0.5)  # h(ε) = ε, h(ρ) = ρ
         oracle = overlap_from_workload(wl, time_limit=1e-9, separation_time_limit=1e-9)
@@ -364,7 +369,8 @@ def test_a_yaml_workload_above_the_size_limit_is_refused_before_parsing(
     dom = Domain.from_dict({"a": 4})
     path = tmp_path / "w.yaml"
     path.write_text("queries:\n" + "".join(f"  - where: a = {i % 4}\n" for i in range(200)))
-    assert len(Workload.load(path, dom)) == 200
+    with pytest.warns(QueryWarning, match=RENAMED):  # 4 clauses, 200 lines
+        assert len(Workload.load(path, dom)) == 200
     monkeypatch.setattr(workload_files, "YAML_MAX_BYTES", 1_000)
     with pytest.raises(ResourceError) as e:
         Workload.load(path, dom)
@@ -374,4 +380,5 @@ def test_a_yaml_workload_above_the_size_limit_is_refused_before_parsing(
         "or as text lines, and families compactly (marginals: [{all: k}]))")
     json_path = tmp_path / "w.json"  # JSON: no size limit
     json_path.write_text(json.dumps({"queries": [{"where": f"a = {i % 4}"} for i in range(200)]}))
-    assert len(Workload.load(json_path, dom)) == 200
+    with pytest.warns(QueryWarning, match=RENAMED):
+        assert len(Workload.load(json_path, dom)) == 200

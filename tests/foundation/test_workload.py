@@ -33,6 +33,11 @@ D = Domain(
     )
 )
 
+#: The builders name queries by their SQL; a random draw repeated (or a marginal over a
+#: one-value attribute, whose cells print alike) is renamed with a QueryWarning, which the tests
+#: marked with this do not check (test_issue19_cli does).
+BUILDER_NAMES = pytest.mark.filterwarnings("ignore::tessera.errors.QueryWarning")
+
 
 def write(tmp_path: Path, name: str, text: str) -> Path:
     p = tmp_path / name
@@ -183,6 +188,7 @@ def test_structurally_bad_files(tmp_path: Path, suffix: str, text: str) -> None:
     assert str(p) in str(e.value)
 
 
+@BUILDER_NAMES
 @QUICK
 @given(st.data(), st.sampled_from([".sql", ".yaml", ".json"]))
 def test_save_load_round_trip(data: st.DataObject, suffix: str) -> None:
@@ -265,6 +271,7 @@ def test_stats() -> None:
 # -- builders ----------------------------------------------------------------------------------
 
 
+@BUILDER_NAMES
 @QUICK
 @given(st.data())
 def test_marginals_count_and_partition(data: st.DataObject) -> None:
@@ -326,6 +333,7 @@ def test_prefixes_with_missing_exclude_null() -> None:
     assert [q.predicate("x") for q in w.queries] == [IntervalSet.range(0, c) for c in (1, 2, 3)]
 
 
+@BUILDER_NAMES
 def test_random_workload_reproducible_and_well_formed() -> None:
     a = random_workload(D, 300, seed=7)
     b = random_workload(D, 300, seed=7)

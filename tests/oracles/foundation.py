@@ -50,6 +50,12 @@ class HypDraw:
         return self.data.draw(st.integers(lo, hi))
 
 
+def numbered(items: Sequence[Any]) -> list[str]:
+    """Names ``q0, q1, …`` for generated queries: random queries may repeat, and named by their
+    SQL two would share a name (renamed, with a QueryWarning, which these tests do not check)."""
+    return [f"q{i}" for i in range(len(items))]
+
+
 def coin(r: Draw, p_num: int = 1, p_den: int = 2) -> bool:
     return r.int(0, p_den - 1) < p_num
 

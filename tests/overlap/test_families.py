@@ -123,7 +123,9 @@ def workloads(draw: st.DrawFn, kinds: tuple[str, ...], with_queries: bool) -> Wo
     dom = draw(domains())
     queries = draw(predicates(dom)) if with_queries else []
     weights = [draw(st.sampled_from(WEIGHTS)) for _ in queries]
-    return Workload.of(dom, queries, weights=weights, partitions=draw(families(dom, kinds)))
+    # numbered: drawn predicates may repeat, and named by their SQL two would share a name
+    return Workload.of(dom, queries, [f"q{i}" for i in range(len(queries))], weights=weights,
+                       partitions=draw(families(dom, kinds)))
 
 
 STRUCTURED = ("marginal", "k-way", "cube", "hierarchy")

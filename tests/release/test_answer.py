@@ -135,7 +135,7 @@ def test_noise_has_the_distribution_the_certificate_states(kind: str) -> None:
     """Secure OpenDP noise on 4,000 copies of a partition: noisy − exact follows the pmf at the
     certificate's scale; the same test rejects 0.8 × that scale (a planted bug)."""
     queries = [f"age = {a}" for a in range(10)] * 400  # γ = 400: b = 400/ε
-    wl = Workload.from_sql(queries, DOMAIN)
+    wl = Workload.from_sql(queries, DOMAIN, names=[f"q{i}" for i in range(len(queries))])
     frame = _frame(500)
     budget = Budget.of(epsilon=40.0) if kind == "laplace" else Budget.of(rho=8.0)
     # an explicit split measures W as given (the default strategy would merge the copies)

@@ -163,7 +163,7 @@ def test_strategy_certificates_record_the_split_and_older_ones_still_verify(
     on its shares, no such field) is recomputed the old way and still verifies."""
     import tessera.strategy.direct as direct_candidate
 
-    wl = Workload.from_sql([*CLAUSES, CLAUSES[0]], DOMAIN)
+    wl = Workload.from_sql([*CLAUSES, CLAUSES[0]], DOMAIN, names=[*CLAUSES, "again"])
     release = answer(_frame(), wl, Budget.of(rho=RHO))
     cert = json.loads(json.dumps(release.certificate))
     assert cert["strategy"]["chosen"] == "direct" and cert["strategy"]["direct_split"] == "optimal"
@@ -208,9 +208,11 @@ def _wide_workload(repeat: bool) -> Workload:
         pair = rng.choice(list("abcd"), 2, replace=False)
         clauses.append(" AND ".join(f"{x} {rng.choice(['<=', '>=', '='])} "
                                     f"{rng.integers(0, WIDE[x].size)}" for x in pair))
-    queries = Workload.from_sql(clauses, WIDE).queries
+    queries = Workload.from_sql(clauses, WIDE, names=[f"q{i}" for i in range(30)]).queries
     clauses = [c for i, c in enumerate(clauses) if queries[i] not in queries[:i]]  # distinct
-    return Workload.from_sql(clauses + clauses[:1] if repeat else clauses, WIDE)
+    if repeat:  # the first query again, under a name of its own
+        return Workload.from_sql(clauses + clauses[:1], WIDE, names=[*clauses, "again"])
+    return Workload.from_sql(clauses, WIDE)
 
 
 def _wide_frame() -> pd.DataFrame:

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from tessera.data.counts import count
+from tessera.errors import DataWarning
 from tessera.privacy import Neighbours, PrivacyUnit
 from tessera.release.answering import answer
 from tessera.release.budget import Budget
@@ -85,7 +86,8 @@ def test_a_person_release_counts_the_bounded_rows() -> None:
     wl = WORKLOADS["predicates"]()
     unit = PrivacyUnit("pid", 2)
     exact = count(frame, wl, unit=unit).answers
-    unbounded = count(frame, wl, extra_columns="ignore").answers
+    with pytest.warns(DataWarning, match="does not declare.*'pid'"):  # read without the unit
+        unbounded = count(frame, wl, extra_columns="ignore").answers
     assert np.all(exact <= unbounded) and np.all(unbounded - exact >= 20)
     rel = answer(frame, wl, Budget.of(epsilon=100.0), unit=unit, seed=5, allocation="uniform")
     assert rel.plan.unit == unit and float(rel.plan.scales.max()) <= 0.1

@@ -85,7 +85,7 @@ def test_item14_ledger_figures_rounded_spent_up_remaining_down(files: dict[str, 
     assert "ledger: charged before release; spent 0 → 1.5 (rounded up)" in first
     _answer(files, "--epsilon", "1.5", "--weights", "uniform", "--ledger", ledger)
     shown, _ = _invoke("ledger", "show", ledger)
-    assert "spent 3 (exact), remaining 0; 2 release(s) (spent rounded up, remaining down)" \
+    assert "spent 3 (exact), remaining 0; 2 releases (spent rounded up, remaining down)" \
         in shown, shown
     doc = json.loads(_invoke("ledger", "show", ledger, "--json")[0])
     assert 0 <= doc["remaining"] < 1e-9 and abs(doc["spent"] - 3) < 1e-9  # exact in JSON

@@ -135,11 +135,10 @@ def test_tree_marginal_equals_the_joint(sizes: list[int], data: st.DataObject,
 
 
 def test_bdd_query_answered_from_the_model() -> None:
-    from dd.autoref import BDD
+    from tessera.workload.bdd import bdd_manager
 
     dom = Domain.from_dict({"a": 2, "b": 2, "c": 2})
-    bdd = BDD()
-    bdd.declare("a", "b", "c")
+    bdd = bdd_manager(["a", "b", "c"])  # without dd's finaliser, which asserts at collection
     f = BooleanQuery(bdd, bdd.add_expr(r"(a /\ ~b) \/ c"))
     w = Workload.of(dom, [f], names=["f"], partitions=[Partition.marginal(dom, ["a", "b"])])
     rng = np.random.default_rng(1)

@@ -142,6 +142,7 @@ def synth(
         fail("--rounds is for ipmwu and mwem (the LP runs to its certified gap)")
     synthesizer = Synthesizer(method, **options)  # unknown methods refused before any charge
     book = Ledger.open(ledger) if ledger is not None else None
+    start = time.monotonic()
     with _progress(method) as show:
         fitted = synthesizer.fit(
             data_source(data, engine, spark_master), w, budget, neighbours=neighbours,
@@ -150,10 +151,10 @@ def synth(
             on_invalid=on_invalid, extra_columns=extra_columns, progress=show, output=output,
             record=record,
             answer=answer)  # type: ignore[arg-type]
-    _report(fitted)
-    out.print(f"rows:   {output} ({fitted.rows.shape[0]:,} rows)", markup=False)
+    _report(fitted, time.monotonic() - start, output)
     if record is not None:
-        out.print(f"record: {record}", markup=False)
+        out.print(f"record: {record} (the run's schedule, rounds, parameters and every "
+                  "mechanism)", markup=False)
 
 
 #: Seconds between two plain progress lines when stderr is not a terminal (logs, CI, nohup).
@@ -343,10 +344,21 @@ def _spent_text(spent: list[dict[str, Any]]) -> str:
                      if k in first) or "nothing"
 
 
-def _report(fitted: FittedSynthesizer) -> None:
+def _report(fitted: FittedSynthesizer, seconds: float, output: Path) -> None:
+    """The run in a person's terms (:func:`tessera.synth.record.summary`: method, budget and
+    spend, what the rows are fitted to, rows written, time); its internals (schedule, rounds,
+    parameters, model size: :meth:`FittedSynthesizer.describe`) are in the run record, and
+    logged at INFO (``tessera -v synth …``)."""
+    import logging
+
+    from tessera.synth.record import summary
+
     if not fitted.private:
         err.print("[bold red]NOT PRIVATE[/]: seeded test randomness (--seed); never publish")
-    out.print(fitted.describe(), markup=False, highlight=False)
+    out.print(summary(fitted, seconds, output), markup=False, highlight=False)
+    log = logging.getLogger(__name__)
+    for line in fitted.describe().splitlines():
+        log.info("run: %s", line)
     c = fitted.charge
     if c is not None:
         out.print(f"ledger: charged before the run; spent {spent_text(c)} (rounded up; "

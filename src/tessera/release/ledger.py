@@ -432,11 +432,15 @@ class Ledger:
             hint = (f"ask for at most {format_budget(remaining, self.total, up=False)} {unit} "
                     "per row (scale the costs down), or release queries over rows earlier releases "
                     "touched less; spent budget is never refunded")
+
+        def up(x: float) -> str:  # a bound for people: to the total's 6th digit, rounded up
+            return format_budget(x, self.total, up=True)
+
         return BudgetExceeded(
             f"release {label!r} refused: it would bring the spent budget to "
-            f"≤ {format_bound(after)} {unit}, above the total {format_bound(self.total)} "
+            f"≤ {up(after)} {unit}, above the total {format_bound(self.total)} "
             f"({self.definition.label}, {self.unit.label(self.neighbours)}); spent so far "
-            f"≤ {format_bound(before)}, this release alone costs ≤ {format_bound(alone.bound)}"
+            f"≤ {up(before)}, this release alone costs ≤ {up(alone.bound)}"
             f"{how}, remaining {format_budget(remaining, self.total, up=False)}",
             where=str(self.path), hint=hint,
             total=self.total, spent=before, cost=alone.bound, would_spend=after,

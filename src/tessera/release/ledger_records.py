@@ -18,9 +18,11 @@ from typing import Literal
 from tessera.errors import TesseraError
 from tessera.privacy import ONE_ROW, Definition, Neighbours, PrivacyUnit
 from tessera.release.decimals import format_bound, format_budget, remaining_budget
+from tessera.workload.sizes import counted
 from tessera.workload.workload import Workload
 
 __all__ = [
+    "SYNTHESIS_PREFIX",
     "BudgetExceeded",
     "Charge",
     "LedgerBusy",
@@ -29,6 +31,7 @@ __all__ = [
     "LedgerSummary",
     "Method",
     "Status",
+    "charge_text",
 ]
 
 Status = Literal["charged", "released", "aborted"]
@@ -148,26 +151,50 @@ class LedgerSummary:
 
     def describe(self) -> str:
         """A few lines for a terminal: figures to the 6th significant digit of the total, the
-        spent ones rounded up and the remaining down (:func:`format_budget`); exact in JSON."""
+        spent ones rounded up and the remaining down (:func:`format_budget`); exact in JSON.
+
+        Whether the spent budget is exact is said once, of the figure printed: "exact" when
+        every value between the witness (``spent_lower``) and the bound (``spent``) prints as
+        that figure — S lies between them, so the figure is S rounded up whichever path
+        recorded it (an exact union solve, or a bound a rounding error above the witness);
+        otherwise "≤ figure (an upper bound; at least … attained)"."""
         unit = "ρ" if self.definition is Definition.ZCDP else "ε"
 
         def up(x: float) -> str:
             return format_budget(x, self.total, up=True)
 
-        how = ("exact" if self.exact else
-               f"upper bound; at least {format_budget(self.spent_lower, self.total, up=False)}")
+        spent = up(self.spent)
+        if self.exact or up(self.spent_lower) == spent:
+            shown = f"spent {spent} (exact)"
+        else:
+            shown = (f"spent ≤ {spent} (an upper bound; at least "
+                     f"{format_budget(self.spent_lower, self.total, up=False)} attained)")
         lines = [
             f"ledger {self.path} (data set {self.dataset!r}): {self.definition.label}, "
             f"{self.unit.label(self.neighbours)}",
-            f"total {unit} = {format_bound(self.total)}, spent {up(self.spent)} ({how}), "
+            f"total {unit} = {format_bound(self.total)}, {shown}, "
             f"remaining {format_budget(self.remaining, self.total, up=False)}; "
-            f"{len(self.releases)} release(s) (spent rounded up, remaining down)",
+            f"{counted(len(self.releases), 'release')} (spent rounded up, remaining down)",
         ]
         for c in self.releases:
-            lines.append(f"  #{c.seq} {c.created} {c.label!r} [{c.mechanism}, {c.status}] "
-                         f"{c.n_queries} queries, alone {up(c.cost)}, spent after "
-                         f"{up(c.spent_after)} ({c.method})")
+            lines.append(f"  #{c.seq} {c.created} {c.label!r}: {charge_text(c)}, {c.status}; "
+                         f"alone {up(c.cost)}, spent after {up(c.spent_after)}")
         return "\n".join(lines)
+
+
+#: How a synthesis run's charge names its mechanism: ``synthesis:<method>``, then what it was
+#: fitted to in parentheses (:func:`tessera.synth.charge.synthesis_mechanism`).
+SYNTHESIS_PREFIX = "synthesis:"
+
+
+def charge_text(c: Charge) -> str:
+    """What was charged, in words: ``33 queries (discrete_laplace)``, or for a synthesis run
+    (charged as a stand-in workload every row pays in full, whose size says nothing to a
+    person) ``synthesis (adaptive) of 66 marginals``."""
+    if c.mechanism.startswith(SYNTHESIS_PREFIX):
+        method, _, target = c.mechanism[len(SYNTHESIS_PREFIX):].partition(" (")
+        return f"synthesis ({method})" + (f" of {target.rstrip(')')}" if target else "")
+    return f"{counted(c.n_queries, 'query')} ({c.mechanism})"
 
 
 # -- the ledger -----------------------------------------------------------------------------------

@@ -42,6 +42,7 @@ from tessera.accounting.guarantee import Guarantee
 from tessera.data.outputs import write_text
 from tessera.privacy import Definition, Neighbours
 from tessera.release.budget import DISCRETE_LAPLACE
+from tessera.release.decimals import format_budget
 from tessera.release.plan import NoisePlan
 from tessera.release.report_figures import (
     INSTALL_HINT,
@@ -357,9 +358,15 @@ def _overlap_section(release: ReleaseView, stats: WorkloadStats) -> str:
                       f"{fmt_num(costs.max())}"))
     if release.charge is not None:
         ch = release.charge
+        scale = ch.spent_after if ch.spent_after > 0 else 1.0  # rounded up: still bounds
+
+        def up(x: float) -> str:
+            return format_budget(x, scale, up=True)
+
         split.append(("Ledger", f"release {ch.release_id}: spent before "
-                                f"{fmt_num(ch.spent_before)}, after {fmt_num(ch.spent_after)} "
-                                f"({'exact' if ch.exact else 'upper bound'})"))
+                                f"{up(ch.spent_before)}, after {up(ch.spent_after)} "
+                                f"({'exact' if ch.exact else 'upper bound'}; rounded up to the "
+                                "6th significant digit, exact in the certificate)"))
     formula = ("c_q = 1/b_q (discrete Laplace, in ε)" if sym == "ε"
                else "c_q = 1/(2σ_q²) (discrete Gaussian, in ρ)")
     return (

@@ -50,6 +50,7 @@ from tessera.privacy import ONE_ROW, Definition, Neighbours, PrivacyUnit
 from tessera.schema.domain import Domain
 from tessera.synth.accounting import Budget as RunBudget
 from tessera.workload.families import Partition
+from tessera.workload.sizes import workload_size
 from tessera.workload.workload import Workload
 
 if TYPE_CHECKING:  # the release layer is a sibling of synth: no runtime import (lint-imports)
@@ -64,6 +65,7 @@ __all__ = [
     "ledger_charge",
     "opened_ledger",
     "person_shares",
+    "synthesis_mechanism",
 ]
 
 #: δ values at which the run record states (ε, δ)-DP (as release certificates do).
@@ -161,6 +163,14 @@ def ledger_charge(domain: Domain, cost: float,
     family = Partition.marginal(domain, domain.names, name="synthetic data (every point)")
     w = Workload.of_families(domain, [family])
     return w, np.full(w.n_queries, float(cost) / 2.0)
+
+
+def synthesis_mechanism(method: str, workload: Workload) -> str:
+    """The mechanism a ledger records for a synthesis run: ``synthesis:<method> (<what it was
+    fitted to>)``, e.g. ``synthesis:adaptive (66 marginals)`` — the charged stand-in
+    (:func:`ledger_charge`) says nothing of the run, so this does (``tessera ledger show``
+    prints it as ``synthesis (adaptive) of 66 marginals``)."""
+    return f"synthesis:{method} ({workload_size(workload)})"
 
 
 def person_shares(value: float, definition: Definition, unit: PrivacyUnit

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -32,12 +32,20 @@ from tessera.schema.domain import Binned, Domain
 from tessera.software import require
 from tessera.workload.workload import Workload
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
 __all__ = ["Evaluation", "evaluate", "read_synthetic", "synthetic_frame"]
 
 #: Per-query errors drawn in the plot (the sorted curve is subsampled beyond this).
 PLOT_POINTS = 2000
-#: Families drawn as bars (the worst ones beyond this).
+#: Families drawn as bars (the worst ones beyond this; the panel's title says so).
 PLOT_FAMILIES = 40
+#: Figure height per family bar, inches: a 7-point label is about 0.1 in tall, so bars 0.2 in
+#: apart keep a gap between neighbouring labels.
+BAR_INCHES = 0.2
+#: Longest family label drawn, in characters.
+LABEL_CHARS = 48
 #: What needs matplotlib (the ``plot`` extra) here, as its error says.
 PLOT_PURPOSE = "plotting the errors (tessera evaluate --plot)"
 
@@ -122,18 +130,22 @@ class Evaluation:
                          f"{self.mean_family_l1:.6g}")
         return "\n".join(lines)
 
-    def plot(self, path: str | Path) -> Path:
-        """A PNG (matplotlib, Agg): the per-query errors sorted, and one bar per family (its L1
-        distance) when the workload has families. The errors come from exact answers on the
-        real data: the figure says NOT PRIVATE in red above the panels, and the PNG's
-        ``Description`` text chunk says it too. matplotlib is the optional ``plot`` extra:
-        without it, one line naming the extra (:func:`tessera.software.require`)."""
+    def figure(self) -> Figure:
+        """The plot's matplotlib figure (Agg): the per-query errors sorted, and one bar per
+        family (its L1 distance) when the workload has families — the worst
+        :data:`PLOT_FAMILIES` of them, the title saying how many of how many; the figure is
+        :data:`BAR_INCHES` tall per bar so their labels never overlap, and a label longer than
+        :data:`LABEL_CHARS` is cut with "…". NOT PRIVATE in red above the panels. matplotlib
+        is the optional ``plot`` extra: without it, one line naming the extra
+        (:func:`tessera.software.require`)."""
         figure = require("matplotlib.figure", "plot", PLOT_PURPOSE)
         agg = require("matplotlib.backends.backend_agg", "plot", PLOT_PURPOSE)
 
         families = self.family_l1
         panels = 2 if families else 1
-        fig = figure.Figure(figsize=(6.4 * panels, 4.4), dpi=100)
+        items = sorted(families.items(), key=lambda kv: -kv[1])[:PLOT_FAMILIES]
+        height = max(4.4, 1.6 + BAR_INCHES * len(items))
+        fig = figure.Figure(figsize=(6.4 * panels, height), dpi=100)
         agg.FigureCanvasAgg(fig)
         fig.suptitle(f"{NOT_PRIVATE} (errors against the real data)", color="#c00000",
                      fontweight="bold", fontsize=9)
@@ -150,18 +162,34 @@ class Evaluation:
         ax.grid(alpha=0.3)
         if families:
             bx = fig.add_subplot(1, panels, 2)
-            items = sorted(families.items(), key=lambda kv: -kv[1])[:PLOT_FAMILIES]
-            labels = [name.replace("$", r"\$") for name, _ in items]
+            labels = [short_label(name).replace("$", r"\$") for name, _ in items]
             bx.barh(np.arange(len(items)), [v for _, v in items])
             bx.set_yticks(np.arange(len(items)), labels, fontsize=7)
-            bx.invert_yaxis()
+            bx.set_ylim(len(items) - 0.5, -0.5)  # worst on top, no empty margin rows
             bx.set_xlabel("L1 distance of the normalised marginals")
-            bx.set_title(f"mean L1 {self.mean_family_l1:.3g} over {len(families)} families")
+            shown = ("" if len(items) == len(families)
+                     else f"\nthe worst {len(items)} of {len(families)} families shown")
+            bx.set_title(f"mean L1 {self.mean_family_l1:.3g} over {len(families)} families"
+                         + shown, fontsize=10)
         fig.tight_layout()
+        return fig
+
+    def plot(self, path: str | Path) -> Path:
+        """:meth:`figure` as a PNG. The errors come from exact answers on the real data: the
+        figure says NOT PRIVATE in red above the panels, and the PNG's ``Description`` text
+        chunk says it too."""
         p = Path(path)
-        fig.savefig(p, format="png",
-                    metadata={"Description": f"{NOT_PRIVATE} (errors against the real data)"})
+        self.figure().savefig(
+            p, format="png",
+            metadata={"Description": f"{NOT_PRIVATE} (errors against the real data)"})
         return p
+
+
+def short_label(name: str, limit: int | None = None) -> str:
+    """``name`` cut to ``limit`` characters (default :data:`LABEL_CHARS`) with "…" at the end,
+    so one long family name cannot squeeze the panels."""
+    limit = LABEL_CHARS if limit is None else limit
+    return name if len(name) <= limit else name[: limit - 1] + "…"
 
 
 def read_synthetic(path: str | Path) -> pd.DataFrame:

@@ -2,13 +2,15 @@
 
 :func:`run_record` is the JSON-ready record a run writes (``tessera synth --record``);
 :func:`spent` what the run provably spent, proved from its recorded mechanisms alone;
-:func:`describe` a few lines for a terminal.
+:func:`summary` what a person needs after a run (method, budget, what the rows are fitted to,
+time) and :func:`describe` the run's internals (schedule, rounds, parameters, model size).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -23,6 +25,7 @@ from tessera.synth.accounting import Step, prove, step_cost
 from tessera.synth.charge import Target
 from tessera.synth.columns import columns_record
 from tessera.workload.canonical import schema_hash, sha256_of, workload_hash
+from tessera.workload.sizes import counted, workload_size
 from tessera.workload.workload import Workload
 
 __all__ = [
@@ -41,6 +44,7 @@ __all__ = [
     "spent",
     "step_dict",
     "step_from_dict",
+    "summary",
     "unit_section",
     "workload_dict",
 ]
@@ -321,6 +325,72 @@ def describe(fitted: FittedRun) -> str:
     if not fitted.private and fitted.method == "lp":  # the run record's own text says it
         lines.append("NOT PRIVATE: seeded test randomness")
     return "\n".join(lines)
+
+
+def summary(fitted: FittedRun, seconds: float | None = None, output: Any = None) -> str:
+    """A few lines for the person who ran it: the method, the budget and what the run provably
+    spent (with the caveats of its target), what the rows were fitted to, how many rows (and
+    where: ``output``) and the time (``seconds``, else the run's own from its record). The
+    internals — the schedule, the rounds, the model's size, every parameter — are in the run
+    record (:func:`run_record`) and :func:`describe`."""
+    rec = run_record(fitted)
+    w = fitted.workload
+    over = f"{workload_size(w)} over {counted(len(w.domain.names), 'attribute')}"
+    lines = [f"method: {rec['algorithm']}"]
+    if fitted.method == "lp":
+        lp = rec["lp"]
+        first = rec["spent"][:1]  # the release's own definition; (ε, δ) only if it is not pure
+        shown = first + [g for g in rec["spent"][1:] if first and first[0].get("definition") !=
+                         Definition.PURE.label and g.get("definition") == Definition.APPROX.label]
+        lines += [f"privacy: {g.get('definition')} {parameter_text(g)} (post-processing of "
+                  "the release)" for g in shown]
+        lines.append(f"fitted to: the private release's answers to {over}; the rows' answers "
+                     f"are within {lp['rows_within']:.3g} of them (fractions of the rows) with "
+                     f"probability ≥ {1 - lp['failure']:g}")
+        lines += list(fitted.notes)
+    else:
+        r = fitted.result.record
+        if r.budget is None:  # a replay of a transcript spends nothing new
+            lines.append(f"replay of a transcript (post-processing): {r.spent.text()}")
+        else:
+            lines.append(f"budget: {r.budget.text()}")
+            lines.append(f"spent: {r.spent.text()}")
+        if r.spent.definition is not Definition.PURE:  # pure ε already is (ε, 0)-DP
+            lines += [f"spent: {g.text()}" for g in spent(fitted)
+                      if g.definition is Definition.APPROX]
+        lines += list(fitted.target.notes)
+        lines.append(f"fitted to: {over}; {measured_text(fitted)}")
+    if rec["columns"]["uniform"]:  # what the rows do NOT model
+        lines.append("columns outside the workload left UNIFORMLY RANDOM: "
+                     f"{', '.join(rec['columns']['uniform'])}")
+    rows = f"{rec['rows']:,} rows"
+    lines.append(f"rows: {output} ({rows})" if output is not None else f"rows: {rows}")
+    total = seconds if seconds is not None else rec["timings"].get("total")
+    if total is not None:
+        lines.append(f"time: {total:.3g} s")
+    return "\n".join(lines)
+
+
+def measured_text(fitted: FittedRun) -> str:
+    """What the run measured with noise, in words: the adaptive method's marginals by size
+    (and any wide queries), or the workload queries IPMWU / MWEM selected over their rounds."""
+    res: Any = fitted.result
+    if fitted.method == "adaptive":
+        scopes = {m.scope for m in res.measurements if m.query is None}
+        wide = {m.query for m in res.measurements if m.query is not None}
+        sizes = sorted(Counter(len(s) for s in scopes).items())
+        words = {1: "one", 2: "two", 3: "three", 4: "four"}
+        parts = [f"{n:,} {words.get(k, k)}-way" for k, n in sizes]
+        text = ("measured " + (", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1
+                               else "".join(parts))
+                + (" marginal" if len(scopes) == 1 else " marginals")) if parts else "measured"
+        if wide:
+            text += f"{' and' if parts else ''} {counted(len(wide), 'wide query', 'wide queries')}"
+        return text
+    r = res.record
+    chosen = len(set(r.transcript.selections.tolist()))
+    return (f"measured {counted(chosen, 'workload query', 'workload queries')} over "
+            f"{counted(len(r.transcript.selections), 'round')}")
 
 
 def parameter_text(g: dict[str, Any]) -> str:

@@ -75,6 +75,7 @@ from tessera.synth.charge import (
     ledger_charge,
     opened_ledger,
     person_shares,
+    synthesis_mechanism,
 )
 from tessera.synth.columns import check_columns, warn_uniform
 from tessera.synth.defaults import default_workload, stated_budget
@@ -476,7 +477,7 @@ class Synthesizer:
         if book is not None:
             w, costs = ledger_charge(workload.domain, per_row, rel)
             charge = book.charge(w, costs, label=label or f"synthetic data ({self.method})",
-                                 mechanism=f"synthesis:{self.method}", unit=unit)
+                                 mechanism=synthesis_mechanism(self.method, workload), unit=unit)
         source = NoiseSource.secure() if seed is None else NoiseSource.seeded(seed)
         logger.info("synthesizing (%s) for %s queries, calibrated as %s = %.6g (%s neighbours); "
                     "randomness: %s", self.method, f"{workload.n_queries:,}",

@@ -10,5 +10,6 @@
 * :mod:`~tessera.workload.parse`, :mod:`~tessera.workload.fastparse`: SQL ``WHERE`` → queries;
 * :mod:`~tessera.workload.workload`: the :class:`~tessera.workload.workload.Workload` and its
   files; :mod:`~tessera.workload.builders`: the standard workloads (marginals, identity,
-  prefixes, ranges, random).
+  prefixes, ranges, random); :mod:`~tessera.workload.sizes`: how much a workload holds, in
+  words.
 """
