@@ -294,9 +294,9 @@ def test_planted_verify_bugs_are_caught(planted: str, monkeypatch: pytest.Monkey
     if planted == "no re-proof":
         real = plan_module.recheck_spent
 
-        def no_refusal(workload, costs, neighbours, total, time_limit, *, proven=True):  # type: ignore[no-untyped-def]
+        def no_refusal(workload, costs, neighbours, total, time_limit):  # type: ignore[no-untyped-def]
             # the stated scales' load is computed but never held against the budget
-            return real(workload, costs, neighbours, float("inf"), time_limit, proven=proven)
+            return real(workload, costs, neighbours, float("inf"), time_limit)
         monkeypatch.setattr(plan_module, "recheck_spent", no_refusal)
     else:
         monkeypatch.setattr(certificate_module, "uniform_excess", lambda plan, limit: -1.0)

@@ -28,6 +28,7 @@ from tessera.strategy.candidates import (
     rectangle_strategy,
     worst_cell,
 )
+from tessera.strategy.context import Certify
 from tessera.strategy.rectangles import two_attributes
 from tessera.strategy.stated_shares import with_shares
 from tessera.workload.workload import Workload
@@ -111,6 +112,7 @@ def choose_strategy(
     minimax_rectangles: bool = True,
     direct_scales: tuple[float, ...] | None = None,
     stated_shares: Mapping[str, tuple[float, ...]] | None = None,
+    certify: Certify | None = None,
 ) -> StrategyChoice:
     """The strategy to measure for W under a budget ``total`` of ``definition`` (ε or ρ).
 
@@ -131,7 +133,8 @@ def choose_strategy(
     verify``'s stated shares of each (non-direct) candidate by name, as the certificate's
     candidate table records them, which replace that candidate's own before the choice is made
     (:func:`~.stated_shares.with_shares`; the recomputed ones are kept in
-    :attr:`StrategyChoice.restated`)."""
+    :attr:`StrategyChoice.restated`); ``certify``: a release's check of ``direct``'s optimised
+    split (:attr:`~.context.Context.certify`)."""
     if strategy not in STRATEGIES:
         raise TesseraError(f"unknown strategy {strategy!r}", hint=", ".join(STRATEGIES))
     if objective not in OBJECTIVES:
@@ -140,7 +143,7 @@ def choose_strategy(
         raise TesseraError("the workload has no queries")
     ctx = Context(Definition.parse(definition), float(total), Neighbours.parse(neighbours),
                   time_limit, objective, optimise_direct, minimax, direct_scales,
-                  minimax_rectangles)
+                  minimax_rectangles, certify)
     wanted = STRATEGIES[1:] if (strategy == "auto" or compare) else (strategy,)
     found: list[Strategy] = []
     for name in wanted:
