@@ -236,17 +236,23 @@ def noise_plan(
             scales = stated(stated_scales, t)
             method = f"{allocation} (re-proved from the stated scales)"
         else:
+            # weight 0 is never released (docs/theory.md §3.10): the split is the released
+            # queries' alone, and so is the comparison with the uniform split below
+            released = w > 0
             split = optimal_split(
-                workload, comp, total, rel,
-                importance=w if allocation == "importance" else None,
+                _released_only(workload, released), comp, total, rel,
+                importance=w[released] if allocation == "importance" else None,
                 time_limit=(OPTIMAL_SECONDS if calibration_limit is None
                             else min(calibration_limit, OPTIMAL_SECONDS))
                 if allocation == "optimal" else calibration_limit)
-            scales, method = split.scales, f"{allocation}: {split.method}"
+            scales = np.full(t, np.inf)
+            scales[released] = split.scales
+            method = f"{allocation}: {split.method}"
             # the optimiser's own uniform candidate is rescaled by its oracle's bound, which a
             # time limit can leave above the exact γ: compare with the plan's uniform split
             uniform = widened(cost.scales(total), t)
-            if allocation == "optimal" and np.sum(uniform**2) <= np.sum(scales**2):
+            if allocation == "optimal" and (np.sum(uniform[released]**2)
+                                            <= np.sum(scales[released]**2)):
                 scales = uniform
                 method = (f"optimal: the uniform split (γ_w {cost.status}; the optimiser found "
                           "nothing better in its time)")
@@ -434,6 +440,17 @@ def certify(workload: Workload, budget: Budget, neighbours: Neighbours,
         grown = float(np.max(s[finite] / start[finite])) - 1.0 if finite.any() else 0.0
         return Certified(s, costs, spent, exact, max(grown, 0.0))
     raise AssertionError("unreachable")  # (the last round returns or raises)
+
+
+def _released_only(workload: Workload, released: npt.NDArray[np.bool_]) -> Workload:
+    """The predicate queries of ``workload`` that are released (itself when all are)."""
+    if np.all(released):
+        return workload
+    keep = np.flatnonzero(released).tolist()
+    sources = None if workload.sources is None else tuple(workload.sources[i] for i in keep)
+    return Workload(workload.domain, tuple(workload.queries[i] for i in keep),
+                    tuple(workload.names[i] for i in keep),
+                    tuple(workload.weights[i] for i in keep), sources, ())
 
 
 def _costs(budget: Budget, scales: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
