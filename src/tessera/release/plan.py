@@ -83,10 +83,13 @@ PLAN_MAX_QUERIES = 10_000_000
 INTERVAL_LEVEL = 0.95
 #: Re-checks :func:`certify` runs (the first, then widened scales) before it refuses a plan.
 CERTIFY_ROUNDS = 4
-#: The first widening's margin (relative) at most: the size of the re-check's rounding slack
-#: (a ToulBar2 bound counts as exact within 1e-9 of its row: :mod:`tessera.overlap.wcsp`);
-#: × 4 each further round.
+#: The first widening's margin (relative) at most: the size of ToulBar2's rounding slack (its
+#: bound counts as exact within 1e-9 of its row: :mod:`tessera.overlap.wcsp`); each further
+#: widening's margin is :data:`CERTIFY_GROWTH` times the last.
 CERTIFY_MARGIN = 1e-9
+#: Growth of the widening margin per round (1e-9, 3.2e-8, 1e-6): a bound moves only when the
+#: costs cross its grid, by up to a whole grid unit per query a row pays.
+CERTIFY_GROWTH = 32.0
 
 
 @dataclass(frozen=True, eq=False)
@@ -320,14 +323,21 @@ def restated(plan: NoisePlan, scales: npt.ArrayLike, time_limit: float | None = 
 def uniform_excess(plan: NoisePlan, time_limit: float | None = 60.0) -> float:
     """Σ_q Var_q of the plan over Σ_q Var_q of the uniform split of the same budget, minus 1
     (≤ 0: never worse than uniform, the promise of ``optimal``). Both in the continuous noise
-    model (2b² or σ²) over the released queries."""
-    uni = noise_plan(plan.workload, plan.budget, neighbours=plan.neighbours,
-                     allocation="uniform", time_limit=time_limit)
+    model (2b² or σ²) over the released queries. The uniform split is the one the plan's
+    ``optimal`` allocation compares with (:func:`noise_plan`): calibrated to γ of the released
+    queries (one overlap solve), widened for rounding — a reference, not a release, so it is
+    not :func:`certify`-ed."""
+    w = plan.workload.weight_array()
+    cost = workload_cost(_with_weights(plan.workload, (w > 0).astype(np.float64)),
+                         definition=plan.budget.calibration, neighbours=plan.neighbours,
+                         time_limit=None if time_limit is None
+                         else CALIBRATION_SHARE * time_limit)
+    uniform = widened(cost.scales(plan.total), plan.workload.n_queries)
 
-    def total_variance(p: NoisePlan) -> float:
-        s = p.scales[np.isfinite(p.scales)]
-        return float(np.sum((2.0 if p.mechanism == DISCRETE_LAPLACE else 1.0) * s * s))
-    return total_variance(plan) / total_variance(uni) - 1.0
+    def total_variance(scales: npt.NDArray[np.float64]) -> float:
+        s = scales[np.isfinite(scales)]
+        return float(np.sum((2.0 if plan.mechanism == DISCRETE_LAPLACE else 1.0) * s * s))
+    return total_variance(plan.scales) / total_variance(uniform) - 1.0
 
 
 def _half_square_up(eps: float) -> float:
@@ -406,13 +416,16 @@ def certify(workload: Workload, budget: Budget, neighbours: Neighbours,
 
     When the re-check's bound V lies above the total B while its witness A does not (a bound
     looser than the calibration's by the solvers' rounding of costs, or a time limit), the
-    scales are raised so that the costs shrink by r = (B/V)(1 − m): the bound, which follows
-    the costs in proportion, lands below B by the margin m, the size of that rounding —
-    m = min((V − A)/V, :data:`CERTIFY_MARGIN`) in the first round, × 4 in each next one (a
-    bound does not follow costs moved by less than its rounding grid). Scales only grow
-    (more noise), so this never weakens a guarantee; after :data:`CERTIFY_ROUNDS` re-checks
-    without a proof the plan is refused (nothing charged). A row that provably pays more than
-    B is refused at once: the calibration is wrong."""
+    scales are raised so that the costs shrink by r = (B/V)(1 − m). The true maximum M ∈ [A, V]
+    then becomes rM ≤ B(1 − m), and the new bound is rM plus the re-check's rounding slack δ,
+    which does not follow costs moved by less than its grid: m must cover δ. First
+    m = min((V − A)/V, :data:`CERTIFY_MARGIN`) (the bound's own slack, when it is a few
+    roundings of ToulBar2's 2⁴⁰ grid: ~2e-10 at 200 queries); then, since a bound moves only
+    when costs cross its grid (equal costs all at once, by a whole unit per query a row pays),
+    a margin :data:`CERTIFY_GROWTH` times larger each round. Scales only grow (more noise), so
+    this never weakens a guarantee; after :data:`CERTIFY_ROUNDS` re-checks without a proof the
+    plan is refused (nothing charged). A row that provably pays more than B is refused at once:
+    the calibration is wrong."""
     from tessera.release.decimals import decimal_value
 
     s = as_written(scales)
@@ -431,7 +444,8 @@ def certify(workload: Workload, budget: Budget, neighbours: Neighbours,
                     hint="give the plan more time (--time-limit): the re-check's bound is "
                          "looser than the calibration's") from None
             v, a = e.bound, e.achieved
-            m = min(float((v - a) / v), CERTIFY_MARGIN) * 4.0**k
+            m = (min(float((v - a) / v), CERTIFY_MARGIN) if k == 0
+                 else CERTIFY_MARGIN * CERTIFY_GROWTH**k)
             r = float(limit / v) * (1.0 - m)  # < 1: the costs' shrink factor
             finite = np.isfinite(s)
             s = as_written(np.where(finite, s * r ** (-1.0 / power), s))
