@@ -25,6 +25,7 @@ from tessera.mechanisms.record import MechanismRecord
 from tessera.privacy import Neighbours
 from tessera.release.budget import DISCRETE_LAPLACE, Budget
 from tessera.release.plan import (
+    CALIBRATION_SHARE,
     Allocation,
     Certified,
     NoisePlan,
@@ -122,12 +123,14 @@ def strategy_plan(
     # a release certifies direct's optimised split where it is made (the check verify runs,
     # widening it if the proof needs a margin), so that the split the chooser compares, the one
     # measured and the one a losing candidate's row records are each what verify re-proves;
-    # verify itself (stated scales) only checks
+    # verify itself (stated scales) only checks. The proof gets the re-check's share of the
+    # time limit, no more than verify's re-check of the same scales is sure to get.
     proofs: dict[bytes, Certified] = {}
+    recheck_limit = None if time_limit is None else (1.0 - CALIBRATION_SHARE) * time_limit
 
     def certify_split(measured: Workload, scales: npt.NDArray[np.float64]
                       ) -> npt.NDArray[np.float64]:
-        proof = certify(measured, budget, rel, scales, time_limit)
+        proof = certify(measured, budget, rel, scales, recheck_limit)
         proofs[proof.scales.tobytes()] = proof
         return proof.scales
 
