@@ -5,14 +5,15 @@ them when that proof needs a margin (:func:`tessera.release.plan.certify`).
 The re-check bounds max over one neighbour change of Σ c_q with a solver on costs rounded up to
 a grid (the exact costs' 2^-k multiples below ``SCORE_LIMIT``, then ToulBar2's 2^40 integers),
 so its bound can lie above the row the calibration's own oracle bounded by more than the
-calibration's rounding margin (``widened``: 1e-12 + 8t ulp). A release that accepted such a
-plan on its calibration's proof wrote a certificate ``verify`` could not prove ("the stated
-noise re-checks at ≤ 1.000000000007276, which does not prove the budget 1"). Here the re-check
-is made as coarse as a solver's grid can make it — ``SCORE_LIMIT`` lowered, and no exact
-enumeration to settle it (``REFINE_MAX_SETS`` 0): a coarser grid is still a proven upper bound,
-so both the release and verify stay sound, and the disagreement shows on small workloads in
-under a second. The property test draws random workloads, budgets in every definition, both
-neighbour relations, every strategy and allocation, and the re-check's coarseness.
+calibration's margin (``widened``; 1e-12 before the fix, ``RECHECK_SLACK`` = 2e-9 now). A
+release that accepted such a plan on its calibration's proof wrote a certificate ``verify``
+could not prove ("the stated noise re-checks at ≤ 1.000000000007276, which does not prove the
+budget 1"). Here the re-check is made coarser than any margin — ``SCORE_LIMIT`` lowered, and no
+exact enumeration to settle it (``REFINE_MAX_SETS`` 0): a coarser grid is still a proven upper
+bound, so both the release and verify stay sound, and the disagreement shows on small
+workloads in under a second. The property test draws random workloads, budgets in every
+definition, both neighbour relations, every strategy and allocation, and the re-check's
+coarseness.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+import tessera.overlap.routes as routes
 import tessera.release.exact_costs as exact_costs
 import tessera.release.plan as plan_module
 from tessera.errors import TesseraError
@@ -46,8 +48,9 @@ DOMAIN = Domain.from_dict({"a": 4, "b": 3, "c": 2})
 #: one busy row and lonely queries: the optimal split is far from uniform
 CLAUSES = ["a = 0", "b = 0", "a = 0 AND c = 0", "a <= 1 AND b = 0", "a = 3", "b = 2 AND a >= 2",
            "c = 1 AND a = 2"]
-#: the exact costs on a 2^-k grid with Σ < 2^32 (shipped: 2^51): a bound ~1e-9 above its row
-COARSE = 2**32
+#: the exact costs on a 2^-k grid with Σ < 2^24 (shipped: 2^51): a bound ~1e-7 above its row,
+#: beyond the calibration's margin for the re-check (2e-9, ``RECHECK_SLACK``)
+COARSE = 2**24
 
 
 def _frame(dom: Domain, seed: int = 0, n: int = 60) -> pd.DataFrame:
@@ -92,7 +95,7 @@ def test_a_certificate_verifies_when_the_recheck_is_coarser_than_the_calibration
     certificates failed ``verify`` ("... does not prove the budget ..."; the other two, under
     substitution through the chooser, measure the uniform split, which verify recomputes).
     Now the release widens its scales by the re-check's own margin — each the same or larger,
-    by less than 1e-6 — and verify proves them; the calibration's scales in their place still
+    by less than 1e-5 — and verify proves them; the calibration's scales in their place still
     fail: verify was not weakened."""
     wl = Workload.from_sql(CLAUSES + CLAUSES[:1] if repeat else CLAUSES, DOMAIN)
     shipped = _released(_frame(DOMAIN), wl, budget, neighbours=neighbours)  # the fine re-check
@@ -105,7 +108,7 @@ def test_a_certificate_verifies_when_the_recheck_is_coarser_than_the_calibration
         calibrated = np.array(_scales(shipped), dtype=float)
         widened = np.array(_scales(cert), dtype=float)
         assert np.all(widened >= calibrated)
-        assert 0 < np.max(widened / calibrated - 1) < 1e-6  # the grid's size, no utility lost
+        assert 0 < np.max(widened / calibrated - 1) < 1e-5  # the grid's size, no utility lost
         doc = json.loads(json.dumps(cert))  # the calibration's scales, stated as they were
         for q, scale in zip([*doc["queries"], *doc["families"]], _scales(shipped)):
             q["scale"] = scale
@@ -136,7 +139,7 @@ def test_a_plan_the_recheck_cannot_prove_is_refused_before_the_charge(tmp_path) 
     assert book.spent() == 0
 
 
-# -- the reported shape: 200 random conjunctions over 9 attributes, γ_w around 50–64 ------------
+# -- the reported shape: 200 random conjunctions over 9 attributes -----------------------------
 
 
 def _random_conjunctions(seed: int, n_attrs: int = 9, t: int = 200, p: float = 0.3) -> Workload:
@@ -160,14 +163,26 @@ def _random_conjunctions(seed: int, n_attrs: int = 9, t: int = 200, p: float = 0
 
 
 @pytest.mark.slow
-def test_the_reported_release_verifies() -> None:
-    """200 random conjunctions over 9 attributes, ε = 1, add/remove, strategy direct (its
-    optimal split), the re-check as shipped (ToulBar2 proves it, ~1.9e-10 above its row): the
-    certificate made before the fix failed verify with "the stated noise re-checks at
-    ≤ 1.0000000000014744, which does not prove the budget 1" (γ_w 51, exact). ~25 s."""
-    wl = _random_conjunctions(0)
-    cert = _released(_frame(wl.domain, n=300), wl, Budget.of(epsilon=1.0), strategy="direct")
-    result = verify_certificate(cert, wl)
+@pytest.mark.parametrize(("seed", "budget", "neighbours"), [
+    (0, Budget.of(epsilon=1.0), "add-remove"),
+    (1, Budget.of(rho=0.3), "substitute"),
+], ids=["eps-1-add-remove", "rho-0.3-substitute"])
+def test_the_reported_release_verifies(seed: int, budget: Budget, neighbours: str) -> None:
+    """200 random conjunctions over 9 attributes, strategy direct (its optimal split), the
+    re-check as shipped. Before the fix both certificates failed verify: "the stated noise
+    re-checks at ≤ …, which does not prove the budget" — ε = 1: at ≤ 1.0000000000014744,
+    ToulBar2's bound, ~1.9e-10 above its row (γ_w 51, exact), as on a loaded machine, where the
+    branch and bound does not prove the maximum in its 1 s warm-up (here: a 0.05 s warm-up;
+    idle, it proves it exactly and the old release passed); ρ = 0.3 under substitution: at
+    ≤ 0.306–0.372 (with the time it got), the route over > 60 queries and > 6 attributes,
+    min(2·S_add/remove, Σ). 10–90 s each."""
+    wl = _random_conjunctions(seed)
+    loaded = (mock.patch.object(routes, "TOULBAR2_WARMUP_SECONDS", 0.05)
+              if neighbours == "add-remove" else nullcontext())
+    with loaded:
+        cert = _released(_frame(wl.domain, n=300), wl, budget, neighbours=neighbours,
+                         strategy="direct")
+        result = verify_certificate(cert, wl)
     assert result.ok, result.differences
     assert cert["strategy"]["direct_split"] == "optimal"
 
@@ -256,7 +271,7 @@ def releases(draw: st.DrawFn) -> tuple[Workload, Budget, dict[str, Any], int]:
         options["strategy"] = draw(st.sampled_from(["auto", "direct", "identity",
                                                     "hierarchical"]))
     # the re-check's grid: as shipped, or coarser (a bound further above its row)
-    score_limit = draw(st.sampled_from([exact_costs.SCORE_LIMIT, 2**36, 2**28]))
+    score_limit = draw(st.sampled_from([exact_costs.SCORE_LIMIT, 2**30, 2**24]))
     return wl, draw(BUDGETS), options, score_limit
 
 
