@@ -5,15 +5,14 @@ them when that proof needs a margin (:func:`tessera.release.plan.certify`).
 The re-check bounds max over one neighbour change of Σ c_q with a solver on costs rounded up to
 a grid (the exact costs' 2^-k multiples below ``SCORE_LIMIT``, then ToulBar2's 2^40 integers),
 so its bound can lie above the row the calibration's own oracle bounded by more than the
-calibration's margin (``widened``; 1e-12 before the fix, ``RECHECK_SLACK`` = 2e-9 now). A
-release that accepted such a plan on its calibration's proof wrote a certificate ``verify``
-could not prove ("the stated noise re-checks at ≤ 1.000000000007276, which does not prove the
-budget 1"). Here the re-check is made coarser than any margin — ``SCORE_LIMIT`` lowered, and no
-exact enumeration to settle it (``REFINE_MAX_SETS`` 0): a coarser grid is still a proven upper
-bound, so both the release and verify stay sound, and the disagreement shows on small
-workloads in under a second. The property test draws random workloads, budgets in every
-definition, both neighbour relations, every strategy and allocation, and the re-check's
-coarseness.
+calibration's rounding margin (``widened``: 1e-12 + 8t ulp). A release that accepted such a
+plan on its calibration's proof wrote a certificate ``verify`` could not prove ("the stated
+noise re-checks at ≤ 1.000000000007276, which does not prove the budget 1"). Here the re-check
+is made coarse — ``SCORE_LIMIT`` lowered, and no exact enumeration to settle it
+(``REFINE_MAX_SETS`` 0): a coarser grid is still a proven upper bound, so both the release and
+verify stay sound, and the disagreement shows on small workloads in under a second. The
+property test draws random workloads, budgets in every definition, both neighbour relations,
+every strategy and allocation, and the re-check's coarseness.
 """
 
 from __future__ import annotations
@@ -48,8 +47,7 @@ DOMAIN = Domain.from_dict({"a": 4, "b": 3, "c": 2})
 #: one busy row and lonely queries: the optimal split is far from uniform
 CLAUSES = ["a = 0", "b = 0", "a = 0 AND c = 0", "a <= 1 AND b = 0", "a = 3", "b = 2 AND a >= 2",
            "c = 1 AND a = 2"]
-#: the exact costs on a 2^-k grid with Σ < 2^24 (shipped: 2^51): a bound ~1e-7 above its row,
-#: beyond the calibration's margin for the re-check (2e-9, ``RECHECK_SLACK``)
+#: the exact costs on a 2^-k grid with Σ < 2^24 (shipped: 2^51): a bound ~1e-7 above its row
 COARSE = 2**24
 
 

@@ -42,8 +42,8 @@ from tessera.privacy import Definition, Neighbours
 from tessera.workload.query import Query
 from tessera.workload.workload import Workload
 
-__all__ = ["GUARD", "OPTIMAL_MAX_QUERIES", "OPTIMAL_ROUNDS", "OPTIMAL_SECONDS", "RECHECK_SLACK",
-           "OptimalSplit", "optimal_split", "optimisable", "widened"]
+__all__ = ["GUARD", "OPTIMAL_MAX_QUERIES", "OPTIMAL_ROUNDS", "OPTIMAL_SECONDS", "OptimalSplit",
+           "optimal_split", "optimisable", "widened"]
 
 #: The default split's nominal time in seconds: the exact solver's limit per call, and × GUARD
 #: the wall-clock guard of the whole optimisation (the loop stops by rounds).
@@ -58,11 +58,6 @@ OPTIMAL_ROUNDS = 40
 #: The wall clock is only a guard: the loop and the proofs stop at this multiple of the time
 #: limit (then the split is still certified, but a recomputation may stop elsewhere).
 GUARD = 4.0
-#: Relative margin the calibrated scales leave for the re-check's rounding (:func:`widened`):
-#: ToulBar2 bounds integer costs below 2^40, so its bound lies up to a unit per query a row
-#: pays above the row — about t·2^-40 relative (1.8e-10 at 200 queries, 1.8e-9 at its
-#: 2,000-query limit) — and counts as exact within 1e-9 (:mod:`tessera.overlap.wcsp`).
-RECHECK_SLACK = 2e-9
 #: Most predicate queries the default split is optimised for; larger workloads keep the
 #: uniform split unless ``--weights optimal`` is asked for. The cuts come from a local search
 #: in milliseconds (:mod:`tessera.overlap.local_search`); what limits the size is the exact
@@ -91,14 +86,11 @@ def optimisable(workload: Workload) -> bool:
 
 
 def widened(scales: npt.NDArray[np.float64], t: int) -> npt.NDArray[np.float64]:
-    """Scales × (1 + :data:`RECHECK_SLACK` + 8 t ulp), a margin for two roundings: in the
-    conversion to scales and in the sums, which can put Σ c_q a few ulps per query above the
-    total; and in the re-check of the costs (the release's, and ``tessera verify``'s, whose
-    solver route can differ with the machine's load), whose bound can lie above the row the
-    calibration's oracle bounded by its solver's rounding of costs. The exact re-check then
-    certifies them (and the release widens them further when its bound needs a larger margin:
-    :func:`tessera.release.plan.certify`)."""
-    return scales * (1.0 + RECHECK_SLACK + 8.0 * t * np.finfo(np.float64).eps)
+    """Scales × (1 + 1e-12 + 8 t ulp): rounding in the conversion to scales and in the sums can
+    put Σ c_q a few ulps per query above the total; the exact re-check then certifies them
+    (and the release widens them further when the re-check's own rounding of costs needs a
+    larger margin: :func:`tessera.release.plan.certify`)."""
+    return scales * (1.0 + 1e-12 + 8.0 * t * np.finfo(np.float64).eps)
 
 
 def optimal_split(

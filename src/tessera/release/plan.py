@@ -30,11 +30,12 @@ stated scales (:func:`recheck_spent`), on the scales as the certificate writes t
 them back, with nothing assumed of how they were found. Its bound is a solver's, on costs
 rounded up to a grid (:mod:`tessera.release.exact_costs`, and ToulBar2's 2⁴⁰ integer costs:
 :mod:`tessera.overlap.wcsp`), so it can sit above the row the calibration's own oracle bounded
-— ~2e-10 (relative) at 200 queries, which the calibration's margin covers
-(:data:`~tessera.calibration.optimal.RECHECK_SLACK`, 2e-9), or far more when the re-check's
-route is looser (a time limit; under substitution beyond ToulBar2's reach, min(2·S, Σ)). Then
-:func:`certify` widens the scales (larger noise, the safe direction) and checks again, before
-anything is charged, so that every certificate's spend is proved from the certificate alone.
+by more than the calibration's rounding margin (:func:`~tessera.calibration.optimal.widened`,
+1e-12) — ~2e-10 (relative) at 200 queries — or far more when its route is looser (a time
+limit; under substitution beyond ToulBar2's reach, min(2·S, Σ)): a split the calibration
+proves can be one the re-check does not. Then :func:`certify` widens the scales (larger noise,
+the safe direction) by the least margin it finds that proves them, before anything is charged,
+so that every certificate's spend is proved from the certificate alone.
 """
 
 from __future__ import annotations
