@@ -296,11 +296,35 @@ def test_planted_verify_bugs_are_caught(planted: str, monkeypatch: pytest.Monkey
     if planted == "no re-proof":
         real = plan_module.recheck_spent
 
-        def no_refusal(workload, costs, neighbours, total, time_limit, *, proven=True):  # type: ignore[no-untyped-def]
+        def no_refusal(workload, costs, neighbours, total, time_limit):  # type: ignore[no-untyped-def]
             # the stated scales' load is computed but never held against the budget
-            return real(workload, costs, neighbours, float("inf"), time_limit, proven=proven)
+            return real(workload, costs, neighbours, float("inf"), time_limit)
         monkeypatch.setattr(plan_module, "recheck_spent", no_refusal)
     else:
         monkeypatch.setattr(certificate_module, "uniform_excess", lambda plan, limit: -1.0)
     with pytest.raises(AssertionError):
         _check_stopped_early_split(cert, wl)
+
+
+@pytest.mark.parametrize("neighbours", ["add-remove", "substitute"])
+@pytest.mark.parametrize("allocation", ["optimal", "importance"])
+def test_an_optimised_split_releases_no_query_of_weight_0(neighbours: str, allocation: str
+                                                          ) -> None:
+    """Weight 0 means "not released" (docs/theory.md §3.10), under ``--weights optimal`` and
+    ``importance`` too: the split is the released queries' (the one of weight 0 stated as
+    null), and the comparison with the uniform split is over them. (Found by the property test
+    of tests/release/test_certified_scales.py: the weight-0 query got a scale, and the uniform
+    split's total variance came out ∞, so the optimiser's split was kept even where it was
+    several times worse — which verify then refused in an untouched certificate.)"""
+    dom = Domain.from_dict({"a": 4, "b": 5})
+    wl = Workload.from_sql(["a IN (0, 1, 3) AND b = 4", "a >= 1 AND a <= 3", "b >= 2 AND b <= 3",
+                            "b <= 1", "a = 2", "a = 0 AND b = 0"], dom,
+                           names=[f"q{i}" for i in range(6)])
+    wl = Workload.of(dom, wl.queries, names=wl.names, weights=[0.0, 1.0, 1.0, 1.0, 2.0, 1.0])
+    frame = pd.DataFrame({"a": [0, 1, 2, 3], "b": [0, 4, 2, 1]})
+    cert = json.loads(json.dumps(answer(frame, wl, Budget.of(epsilon=1.0), neighbours=neighbours,
+                                        allocation=allocation).certificate))
+    assert cert["queries"][0]["scale"] is None
+    assert all(q["scale"] is not None for q in cert["queries"][1:])
+    result = verify_certificate(cert, wl)
+    assert result.ok, result.differences

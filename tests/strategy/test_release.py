@@ -189,3 +189,22 @@ def test_residual_contrasts_edge_cases_release_and_verify(case: str) -> None:
     cert["mechanism"]["name"] = "discrete Gaussian (OpenDP make_gaussian)"
     cert["digest"] = digest(cert)
     assert verify_certificate(cert, wl).ok, verify_certificate(cert, wl).differences
+
+
+@pytest.mark.parametrize("sql", [["a = 0", "a = 1"], ["a = 0", "a = 0"], ["a >= 0", "a < 0"]],
+                         ids=["histogram", "repeated", "tautology-contradiction"])
+def test_a_workload_over_one_attribute_of_two_codes_releases_and_verifies(sql: list[str]
+                                                                          ) -> None:
+    """One attribute of 2 codes: no tree branching is below 2, so ``hierarchical`` does not
+    apply (it raised an AssertionError inside the chooser, for every such workload under
+    ``auto``: found by the property test of tests/release/test_certified_scales.py); ``auto``
+    releases and verifies, and ``hierarchical`` forced says it does not apply."""
+    from tessera.errors import TesseraError
+
+    dom = Domain.from_dict({"a": 2})
+    wl = Workload.from_sql(sql, dom, names=["x", "y"])
+    frame = pd.DataFrame({"a": [0, 1, 1]})
+    cert = json.loads(json.dumps(answer(frame, wl, Budget.of(rho=0.5)).certificate))
+    assert verify_certificate(cert, wl).ok
+    with pytest.raises(TesseraError, match="does not apply"):
+        answer(frame, wl, Budget.of(rho=0.5), strategy="hierarchical")

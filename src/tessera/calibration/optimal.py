@@ -90,7 +90,9 @@ def optimisable(workload: Workload) -> bool:
 
 def widened(scales: npt.NDArray[np.float64], t: int) -> npt.NDArray[np.float64]:
     """Scales × (1 + 1e-12 + 8 t ulp): rounding in the conversion to scales and in the sums can
-    put Σ c_q a few ulps per query above the total; the exact re-check then certifies them."""
+    put Σ c_q a few ulps per query above the total; the exact re-check then certifies them
+    (and the release widens them further when the re-check's own rounding of costs needs a
+    larger margin: :func:`tessera.release.plan.certify`)."""
     return scales * (1.0 + 1e-12 + 8.0 * t * np.finfo(np.float64).eps)
 
 

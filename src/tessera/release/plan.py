@@ -25,6 +25,18 @@ costs c_q = 1/b_q (pure) or 1/(2σ_q²) (zCDP) compose along any row to at most
 spent = max_x Σ_{q∈I(x)} c_q (or over I(x) Δ I(y) under substitution), computed by the overlap
 solver as an exact value or a proven upper bound. The plan is refused unless spent ≤ B.
 
+The re-check is :func:`certify`: the very check ``tessera verify`` runs on a certificate's
+stated scales (:func:`recheck_spent`), on the scales as the certificate writes them and reads
+them back, with nothing assumed of how they were found. Its bound is a solver's, on costs
+rounded up to a grid (:mod:`tessera.release.exact_costs`, and ToulBar2's 2⁴⁰ integer costs:
+:mod:`tessera.overlap.wcsp`), so it can sit above the row the calibration's own oracle bounded
+by more than the calibration's rounding margin (:func:`~tessera.calibration.optimal.widened`,
+1e-12) — ~2e-10 (relative) at 200 queries — or far more when its route is looser (a time
+limit; under substitution beyond ToulBar2's reach, min(2·S, Σ)): a split the calibration
+proves can be one the re-check does not. Then :func:`certify` widens the scales (larger noise,
+the safe direction) by the least margin it finds that proves them, before anything is charged,
+so that every certificate's spend is proved from the certificate alone.
+
 **Per person** (``unit``: a privacy id and at most K rows each, docs/theory.md §3.13) both
 proofs are a person's: the calibration's γ_w is K·γ (pure ε) or the score K²·S (ρ), so every
 noise scale grows by K (b, and σ), and the re-check's spent is K (ε) or K² (ρ) times the
@@ -35,10 +47,12 @@ substituted. c_q stay per unit of sensitivity: what one row pays, what the ledge
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import math
 import time
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Literal
 
 import numpy as np
@@ -77,6 +91,15 @@ CALIBRATION_SHARE = 2.0 / 3.0
 PLAN_MAX_QUERIES = 10_000_000
 #: Interval level of the per-query intervals.
 INTERVAL_LEVEL = 0.95
+#: Re-checks :func:`certify` runs (the first, then widened scales) before it refuses a plan.
+CERTIFY_ROUNDS = 4
+#: The first widening's margin (relative) at most: the size of ToulBar2's rounding slack (its
+#: bound counts as exact within 1e-9 of its row: :mod:`tessera.overlap.wcsp`); each further
+#: widening's margin is :data:`CERTIFY_GROWTH` times the last.
+CERTIFY_MARGIN = 1e-9
+#: Growth of the widening margin per round (1e-9, 3.2e-8, 1e-6): a bound moves only when the
+#: costs cross its grid, by up to a whole grid unit per query a row pays.
+CERTIFY_GROWTH = 32.0
 
 
 @dataclass(frozen=True, eq=False)
@@ -194,7 +217,7 @@ def noise_plan(
     time_limit: float | None = 60.0,
     max_queries: int = PLAN_MAX_QUERIES,
     stated_scales: npt.ArrayLike | None = None,
-    scales_proven: bool = False,
+    certified: Certified | None = None,
     unit: PrivacyUnit = ONE_ROW,
 ) -> NoisePlan:
     """Calibrate per-query noise for ``budget`` (module docs); refuse rather than overspend.
@@ -203,11 +226,12 @@ def noise_plan(
     :data:`CALIBRATION_SHARE` of it and the independent re-check the rest (each returns a proven
     upper bound if it stops early, never a lower one). ``stated_scales`` (``tessera verify``):
     for an optimised allocation (:data:`OPTIMISED`), the per-query scales a certificate states,
-    re-proved by the same re-check instead of re-optimised; ignored for the others, which are
-    recomputed. ``scales_proven``: the stated scales come from this library's own calibration
-    (the strategy chooser's optimal split, rescaled by a proven overlap bound), so a re-check
-    that stops at its time limit above the total may rest on that proof, as a computed split's
-    does; a certificate's scales (``False``) must be certified by the re-check alone.
+    re-proved by the same re-check instead of re-optimised (never widened: they are checked as
+    stated); ignored for the others, which are recomputed. Scales this function computes are
+    :func:`certify`-ed: re-checked as a certificate states them and widened if the re-check
+    needs a margin to prove the budget from them alone. ``certified``: the stated scales are
+    the strategy chooser's split, already :func:`certify`-ed (its ``scales`` are the stated
+    ones): its proof is taken rather than run twice.
     ``unit``: one row, or one person of at most K rows (module docs, "Per person")."""
     rel = Neighbours.parse(neighbours)
     if allocation not in ALLOCATIONS:
@@ -242,17 +266,23 @@ def noise_plan(
             scales = stated(stated_scales, t)
             method = f"{allocation} (re-proved from the stated scales)"
         else:
+            # weight 0 is never released (docs/theory.md §3.10): the split is the released
+            # queries' alone, and so is the comparison with the uniform split below
+            released = w > 0
             split = optimal_split(
-                workload, comp, total, rel,
-                importance=w if allocation == "importance" else None,
+                _released_only(workload, released), comp, total, rel,
+                importance=w[released] if allocation == "importance" else None,
                 time_limit=(OPTIMAL_SECONDS if calibration_limit is None
                             else min(calibration_limit, OPTIMAL_SECONDS))
                 if allocation == "optimal" else calibration_limit, unit=unit)
-            scales, method = split.scales, f"{allocation}: {split.method}"
+            scales = np.full(t, np.inf)
+            scales[released] = split.scales
+            method = f"{allocation}: {split.method}"
             # the optimiser's own uniform candidate is rescaled by its oracle's bound, which a
             # time limit can leave above the exact γ: compare with the plan's uniform split
             uniform = widened(cost.scales(total), t)
-            if allocation == "optimal" and np.sum(uniform**2) <= np.sum(scales**2):
+            if allocation == "optimal" and (np.sum(uniform[released]**2)
+                                            <= np.sum(scales[released]**2)):
                 scales = uniform
                 method = (f"optimal: the uniform split (γ_w {cost.status}; the optimiser found "
                           "nothing better in its time)")
@@ -269,13 +299,22 @@ def noise_plan(
         scales = cost.scales(total)
         method = f"{allocation} (γ_w {cost.status}, {overlap.method})"
         scales = widened(scales, t)  # for rounding; then re-checked exactly
-    costs = _costs(budget, scales)
     left = None if time_limit is None else max(1.0, time_limit - (time.monotonic() - start))
-    # stated scales have no calibration proof behind them: the re-check alone must certify
-    spent, exact = recheck_spent(
-        workload, costs, rel, total, left,
-        proven=allocation not in OPTIMISED or stated_scales is None or scales_proven,
-        unit=unit, definition=comp)
+    if allocation in OPTIMISED and stated_scales is not None and certified is None:
+        # a certificate's stated scales (verify): the re-check alone must prove them, as stated
+        costs = _costs(budget, scales)
+        spent, exact = recheck_spent(workload, costs, rel, total, left, unit=unit,
+                                     definition=comp)
+    else:
+        if certified is not None and not np.array_equal(certified.scales, scales):
+            raise TesseraError("internal error: the certified scales are not the stated ones",
+                               hint="report this")
+        proof = certify(workload, budget, rel, scales, left,
+                                                   unit=unit) if certified is None else certified
+        scales, costs, spent, exact = proof.scales, proof.costs, proof.spent, proof.exact
+        if proof.widened > 0:
+            method += (f"; scales widened by {proof.widened:.2g} (relative) so that the "
+                       "re-check proves the budget from them alone")
     halfwidths = _halfwidths(budget, scales)
     logger.info("calibrated %s queries: %s, %s neighbours; γ_w = %.6g (%s), allocation %s; "
                 "spent %.6g of %.6g (%s)", f"{t:,}", budget.text(), rel.label, overlap.bound,
@@ -302,16 +341,16 @@ def restated(plan: NoisePlan, scales: npt.ArrayLike, time_limit: float | None = 
     verify``): the privacy proof of what ran rests on those scales alone — the costs c_q from
     them (rounded up, :func:`_costs`), the exact re-check max over one neighbour change of Σ c_q
     (exact or a proven upper bound, refused above the total; no calibration proof is assumed:
-    ``proven=False``), the exact half-widths. The overlap (γ_w of the split's shares) and the
-    method stay the plan's: they describe the recomputed split, which verify compares with the
-    stated one to a tolerance. Scales equal to the plan's give the plan itself."""
+    :func:`recheck_spent`), the exact half-widths. The overlap (γ_w of the split's shares) and
+    the method stay the plan's: they describe the recomputed split, which verify compares with
+    the stated one to a tolerance. Scales equal to the plan's give the plan itself (its spend
+    was proved by the same re-check of the same scales: :func:`noise_plan`)."""
     s = stated(scales, plan.workload.n_queries)
     if np.array_equal(s, plan.scales):
         return plan
     costs = _costs(plan.budget, s)
     spent, exact = recheck_spent(plan.workload, costs, plan.neighbours, plan.total, time_limit,
-                                 proven=False, unit=plan.unit,
-                                 definition=plan.budget.calibration)
+                                 unit=plan.unit, definition=plan.budget.calibration)
     return dataclasses.replace(plan, scales=s, costs=costs, spent=spent, spent_exact=exact,
                                halfwidths=_halfwidths(plan.budget, s))
 
@@ -319,14 +358,21 @@ def restated(plan: NoisePlan, scales: npt.ArrayLike, time_limit: float | None = 
 def uniform_excess(plan: NoisePlan, time_limit: float | None = 60.0) -> float:
     """Σ_q Var_q of the plan over Σ_q Var_q of the uniform split of the same budget, minus 1
     (≤ 0: never worse than uniform, the promise of ``optimal``). Both in the continuous noise
-    model (2b² or σ²) over the released queries."""
-    uni = noise_plan(plan.workload, plan.budget, neighbours=plan.neighbours,
-                     allocation="uniform", time_limit=time_limit, unit=plan.unit)
+    model (2b² or σ²) over the released queries. The uniform split is the one the plan's
+    ``optimal`` allocation compares with (:func:`noise_plan`): calibrated to γ of the released
+    queries (one overlap solve), widened for rounding — a reference, not a release, so it is
+    not :func:`certify`-ed."""
+    w = plan.workload.weight_array()
+    cost = workload_cost(_with_weights(plan.workload, (w > 0).astype(np.float64)),
+                         definition=plan.budget.calibration, neighbours=plan.neighbours,
+                         time_limit=None if time_limit is None
+                         else CALIBRATION_SHARE * time_limit, unit=plan.unit)
+    uniform = widened(cost.scales(plan.total), plan.workload.n_queries)
 
-    def total_variance(p: NoisePlan) -> float:
-        s = p.scales[np.isfinite(p.scales)]
-        return float(np.sum((2.0 if p.mechanism == DISCRETE_LAPLACE else 1.0) * s * s))
-    return total_variance(plan) / total_variance(uni) - 1.0
+    def total_variance(scales: npt.NDArray[np.float64]) -> float:
+        s = scales[np.isfinite(scales)]
+        return float(np.sum((2.0 if plan.mechanism == DISCRETE_LAPLACE else 1.0) * s * s))
+    return total_variance(plan.scales) / total_variance(uniform) - 1.0
 
 
 def _half_square_up(eps: float) -> float:
@@ -352,6 +398,112 @@ def _with_weights(workload: Workload, weights: npt.ArrayLike) -> Workload:
                     tuple(float(x) for x in w[:k]), workload.sources, tuple(families))
 
 
+class Unproven(TesseraError):
+    """The re-check's proven bound lies above the total while no row is known to exceed it:
+    the stated scales do not prove the budget (``bound`` and ``achieved``: the exact
+    :class:`~tessera.release.exact_costs.CostBound` values, as decimals of the costs)."""
+
+    def __init__(self, message: str, *, hint: str | None = None, where: str | None = None,
+                 bound: Fraction = Fraction(0), achieved: Fraction = Fraction(0)) -> None:
+        super().__init__(message, hint=hint, where=where)
+        self.bound = bound
+        self.achieved = achieved
+
+    def located(self, where: str) -> Unproven:
+        out = super().located(where)
+        assert isinstance(out, Unproven)
+        out.bound, out.achieved = self.bound, self.achieved
+        return out
+
+
+@dataclass(frozen=True, eq=False)
+class Certified:
+    """Scales as a certificate states them, with the spend the re-check proves from them alone
+    (:func:`certify`): ``costs`` c_q from ``scales`` (:func:`_costs`), ``spent`` ≤ the total
+    (exact or a proven upper bound: ``exact``), ``widened`` the relative margin by which the
+    given scales were raised to get the proof (0: none)."""
+
+    scales: npt.NDArray[np.float64]
+    costs: npt.NDArray[np.float64]
+    spent: float
+    exact: bool
+    widened: float
+
+
+def as_written(scales: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """The scales a certificate states, as ``tessera verify`` reads them back: each through JSON
+    (∞, not released, as null) and :func:`stated`. (Python writes a float as its shortest
+    round-tripping decimal, so this is the identity — checked here rather than assumed, on the
+    distinct values only: a marginal's cells share one scale.)"""
+    s = np.asarray(scales, dtype=np.float64)
+    values, inverse = np.unique(s, return_inverse=True)
+    text = json.dumps([float(x) if math.isfinite(x) else None for x in values.tolist()])
+    back = stated(json.loads(text), values.size)
+    return back[inverse.ravel()].reshape(s.shape)
+
+
+def certify(workload: Workload, budget: Budget, neighbours: Neighbours,
+            scales: npt.ArrayLike, time_limit: float | None, *,
+            unit: PrivacyUnit = ONE_ROW) -> Certified:
+    """Scales whose spend the re-check proves ≤ the total *from the scales alone*, as written
+    in a certificate: what ``tessera verify`` runs (:func:`recheck_spent` on :func:`as_written`
+    scales, no calibration proof assumed), run by the release on its own scales before
+    anything is charged (module docs).
+
+    When the re-check's bound V lies above the total B while its witness A does not (a bound
+    looser than the calibration's by the solvers' rounding of costs, or a time limit), the
+    scales are raised so that the costs shrink by r = (B/V)(1 − m). The true maximum M ∈ [A, V]
+    then becomes rM ≤ B(1 − m), and the new bound is rM plus the re-check's rounding slack δ,
+    which does not follow costs moved by less than its grid: m must cover δ. First
+    m = min((V − A)/V, :data:`CERTIFY_MARGIN`) (the bound's own slack, when it is a few
+    roundings of ToulBar2's 2⁴⁰ grid: ~2e-10 at 200 queries); then, since a bound moves only
+    when costs cross its grid (equal costs all at once, by a whole unit per query a row pays),
+    a margin :data:`CERTIFY_GROWTH` times larger each round. Scales only grow (more noise), so
+    this never weakens a guarantee; after :data:`CERTIFY_ROUNDS` re-checks without a proof the
+    plan is refused (nothing charged). A row that provably pays more than B is refused at once:
+    the calibration is wrong."""
+    from tessera.release.decimals import decimal_value
+
+    s = as_written(scales)
+    start = s
+    limit = decimal_value(budget.total)
+    power = 1.0 if budget.mechanism == DISCRETE_LAPLACE else 2.0  # c ∝ 1/b or 1/σ²
+    for k in range(CERTIFY_ROUNDS):
+        costs = _costs(budget, s)
+        try:
+            spent, exact = recheck_spent(workload, costs, neighbours, budget.total, time_limit,
+                                         unit=unit, definition=budget.calibration)
+        except Unproven as e:
+            if k == CERTIFY_ROUNDS - 1:
+                raise TesseraError(
+                    f"{e.message}, and {CERTIFY_ROUNDS - 1} widenings of the noise did not "
+                    "prove it either: refusing to release (nothing was charged)",
+                    hint="give the plan more time (--time-limit): the re-check's bound is "
+                         "looser than the calibration's") from None
+            v, a = e.bound, e.achieved
+            m = (min(float((v - a) / v), CERTIFY_MARGIN) if k == 0
+                 else CERTIFY_MARGIN * CERTIFY_GROWTH**k)
+            r = float(limit / v) * (1.0 - m)  # < 1: the costs' shrink factor
+            finite = np.isfinite(s)
+            s = as_written(np.where(finite, s * r ** (-1.0 / power), s))
+            continue
+        finite = np.isfinite(start)
+        grown = float(np.max(s[finite] / start[finite])) - 1.0 if finite.any() else 0.0
+        return Certified(s, costs, spent, exact, max(grown, 0.0))
+    raise AssertionError("unreachable")  # (the last round returns or raises)
+
+
+def _released_only(workload: Workload, released: npt.NDArray[np.bool_]) -> Workload:
+    """The predicate queries of ``workload`` that are released (itself when all are)."""
+    if np.all(released):
+        return workload
+    keep = np.flatnonzero(released).tolist()
+    sources = None if workload.sources is None else tuple(workload.sources[i] for i in keep)
+    return Workload(workload.domain, tuple(workload.queries[i] for i in keep),
+                    tuple(workload.names[i] for i in keep),
+                    tuple(workload.weights[i] for i in keep), sources, ())
+
+
 def _costs(budget: Budget, scales: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     """c_q = Δ/b_q (discrete Laplace, ε) or Δ²/(2σ_q²) (discrete Gaussian, ρ), Δ = 1, each
     rounded up by two ulps: the float cost is never below the mechanism's true parameter (the
@@ -367,7 +519,7 @@ def _costs(budget: Budget, scales: npt.NDArray[np.float64]) -> npt.NDArray[np.fl
 
 def recheck_spent(
     workload: Workload, costs: npt.NDArray[np.float64], neighbours: Neighbours, total: float,
-    time_limit: float | None, *, proven: bool = True, unit: PrivacyUnit = ONE_ROW,
+    time_limit: float | None, *, unit: PrivacyUnit = ONE_ROW,
     definition: Definition = Definition.PURE,
 ) -> tuple[float, bool]:
     """max over one neighbour change of Σ c_q, exact or a proven upper bound; refuse > total.
@@ -379,7 +531,13 @@ def recheck_spent(
     exact arithmetic (:func:`tessera.release.exact_costs.cost_bound`: each cost is the decimal
     it prints as, sums are exact rationals, the bound is rounded up), so that a certificate's
     ``spent.value`` and the ledger's charge are one number from one source, and the comparison
-    with the total has no tolerance."""
+    with the total has no tolerance.
+
+    Nothing is assumed of how the costs were found: this is the whole proof, for the release
+    (through :func:`certify`) as for ``tessera verify``. A bound above the total with no row
+    known to exceed it (a time limit, or costs rounded up to a solver's grid) proves nothing:
+    :class:`Unproven` (which :func:`certify` answers by widening the release's own scales);
+    a row that provably pays more: a plain refusal."""
     from tessera.release.decimals import decimal_value
     from tessera.release.exact_costs import cost_bound
 
@@ -400,17 +558,11 @@ def recheck_spent(
             f"{total:.17g}: a row pays more than the budget; refusing to release",
             hint="report this: the calibration and the re-check disagree",
         )
-    # The re-check's bound lies above the total but no row is known to exceed it: a looser
-    # valid bound (a time limit, or costs with too many digits rounded up to a multiple of
-    # 2^-k). The calibration's own proof certifies ≤ total by construction (scales from an
-    # upper bound on γ_w, widened for rounding): the total is the tighter valid bound.
-    # Costs without such a proof (``proven=False``: a certificate's stated scales) are refused.
-    if not proven:
-        raise TesseraError(
-            f"the stated noise re-checks at ≤ {float(cb.value):.17g}, which does not prove the "
-            f"budget {total:.17g}",
-            hint="give the re-check more time (--time-limit), or the scales are too small")
-    return total, False
+    raise Unproven(
+        f"the stated noise re-checks at ≤ {float(cb.value):.17g}, which does not prove the "
+        f"budget {total:.17g}",
+        hint="give the re-check more time (--time-limit), or the scales are too small",
+        bound=cb.value, achieved=cb.achieved_value)
 
 
 #: The half-width stored for a noise whose 95% half-width exceeds int64 (a discrete Laplace

@@ -24,7 +24,16 @@ from tessera.mechanisms.randomness import NoiseSource
 from tessera.mechanisms.record import MechanismRecord
 from tessera.privacy import ONE_ROW, Neighbours, PrivacyUnit
 from tessera.release.budget import DISCRETE_LAPLACE, Budget
-from tessera.release.plan import Allocation, NoisePlan, check_released, noise_plan, stated
+from tessera.release.plan import (
+    CALIBRATION_SHARE,
+    Allocation,
+    Certified,
+    NoisePlan,
+    certify,
+    check_released,
+    noise_plan,
+    stated,
+)
 from tessera.strategy.candidates import Copy, Strategy, contrast_layout, root_weights
 from tessera.strategy.choose import StrategyChoice, choose_strategy, only_direct
 from tessera.strategy.contrasts import contrast_sigma
@@ -113,28 +122,45 @@ def strategy_plan(
     elif recorded_direct is not None and direct_split == "optimal":
         given = np.asarray(recorded_direct, dtype=object)
         direct_scales = tuple(float(x) for x in stated(given, given.size))
+    # a release certifies direct's optimised split where it is made (the check verify runs,
+    # widening it if the proof needs a margin), so that the split the chooser compares, the one
+    # measured and the one a losing candidate's row records are each what verify re-proves;
+    # verify itself (stated scales) only checks. The proof gets the re-check's share of the
+    # time limit, no more than verify's re-check of the same scales is sure to get.
+    proofs: dict[bytes, Certified] = {}
+    recheck_limit = None if time_limit is None else (1.0 - CALIBRATION_SHARE) * time_limit
+
+    def certify_split(measured: Workload, scales: npt.NDArray[np.float64]
+                      ) -> npt.NDArray[np.float64]:
+        proof = certify(measured, budget, rel, scales, recheck_limit, unit=unit)
+        proofs[proof.scales.tobytes()] = proof
+        return proof.scales
+
     choice = choose_strategy(workload, budget.calibration, budget.total, neighbours=rel,
                              strategy=strategy, objective=objective, time_limit=time_limit,
                              estimate=estimate, optimise_direct=direct_split == "optimal",
                              minimax=max_split in ("minimax", MINIMAX_RECTANGLES),
                              minimax_rectangles=max_split == MINIMAX_RECTANGLES,
                              direct_scales=direct_scales,
-                             stated_shares=stated_shares, unit=unit)
+                             stated_shares=stated_shares, unit=unit,
+                             certify=certify_split if stated_scales is None else None)
     s = choice.chosen
-    proven = False
+    proof = None
     if s.split == "optimal":
-        # the chooser's optimal split of the measured queries is the one measured: re-proved
-        # by the plan's exact re-check, not optimised a second time
+        # the chooser's optimal split of the measured queries is the one measured: its proof
+        # is the chooser's certificate-alone re-check (not run twice), and it is not optimised
+        # a second time; verify's stated scales are re-proved by the plan
         kind = "optimal"
-        proven = stated_scales is None  # (verify's stated scales have no proof but the check)
-        stated_scales = s.scales if stated_scales is None else stated_scales
+        if stated_scales is None:
+            stated_scales = s.scales
+            proof = proofs.get(np.asarray(s.scales, dtype=np.float64).tobytes())
     elif s.name == "direct":
         w = s.measured.weight_array()
         kind = "uniform" if np.all(w == w[0]) else "shares"
     else:
         kind = "shares"
     plan = noise_plan(s.measured, budget, neighbours=rel, allocation=kind,
-                      time_limit=time_limit, stated_scales=stated_scales, scales_proven=proven,
+                      time_limit=time_limit, stated_scales=stated_scales, certified=proof,
                       unit=unit)
     return plan, choice
 
@@ -301,8 +327,7 @@ def check_direct_split(choice: StrategyChoice, budget: Budget, neighbours: Neigh
     if d is None or d is choice.chosen or d.split != "optimal":
         return None
     return noise_plan(d.measured, budget, neighbours=neighbours, allocation="optimal",
-                      time_limit=time_limit, stated_scales=d.scales, scales_proven=False,
-                      unit=d.overlap.unit)
+                      time_limit=time_limit, stated_scales=d.scales, unit=d.overlap.unit)
 
 
 #: What the certificate says of a residual-contrast release.

@@ -29,6 +29,7 @@ from tessera.strategy.candidates import (
     rectangle_strategy,
     worst_cell,
 )
+from tessera.strategy.context import Certify
 from tessera.strategy.rectangles import two_attributes
 from tessera.strategy.stated_shares import with_shares
 from tessera.workload.workload import Workload
@@ -113,6 +114,7 @@ def choose_strategy(
     direct_scales: tuple[float, ...] | None = None,
     stated_shares: Mapping[str, tuple[float, ...]] | None = None,
     unit: PrivacyUnit = ONE_ROW,
+    certify: Certify | None = None,
 ) -> StrategyChoice:
     """The strategy to measure for W under a budget ``total`` of ``definition`` (ε or ρ).
 
@@ -134,7 +136,9 @@ def choose_strategy(
     candidate table records them, which replace that candidate's own before the choice is made
     (:func:`~.stated_shares.with_shares`; the recomputed ones are kept in
     :attr:`StrategyChoice.restated`); ``unit``: one row, or one person of at most K rows,
-    whose γ_w every candidate is calibrated to (K·γ under pure ε, docs/theory.md §3.13)."""
+    whose γ_w every candidate is calibrated to (K·γ under pure ε, docs/theory.md §3.13);
+    ``certify``: a release's check of ``direct``'s optimised split
+    (:attr:`~.context.Context.certify`)."""
     if strategy not in STRATEGIES:
         raise TesseraError(f"unknown strategy {strategy!r}", hint=", ".join(STRATEGIES))
     if objective not in OBJECTIVES:
@@ -143,7 +147,7 @@ def choose_strategy(
         raise TesseraError("the workload has no queries")
     ctx = Context(Definition.parse(definition), float(total), Neighbours.parse(neighbours),
                   time_limit, objective, optimise_direct, minimax, direct_scales,
-                  minimax_rectangles, unit)
+                  minimax_rectangles, unit, certify)
     wanted = STRATEGIES[1:] if (strategy == "auto" or compare) else (strategy,)
     found: list[Strategy] = []
     for name in wanted:

@@ -7,6 +7,7 @@ verify`` takes them from it: :mod:`~.stated_shares`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,6 +21,10 @@ from tessera.workload.workload import Workload
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
+
+#: A release's check of an optimised split (:attr:`Context.certify`): (measured queries, their
+#: scales) → the scales it proves.
+Certify = Callable[[Workload, FloatArray], FloatArray]
 
 #: Significant digits the shares are rounded to (a certificate states them as used).
 SHARE_DIGITS = 6
@@ -61,6 +66,12 @@ class Context:
     #: whose presence the budget protects: one row, or one person of at most K rows, whose γ_w
     #: is K·γ (pure) — every candidate's noise grows by K (docs/theory.md §3.13)
     unit: PrivacyUnit = ONE_ROW
+    #: a release: the check ``tessera verify`` runs on an optimised split of ``direct``'s
+    #: measured queries, given them and its scales, returning the scales it proves (widened if
+    #: the proof needs a margin: :func:`tessera.release.plan.certify`), so that the candidate
+    #: — chosen or recorded in the certificate's table — is the split verify re-proves
+    #: (None: the optimiser's split as it is; verify takes a certificate's split as stated)
+    certify: Certify | None = None
 
 
 def calibrate(ctx: Context, workload: Workload, measured: Workload,

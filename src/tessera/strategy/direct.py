@@ -58,7 +58,9 @@ def direct(workload: Workload, ctx: Context) -> Strategy:
 
     Under ``total``, predicate queries of one weight get the split of least total variance
     instead (:mod:`tessera.calibration.optimal`, cutting planes; kept only if better than the
-    uniform one, which it is unless the optimiser found nothing better in its time). With
+    uniform one, which it is unless the optimiser found nothing better in its time; in a
+    release the split is first ``ctx.certify``-ed, so the comparison and the certificate see
+    the scales that are measured). With
     ``ctx.direct_scales`` (``tessera verify``) the certificate's stated split is taken as it is,
     with no optimiser run and no comparison: verify re-proves its privacy and compares it with
     the uniform split itself (docs/certificate.md)."""
@@ -78,6 +80,8 @@ def direct(workload: Workload, ctx: Context) -> Strategy:
                  else min(ctx.time_limit, OPTIMAL_SECONDS))
         scales = optimal_split(measured, ctx.definition, ctx.total, ctx.neighbours,
                                time_limit=limit, unit=ctx.unit).scales
+        if ctx.certify is not None:  # (a release: the split as verify will re-prove it)
+            scales = ctx.certify(measured, scales)
     expected = s.reconstruction.variances(model_variance(ctx.definition)(scales))
     w = workload.weight_array()
     total = float(w[w > 0] @ expected[w > 0])

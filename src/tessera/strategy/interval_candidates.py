@@ -127,6 +127,8 @@ def interval_strategy(workload: Workload, ctx: Context, kind: str) -> Strategy |
             levels = tree_levels(n, b)
             for r in sorted({1.0, b ** (1 / 3), b ** 0.5}):
                 options.append((levels, level_costs(len(levels), ctx.total, r)))
+        if not options:  # every branching b ≥ n (n = 2): a tree would be the histogram itself
+            return None
     best: tuple[float, list[list[tuple[int, int]]], FloatArray] | None = None
     gram = spans.gram(n, np.where(w > 0, w, 0.0))  # (weight 0: not released, not scored)
     for levels, costs in options:
