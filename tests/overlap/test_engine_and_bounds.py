@@ -63,6 +63,7 @@ def test_auto_routes_low_width_workloads_to_the_engine() -> None:
     assert _close(bb.bound, ref)
 
 
+@pytest.mark.filterwarnings("ignore::tessera.errors.QueryWarning")  # generated names repeat
 def test_dense_workload_is_not_sent_to_the_engine(adult_domain_json: Path) -> None:
     from tessera.workload.builders import random_workload
 
@@ -125,6 +126,7 @@ def test_branch_and_bound_with_and_without_colouring_agree() -> None:
             assert stopped.upper >= ref * (1 - 1e-12) and stopped.lower <= ref * (1 + 1e-12)
 
 
+@pytest.mark.filterwarnings("ignore::tessera.errors.QueryWarning")  # generated names repeat
 def test_anytime_bound_on_adult_is_valid_and_tighter_with_colouring(
     adult_domain_json: Path,
 ) -> None:

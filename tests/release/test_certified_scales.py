@@ -82,6 +82,7 @@ CASES = [(rel, budget, repeat)
          for repeat in (False, True)]
 
 
+@pytest.mark.filterwarnings("ignore::tessera.errors.QueryWarning")  # generated names repeat
 @pytest.mark.parametrize(("neighbours", "budget", "repeat"), CASES,
                          ids=[f"{n}-{b.definition.value}-{'strategy' if r else 'plan'}"
                               for n, b, r in CASES])

@@ -104,6 +104,7 @@ def test_marginal_release_certificate_covers_the_strategy() -> None:
     np.testing.assert_allclose(ab, ac, rtol=1e-9, atol=1e-6)
 
 
+@pytest.mark.filterwarnings("ignore::tessera.errors.QueryWarning")  # generated names repeat
 def test_chooser_never_worse_than_direct_on_predicates() -> None:
     from tessera.strategy.choose import choose_strategy
 

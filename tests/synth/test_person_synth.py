@@ -39,8 +39,9 @@ def people(n: int = 1500, seed: int = 0) -> pd.DataFrame:
 
 def fit(unit: PrivacyUnit | None, budget: Budget, neighbours: str = "add-remove",
         **kw: object):
-    extra = {"extra_columns": "ignore"} if unit is None else {"unit": unit}
-    return Synthesizer("adaptive", rounds=9).fit(people(), WL, budget, neighbours=neighbours,
+    data = people() if unit is not None else people().drop(columns=[PERSON.id_column])
+    extra = {} if unit is None else {"unit": unit}
+    return Synthesizer("adaptive", rounds=9).fit(data, WL, budget, neighbours=neighbours,
                                                  seed=1, **extra, **kw)
 
 

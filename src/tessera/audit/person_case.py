@@ -82,7 +82,7 @@ def person_setup(epsilon: float = 1.0, max_rows: int = AUDIT_MAX_ROWS) -> Person
     first = pd.concat([base, person], ignore_index=True)
     a1 = np.asarray(count(first, workload, unit=unit).answers, dtype=np.int64)
     a2 = np.asarray(count(base, workload, unit=unit).answers, dtype=np.int64)
-    raw = np.asarray(count(first, workload, extra_columns="ignore").answers,  # unbounded
+    raw = np.asarray(count(first.drop(columns=["pid"]), workload).answers,  # unbounded
                      dtype=np.int64)
     moved = np.flatnonzero(a1 != a2)
     if (tuple(moved) != tuple(sorted(witness.queries)) or np.any(a1[moved] - a2[moved] != max_rows)
