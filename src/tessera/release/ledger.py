@@ -336,7 +336,8 @@ class Ledger:
         method: Method
         total = decimal_value(self.total)
         if not history:
-            alone = settle(alone, self.domain, workload, c, self.neighbours, total)
+            alone = settle(alone, self.domain, workload, c, self.neighbours, total,
+                           time_limit=time_limit)
             value, lower, exact, method = (alone.value, alone.achieved_value, alone.exact,
                                            "first")
         else:
