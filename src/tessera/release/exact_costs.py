@@ -25,6 +25,7 @@ import numpy.typing as npt
 
 from tessera.errors import TesseraError
 from tessera.overlap import OverlapResult, max_overlap, maximal_overlapping_sets
+from tessera.overlap.routes import Method
 from tessera.privacy import ONE_ROW, Definition, Neighbours, PrivacyUnit
 from tessera.release.decimals import decimal_value, float_down, float_up
 from tessera.release.ledger_records import LedgerError
@@ -164,7 +165,8 @@ def cost_bound(
     for rel in relations:
         cb = _cost_bound(domain, queries, costs, rel, share)
         if threshold is not None:
-            cb = settle(cb, domain, queries, costs, rel, threshold / factor)
+            cb = settle(cb, domain, queries, costs, rel, threshold / factor,
+                        time_limit=share)
         parts.append(cb)
     if unit.is_row:
         return parts[0]
@@ -177,9 +179,16 @@ def cost_bound(
 
 def settle(
     cb: CostBound, domain: Domain, queries: Sequence[Any], costs: npt.ArrayLike,
-    neighbours: Neighbours, threshold: Fraction,
+    neighbours: Neighbours, threshold: Fraction, *, time_limit: float | None = 0.0,
 ) -> CostBound:
-    """``cb`` made exact by enumeration when it is undecided against ``threshold``."""
+    """``cb`` made exact when it is undecided against ``threshold`` (add/remove neighbours):
+    by enumerating the maximal overlapping sets when they are few; else, when ToulBar2 gave the
+    bound, by the exact branch and bound on the same integer scores within ``time_limit``
+    seconds (0: not tried). ToulBar2 rounds the scores up once more, to integers below 2^40,
+    so its bound — counted exact within 1e-9 — lies up to a unit per query a row pays above the
+    maximum; which solver proves it depends on the machine's load (the branch and bound gets
+    a short wall-clock warm-up first), and the re-check a certificate's scales passed on one
+    machine must pass on another (``tessera verify``)."""
     if (cb.value <= threshold or cb.achieved_value > threshold
             or neighbours is not Neighbours.ADD_REMOVE
             or (isinstance(queries, Workload) and queries.is_structured)):
@@ -189,7 +198,10 @@ def settle(
     try:
         sets = maximal_overlapping_sets(list(queries), domain=domain, max_sets=REFINE_MAX_SETS)
     except TesseraError:
-        return cb
+        if time_limit == 0 or "toulbar2" not in cb.overlap.method:
+            return cb
+        again = _cost_bound(domain, queries, costs, neighbours, time_limit, "branch-bound")
+        return again if again.value < cb.value else cb
     exact_costs = [decimal_value(x) for x in np.asarray(costs, dtype=np.float64).tolist()]
     common = math.lcm(*(r.denominator for r in exact_costs)) if exact_costs else 1
     ints = [r.numerator * (common // r.denominator) for r in exact_costs]
@@ -202,7 +214,7 @@ def settle(
 
 def _cost_bound(
     domain: Domain, queries: Sequence[Any], costs: npt.ArrayLike, neighbours: Neighbours,
-    time_limit: float | None,
+    time_limit: float | None, method: Method = "auto",
 ) -> CostBound:
     c = np.asarray(costs, dtype=np.float64).reshape(-1)
     n = queries.n_queries if isinstance(queries, Workload) else len(queries)
@@ -216,7 +228,8 @@ def _cost_bound(
     # (lazy range families stay lazy: the overlap dispatcher solves them in closed form)
     subject = queries if isinstance(queries, (Workload, RangeQueries)) else list(queries)
     res = max_overlap(subject, ints, domain=None if isinstance(queries, Workload) else domain,
-                      comp=Definition.PURE, neighbours=neighbours, time_limit=time_limit)
+                      comp=Definition.PURE, neighbours=neighbours, time_limit=time_limit,
+                      method=method)
     top = math.floor(res.bound)  # the maximum of integer scores is an integer ≤ res.bound
     witness = [] if res.witness is None else list(res.witness.queries)
     achieved = sum((exact_distinct[int(inverse.ravel()[i])] for i in witness), Fraction(0))

@@ -377,7 +377,8 @@ class Ledger:
         total = decimal_value(self.total)
         if not history:
             if self.unit.is_row:  # (a person's bound was settled per row relation: _solve)
-                alone = settle(alone, self.domain, workload, c, self.neighbours, total)
+                alone = settle(alone, self.domain, workload, c, self.neighbours, total,
+                               time_limit=time_limit)
             value, lower, exact, method = (alone.value, alone.achieved_value, alone.exact,
                                            "first")
         else:
