@@ -92,13 +92,13 @@ PLAN_MAX_QUERIES = 10_000_000
 #: Interval level of the per-query intervals.
 INTERVAL_LEVEL = 0.95
 #: Re-checks :func:`certify` runs (the first, then widened scales) before it refuses a plan.
-CERTIFY_ROUNDS = 4
+CERTIFY_ROUNDS = 5
 #: The first widening's margin (relative) at most: the size of ToulBar2's rounding slack (its
 #: bound counts as exact within 1e-9 of its row: :mod:`tessera.overlap.wcsp`); each further
 #: widening's margin is :data:`CERTIFY_GROWTH` times the last.
 CERTIFY_MARGIN = 1e-9
-#: Growth of the widening margin per round (1e-9, 3.2e-8, 1e-6): a bound moves only when the
-#: costs cross its grid, by up to a whole grid unit per query a row pays.
+#: Growth of the widening margin per round (1e-9, 3.2e-8, 1e-6, 3.3e-5): a bound moves only
+#: when the costs cross its grid, by up to a whole grid unit per query a row pays.
 CERTIFY_GROWTH = 32.0
 
 
