@@ -151,6 +151,7 @@ def test_more_rows_than_the_contrasts_fit_are_refused_before_the_charge():
         rc.check_rows(MAX_ROWS + 1)
 
 
+@pytest.mark.filterwarnings("ignore:delta_grad == 0.0:UserWarning")  # scipy's BFGS note
 def test_minimax_costs_lower_the_worst_cell_to_the_optimum():
     """``--objective max``: the SLSQP split's worst weighted cell variance is below the
     total-optimal split's and matches an independent solver (trust-constr) on the same convex
