@@ -41,6 +41,7 @@ from typing import Any
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_synth as bs  # noqa: E402
@@ -212,8 +213,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     for name in names:
         csv, dom = panel.materialise(name, args.data_dir)
         domain = ts.Domain.load(dom)
-        import pandas as pd
-
         frame = pd.read_csv(csv)[list(domain.names)]
         k = workload_k(len(domain.names), args.k)
         w = marginal_families(domain, k)
