@@ -386,6 +386,18 @@ def test_deeply_nested_parentheses_are_declined() -> None:
     )
 
 
+def test_deep_nesting_is_declined_whatever_the_recursion_limit() -> None:
+    """Declining must not depend on the stack: another library may have raised the limit."""
+    import sys
+
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old, 20_000))
+    try:
+        assert FastParser(D).try_parse("(" * 400 + "age = 30" + ")" * 400) is None
+    finally:
+        sys.setrecursionlimit(old)
+
+
 def test_hyphenated_and_quoted_names() -> None:
     fp = FastParser(D)
     for text in (

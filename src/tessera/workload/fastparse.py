@@ -91,6 +91,28 @@ _PREDICATE = itemgetter(3)
 _IS_PREDICATE = partial(is_not, None)
 
 
+#: Parentheses nested deeper than this are left to sqlglot: the careful parser recurses once a
+#: level, and whether it runs out of stack would otherwise depend on the interpreter's
+#: recursion limit at the time (which other code may have raised).
+MAX_NESTING = 64
+
+
+def nesting_depth(text: str) -> int:
+    """The deepest nesting of parentheses in ``text`` (quotes not considered: an upper bound).
+
+    >>> nesting_depth("((a = 1) OR b = 2)")
+    2
+    """
+    depth = deepest = 0
+    for ch in text:
+        if ch == "(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch == ")":
+            depth -= 1
+    return deepest
+
+
 class FastParser:
     """Parses simple conjunctions over one domain; memoises terms and interns predicates."""
 
@@ -175,9 +197,11 @@ class FastParser:
         # machine-written files: single spaces around an upper-case AND, every term seen before
         found = list(map(self._terms.get, clause.split(" AND ")))
         if None in found:
+            if nesting_depth(clause) > MAX_NESTING:  # sqlglot's to judge (and to refuse)
+                return None
             try:
                 careful = self._careful(clause)
-            except RecursionError:  # parentheses nested hundreds deep: sqlglot's to judge
+            except RecursionError:  # (deep nesting is declined above, whatever the stack)
                 return None
             if careful is None:
                 return None
