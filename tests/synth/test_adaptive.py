@@ -152,18 +152,25 @@ def _simplex_minimum(points: np.ndarray, ms: list[GroupMeasurement], total: floa
     return high - float(grad @ p - grad.min()), high
 
 
-@pytest.mark.parametrize(("seed", "momentum"), [(s, m) for s in range(4) for m in (False, True)])
-def test_fit_reaches_the_minimum_over_all_distributions(seed: int, momentum: bool) -> None:
+def _chain_case(seed: int) -> tuple[list[int], float, list[GroupMeasurement], ScopeModel,
+                                    np.ndarray]:
+    """A chain of four small attributes, its pair marginals and one 1-way marginal measured
+    with random counts and noise sds: (sizes, total, measurements, model, every point)."""
     rng = np.random.default_rng(seed)
     sizes = [int(x) for x in rng.integers(2, 4, size=4)]
     dom = Domain.from_dict({f"a{i}": n for i, n in enumerate(sizes)})
     scopes = [(0, 1), (1, 2), (2, 3), (1,)]
-    total = 500.0
     ms = [GroupMeasurement(s, rng.uniform(0, 200, math.prod(sizes[a] for a in s)),
                            float(rng.uniform(3, 10))) for s in scopes]
     model = ScopeModel(dom, [(0, 1), (1, 2), (2, 3)])
-    res = fit(model, ms, total, iterations=20_000, tolerance=1e-13, momentum=momentum)
     points = np.array(list(itertools.product(*(range(n) for n in sizes))))
+    return sizes, 500.0, ms, model, points
+
+
+@pytest.mark.parametrize(("seed", "momentum"), [(s, m) for s in range(4) for m in (False, True)])
+def test_fit_reaches_the_minimum_over_all_distributions(seed: int, momentum: bool) -> None:
+    sizes, total, ms, model, points = _chain_case(seed)
+    res = fit(model, ms, total, iterations=20_000, tolerance=1e-13, momentum=momentum)
 
     def loss(p: np.ndarray) -> float:
         return sum(float(np.sum((total * _project(points, p, m.scope, sizes) - m.y) ** 2))
@@ -184,15 +191,7 @@ def test_the_fits_end_point_does_not_move_with_rounding(momentum: bool) -> None:
     measurements perturbed by relative noise of 1e-12 (rounding-level, as another kernel's
     summation order gives) — every fit still ends at the certified minimum (measured: within
     2.5e-10 relative, against a 1e-8 tolerance; the stop is a relative loss change of 1e-13)."""
-    rng = np.random.default_rng(1)
-    sizes = [int(x) for x in rng.integers(2, 4, size=4)]
-    dom = Domain.from_dict({f"a{i}": n for i, n in enumerate(sizes)})
-    scopes = [(0, 1), (1, 2), (2, 3), (1,)]
-    total = 500.0
-    ms = [GroupMeasurement(s, rng.uniform(0, 200, math.prod(sizes[a] for a in s)),
-                           float(rng.uniform(3, 10))) for s in scopes]
-    model = ScopeModel(dom, [(0, 1), (1, 2), (2, 3)])
-    points = np.array(list(itertools.product(*(range(n) for n in sizes))))
+    sizes, total, ms, model, points = _chain_case(1)
     for k in range(4):
         noise = np.random.default_rng(100 + k)
         moved = [GroupMeasurement(m.scope, m.y * (1 + 1e-12 * noise.standard_normal(m.y.shape)),
