@@ -52,6 +52,8 @@ def test_without_metadata_the_source_tree_s_pyproject_gives_the_version(
 
     monkeypatch.setattr(importlib.metadata, "version", missing)
     monkeypatch.delattr(tessera, "__version__", raising=False)  # read again, lazily
+    # as a source checkout (run from an installed wheel, the package is not beside it)
+    monkeypatch.setattr(tessera, "__file__", str(ROOT / "src" / "tessera" / "__init__.py"))
     assert tessera.__version__ == _pyproject_version()
     # neither metadata nor a pyproject.toml of tessera-dp beside the package: said so
     monkeypatch.delattr(tessera, "__version__")
