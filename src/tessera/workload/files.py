@@ -227,6 +227,22 @@ def count_lines(p: str | Path) -> int:
     return lines + (last != b"\n")
 
 
+def split_line(raw: str) -> tuple[str, str] | None:
+    """(name, text) of one line of a text workload: its comment removed, its ``name:`` prefix
+    (bare or double-quoted) split off (the name is the text itself without one); ``None`` for a
+    blank line."""
+    line = (_strip_comment(raw) if "#" in raw else raw).strip()
+    if not line:
+        return None
+    quoted = _QUOTED_NAME.match(line) if ":" in line else None
+    if quoted:
+        return quoted.group(1).replace('""', '"'), quoted.group(2)
+    m = _NAME.match(line) if ":" in line else None
+    if m:
+        return m.group(1), m.group(2)
+    return line, line
+
+
 def _strip_comment(line: str) -> str:
     pieces = _QUOTED.split(line)
     for i in range(0, len(pieces), 2):

@@ -1,0 +1,203 @@
+"""Aggregate statements — COUNT, SUM, AVG with GROUP BY — as linear queries
+(docs/theory.md §3.14, docs/aggregates.md).
+
+A statement ``SELECT agg_1, …, agg_m FROM t WHERE φ GROUP BY a, b`` is, for every key
+(u, v) of the *schema's* codes of a and b (never the data's), m aggregates over the rows
+x with φ(x) ∧ x_a = u ∧ x_b = v. Each aggregate is one or two **linear queries**
+f(D) = Σ_{x∈D} v(x), v(x) = q(x)·g(x):
+
+* ``COUNT(*)``: g = 1; ``COUNT(x)``: g = [x is not NULL];
+* ``SUM(x)``: g(x) = clamp(x, lo, hi), the value clamped to the schema's range (or to a
+  stated ``CLAMP(x, lo, hi)``); a NULL adds 0 (SQL);
+* ``AVG(x)`` = SUM(x) / COUNT(x): both measured, the ratio is post-processing.
+
+Sums are over integer attributes, so every g(x) is an integer and a sum is an integer: the
+discrete mechanisms add integer noise to it. A linear query splits into disjoint **pieces**
+q ∧ (x_a = c), one per code c of the summed attribute, on which g is the constant
+clamp(value(c)): :meth:`LinearQuery.pieces`. The cost layers read a workload of sums as the
+count queries of its pieces with value-dependent weights (:mod:`tessera.overlap.linear`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from tessera.errors import QueryError
+from tessera.schema.attributes import IntegerRange
+from tessera.schema.domain import Domain
+from tessera.schema.intervals import IntervalSet
+from tessera.workload.clause import And, BooleanClause, clause_or_query
+from tessera.workload.query import Predicate, Query
+
+#: Most linear queries one aggregate workload expands to (groups × aggregates).
+MAX_LINEAR_QUERIES = 100_000
+#: Most pieces (linear query × summed value) the cost program is given.
+MAX_PIECES = 2_000_000
+
+Kind = Literal["count", "sum", "avg"]
+Role = Literal["count", "sum"]
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """One aggregate of a statement: ``kind`` of ``attribute`` (None: ``COUNT(*)``), values
+    clamped to [lo, hi] (sums and averages), printed as ``label``."""
+
+    kind: Kind
+    attribute: str | None
+    lo: int | None = None
+    hi: int | None = None
+    label: str = ""
+
+    def roles(self) -> tuple[Role, ...]:
+        """The linear queries this aggregate measures: a count, a sum, or both (AVG)."""
+        if self.kind == "avg":
+            return ("sum", "count")
+        return (self.kind,)
+
+
+@dataclass(frozen=True)
+class Statement:
+    """``SELECT aggregates FROM t WHERE where GROUP BY group_by`` (a bare WHERE line is one
+    ``COUNT(*)`` without groups), with its ``name``, importance ``weight`` and ``source``
+    (``file:line``)."""
+
+    name: str
+    where: Query | BooleanClause
+    aggregates: tuple[Aggregate, ...]
+    group_by: tuple[str, ...] = ()
+    weight: float = 1.0
+    source: str | None = None
+
+    def keys(self, domain: Domain) -> list[tuple[int, ...]]:
+        """Every group key: the product of the GROUP BY attributes' codes (the missing code
+        included: SQL groups NULLs), from the schema alone."""
+        return list(itertools.product(*(range(domain[a].size) for a in self.group_by)))
+
+    def n_groups(self, domain: Domain) -> int:
+        return math.prod(domain[a].size for a in self.group_by)
+
+    def key_label(self, domain: Domain, key: tuple[int, ...]) -> str:
+        """``a=u, b=v`` (empty without GROUP BY); NULL for the missing code."""
+        parts = []
+        for a, code in zip(self.group_by, key):
+            attr = domain[a]
+            parts.append(f"{a}=NULL" if code == attr.missing_code else f"{a}={attr.label(code)}")
+        return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class LinearQuery:
+    """f(D) = Σ_x q(x)·g(x): ``role`` count (g = 1 on ``query``) or sum (g = clamp of
+    ``attribute`` to [lo, hi]); ``statement``, ``aggregate``, ``key`` say where it came from."""
+
+    statement: int
+    aggregate: int
+    key: tuple[int, ...]
+    role: Role
+    query: Query | BooleanClause
+    attribute: str | None = None
+    lo: int | None = None
+    hi: int | None = None
+    weight: float = 1.0
+
+    def values(self, domain: Domain) -> list[tuple[int, int]]:
+        """(code, g) for every code of the summed attribute with g ≠ 0: g = clamp(value)."""
+        if self.role == "count":
+            raise ValueError("a count has no values")
+        attr = domain[self.attribute]  # type: ignore[index]
+        assert isinstance(attr, IntegerRange) and self.lo is not None and self.hi is not None
+        out = []
+        for code in range(attr.n_values):  # (the missing code adds 0)
+            g = min(max(attr.lo + code, self.lo), self.hi)
+            if g != 0:
+                out.append((code, g))
+        return out
+
+    def bound(self, domain: Domain) -> int:
+        """max_x |g(x)| over rows x that q can count: 1 for a count, max |clamp| for a sum."""
+        if self.role == "count":
+            return 1
+        return max((abs(g) for _, g in self.values(domain)), default=0)
+
+    def pieces(self, domain: Domain) -> list[tuple[Query | BooleanClause, int]]:
+        """The disjoint pieces (q ∧ x_a = c, g_c) whose sum is f: f = Σ_c g_c·count(piece c).
+        A count is its own single piece of value 1."""
+        if self.role == "count":
+            return [(self.query, 1)]
+        assert self.attribute is not None
+        return [(restrict(domain, self.query, {self.attribute: IntervalSet.points([c])}), g)
+                for c, g in self.values(domain)]
+
+
+def restrict(domain: Domain, q: Query | BooleanClause,
+             coverages: dict[str, IntervalSet]) -> Query | BooleanClause:
+    """q ∧ ⋀_a (x_a ∈ coverages[a])."""
+    if isinstance(q, Query):
+        cov = {p.attribute: p.coverage for p in q.predicates}
+        for a, c in coverages.items():
+            cov[a] = cov[a] & c if a in cov else c
+        return Query.conjunction(domain, cov)
+    atoms = tuple(Predicate(a, c) for a, c in coverages.items())
+    return clause_or_query(domain, And((q.root, *atoms)))
+
+
+@dataclass(frozen=True)
+class AggregateWorkload:
+    """Aggregate statements over one domain, and the linear queries they expand to (in
+    statement, key, aggregate, role order)."""
+
+    domain: Domain
+    statements: tuple[Statement, ...]
+    table: str | None = None
+
+    @property
+    def linear(self) -> tuple[LinearQuery, ...]:
+        return expand(self.domain, self.statements)
+
+    def labels(self) -> list[tuple[str, str, str, str]]:
+        """(statement, group, aggregate, role) of every linear query."""
+        out = []
+        for lq in self.linear:
+            st = self.statements[lq.statement]
+            out.append((st.name, st.key_label(self.domain, lq.key),
+                        st.aggregates[lq.aggregate].label, lq.role))
+        return out
+
+
+def expand(domain: Domain, statements: Sequence[Statement],
+           max_queries: int = MAX_LINEAR_QUERIES) -> tuple[LinearQuery, ...]:
+    """Every statement's linear queries: one per group key, aggregate and role (AVG: a sum and
+    a count). Refused above ``max_queries``, before anything is built."""
+    total = sum(st.n_groups(domain) * sum(len(a.roles()) for a in st.aggregates)
+                for st in statements)
+    if total > max_queries:
+        worst = max(statements, key=lambda s: s.n_groups(domain))
+        raise QueryError(
+            f"the aggregates expand to {total:,} linear queries, above the limit of "
+            f"{max_queries:,} ({worst.source or worst.name}: {worst.n_groups(domain):,} groups)",
+            hint="group by fewer or coarser attributes (a binned attribute with fewer bins), "
+                 "or restrict the WHERE clause")
+    out: list[LinearQuery] = []
+    for i, st in enumerate(statements):
+        for key in st.keys(domain):
+            q = (restrict(domain, st.where, {a: IntervalSet.points([c])
+                                            for a, c in zip(st.group_by, key)})
+                 if st.group_by else st.where)
+            for j, agg in enumerate(st.aggregates):
+                for role in agg.roles():
+                    query = q
+                    if agg.attribute is not None and domain[agg.attribute].missing:
+                        # COUNT(x), AVG(x): the rows where x is not NULL
+                        query = restrict(domain, q, {agg.attribute:
+                                                     domain[agg.attribute].present()})
+                    if role == "count":
+                        out.append(LinearQuery(i, j, key, "count", query, weight=st.weight))
+                    else:
+                        out.append(LinearQuery(i, j, key, "sum", query, agg.attribute,
+                                               agg.lo, agg.hi, st.weight))
+    return tuple(out)
