@@ -143,6 +143,21 @@ def answer(
         _refuse_with_adaptive(weights=weights != "auto", strategy=strategy != "auto",
                               objective=objective != "total", consistency=consistency,
                               nonnegative=nonnegative, report=report is not None)
+    from tessera.workload.select import is_aggregate_file
+
+    if is_aggregate_file(workload):
+        _answer_aggregates(data, workload, schema, budget, neighbours, unit, ledger, label,
+                           time_limit, seed, csv_options(no_header, delimiter, na, skip_rows),
+                           table, on_invalid, extra_columns, output, certificate,
+                           engine, spark_master,
+                           ignored={"--weights": weights != "auto",
+                                    "--strategy": strategy != "auto",
+                                    "--objective": objective != "total",
+                                    "--estimate": estimate != "gls",
+                                    "--consistency": consistency,
+                                    "--nonnegative": nonnegative,
+                                    "--report": report is not None})
+        return
     w = Workload.load(workload, Domain.load(schema))
     source = data_source(data, engine, spark_master)
     if estimate == "adaptive":
@@ -181,6 +196,52 @@ def answer(
         sys.stdout.flush()
         write_csv(release, sys.stdout.buffer)
         sys.stdout.buffer.flush()
+
+
+def _answer_aggregates(data: Path, workload: Path, schema: Path, budget: object,
+                       neighbours: str, unit: object, ledger: Path | None, label: str | None,
+                       time_limit: float, seed: int | None, csv: object, table: str | None,
+                       on_invalid: str, extra_columns: str, output: Path | None,
+                       certificate: Path | None, engine: str, spark_master: str,
+                       ignored: dict[str, bool]) -> None:
+    """A workload of SELECT statements: :func:`tessera.release.aggregates.answer_aggregates`,
+    the budget and guarantee on stderr, the rows on stdout (CSV) without -o."""
+    from tessera.release.aggregates import answer_aggregates
+    from tessera.schema.domain import Domain
+    from tessera.workload.select import read_aggregates
+
+    bad = [flag for flag, on in ignored.items() if on]
+    if bad:
+        raise TesseraError(f"{', '.join(bad)} cannot be used with aggregate statements",
+                           hint="a workload of SELECT statements is answered directly: drop "
+                                "the option")
+    w = read_aggregates(workload, Domain.load(schema))
+    release = answer_aggregates(
+        data_source(data, engine, spark_master), w, budget,  # type: ignore[arg-type]
+        neighbours=neighbours, unit=unit,  # type: ignore[arg-type]
+        ledger=ledger, label=label or workload.stem, time_limit=time_limit, seed=seed,
+        csv=csv, table=table, on_invalid=on_invalid,  # type: ignore[arg-type]
+        extra_columns=extra_columns, output=output, certificate=certificate)  # type: ignore[arg-type]
+    plan = release.plan
+    if not release.private:
+        err.print("[bold red]NOT PRIVATE[/]: seeded test randomness (--seed); never publish")
+    info.print(f"budget: {plan.budget.text()}, {plan.unit.label(plan.neighbours)} neighbours",
+               markup=False)
+    info.print(f"aggregates: {len(w.statements):,} statements, {len(plan.linear):,} linear "
+               f"queries (counts and clamped sums); mechanism {plan.mechanism}", markup=False)
+    info.print(f"guarantee: {release.certificate['spent']['guarantee']}; spend "
+               f"{'exact' if plan.spent.exact else 'upper bound'}", markup=False,
+               highlight=False)
+    if release.charge is not None:
+        info.print(f"ledger: charged before release; spent {spent_text(release.charge)} "
+                   "(rounded up)", markup=False)
+    for what, path in (("answers", output), ("certificate", certificate)):
+        if path is not None:
+            info.print(f"{what + ':':<12} {path}", markup=False, highlight=False)
+    if output is None:
+        sys.stdout.flush()
+        release.frame.to_csv(sys.stdout, index=False)
+        sys.stdout.flush()
 
 
 def _refuse_with_adaptive(**given: bool) -> None:
@@ -272,6 +333,25 @@ def verify(
 
     if looks_like_run_record(certificate):
         verify_run(certificate, workload, schema)
+        return
+    from tessera.release.aggregate_certificate import (
+        read_aggregate_certificate,
+        verify_aggregate_certificate,
+    )
+
+    doc = read_aggregate_certificate(certificate)
+    if doc is not None:
+        from tessera.workload.select import read_aggregates
+
+        diffs = verify_aggregate_certificate(doc, read_aggregates(workload, Domain.load(schema)),
+                                             time_limit=time_limit)
+        if diffs:
+            raise TesseraError(
+                f"{certificate}: the certificate does NOT check out ({len(diffs)} "
+                "difference(s)):\n" + "\n".join(f"  {d}" for d in diffs))
+        out.print(f"{certificate}: verified — the spend re-derived from the scales is within "
+                  f"the budget ({doc['workload']['linear_queries']} linear queries, workload "
+                  f"sha256 {doc['workload']['sha256'][:12]}…)", markup=False)
         return
     doc = read_certificate(certificate)
     result = verify_certificate(doc, Workload.load(workload, Domain.load(schema)),

@@ -504,6 +504,12 @@ def _released_only(workload: Workload, released: npt.NDArray[np.bool_]) -> Workl
                     tuple(workload.weights[i] for i in keep), sources, ())
 
 
+def unit_costs(budget: Budget, scales: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """The costs c_q per unit of sensitivity of noise at ``scales`` (1/b or 1/(2σ²)), each
+    rounded up (:func:`_costs`): what every re-check of a release's spend starts from."""
+    return _costs(budget, scales)
+
+
 def _costs(budget: Budget, scales: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     """c_q = Δ/b_q (discrete Laplace, ε) or Δ²/(2σ_q²) (discrete Gaussian, ρ), Δ = 1, each
     rounded up by two ulps: the float cost is never below the mechanism's true parameter (the

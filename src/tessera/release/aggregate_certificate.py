@@ -1,0 +1,125 @@
+"""The certificate of an aggregate release, and its re-check from the workload alone
+(docs/aggregates.md; the proof is docs/theory.md §3.14).
+
+The certificate records, for every linear query, where it comes from (statement, group,
+aggregate, role), its value bounds (the clamp [lo, hi] and M = max |g|) and its noise scale.
+:func:`verify_aggregate_certificate` re-reads the workload and schema, expands the same linear
+queries, checks that their bounds match, and re-derives the spend from the recorded scales
+alone: costs 1/b or 1/(2σ²) rounded up, the pieces' exact weighted overlap, K or K² per person.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tessera.mechanisms.record import MechanismRecord
+from tessera.privacy import Neighbours, PrivacyUnit
+from tessera.release.aggregate_plan import AggregatePlan
+from tessera.release.budget import Budget
+from tessera.release.decimals import decimal_value
+from tessera.release.ledger import Charge
+from tessera.release.linear_costs import linear_cost_bound
+from tessera.release.plan import unit_costs
+from tessera.workload.aggregates import AggregateWorkload
+
+#: The ``format`` field of an aggregate certificate.
+FORMAT = "tessera-aggregate-certificate"
+
+
+def workload_digest(workload: AggregateWorkload) -> str:
+    """sha256 of the linear queries as the schema reads them (label, SQL, clamp)."""
+    h = hashlib.sha256()
+    for (st, group, agg, role), lq in zip(workload.labels(), workload.linear):
+        h.update(f"{st}\x1f{group}\x1f{agg}\x1f{role}\x1f{lq.query.to_sql(workload.domain)}"
+                 f"\x1f{lq.attribute}\x1f{lq.lo}\x1f{lq.hi}\x1e".encode())
+    return h.hexdigest()
+
+
+def build_aggregate_certificate(plan: AggregatePlan, mechanism: MechanismRecord,
+                                charge: Charge | None) -> dict[str, Any]:
+    """The JSON-ready certificate (module docstring)."""
+    w = plan.workload
+    rows = []
+    for (st, group, agg, role), lq, s, m in zip(w.labels(), plan.linear, plan.scales.tolist(),
+                                               plan.bounds.tolist()):
+        rows.append({"statement": st, "group": group, "aggregate": agg, "role": role,
+                     "attribute": lq.attribute,
+                     "clamp": None if lq.lo is None else [lq.lo, lq.hi],
+                     "bound": int(m), "scale": float(s)})
+    doc: dict[str, Any] = {
+        "format": FORMAT,
+        "version": 1,
+        "private": mechanism.private,
+        "budget": plan.budget.to_dict(),
+        "neighbours": plan.neighbours.value,
+        "privacy_unit": None if plan.unit.is_row else plan.unit.to_dict(),
+        "mechanism": plan.mechanism,
+        "workload": {"sha256": workload_digest(w), "statements": len(w.statements),
+                     "linear_queries": len(plan.linear)},
+        "linear_queries": rows,
+        "spent": {"value": plan.spent.bound, "exact": plan.spent.exact,
+                  "guarantee": _guarantee(plan)},
+    }
+    if charge is not None:
+        doc["ledger"] = {"release_id": charge.release_id, "seq": charge.seq,
+                         "label": charge.label}
+    return doc
+
+
+def _guarantee(plan: AggregatePlan) -> str:
+    unit = plan.unit.label(plan.neighbours)
+    if plan.mechanism == "discrete_laplace":
+        return (f"pure ε-DP with ε = {plan.spent.bound:.6g} ({unit}; discrete Laplace on "
+                "integer sums and counts)")
+    return (f"ρ-zCDP with ρ = {plan.spent.bound:.6g} ({unit}; discrete Gaussian on integer "
+            "sums and counts, CKS20)")
+
+
+def read_aggregate_certificate(path: str | Path) -> dict[str, Any] | None:
+    """The certificate at ``path`` if it is an aggregate release's, else ``None`` (another
+    kind, or not JSON: the other readers say what is wrong)."""
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) and doc.get("format") == FORMAT else None
+
+
+def verify_aggregate_certificate(doc: dict[str, Any], workload: AggregateWorkload, *,
+                                 time_limit: float | None = 60.0) -> list[str]:
+    """The differences between ``doc`` and what the workload and schema give (empty: it
+    checks out): the linear queries and their bounds, the spend re-derived from the scales,
+    and that it is within the budget."""
+    diffs: list[str] = []
+    rows = doc.get("linear_queries", [])
+    linear = workload.linear
+    if doc.get("workload", {}).get("sha256") != workload_digest(workload):
+        diffs.append("workload sha256: the certificate is for another workload or schema")
+    if len(rows) != len(linear):
+        return [*diffs, f"linear queries: certificate {len(rows)}, workload {len(linear)}"]
+    for i, (row, lq) in enumerate(zip(rows, linear)):
+        clamp = None if lq.lo is None else [lq.lo, lq.hi]
+        if row.get("clamp") != clamp or row.get("bound") != lq.bound(workload.domain):
+            diffs.append(f"linear query {i} ({row.get('statement')!r}, {row.get('aggregate')}): "
+                         f"value bounds {row.get('clamp')}/{row.get('bound')} differ from the "
+                         f"workload's {clamp}/{lq.bound(workload.domain)}")
+    budget = Budget.from_dict(doc["budget"])
+    unit = (PrivacyUnit.from_dict(doc["privacy_unit"]) if doc.get("privacy_unit")
+            else PrivacyUnit.of())
+    scales = np.array([float(r["scale"]) for r in rows])
+    costs = unit_costs(budget, scales)
+    cb = linear_cost_bound(workload.domain, linear, costs, definition=budget.calibration,
+                           neighbours=Neighbours.parse(doc["neighbours"]), unit=unit,
+                           time_limit=time_limit, threshold=decimal_value(budget.total))
+    spent = 0.0 if cb is None else cb.bound
+    if cb is not None and cb.value > decimal_value(budget.total):
+        diffs.append(f"spent: re-derived {spent!r} exceeds the budget {budget.total!r}")
+    recorded = doc.get("spent", {}).get("value")
+    if recorded is None or spent > float(recorded):
+        diffs.append(f"spent: re-derived {spent!r}, certificate {recorded!r}")
+    return diffs

@@ -1,0 +1,200 @@
+"""Answer aggregate statements privately: COUNT, SUM, AVG with GROUP BY (docs/aggregates.md,
+docs/theory.md §3.14).
+
+The order is :func:`tessera.release.answering.answer`'s: **plan** from the public inputs
+(:func:`~.aggregate_plan.aggregate_plan`), the data read and validated (and bounded per person)
+before any charge, the **charge** (the ledger re-solves the linear queries' count pieces with
+their value-weighted costs), then the exact sums, the **noise** (discrete Laplace or
+Gaussian from OpenDP, on integer sums: every clamped value is an integer), AVG as
+post-processing, and the files, all or none.
+
+The exact linear queries are computed from the pieces' counts, f_q = Σ_c g_{q,c}·count(q ∧ x_a
+= c), on the engine that reads the data (DuckDB or Spark, the person bounding included): a sum
+of integer values clamped to [lo, hi] is that exactly.
+
+**AVG.** A = Ŝ/Ĉ with the noisy sum and count, clipped to [lo, hi] (post-processing); its 95%
+interval is the delta method's, A ± 1.96·√(Var S + A²·Var C)/Ĉ (an approximation, not a
+proven coverage: it assumes the count well above its noise). When Ĉ ≤ 0 the mean is
+undefined: the answer is empty and the interval is [lo, hi], the range every mean of clamped
+values lies in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from tessera.data.counts import count_encoded
+from tessera.data.outputs import Delivery, Output, aborted_hint, check_outputs, settled, staged
+from tessera.data.source import encode
+from tessera.data.table import CsvOptions, ExtraColumns
+from tessera.errors import DataError, TesseraError
+from tessera.mechanisms import NoiseSource, discrete_gaussian, discrete_laplace
+from tessera.mechanisms.record import MechanismRecord
+from tessera.overlap.linear import pieces
+from tessera.privacy import ONE_ROW, Definition, Neighbours, PrivacyUnit
+from tessera.release.aggregate_plan import AggregatePlan, aggregate_plan, check_scales
+from tessera.release.budget import DISCRETE_LAPLACE, Budget
+from tessera.release.ledger import Charge, Ledger
+from tessera.release.linear_costs import piece_workload
+from tessera.workload.aggregates import AggregateWorkload, LinearQuery
+from tessera.workload.workload import Workload
+
+#: z of the delta-method 95% interval of an average.
+Z95 = 1.959963984540054
+
+
+@dataclass(frozen=True, eq=False)
+class AggregateRelease:
+    """Noisy linear queries (``noisy``, integers) and the published rows (``frame``: one per
+    statement, group and aggregate), the certificate and the ledger charge."""
+
+    plan: AggregatePlan
+    noisy: npt.NDArray[np.int64]
+    mechanism: MechanismRecord
+    frame: pd.DataFrame
+    certificate: dict[str, Any]
+    charge: Charge | None = None
+
+    @property
+    def private(self) -> bool:
+        return self.mechanism.private
+
+
+def exact_linear(domain: Any, linear: Sequence[LinearQuery], table: Any) -> npt.NDArray[np.int64]:
+    """f_q on the encoded table: Σ_c g_{q,c}·count(piece c) (counts: the query's count)."""
+    owner: list[int] = []
+    values: list[int] = []
+    queries: list[Any] = []
+    for i, lq in enumerate(linear):
+        for q, g in lq.pieces(domain):
+            owner.append(i)
+            values.append(g)
+            queries.append(q)
+    if not queries:
+        return np.zeros(len(linear), dtype=np.int64)
+    counts = count_encoded(table, Workload(domain, tuple(queries),
+                                           tuple(f"p{j}" for j in range(len(queries))),
+                                           (1.0,) * len(queries)))
+    out = [0] * len(linear)  # Python integers: no overflow
+    for i, g, n in zip(owner, values, counts.tolist()):
+        out[i] += g * int(n)
+    if any(abs(v) >= 2**62 for v in out):
+        raise DataError("a sum exceeds 2^62 (the samplers' integer range)",
+                        hint="narrow the CLAMP bounds")
+    return np.array(out, dtype=np.int64)
+
+
+def answer_aggregates(
+    data: Any, workload: AggregateWorkload, budget: Budget, *,
+    neighbours: Neighbours | str = Neighbours.ADD_REMOVE, unit: PrivacyUnit = ONE_ROW,
+    ledger: Ledger | str | Path | None = None, label: str | None = None,
+    time_limit: float | None = 60.0, seed: int | None = None,
+    csv: CsvOptions = CsvOptions(), table: str | None = None, on_invalid: str = "error",
+    extra_columns: ExtraColumns = "error", output: str | Path | None = None,
+    certificate: str | Path | None = None,
+) -> AggregateRelease:
+    """Answer every aggregate of ``workload`` on ``data`` under ``budget`` (module docs)."""
+    from tessera.release.aggregate_certificate import build_aggregate_certificate
+
+    outputs = check_outputs([Output.of(output, "answers", (".csv",)),
+                             Output.of(certificate, "certificate", (".json",))])
+    source = NoiseSource.secure() if seed is None else NoiseSource.seeded(seed)
+    plan = aggregate_plan(workload, budget, neighbours=neighbours, unit=unit,
+                          time_limit=time_limit)
+    check_scales(plan)
+    book = Ledger.open(ledger) if isinstance(ledger, (str, Path)) else ledger
+    if book is not None:
+        if book.definition is not budget.calibration or book.neighbours is not plan.neighbours:
+            raise TesseraError("the ledger counts another definition or neighbour relation "
+                               "than this release (nothing was charged)",
+                               hint="use the ledger's definition and --neighbours")
+        book.check_unit(unit)
+    encoded = encode(data, workload.domain, on_invalid=on_invalid,  # type: ignore[arg-type]
+                     csv=csv, table=table, unit=unit, extra_columns=extra_columns)
+    if encoded.n_rows == 0 and plan.neighbours is Neighbours.SUBSTITUTE:
+        raise DataError("the data has no rows: under substitute neighbours n is public "
+                        "(nothing was charged)", hint="use add/remove neighbours")
+    charge = None
+    if book is not None:
+        cut = pieces(workload.domain, plan.linear, budget.calibration, plan.neighbours)
+        charge = book.charge(piece_workload(workload.domain, cut), cut.costs(plan.costs),
+                             label=label or "aggregates", mechanism=plan.mechanism,
+                             time_limit=60.0 if time_limit is None else max(time_limit, 1.0),
+                             unit=unit)
+    delivery = Delivery(tuple(o.path for o in outputs))
+    symbol = "ε" if budget.calibration is Definition.PURE else "ρ"
+    with settled(book, charge, lambda: aborted_hint("release", charge, symbol, delivery)):
+        exact = exact_linear(workload.domain, plan.linear, encoded)
+        del encoded
+        sampler = (discrete_laplace.sample if plan.mechanism == DISCRETE_LAPLACE
+                   else discrete_gaussian.sample)
+        drawn = sampler(exact, plan.scales, source)
+        del exact
+        frame = answer_frame(plan, drawn.values)
+        frame.attrs["private"] = drawn.mechanism.private
+        doc = build_aggregate_certificate(plan, drawn.mechanism, charge)
+        shown = None if charge is None else dataclasses.replace(charge, status="released")
+        release = AggregateRelease(plan, drawn.values, drawn.mechanism, frame, doc, shown)
+        _deliver(release, outputs, delivery)
+    return release
+
+
+def answer_frame(plan: AggregatePlan, noisy: npt.NDArray[np.int64]) -> pd.DataFrame:
+    """One row per statement, group and aggregate: answer, noise scale (of the sum for an AVG;
+    empty for an AVG), 95% interval (exact for counts and sums, the delta method's for an
+    AVG)."""
+    w = plan.workload
+    var = plan.variances()
+    rows: list[dict[str, Any]] = []
+    i = 0
+    linear = plan.linear
+    while i < len(linear):
+        lq = linear[i]
+        st = w.statements[lq.statement]
+        agg = st.aggregates[lq.aggregate]
+        row: dict[str, Any] = {"statement": st.name, "group": st.key_label(w.domain, lq.key),
+                               "aggregate": agg.label}
+        if agg.kind == "avg":
+            s, c = float(noisy[i]), float(noisy[i + 1])
+            assert agg.lo is not None and agg.hi is not None
+            if c <= 0:
+                row.update(answer=math.nan, noise_scale=math.nan,
+                           ci95_low=float(agg.lo), ci95_high=float(agg.hi))
+            else:
+                a = min(max(s / c, agg.lo), agg.hi)
+                half = Z95 * math.sqrt(var[i] + a * a * var[i + 1]) / c
+                row.update(answer=a, noise_scale=math.nan,
+                           ci95_low=max(a - half, agg.lo), ci95_high=min(a + half, agg.hi))
+            i += 2
+        else:
+            h = int(plan.halfwidths[i])
+            row.update(answer=float(noisy[i]), noise_scale=float(plan.scales[i]),
+                       ci95_low=float(noisy[i] - h), ci95_high=float(noisy[i] + h))
+            i += 1
+        rows.append(row)
+    return pd.DataFrame(rows, columns=["statement", "group", "aggregate", "answer",
+                                       "noise_scale", "ci95_low", "ci95_high"])
+
+
+def _deliver(release: AggregateRelease, outputs: Sequence[Output], delivery: Delivery) -> None:
+    """Every requested file, all or none (:func:`tessera.data.outputs.staged`)."""
+    import json
+
+    delivery.step = "writing the files"
+    with staged([o.path for o in outputs], delivery.placed) as temps:
+        for o, tmp in zip(outputs, temps):
+            if o.what == "answers":
+                release.frame.to_csv(tmp, index=False)
+            else:
+                Path(tmp).write_text(json.dumps(release.certificate, indent=2,
+                                                ensure_ascii=False) + "\n", encoding="utf-8")
+        delivery.step = "putting the files in place"
