@@ -63,8 +63,8 @@ def parse_statement(text: str, domain: Domain, name: str = "",
     """One SELECT statement (or bare WHERE clause) → (:class:`Statement`, its table name;
     ``""`` for a WHERE clause). ``table``: the table the file's other statements name."""
     if not is_select(text):
-        return Statement(name or text, parse_query(text, domain), (Aggregate("count", None,
-                                                                              label="COUNT(*)"),)), ""
+        count = Aggregate("count", None, label="COUNT(*)")
+        return Statement(name or text, parse_query(text, domain), (count,)), ""
     try:
         tree = sqlglot.parse_one(quote_hyphenated(text, domain))
     except sqlglot.errors.SqlglotError as e:
