@@ -53,6 +53,8 @@ _EXPORTS: dict[str, str] = {
     "Release": "tessera.release",
     "answer": "tessera.release",
     "answer_adaptive": "tessera.routes.adaptive",
+    "answer_aggregates": "tessera.release.aggregates",
+    "read_aggregates": "tessera.workload.select",
     "verify_certificate": "tessera.release",
     "Binned": "tessera.schema.domain",
     "Boolean": "tessera.schema.domain",
@@ -193,6 +195,7 @@ if TYPE_CHECKING:  # static type checkers and IDEs see the eager imports
         answer,
         verify_certificate,
     )
+    from tessera.release.aggregates import answer_aggregates
     from tessera.routes.adaptive import answer_adaptive
     from tessera.schema.domain import Attribute, Binned, Boolean, Categorical, Domain, IntegerRange
     from tessera.schema.intervals import IntervalSet
@@ -210,6 +213,7 @@ if TYPE_CHECKING:  # static type checkers and IDEs see the eager imports
         jointly_overlap,
         witness,
     )
+    from tessera.workload.select import read_aggregates
     from tessera.workload.workload import Workload
 
 __all__ = [
@@ -253,6 +257,7 @@ __all__ = [
     "allocate",
     "answer",
     "answer_adaptive",
+    "answer_aggregates",
     "count",
     "disjoint",
     "encode",
@@ -274,6 +279,7 @@ __all__ = [
     "per_query_scales",
     "prefixes",
     "random_workload",
+    "read_aggregates",
     "tensor",
     "treewidth",
     "verify_certificate",

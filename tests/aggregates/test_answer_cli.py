@@ -133,3 +133,9 @@ def test_group_by_limit(files):
     (files / "g.sql").write_text("SELECT COUNT(*) FROM t GROUP BY big, age\n")
     with pytest.raises(Exception, match="above the limit"):
         read_aggregates(files / "g.sql", dom)
+
+
+def test_other_commands_name_select_lines(files):
+    res = run("plan", files / "w.sql", "--schema", files / "s.yaml", "--epsilon", "1")
+    assert res.exit_code != 0
+    assert "w.sql:2: an aggregate statement (SELECT …) where a WHERE clause" in res.output

@@ -25,7 +25,6 @@ from hypothesis import strategies as st
 from tessera.overlap import max_overlap
 from tessera.overlap.linear import pieces, power
 from tessera.privacy import Definition, Neighbours, PrivacyUnit
-from tessera.release.decimals import decimal_value
 from tessera.release.linear_costs import linear_cost_bound
 from tessera.schema.domain import Domain
 from tessera.workload.aggregates import AggregateWorkload

@@ -81,6 +81,10 @@ def parse_query(
     """
     if not text.strip():
         raise QueryError("empty query", hint="write a WHERE clause such as: age >= 30")
+    if re.match(r"\s*select\b", text, re.IGNORECASE):
+        raise QueryError("an aggregate statement (SELECT …) where a WHERE clause is expected",
+                         hint="workloads of SELECT statements are answered by tessera answer "
+                              "(docs/aggregates.md); this command takes WHERE clauses")
     sql = _PREFIX + quote_hyphenated(text, domain)
     try:
         tree = sqlglot.parse_one(sql)
