@@ -92,8 +92,22 @@ def test_clamp_in_certificate_and_bounds(files):
 
 def test_options_that_do_not_apply_are_refused(files):
     res = run("answer", files / "d.csv", files / "w.sql", "--schema", files / "s.yaml",
-              "--epsilon", "1", "--consistency")
+              "--epsilon", "1", "--strategy", "residual")
     assert res.exit_code != 0 and "cannot be used with aggregate statements" in res.output
+
+
+def test_consistency_adds_consistent_answers(files):
+    (files / "n.sql").write_text("SELECT COUNT(*), SUM(income) FROM t\n"
+                                 "SELECT sex, COUNT(*), SUM(income) FROM t GROUP BY sex\n")
+    res = run("answer", files / "d.csv", files / "n.sql", "--schema", files / "s.yaml",
+              "--epsilon", "1", "--extra-columns", "ignore", "--seed", "2", "--consistency",
+              "-o", files / "o.csv")
+    assert res.exit_code == 0, res.output
+    assert "2 equalities" in res.output
+    out = pd.read_csv(files / "o.csv", keep_default_na=False)
+    c = out["consistent"].to_numpy()
+    assert abs(c[0] - (c[2] + c[4])) < 1e-6 and abs(c[1] - (c[3] + c[5])) < 1e-6
+    assert out["answer"][0] != c[0]  # (the noisy total was moved)
 
 
 BAD = [

@@ -127,6 +127,8 @@ def test_person_cost_brackets_brute_force(texts, definition, k, neighbours, data
     cb = linear_cost_bound(DOMAIN, w.linear, costs, definition=definition,
                            neighbours=neighbours, unit=unit, time_limit=None)
     deltas = multisets(values(w), k).astype(np.float64)
+    if k == 1 and neighbours is Neighbours.SUBSTITUTE:
+        deltas = deltas[1:]  # a row is replaced by a row (a person's 0..K rows by 0..K rows)
     if neighbours is Neighbours.SUBSTITUTE:
         truth = max(float(np.max(np.abs(deltas - d) ** p @ costs)) for d in deltas)
     else:

@@ -149,12 +149,11 @@ def answer(
         _answer_aggregates(data, workload, schema, budget, neighbours, unit, ledger, label,
                            time_limit, seed, csv_options(no_header, delimiter, na, skip_rows),
                            table, on_invalid, extra_columns, output, certificate,
-                           engine, spark_master,
+                           engine, spark_master, consistency,
                            ignored={"--weights": weights != "auto",
                                     "--strategy": strategy != "auto",
                                     "--objective": objective != "total",
                                     "--estimate": estimate != "gls",
-                                    "--consistency": consistency,
                                     "--nonnegative": nonnegative,
                                     "--report": report is not None})
         return
@@ -203,7 +202,7 @@ def _answer_aggregates(data: Path, workload: Path, schema: Path, budget: object,
                        time_limit: float, seed: int | None, csv: object, table: str | None,
                        on_invalid: str, extra_columns: str, output: Path | None,
                        certificate: Path | None, engine: str, spark_master: str,
-                       ignored: dict[str, bool]) -> None:
+                       consistency: bool, ignored: dict[str, bool]) -> None:
     """A workload of SELECT statements: :func:`tessera.release.aggregates.answer_aggregates`,
     the budget and guarantee on stderr, the rows on stdout (CSV) without -o."""
     from tessera.release.aggregates import answer_aggregates
@@ -221,7 +220,8 @@ def _answer_aggregates(data: Path, workload: Path, schema: Path, budget: object,
         neighbours=neighbours, unit=unit,  # type: ignore[arg-type]
         ledger=ledger, label=label or workload.stem, time_limit=time_limit, seed=seed,
         csv=csv, table=table, on_invalid=on_invalid,  # type: ignore[arg-type]
-        extra_columns=extra_columns, output=output, certificate=certificate)  # type: ignore[arg-type]
+        extra_columns=extra_columns, output=output, certificate=certificate,  # type: ignore[arg-type]
+        consistency=consistency)
     plan = release.plan
     if not release.private:
         err.print("[bold red]NOT PRIVATE[/]: seeded test randomness (--seed); never publish")
@@ -232,6 +232,13 @@ def _answer_aggregates(data: Path, workload: Path, schema: Path, budget: object,
     info.print(f"guarantee: {release.certificate['spent']['guarantee']}; spend "
                f"{'exact' if plan.spent.exact else 'upper bound'}", markup=False,
                highlight=False)
+    if consistency:
+        n_eq = release.frame.attrs.get("consistency_equalities", 0)
+        info.print(f"consistency: least-squares answers under {n_eq:,} equalities between "
+                   "nested statements (post-processing, no privacy cost; intervals by the "
+                   "normal approximation)" if n_eq else "consistency: no two statements nest "
+                   "(same WHERE, nested GROUP BY): the consistent answers are the noisy ones",
+                   markup=False)
     if release.charge is not None:
         info.print(f"ledger: charged before release; spent {spent_text(release.charge)} "
                    "(rounded up)", markup=False)

@@ -100,9 +100,12 @@ def answer_aggregates(
     time_limit: float | None = 60.0, seed: int | None = None,
     csv: CsvOptions = CsvOptions(), table: str | None = None, on_invalid: str = "error",
     extra_columns: ExtraColumns = "error", output: str | Path | None = None,
-    certificate: str | Path | None = None,
+    certificate: str | Path | None = None, consistency: bool = False,
 ) -> AggregateRelease:
-    """Answer every aggregate of ``workload`` on ``data`` under ``budget`` (module docs)."""
+    """Answer every aggregate of ``workload`` on ``data`` under ``budget`` (module docs).
+
+    ``consistency``: add least-squares consistent answers where statements nest (a total and
+    its GROUP BY; post-processing, no privacy cost: :mod:`.aggregate_consistency`)."""
     from tessera.release.aggregate_certificate import build_aggregate_certificate
 
     outputs = check_outputs([Output.of(output, "answers", (".csv",)),
@@ -139,7 +142,7 @@ def answer_aggregates(
                    else discrete_gaussian.sample)
         drawn = sampler(exact, plan.scales, source)
         del exact
-        frame = answer_frame(plan, drawn.values)
+        frame = answer_frame(plan, drawn.values, consistency)
         frame.attrs["private"] = drawn.mechanism.private
         doc = build_aggregate_certificate(plan, drawn.mechanism, charge)
         shown = None if charge is None else dataclasses.replace(charge, status="released")
@@ -148,41 +151,61 @@ def answer_aggregates(
     return release
 
 
-def answer_frame(plan: AggregatePlan, noisy: npt.NDArray[np.int64]) -> pd.DataFrame:
-    """One row per statement, group and aggregate: answer, noise scale (of the sum for an AVG;
-    empty for an AVG), 95% interval (exact for counts and sums, the delta method's for an
-    AVG)."""
-    w = plan.workload
+def answer_frame(plan: AggregatePlan, noisy: npt.NDArray[np.int64],
+                 consistency: bool = False) -> pd.DataFrame:
+    """One row per statement, group and aggregate: answer, noise scale (empty for an AVG),
+    95% interval (exact for counts and sums, the delta method's for an AVG). ``consistency``
+    adds ``consistent``, ``consistent_ci95_low`` and ``consistent_ci95_high``: the
+    least-squares consistent answers (:mod:`.aggregate_consistency`) with normal-approximation
+    intervals."""
     var = plan.variances()
-    rows: list[dict[str, Any]] = []
+    frame = pd.DataFrame(_rows(plan, noisy.astype(np.float64), var, plan.halfwidths),
+                         columns=["statement", "group", "aggregate", "answer", "noise_scale",
+                                  "ci95_low", "ci95_high"])
+    if consistency:
+        from tessera.release.aggregate_consistency import consistent
+
+        f, fvar, n_eq = consistent(plan.workload, plan.linear, noisy, var)
+        more = pd.DataFrame(_rows(plan, f, fvar, None),
+                            columns=["statement", "group", "aggregate", "answer",
+                                     "noise_scale", "ci95_low", "ci95_high"])
+        frame["consistent"] = more["answer"]
+        frame["consistent_ci95_low"] = more["ci95_low"]
+        frame["consistent_ci95_high"] = more["ci95_high"]
+        frame.attrs["consistency_equalities"] = n_eq
+    return frame
+
+
+def _rows(plan: AggregatePlan, values: npt.NDArray[np.float64], var: npt.NDArray[np.float64],
+          halfwidths: npt.NDArray[np.int64] | None) -> list[list[Any]]:
+    """The published rows from linear answers ``values`` of variances ``var``: intervals from
+    the exact ``halfwidths`` of the noise when given, else ± 1.96·√var."""
+    w = plan.workload
+    rows: list[list[Any]] = []
     i = 0
     linear = plan.linear
     while i < len(linear):
         lq = linear[i]
         st = w.statements[lq.statement]
         agg = st.aggregates[lq.aggregate]
-        row: dict[str, Any] = {"statement": st.name, "group": st.key_label(w.domain, lq.key),
-                               "aggregate": agg.label}
+        head = [st.name, st.key_label(w.domain, lq.key), agg.label]
         if agg.kind == "avg":
-            s, c = float(noisy[i]), float(noisy[i + 1])
+            s, c = float(values[i]), float(values[i + 1])
             assert agg.lo is not None and agg.hi is not None
-            if c <= 0:
-                row.update(answer=math.nan, noise_scale=math.nan,
-                           ci95_low=float(agg.lo), ci95_high=float(agg.hi))
+            if c <= 0:  # no mean: the range every mean of clamped values lies in
+                rows.append([*head, math.nan, math.nan, float(agg.lo), float(agg.hi)])
             else:
                 a = min(max(s / c, agg.lo), agg.hi)
                 half = Z95 * math.sqrt(var[i] + a * a * var[i + 1]) / c
-                row.update(answer=a, noise_scale=math.nan,
-                           ci95_low=max(a - half, agg.lo), ci95_high=min(a + half, agg.hi))
+                rows.append([*head, a, math.nan, max(a - half, agg.lo), min(a + half, agg.hi)])
             i += 2
-        else:
-            h = int(plan.halfwidths[i])
-            row.update(answer=float(noisy[i]), noise_scale=float(plan.scales[i]),
-                       ci95_low=float(noisy[i] - h), ci95_high=float(noisy[i] + h))
-            i += 1
-        rows.append(row)
-    return pd.DataFrame(rows, columns=["statement", "group", "aggregate", "answer",
-                                       "noise_scale", "ci95_low", "ci95_high"])
+            continue
+        h = Z95 * math.sqrt(var[i]) if halfwidths is None else float(halfwidths[i])
+        rows.append([*head, float(values[i]),
+                     float(plan.scales[i]) if halfwidths is not None else math.nan,
+                     float(values[i]) - h, float(values[i]) + h])
+        i += 1
+    return rows
 
 
 def _deliver(release: AggregateRelease, outputs: Sequence[Output], delivery: Delivery) -> None:
