@@ -52,7 +52,7 @@ def test_answer_and_verify(files, budget, person):
               *person, "--extra-columns", "ignore", "--seed", "1",
               "--certificate", files / "c.json", "-o", files / "o.csv")
     assert res.exit_code == 0, res.output
-    out = pd.read_csv(files / "o.csv", keep_default_na=False)
+    out = pd.read_csv(files / "o.csv", keep_default_na=False, comment="#")
     assert list(out["aggregate"]) == ["COUNT(*)", "COUNT(*)", "SUM(income)", "COUNT(*)",
                                       "mean_income", "COUNT(*)", "mean_income"]
     assert list(out["group"])[3:] == ["sex=F", "sex=F", "sex=M", "sex=M"]
@@ -104,7 +104,7 @@ def test_consistency_adds_consistent_answers(files):
               "-o", files / "o.csv")
     assert res.exit_code == 0, res.output
     assert "2 equalities" in res.output
-    out = pd.read_csv(files / "o.csv", keep_default_na=False)
+    out = pd.read_csv(files / "o.csv", keep_default_na=False, comment="#")
     c = out["consistent"].to_numpy()
     assert abs(c[0] - (c[2] + c[4])) < 1e-6 and abs(c[1] - (c[3] + c[5])) < 1e-6
     assert out["answer"][0] != c[0]  # (the noisy total was moved)
@@ -153,3 +153,10 @@ def test_other_commands_name_select_lines(files):
     res = run("plan", files / "w.sql", "--schema", files / "s.yaml", "--epsilon", "1")
     assert res.exit_code != 0
     assert "w.sql:2: an aggregate statement (SELECT …) where a WHERE clause" in res.output
+
+
+def test_seeded_answers_say_not_private(files):
+    res = run("answer", files / "d.csv", files / "w.sql", "--schema", files / "s.yaml",
+              "--epsilon", "1", "--extra-columns", "ignore", "--seed", "1", "-o", files / "o.csv")
+    assert res.exit_code == 0, res.output
+    assert (files / "o.csv").read_text().startswith("# NOT PRIVATE")

@@ -246,8 +246,10 @@ def _answer_aggregates(data: Path, workload: Path, schema: Path, budget: object,
         if path is not None:
             info.print(f"{what + ':':<12} {path}", markup=False, highlight=False)
     if output is None:
+        from tessera.release.aggregates import write_frame
+
         sys.stdout.flush()
-        release.frame.to_csv(sys.stdout, index=False)
+        write_frame(release, sys.stdout)
         sys.stdout.flush()
 
 

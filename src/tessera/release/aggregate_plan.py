@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from fractions import Fraction
 
 import numpy as np
 import numpy.typing as npt
@@ -104,9 +103,11 @@ def aggregate_plan(workload: AggregateWorkload, budget: Budget, *,
     u = shape(workload, linear, bounds, p)
     su = linear_cost_bound(domain, linear, u, definition=d, neighbours=n, unit=unit,
                            time_limit=time_limit)
-    if su is None:
-        raise TesseraError("no aggregate of the workload can change with one record "
-                           "(every query is a contradiction)", hint="check the WHERE clauses")
+    if su is None or su.value == 0:
+        raise TesseraError("no aggregate of the workload can change with one change of the "
+                           f"unit ({unit.label(n)}): nothing to calibrate noise to",
+                           hint="check the WHERE clauses (contradictions?); under substitute "
+                                "neighbours a total count of rows is public")
     total = decimal_value(budget.total)
     c = u * (float(total) / su.bound)
     grow = 1.0
@@ -139,10 +140,6 @@ def halfwidths(budget: Budget, scales: npt.NDArray[np.float64]) -> npt.NDArray[n
     fn = (discrete_laplace.interval_halfwidth if budget.mechanism == DISCRETE_LAPLACE
           else discrete_gaussian.interval_halfwidth)
     return np.array([fn(float(s), INTERVAL_LEVEL) for s in scales], dtype=np.int64)
-
-
-def spent_value(plan: AggregatePlan) -> Fraction:
-    return plan.spent.value
 
 
 def check_scales(plan: AggregatePlan) -> None:

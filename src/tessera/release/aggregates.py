@@ -208,6 +208,20 @@ def _rows(plan: AggregatePlan, values: npt.NDArray[np.float64], var: npt.NDArray
     return rows
 
 
+def write_frame(release: AggregateRelease, target: Any) -> None:
+    """The rows as CSV to a path or a text stream, after a ``#`` NOT PRIVATE line when the
+    noise was seeded (as :func:`tessera.release.output.write_csv`)."""
+    from tessera.release.output import NOT_PRIVATE_MARK
+
+    if isinstance(target, (str, Path)):
+        with open(target, "w", encoding="utf-8", newline="") as f:
+            write_frame(release, f)
+        return
+    if not release.private:
+        target.write(f"# {NOT_PRIVATE_MARK}\n")
+    release.frame.to_csv(target, index=False)
+
+
 def _deliver(release: AggregateRelease, outputs: Sequence[Output], delivery: Delivery) -> None:
     """Every requested file, all or none (:func:`tessera.data.outputs.staged`)."""
     import json
@@ -216,7 +230,7 @@ def _deliver(release: AggregateRelease, outputs: Sequence[Output], delivery: Del
     with staged([o.path for o in outputs], delivery.placed) as temps:
         for o, tmp in zip(outputs, temps):
             if o.what == "answers":
-                release.frame.to_csv(tmp, index=False)
+                write_frame(release, tmp)
             else:
                 Path(tmp).write_text(json.dumps(release.certificate, indent=2,
                                                 ensure_ascii=False) + "\n", encoding="utf-8")

@@ -24,6 +24,7 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Literal
 
 from tessera.errors import QueryError
@@ -155,8 +156,9 @@ class AggregateWorkload:
     statements: tuple[Statement, ...]
     table: str | None = None
 
-    @property
+    @cached_property
     def linear(self) -> tuple[LinearQuery, ...]:
+        """The linear queries (:func:`expand`), built once."""
         return expand(self.domain, self.statements)
 
     def labels(self) -> list[tuple[str, str, str, str]]:
