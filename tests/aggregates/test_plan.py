@@ -17,7 +17,7 @@ from tessera.release.aggregate_plan import aggregate_plan
 from tessera.release.aggregates import Z95
 from tessera.release.budget import Budget
 
-from .test_linear_cost import DOMAIN, multisets, statement, values, workload_of
+from .cases import multisets, statement, values, workload_of
 
 
 @settings(max_examples=20, deadline=None)

@@ -1,0 +1,60 @@
+"""Small aggregate workloads for the brute-force tests: a domain with a signed integer
+attribute (with a missing value), random statements, and every record's linear answers."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+from hypothesis import strategies as st
+
+from tessera.schema.domain import Domain
+from tessera.workload.aggregates import AggregateWorkload
+from tessera.workload.select import parse_statement
+
+DOMAIN = Domain.from_dict({"attributes": {
+    "a": {"type": "categorical", "values": ["x", "y", "z"]},
+    "v": {"type": "integer", "min": -3, "max": 4, "missing": True},
+    "b": {"type": "boolean"},
+}})
+POINTS = np.array(list(itertools.product(*(range(s) for s in DOMAIN.sizes))), dtype=np.int64)
+
+where = st.sampled_from(["", " WHERE a = 'x'", " WHERE v >= 0", " WHERE b", " WHERE a <> 'z' "
+                         "AND v < 3", " WHERE a = 'y' OR b", " WHERE NOT b AND v BETWEEN -2 AND 1"])
+aggregate = st.sampled_from(["COUNT(*)", "COUNT(v)", "SUM(v)", "AVG(v)", "SUM(CLAMP(v, 0, 2))",
+                             "SUM(CLAMP(v, -1, 1))", "AVG(CLAMP(v, 1, 3))", "SUM(CLAMP(v, 5, 9))"])
+group = st.sampled_from(["", " GROUP BY a", " GROUP BY b", " GROUP BY a, b", " GROUP BY v"])
+statement = st.builds(lambda ags, w, g: f"SELECT {', '.join(ags)} FROM t{w}{g}",
+                      st.lists(aggregate, min_size=1, max_size=3), where, group)
+
+
+def workload_of(texts: list[str]) -> AggregateWorkload:
+    return AggregateWorkload(DOMAIN, tuple(parse_statement(t, DOMAIN)[0] for t in texts))
+
+
+def values(w: AggregateWorkload) -> np.ndarray:
+    """f_q(x) for every point x (rows) and linear query q (columns), by evaluating q and the
+    clamp directly (no pieces)."""
+    out = np.zeros((len(POINTS), len(w.linear)), dtype=np.int64)
+    for j, lq in enumerate(w.linear):
+        hit = lq.query.evaluate(DOMAIN, POINTS)
+        if lq.role == "count":
+            out[:, j] = hit
+            continue
+        attr = DOMAIN[lq.attribute]
+        col = POINTS[:, DOMAIN.index(lq.attribute)]
+        raw = np.where(col == attr.missing_code, 0, attr.lo + col)
+        g = np.where(col == attr.missing_code, 0, np.clip(raw, lq.lo, lq.hi))
+        out[:, j] = hit * g
+    return out
+
+
+def multisets(v: np.ndarray, k: int) -> np.ndarray:
+    """Δf of every multiset of 0..k records."""
+    sums = [np.zeros(v.shape[1], dtype=np.int64)]
+    for size in range(1, k + 1):
+        for combo in itertools.combinations_with_replacement(range(len(v)), size):
+            sums.append(v[list(combo)].sum(axis=0))
+    return np.array(sums)
+
+
