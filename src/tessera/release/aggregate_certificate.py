@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from tessera.accounting.zcdp import epsilon_for_delta
 from tessera.mechanisms.record import MechanismRecord
 from tessera.privacy import Neighbours, PrivacyUnit
 from tessera.release.aggregate_plan import AggregatePlan
@@ -76,8 +77,13 @@ def _guarantee(plan: AggregatePlan) -> str:
     if plan.mechanism == "discrete_laplace":
         return (f"pure ε-DP with ε = {plan.spent.bound:.6g} ({unit}; discrete Laplace on "
                 "integer sums and counts)")
-    return (f"ρ-zCDP with ρ = {plan.spent.bound:.6g} ({unit}; discrete Gaussian on integer "
+    text = (f"ρ-zCDP with ρ = {plan.spent.bound:.6g} ({unit}; discrete Gaussian on integer "
             "sums and counts, CKS20)")
+    delta = plan.budget.delta
+    if delta is not None:  # the (ε, δ) target: implied by ρ-zCDP (CKS20 Cor. 13)
+        eps = epsilon_for_delta(plan.spent.bound, float(delta))
+        text += f", hence (ε, δ)-DP with ε = {eps:.6g}, δ = {float(delta):g}"
+    return text
 
 
 def read_aggregate_certificate(path: str | Path) -> dict[str, Any] | None:
