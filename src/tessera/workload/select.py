@@ -34,6 +34,9 @@ from tessera.workload.parse import parse_query, quote_hyphenated
 from tessera.workload.query import Query
 
 _SELECT = re.compile(r"^\s*select\b", re.IGNORECASE)
+#: A line that may be a SELECT statement (after an optional name): a superset, checked exactly.
+_MAYBE_SELECT = re.compile(r'^\s*(?:"(?:[^"]|"")*"\s*:|[^\W\d][\w.\-]*\s*:)?\s*select\b',
+                           re.IGNORECASE | re.MULTILINE)
 _KINDS = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg"}
 _CLAUSES = {"joins": "JOIN", "having": "HAVING", "order": "ORDER BY", "limit": "LIMIT",
             "offset": "OFFSET", "distinct": "DISTINCT", "with_": "WITH", "qualify": "QUALIFY",
@@ -51,7 +54,10 @@ def is_aggregate_file(path: str | Path) -> bool:
     p = Path(path)
     if p.suffix.lower() in (".yaml", ".yml", ".json") or not p.is_file():
         return False
-    for raw in read_text(p, "workload", QueryError).splitlines():
+    text = read_text(p, "workload", QueryError)
+    if not _MAYBE_SELECT.search(text):  # (one pass in C over a file of millions of lines)
+        return False
+    for raw in text.splitlines():
         parts = split_line(raw)
         if parts is not None and is_select(parts[1]):
             return True
