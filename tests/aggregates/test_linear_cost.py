@@ -5,11 +5,12 @@ WHERE conjunctions, random clamps, random GROUP BY) with random integer costs. F
 x (add/remove), every pair (substitute) and every multiset of K ≤ 3 records (a person), the
 change of every linear query is computed by evaluating the query directly, and
 
-* the pieces' weighted overlap (:func:`tessera.overlap.max_overlap` on the piece weights
-  c_q·|g|^p) equals max_x Σ_q c_q |f_q(x)|^p exactly, its witness attains it;
+* the levels' weighted overlap (:func:`tessera.overlap.max_overlap` on the level weights
+  c_q·1 or c_q·(2t − 1)) equals max_x Σ_q c_q |f_q(x)|^p exactly, its witness attains it;
 * :func:`tessera.release.linear_costs.linear_cost_bound` (exact rationals, per person) lies
   within rounding of the brute-force maximum: a person's exactly K (ε) or K² (ρ) times a row's,
-  attained by K copies of the worst record; under substitution it is an upper bound.
+  attained by K copies of the worst record; under substitution it is exact in pure ε (the
+  levels' pairs) and an upper bound under ρ-zCDP.
 """
 
 from __future__ import annotations
@@ -69,8 +70,9 @@ def test_pieces_equal_brute_force_per_record(texts, definition, data):
        st.integers(1, 3), st.sampled_from(list(Neighbours)), st.data())
 def test_person_cost_brackets_brute_force(texts, definition, k, neighbours, data):
     """A person of K records: the exact bound is ≥ the brute force over every multiset (every
-    pair of multisets under substitution, K ≤ 2 there) and, under add/remove, equal to it up
-    to the costs' rounding up. Costs are multiples of 1/4: the brute force is exact in floats."""
+    pair of multisets under substitution, K ≤ 2 there) and equal to it up to the costs'
+    rounding up under add/remove, and under substitution in pure ε (p = 1). Costs are
+    multiples of 1/4: the brute force is exact in floats."""
     if neighbours is Neighbours.SUBSTITUTE:
         k = min(k, 2)
     w = workload_of(texts)
@@ -91,8 +93,9 @@ def test_person_cost_brackets_brute_force(texts, definition, k, neighbours, data
         assert truth == 0
         return
     assert cb.value >= Fraction(truth)
-    if neighbours is Neighbours.ADD_REMOVE:
+    if neighbours is Neighbours.ADD_REMOVE or p == 1:  # exact (p = 1: the levels' pairs)
         assert cb.value - Fraction(truth) <= Fraction(1, 10**9) * max(Fraction(truth), 1)
+    if neighbours is Neighbours.ADD_REMOVE:
         # K copies of the worst record attain it: a person costs K (ε) or K² (ρ) × a row
         row = linear_cost_bound(DOMAIN, w.linear, costs, definition=definition,
                                 time_limit=None)
@@ -107,7 +110,9 @@ def test_signed_sum_under_zcdp_substitution_is_doubled():
                            neighbours="substitute", time_limit=None)
     assert cb is not None and cb.value >= 49
     plain = pieces(DOMAIN, w.linear, "zcdp", "add-remove")
-    assert int(plain.factor.max()) == 16  # add/remove: max g² = 4², exact
+    assert int(plain.factor.sum()) == 16 + 9  # levels 1..4 and −1..−3: 4² and 3², exact
+    doubled = pieces(DOMAIN, w.linear, "zcdp", "substitute")
+    assert int(doubled.factor.sum()) == 2 * (16 + 9)
 
 
 def test_group_by_pays_once_per_aggregate():
@@ -137,3 +142,13 @@ def test_person_factor(definition, factor):
 def test_definition_not_costed():
     with pytest.raises(Exception, match="pure ε or ρ-zCDP"):
         power(Definition.GDP)
+
+
+def test_substitution_is_exact_in_pure_epsilon():
+    """SUM(CLAMP(v, 0, 4)): one record replaced moves the sum by at most 4 (4 → 0). Per-value
+    pieces would score 4 + 3 (4 → 3, both counted); the levels score |4 − 3| = 1 there, and the
+    maximum is exactly 4."""
+    w = workload_of(["SELECT SUM(CLAMP(v, 0, 4)) FROM t"])
+    cb = linear_cost_bound(DOMAIN, w.linear, [1.0], definition="pure",
+                           neighbours="substitute", time_limit=None)
+    assert cb is not None and 4 <= cb.value <= 4 * (1 + Fraction(1, 10**12))

@@ -1,24 +1,22 @@
 """The weighted overlap of linear queries — counts and clamped sums — as the weighted overlap
-of disjoint count pieces (docs/theory.md §3.14).
+of count pieces (docs/theory.md §3.14).
 
-A linear query f_q(D) = Σ_{x∈D} q(x)·g_q(x), with g_q constant on each code of its summed
-attribute a (g_q(x) = clamp(value(x_a)); a count has g_q = 1), is the sum of its pieces
-P_{q,c} = q ∧ (x_a = c) weighted g_{q,c}: exactly one piece of q holds at any row x that q
-counts, none elsewhere. So for costs c_q ≥ 0 and p ∈ {1, 2} (pure ε: p = 1; ρ-zCDP: p = 2)
+A linear query f_q(D) = Σ_{x∈D} a_q(x), a_q(x) = q(x)·g_q(x) (g_q(x) = clamp of the value of
+x_a, an integer; a count has g_q = 1), is the sum of its **levels**: the count pieces
+L⁺_t = q ∧ (g_q ≥ t) and L⁻_t = q ∧ (g_q ≤ −t), t = 1, 2, …, so that a_q(x)⁺ and a_q(x)⁻ are the
+numbers of levels holding x (a layer cake). Give level t the weight c_q·w_t with w_t = 1 (p = 1,
+pure ε) or w_t = 2t − 1 (p = 2, ρ-zCDP: Σ_{t≤n} (2t − 1) = n²). Then
 
-    max_x Σ_q c_q |f_q(x)|^p  =  max_x Σ_{pieces P ∋ x} c_q |g_{q,c}|^p,
+* **add/remove** (exact): Σ_{levels ∋ x} weight = Σ_q c_q |a_q(x)|^p;
+* **substitution, p = 1** (exact): the levels holding x or y but not both number
+  |a⁺(x) − a⁺(y)| + |a⁻(x) − a⁻(y)| = |a(x) − a(y)|, so the pair score of the levels is
+  Σ_q c_q |a_q(x) − a_q(y)|;
+* **substitution, p = 2** (upper bound): the levels give |a⁺(x)² − a⁺(y)²| + |a⁻(x)² − a⁻(y)²|,
+  which is ≥ (a(x) − a(y))² when a(x), a(y) do not have opposite signs and ≥ half of it
+  otherwise: the weights of a sum whose clamped values take both signs are doubled.
 
-the maximum weighted overlap of the pieces with weights c_q·|g_{q,c}|^p: the same max-plus
-program, solved exactly with a witness by :func:`tessera.overlap.max_overlap` (or, in exact
-rationals, by :func:`tessera.release.exact_costs.cost_bound`). That is *add/remove*.
-
-Under *substitution* (x → y) the pieces score Σ over the pieces holding x or y, but not both:
-for a query counting both rows with different values g ≠ g' this is c(|g|^p + |g'|^p) where the
-change costs c|g − g'|^p. For p = 1, |g − g'| ≤ |g| + |g'| (triangle inequality); for p = 2,
-(g − g')² ≤ g² + g'² when g·g' ≥ 0 and ≤ 2(g² + g'²) always. So the pieces' pair score is a
-sound **upper bound** under substitution — not exact — once the weights of a sum whose values
-take both signs are doubled under zCDP (:func:`pieces`, ``neighbours``); a count's pieces are
-exact as before.
+So the max-plus program of §3.8, its solvers and witness, the ledger's exact rationals and
+``tessera verify`` apply unchanged to the levels (:func:`pieces`).
 """
 
 from __future__ import annotations
@@ -39,8 +37,8 @@ from tessera.workload.query import Query
 
 @dataclass(frozen=True)
 class Pieces:
-    """The count pieces of linear queries: ``queries[j]`` belongs to linear query
-    ``owner[j]`` and weighs ``factor[j]`` = |g|^p (×2 for a two-signed sum under zCDP
+    """The levels of linear queries: ``queries[j]`` belongs to linear query ``owner[j]`` and
+    weighs ``factor[j]`` = 1 (p = 1) or 2t − 1 (p = 2; ×2 for a two-signed sum under zCDP
     substitution) per unit of its owner's cost."""
 
     queries: tuple[Query | BooleanClause, ...]
@@ -68,29 +66,28 @@ def power(definition: Definition | str) -> int:
 def pieces(domain: Domain, linear: Sequence[LinearQuery], definition: Definition | str,
            neighbours: Neighbours | str = Neighbours.ADD_REMOVE,
            max_pieces: int = MAX_PIECES) -> Pieces:
-    """Every linear query's pieces with their factors |g|^p (module docstring)."""
+    """Every linear query's levels with their factors (module docstring)."""
     p = power(definition)
     n = Neighbours.parse(neighbours)
-    total = sum(1 if lq.role == "count" else domain[lq.attribute].n_values  # type: ignore[index]
-                for lq in linear)
+    total = sum(1 if lq.role == "count" else 2 * lq.bound(domain) for lq in linear)
     if total > max_pieces:
-        raise QueryError(f"the sums split into {total:,} pieces (one per summed value), above "
-                         f"the limit of {max_pieces:,}",
+        raise QueryError(f"the sums split into {total:,} levels (one per unit of the clamp), "
+                         f"above the limit of {max_pieces:,}",
                          hint="narrow the summed attributes' ranges in the schema, or group by "
                               "fewer attributes")
     queries: list[Query | BooleanClause] = []
     owner: list[int] = []
     factor: list[int] = []
     for i, lq in enumerate(linear):
-        parts = lq.pieces(domain)
+        values = [g for _, g in lq.values(domain)] if lq.role == "sum" else [1]
         two_signed = (p == 2 and n is Neighbours.SUBSTITUTE
-                      and any(g < 0 for _, g in parts) and any(g > 0 for _, g in parts))
-        for q, g in parts:
+                      and min(values, default=0) < 0 < max(values, default=0))
+        for q, t in lq.levels(domain):
             if q.is_contradiction():
                 continue
             queries.append(q)
             owner.append(i)
-            factor.append(abs(g) ** p * (2 if two_signed else 1))
+            factor.append((1 if p == 1 else 2 * t - 1) * (2 if two_signed else 1))
     return Pieces(tuple(queries), np.array(owner, dtype=np.int64),
                   np.array(factor, dtype=np.int64))
 

@@ -5,7 +5,7 @@ The certificate records, for every linear query, where it comes from (statement,
 aggregate, role), its value bounds (the clamp [lo, hi] and M = max |g|) and its noise scale.
 :func:`verify_aggregate_certificate` re-reads the workload and schema, expands the same linear
 queries, checks that their bounds match, and re-derives the spend from the recorded scales
-alone: costs 1/b or 1/(2σ²) rounded up, the pieces' exact weighted overlap, K or K² per person.
+alone: costs 1/b or 1/(2σ²) rounded up, the levels' exact weighted overlap, K or K² per person.
 """
 
 from __future__ import annotations

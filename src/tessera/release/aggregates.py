@@ -3,8 +3,8 @@ docs/theory.md §3.14).
 
 The order is :func:`tessera.release.answering.answer`'s: **plan** from the public inputs
 (:func:`~.aggregate_plan.aggregate_plan`), the data read and validated (and bounded per person)
-before any charge, the **charge** (the ledger re-solves the linear queries' count pieces with
-their value-weighted costs), then the exact sums, the **noise** (discrete Laplace or
+before any charge, the **charge** (the ledger re-solves the linear queries' levels — nested count
+pieces — with their weighted costs), then the exact sums, the **noise** (discrete Laplace or
 Gaussian from OpenDP, on integer sums: every clamped value is an integer), AVG as
 post-processing, and the files, all or none.
 

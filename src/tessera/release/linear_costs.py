@@ -2,11 +2,12 @@
 rationals (docs/theory.md §3.13–3.14).
 
 S = max over one neighbour change of Σ_q c_q |Δf_q|^p (p = 1 for ε, 2 for ρ) is the weighted
-overlap of the queries' count pieces (:mod:`tessera.overlap.linear`): exact under add/remove,
-an upper bound under substitution. :func:`linear_cost_bound` computes it with
-:func:`tessera.release.exact_costs.cost_bound` (exact arithmetic, witness re-checked) for every
-row relation of the unit, and a person of at most K rows pays K (ε) or K² (ρ) times the largest
-(docs/theory.md §3.13, whose proof is for linear queries).
+overlap of the queries' levels (:mod:`tessera.overlap.linear`): exact under add/remove and,
+in pure ε, under substitution; an upper bound under ρ-zCDP substitution.
+:func:`linear_cost_bound` computes it with :func:`tessera.release.exact_costs.cost_bound`
+(exact arithmetic, witness re-checked) for every row relation of the unit, and a person of
+at most K rows pays K (ε) or K² (ρ) times the largest (docs/theory.md §3.13, whose proof is
+for linear queries).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from tessera.workload.workload import Workload
 
 
 def piece_workload(domain: Domain, cut: Pieces) -> Workload:
-    """The pieces as a counting workload (what a ledger stores and re-solves)."""
+    """The levels as a counting workload (what a ledger stores and re-solves)."""
     n = len(cut.queries)
     return Workload(domain, cut.queries, tuple(f"piece {j}" for j in range(n)), (1.0,) * n)
 
@@ -38,7 +39,7 @@ def linear_cost_bound(
 ) -> CostBound | None:
     """max over one change of the unit of Σ_q c_q |Δf_q|^p, bounded above exactly (``None``:
     no query can change, the cost is 0). ``costs``: c_q per unit of sensitivity (ε_q = 1/b_q
-    or ρ_q = 1/(2σ_q²)). The witness's queries are pieces of the last relation solved."""
+    or ρ_q = 1/(2σ_q²)). The witness's queries are levels of the last relation solved."""
     d = Definition.parse(definition)
     factor = unit.factor(d)
     parts: list[CostBound] = []

@@ -14,8 +14,9 @@ f(D) = Σ_{x∈D} v(x), v(x) = q(x)·g(x):
 Sums are over integer attributes, so every g(x) is an integer and a sum is an integer: the
 discrete mechanisms add integer noise to it. A linear query splits into disjoint **pieces**
 q ∧ (x_a = c), one per code c of the summed attribute, on which g is the constant
-clamp(value(c)): :meth:`LinearQuery.pieces`. The cost layers read a workload of sums as the
-count queries of its pieces with value-dependent weights (:mod:`tessera.overlap.linear`).
+clamp(value(c)): :meth:`LinearQuery.pieces`, what the data are counted on. For the cost, a
+sum is its nested **levels** q ∧ (g ≥ t), q ∧ (g ≤ −t) (:meth:`LinearQuery.levels`), count
+queries with weights (:mod:`tessera.overlap.linear`).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from tessera.workload.query import Predicate, Query
 
 #: Most linear queries one aggregate workload expands to (groups × aggregates).
 MAX_LINEAR_QUERIES = 100_000
-#: Most pieces (linear query × summed value) the cost program is given.
+#: Most levels (linear query × unit of its clamp) the cost program is given.
 MAX_PIECES = 2_000_000
 
 Kind = Literal["count", "sum", "avg"]
@@ -133,6 +134,25 @@ class LinearQuery:
         assert self.attribute is not None
         return [(restrict(domain, self.query, {self.attribute: IntervalSet.points([c])}), g)
                 for c, g in self.values(domain)]
+
+
+    def levels(self, domain: Domain) -> list[tuple[Query | BooleanClause, int]]:
+        """The layer-cake pieces (q ∧ g ≥ t, t) for t = 1 … max g and (q ∧ g ≤ −t, t) for
+        t = 1 … max −g: |g(x)| = Σ_t [x in the level-t piece], nested, so two rows' contributions
+        differ by |g(x) − g(y)| = the number of levels that hold one of them only
+        (docs/theory.md §3.14). A count is its own single level."""
+        if self.role == "count":
+            return [(self.query, 1)]
+        assert self.attribute is not None
+        values = self.values(domain)
+        out: list[tuple[Query | BooleanClause, int]] = []
+        for sign in (1, -1):
+            top = max((sign * g for _, g in values), default=0)
+            for t in range(1, top + 1):
+                codes = [c for c, g in values if sign * g >= t]
+                out.append((restrict(domain, self.query,
+                                     {self.attribute: IntervalSet.points(codes)}), t))
+        return out
 
 
 def restrict(domain: Domain, q: Query | BooleanClause,
