@@ -160,3 +160,23 @@ def test_seeded_answers_say_not_private(files):
               "--epsilon", "1", "--extra-columns", "ignore", "--seed", "1", "-o", files / "o.csv")
     assert res.exit_code == 0, res.output
     assert (files / "o.csv").read_text().startswith("# NOT PRIVATE")
+
+
+def test_ledger_is_charged_before_release(files):
+    """A person ledger of ρ = 1 under substitution: two releases of ρ = 0.5 are charged (the
+    ledger re-solves the sums' levels), a third is refused before anything is released."""
+    led = files / "p.ledger"
+    res = run("ledger", "init", led, "--schema", files / "s.yaml", "--rho", "1",
+              "--privacy-id", "pid", "--max-rows", "2", "--neighbours", "substitute")
+    assert res.exit_code == 0, res.output
+    args = ["answer", files / "d.csv", files / "w.sql", "--schema", files / "s.yaml", "--rho",
+            "0.5", "--privacy-id", "pid", "--max-rows", "2", "--neighbours", "substitute",
+            "--ledger", led]
+    for spent in ("0 → 0.5", "0.5 → 1"):
+        res = run(*args, "-o", files / "o.csv")
+        assert res.exit_code == 0, res.output
+        assert f"spent {spent}" in res.output
+    (files / "o.csv").unlink()
+    res = run(*args, "-o", files / "o.csv")
+    assert res.exit_code != 0 and "budget" in res.output.lower()
+    assert not (files / "o.csv").exists()
