@@ -144,14 +144,25 @@ class LinearQuery:
         if self.role == "count":
             return [(self.query, 1)]
         assert self.attribute is not None
-        values = self.values(domain)
+        values = self.values(domain)  # g is non-decreasing in the code: each level is a range
         out: list[tuple[Query | BooleanClause, int]] = []
-        for sign in (1, -1):
-            top = max((sign * g for _, g in values), default=0)
-            for t in range(1, top + 1):
-                codes = [c for c, g in values if sign * g >= t]
-                out.append((restrict(domain, self.query,
-                                     {self.attribute: IntervalSet.points(codes)}), t))
+        positive = [(c, g) for c, g in values if g > 0]
+        negative = [(c, -g) for c, g in values if g < 0]
+        for part, tail in ((positive, True), (negative, False)):
+            if not part:
+                continue
+            first, last = part[0][0], part[-1][0]
+            k = 0 if tail else len(part) - 1
+            for t in range(1, max(g for _, g in part) + 1):
+                if tail:  # codes c ≥ the first with g ≥ t
+                    while part[k][1] < t:
+                        k += 1
+                    cover = IntervalSet.range(part[k][0], last + 1)
+                else:  # codes c ≤ the last with −g ≥ t
+                    while part[k][1] < t:
+                        k -= 1
+                    cover = IntervalSet.range(first, part[k][0] + 1)
+                out.append((restrict(domain, self.query, {self.attribute: cover}), t))
         return out
 
 
