@@ -67,3 +67,17 @@ def test_delta_method_interval_covers(which):
     half = Z95 * np.sqrt(var[0] + a * a * var[1]) / c
     coverage = float(np.mean((a - half <= 5.0) & (5.0 <= a + half)))
     assert 0.935 <= coverage <= 0.965, coverage
+
+
+def test_avg_with_a_nonpositive_noisy_count_is_empty():
+    """Ĉ ≤ 0: no mean is released; the interval is the clamp range. Ĉ > 0: the mean is
+    clipped to the clamp range."""
+    from tessera.release.aggregates import answer_frame
+
+    w = workload_of(["SELECT AVG(CLAMP(v, 1, 3)) FROM t"])
+    plan = aggregate_plan(w, Budget.of(epsilon=1.0), time_limit=None)
+    for count in (0, -2):
+        row = answer_frame(plan, np.array([5, count])).iloc[0]
+        assert np.isnan(row["answer"]) and (row["ci95_low"], row["ci95_high"]) == (1.0, 3.0)
+    row = answer_frame(plan, np.array([50, 2])).iloc[0]
+    assert row["answer"] == 3.0 and 1.0 <= row["ci95_low"] <= row["ci95_high"] == 3.0
