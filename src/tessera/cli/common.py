@@ -216,7 +216,8 @@ DataArg = Annotated[
 WorkloadArg = Annotated[
     Path,
     typer.Argument(
-        help="Workload file (one WHERE clause per line, or YAML/JSON).",
+        help="Workload file (one WHERE clause per line, or YAML/JSON; tessera answer also "
+             "takes SELECT COUNT/SUM/AVG … GROUP BY statements).",
         metavar="WORKLOAD",
         exists=True,
         dir_okay=False,
