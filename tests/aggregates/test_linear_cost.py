@@ -46,6 +46,7 @@ def brute(w: AggregateWorkload, costs: np.ndarray, p: int, k: int, neighbours: N
 @given(st.lists(statement, min_size=1, max_size=3), st.sampled_from(["pure", "zcdp"]),
        st.data())
 def test_pieces_equal_brute_force_per_record(texts, definition, data):
+    """Add/remove: the cells; the levels are checked through the substitution tests."""
     w = workload_of(texts)
     p = power(definition)
     costs = np.array(data.draw(st.lists(st.integers(1, 5), min_size=len(w.linear),
@@ -110,9 +111,9 @@ def test_signed_sum_under_zcdp_substitution_is_doubled():
                            neighbours="substitute", time_limit=None)
     assert cb is not None and cb.value >= 49
     plain = pieces(DOMAIN, w.linear, "zcdp", "add-remove")
-    assert int(plain.factor.sum()) == 16 + 9  # levels 1..4 and −1..−3: 4² and 3², exact
+    assert int(plain.factor.max()) == 16  # add/remove: cells, the largest g² = 4², exact
     doubled = pieces(DOMAIN, w.linear, "zcdp", "substitute")
-    assert int(doubled.factor.sum()) == 2 * (16 + 9)
+    assert int(doubled.factor.sum()) == 2 * (16 + 9)  # levels 1..4 and −1..−3, doubled
 
 
 def test_group_by_pays_once_per_aggregate():
@@ -152,3 +153,30 @@ def test_substitution_is_exact_in_pure_epsilon():
     cb = linear_cost_bound(DOMAIN, w.linear, [1.0], definition="pure",
                            neighbours="substitute", time_limit=None)
     assert cb is not None and 4 <= cb.value <= 4 * (1 + Fraction(1, 10**12))
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(statement, min_size=1, max_size=3), st.sampled_from(["pure", "zcdp"]),
+       st.data())
+def test_levels_equal_brute_force_per_record(texts, definition, data):
+    """The levels (what substitution uses) have the add/remove maximum too, exactly."""
+    from tessera.overlap.linear import Pieces
+
+    w = workload_of(texts)
+    p = power(definition)
+    costs = np.array(data.draw(st.lists(st.integers(1, 5), min_size=len(w.linear),
+                                        max_size=len(w.linear))), dtype=np.int64)
+    queries, owner, factor = [], [], []
+    for i, lq in enumerate(w.linear):
+        for q, t in lq.levels(DOMAIN):
+            queries.append(q)
+            owner.append(i)
+            factor.append(1 if p == 1 else 2 * t - 1)
+    cut = Pieces(tuple(queries), np.array(owner, dtype=np.int64), np.array(factor))
+    expected = brute(w, costs, p, 1, Neighbours.ADD_REMOVE)
+    if not cut.queries:
+        assert expected == 0
+        return
+    res = max_overlap(list(cut.queries), costs[cut.owner] * cut.factor, domain=DOMAIN,
+                      comp="pure")
+    assert res.exact and res.bound == expected

@@ -17,6 +17,15 @@ pure ε) or w_t = 2t − 1 (p = 2, ρ-zCDP: Σ_{t≤n} (2t − 1) = n²). Then
 
 So the max-plus program of §3.8, its solvers and witness, the ledger's exact rationals and
 ``tessera verify`` apply unchanged to the levels (:func:`pieces`).
+
+**Cells (add/remove, far fewer pieces).** Cut each summed attribute's codes into *cells*:
+maximal runs on which every linear query's condition on that attribute is constant, no clamp
+bound lies strictly inside, and the value keeps one sign. On a cell each |g_q| is constant or
+|value|, so all of them are largest at the same end of the cell (the one of largest |value|),
+which is a record. The pieces q ∧ (x_a ∈ cell) weighing c_q·max_cell |g_q|^p therefore have
+the same maximum weighted overlap as the levels — exact, attained by that record — with one
+piece per cell instead of one per unit of the clamp. Under substitution two records of one
+cell would look alike to the cells, so there the levels are used.
 """
 
 from __future__ import annotations
@@ -29,8 +38,10 @@ import numpy.typing as npt
 
 from tessera.errors import QueryError
 from tessera.privacy import Definition, Neighbours
+from tessera.schema.attributes import IntegerRange
 from tessera.schema.domain import Domain
-from tessera.workload.aggregates import MAX_PIECES, LinearQuery
+from tessera.schema.intervals import IntervalSet
+from tessera.workload.aggregates import MAX_PIECES, LinearQuery, restrict
 from tessera.workload.clause import BooleanClause
 from tessera.workload.query import Query
 
@@ -78,6 +89,15 @@ def pieces(domain: Domain, linear: Sequence[LinearQuery], definition: Definition
     queries: list[Query | BooleanClause] = []
     owner: list[int] = []
     factor: list[int] = []
+    if n is Neighbours.ADD_REMOVE:
+        cuts = cell_bounds(domain, linear)
+        for i, lq in enumerate(linear):
+            for q, f in cell_pieces(domain, lq, cuts, p):
+                queries.append(q)
+                owner.append(i)
+                factor.append(f)
+        return Pieces(tuple(queries), np.array(owner, dtype=np.int64),
+                      np.array(factor, dtype=np.int64))
     for i, lq in enumerate(linear):
         values = [g for _, g in lq.values(domain)] if lq.role == "sum" else [1]
         two_signed = (p == 2 and n is Neighbours.SUBSTITUTE
@@ -90,6 +110,57 @@ def pieces(domain: Domain, linear: Sequence[LinearQuery], definition: Definition
             factor.append((1 if p == 1 else 2 * t - 1) * (2 if two_signed else 1))
     return Pieces(tuple(queries), np.array(owner, dtype=np.int64),
                   np.array(factor, dtype=np.int64))
+
+
+def _atoms_on(q: Query | BooleanClause, name: str) -> list[IntervalSet]:
+    if isinstance(q, Query):
+        cov = q.predicate(name)
+        return [] if cov is None else [cov]
+    return [a.coverage for a in q.atoms_on(name)]
+
+
+def cell_bounds(domain: Domain, linear: Sequence[LinearQuery]) -> dict[str, list[int]]:
+    """For each summed attribute, the sorted codes where a cell starts (module docstring): the
+    ends of every condition's intervals on it, the codes of every clamp bound (a cell ends at
+    lo and starts at hi), and the codes of the values −1, 0 and 1 (0 alone)."""
+    out: dict[str, list[int]] = {}
+    for a in {lq.attribute for lq in linear if lq.role == "sum"}:
+        assert a is not None
+        attr = domain[a]
+        assert isinstance(attr, IntegerRange)
+        cuts = {0, attr.n_values}
+        for lq in linear:
+            for cov in _atoms_on(lq.query, a):
+                for lo, hi in cov.spans:
+                    cuts.update((lo, hi))
+            if lq.role == "sum" and lq.attribute == a:
+                assert lq.lo is not None and lq.hi is not None
+                cuts.update((lq.lo - attr.lo, lq.lo - attr.lo + 1, lq.hi - attr.lo,
+                             lq.hi - attr.lo + 1))
+        cuts.update((-attr.lo, 1 - attr.lo))  # the value 0 alone
+        out[a] = sorted(c for c in cuts if 0 <= c <= attr.n_values)
+    return out
+
+
+def cell_pieces(domain: Domain, lq: LinearQuery, cuts: dict[str, list[int]],
+                p: int) -> list[tuple[Query | BooleanClause, int]]:
+    """(q ∧ x_a ∈ cell, max over the cell of |g|^p) for every cell where g ≠ 0; a count is
+    its own piece of factor 1."""
+    if lq.role == "count":
+        return [] if lq.query.is_contradiction() else [(lq.query, 1)]
+    assert lq.attribute is not None and lq.lo is not None and lq.hi is not None
+    attr = domain[lq.attribute]
+    assert isinstance(attr, IntegerRange)
+    bounds = cuts[lq.attribute]
+    out = []
+    for start, stop in zip(bounds, bounds[1:]):
+        top = max(abs(min(max(attr.lo + c, lq.lo), lq.hi)) for c in (start, stop - 1))
+        if top == 0:
+            continue
+        q = restrict(domain, lq.query, {lq.attribute: IntervalSet.range(start, stop)})
+        if not q.is_contradiction():
+            out.append((q, top**p))
+    return out
 
 
 def sensitivities(domain: Domain, linear: Sequence[LinearQuery]) -> npt.NDArray[np.int64]:
