@@ -113,7 +113,8 @@ def test_signed_sum_under_zcdp_substitution_is_doubled():
     plain = pieces(DOMAIN, w.linear, "zcdp", "add-remove")
     assert int(plain.factor.max()) == 16  # add/remove: cells, the largest g² = 4², exact
     doubled = pieces(DOMAIN, w.linear, "zcdp", "substitute")
-    assert int(doubled.factor.sum()) == 2 * (16 + 9)  # levels 1..4 and −1..−3, doubled
+    # merged levels: thresholds 1, 3, 4 (factors 1, 8, 7) and −1, −2, −3 (1, 3, 5), doubled
+    assert int(doubled.factor.sum()) == 2 * (16 + 9)
 
 
 def test_group_by_pays_once_per_aggregate():
@@ -168,7 +169,8 @@ def test_levels_equal_brute_force_per_record(texts, definition, data):
                                         max_size=len(w.linear))), dtype=np.int64)
     queries, owner, factor = [], [], []
     for i, lq in enumerate(w.linear):
-        for q, t in lq.levels(DOMAIN):
+        for q, before, t in lq.levels(DOMAIN):
+            assert before == t - 1
             queries.append(q)
             owner.append(i)
             factor.append(1 if p == 1 else 2 * t - 1)

@@ -136,24 +136,31 @@ class LinearQuery:
                 for c, g in self.values(domain)]
 
 
-    def levels(self, domain: Domain) -> list[tuple[Query | BooleanClause, int]]:
-        """The layer-cake pieces (q ∧ g ≥ t, t) for t = 1 … max g and (q ∧ g ≤ −t, t) for
-        t = 1 … max −g: |g(x)| = Σ_t [x in the level-t piece], nested, so two rows' contributions
-        differ by |g(x) − g(y)| = the number of levels that hold one of them only
-        (docs/theory.md §3.14). A count is its own single level."""
+    def levels(self, domain: Domain, thresholds: tuple[Sequence[int], Sequence[int]] | None
+               = None) -> list[tuple[Query | BooleanClause, int, int]]:
+        """The layer-cake pieces (q ∧ g ≥ t, s, t) for the positive thresholds t and
+        (q ∧ g ≤ −t, s, t) for the negative ones, s the threshold before t (0 for the first):
+        a row of contribution a lies in the pieces of the thresholds ≤ a⁺ and ≤ a⁻, so with
+        every threshold 1, 2, … (the default) |a| = Σ over its pieces of t − s
+        (docs/theory.md §3.14). ``thresholds`` = (positive, negative), increasing, each ≥ 1.
+        A count is its own single level (q, 0, 1)."""
         if self.role == "count":
-            return [(self.query, 1)]
+            return [(self.query, 0, 1)]
         assert self.attribute is not None
         values = self.values(domain)  # g is non-decreasing in the code: each level is a range
-        out: list[tuple[Query | BooleanClause, int]] = []
+        out: list[tuple[Query | BooleanClause, int, int]] = []
         positive = [(c, g) for c, g in values if g > 0]
         negative = [(c, -g) for c, g in values if g < 0]
-        for part, tail in ((positive, True), (negative, False)):
+        for side, (part, tail) in enumerate(((positive, True), (negative, False))):
             if not part:
                 continue
+            top = max(g for _, g in part)
+            steps = (range(1, top + 1) if thresholds is None
+                     else [t for t in thresholds[side] if 1 <= t <= top])
             first, last = part[0][0], part[-1][0]
             k = 0 if tail else len(part) - 1
-            for t in range(1, max(g for _, g in part) + 1):
+            before = 0
+            for t in steps:
                 if tail:  # codes c ≥ the first with g ≥ t
                     while part[k][1] < t:
                         k += 1
@@ -162,7 +169,8 @@ class LinearQuery:
                     while part[k][1] < t:
                         k -= 1
                     cover = IntervalSet.range(first, part[k][0] + 1)
-                out.append((restrict(domain, self.query, {self.attribute: cover}), t))
+                out.append((restrict(domain, self.query, {self.attribute: cover}), before, t))
+                before = t
         return out
 
 
