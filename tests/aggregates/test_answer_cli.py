@@ -180,3 +180,10 @@ def test_ledger_is_charged_before_release(files):
     res = run(*args, "-o", files / "o.csv")
     assert res.exit_code != 0 and "budget" in res.output.lower()
     assert not (files / "o.csv").exists()
+
+
+def test_sums_of_too_many_values_are_refused(files):
+    (files / "s3.yaml").write_text(SCHEMA + "  cents: {type: integer, min: 0, max: 9999999}\n")
+    (files / "c.sql").write_text("SELECT SUM(cents) FROM t\n")
+    with pytest.raises(Exception, match="counted value by value"):
+        read_aggregates(files / "c.sql", Domain.load(files / "s3.yaml"))

@@ -50,7 +50,7 @@ from tessera.privacy import Definition, Neighbours
 from tessera.schema.attributes import IntegerRange
 from tessera.schema.domain import Domain
 from tessera.schema.intervals import IntervalSet
-from tessera.workload.aggregates import MAX_PIECES, LinearQuery, restrict
+from tessera.workload.aggregates import LinearQuery, restrict
 from tessera.workload.clause import BooleanClause
 from tessera.workload.query import Query
 
@@ -84,17 +84,10 @@ def power(definition: Definition | str) -> int:
 
 
 def pieces(domain: Domain, linear: Sequence[LinearQuery], definition: Definition | str,
-           neighbours: Neighbours | str = Neighbours.ADD_REMOVE,
-           max_pieces: int = MAX_PIECES) -> Pieces:
+           neighbours: Neighbours | str = Neighbours.ADD_REMOVE) -> Pieces:
     """Every linear query's levels with their factors (module docstring)."""
     p = power(definition)
     n = Neighbours.parse(neighbours)
-    total = sum(1 if lq.role == "count" else 2 * lq.bound(domain) for lq in linear)
-    if total > max_pieces:
-        raise QueryError(f"the sums split into {total:,} levels (one per unit of the clamp), "
-                         f"above the limit of {max_pieces:,}",
-                         hint="narrow the summed attributes' ranges in the schema, or group by "
-                              "fewer attributes")
     queries: list[Query | BooleanClause] = []
     owner: list[int] = []
     factor: list[int] = []

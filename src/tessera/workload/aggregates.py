@@ -37,7 +37,8 @@ from tessera.workload.query import Predicate, Query
 
 #: Most linear queries one aggregate workload expands to (groups × aggregates).
 MAX_LINEAR_QUERIES = 100_000
-#: Most levels (linear query × unit of its clamp) the cost program is given.
+#: Most (group, value) cells the sums of one workload are counted on (the exact sums are
+#: Σ_v clamp(v)·count(q ∧ x = v)).
 MAX_PIECES = 2_000_000
 
 Kind = Literal["count", "sum", "avg"]
@@ -223,6 +224,15 @@ def expand(domain: Domain, statements: Sequence[Statement],
             f"{max_queries:,} ({worst.source or worst.name}: {worst.n_groups(domain):,} groups)",
             hint="group by fewer or coarser attributes (a binned attribute with fewer bins), "
                  "or restrict the WHERE clause")
+    cells = sum(st.n_groups(domain) * len(a.roles()) * domain[a.attribute].size
+                for st in statements for a in st.aggregates if a.kind != "count"
+                and a.attribute is not None)
+    if cells > MAX_PIECES:
+        raise QueryError(
+            f"the sums are counted value by value: {cells:,} (group, value) cells, above the "
+            f"limit of {MAX_PIECES:,}",
+            hint="narrow the summed attributes' ranges in the schema (min, max), or group by "
+                 "fewer attributes")
     out: list[LinearQuery] = []
     for i, st in enumerate(statements):
         for key in st.keys(domain):
