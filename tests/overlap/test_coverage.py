@@ -147,3 +147,49 @@ def test_distinct_cost_is_below_k_times_gamma_for_a_partition() -> None:
     # nested queries: K·γ = 3K, but every record covers the same chain: the coverage is 3
     chain = [parse_query(t, dom) for t in ("a <= 0", "a <= 1", "a <= 2")]
     assert max_coverage(dom, chain, s, 3).value == 3
+
+
+def distinct_person_brute_force(dom: Domain, queries: list, costs: np.ndarray, k: int,
+                                substitute: bool) -> Fraction:
+    """max over one person's change of Σ_q c_q |Δ_q| for distinct counts (Δ_q = [R' covers q]
+    − [R covers q] ∈ {−1, 0, 1}, so the squared change is the same sum): add/remove — a set R
+    of 1..k rows against none; substitute — any two sets of 0..k rows."""
+    points = list(itertools.product(*(range(s) for s in dom.sizes)))
+    inc = np.array([[q(dom, x) for q in queries] for x in points], dtype=bool)
+    inc = inc.reshape(len(points), len(queries))
+    covers = [np.zeros(len(queries), dtype=bool)]
+    for size in range(1, k + 1):
+        for r in itertools.combinations(range(len(points)), min(size, len(points))):
+            covers.append(inc[list(r)].any(axis=0))
+    pairs = (itertools.product(covers, covers) if substitute
+             else ((c, covers[0]) for c in covers))
+    return max(exact_sum(costs, a ^ b) for a, b in pairs)
+
+
+@settings(max_examples=80, deadline=None, derandomize=True)
+@given(case=cases(), k=st.integers(1, 3), substitute=st.booleans(),
+       definition=st.sampled_from(["pure", "zcdp"]))
+def test_person_counted_once_costs_the_coverage(case: tuple, k: int, substitute: bool,
+                                                definition: str) -> None:
+    """The calibration's γ (max_overlap with a people unit: scores h(w), w under ε, w² under
+    ρ) and the accounting's cost (cost_bound: the costs themselves) against brute force."""
+    from tessera.overlap import max_overlap
+    from tessera.overlap.result import h
+    from tessera.privacy import Neighbours, PrivacyUnit
+    from tessera.release.exact_costs import cost_bound
+
+    dom, queries, w = case
+    w = np.round(w)  # integer weights: exact scores
+    unit = PrivacyUnit("pid", k, "people")
+    rel = Neighbours.SUBSTITUTE if substitute else Neighbours.ADD_REMOVE
+    want = distinct_person_brute_force(dom, queries, h(definition, w), k, substitute)
+    got = max_overlap(queries, w, domain=dom, comp=definition, neighbours=rel, unit=unit)
+    assert Fraction(got.score_bound) >= want >= Fraction(got.score_achieved)
+    assert not got.exact or Fraction(got.score_bound) == want
+    if not substitute:
+        assert got.exact
+    acc = cost_bound(dom, queries, w, neighbours=rel, unit=unit, definition=definition)
+    want_acc = distinct_person_brute_force(dom, queries, w, k, substitute)
+    assert acc.value >= want_acc >= acc.achieved_value
+    if not substitute:
+        assert acc.exact and acc.value == want_acc
