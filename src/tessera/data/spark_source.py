@@ -488,6 +488,10 @@ def encode_spark(
     """
     if on_invalid not in ("error", "drop"):
         raise DataError(f"unknown on_invalid policy {on_invalid!r}", hint="'error' or 'drop'")
+    if unit.counts_people:
+        raise DataError("counting people (--count people) runs on DuckDB; the Spark engine "
+                        "counts rows only",
+                        hint="use --engine duckdb, or --count rows")
     pid = unit.id_column
     df, where = _frame(source, domain, csv, table, pid, extra_columns)
     what = str(where) if isinstance(where, (str, Path)) else "the data"
