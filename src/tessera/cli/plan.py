@@ -110,11 +110,12 @@ def _print_person_costs(result: object) -> None:
 
     assert isinstance(result, ReleasePlan) and result.person_costs is not None
     k = result.unit.max_rows
+    rows = "row" if k == 1 else "rows"
     for kind, r, what in (
             ("rows", result.person_costs.rows, f"each query counts a person's kept rows: {k} × "
              "a row's γ_w"),
             ("people", result.person_costs.people, "each query counts distinct people, a "
-             f"person at most once: the coverage of {k} rows")):
+             f"person at most once: the coverage of {k} {rows}")):
         mark = " ← this plan" if kind == result.unit.count else ""
         out.print(f"  a person costs (--count {kind}): γ_w = {r.bound:.6g} "
                   f"({'exact' if r.exact else 'upper bound'}) — {what}{mark}", markup=False,

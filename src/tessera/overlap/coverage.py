@@ -350,8 +350,13 @@ def max_coverage(
     inc, pts = inc[useful], pts[useful]
     bounds.append(("the K largest realisable sets", top_k_sets_bound(inc, s, k)))
     first = greedy(inc, s, k)
-    chosen, finished, float_upper = branch_and_bound(inc, s, k, first, max_work=max_work,
-                                                     deadline=deadline)
+    greedy_value = exact_sum(s, inc[first].any(axis=0)) if first else Fraction(0)
+    if len(inc) <= k or greedy_value >= min(b for _, b in bounds):
+        # every set fits, or the greedy attains a proven bound: it is the maximum
+        chosen, finished, float_upper = first, True, float(greedy_value)
+    else:
+        chosen, finished, float_upper = branch_and_bound(inc, s, k, first, max_work=max_work,
+                                                         deadline=deadline)
     covered = inc[chosen].any(axis=0) if chosen else np.zeros(len(queries), dtype=bool)
     achieved = exact_sum(s, covered)
     witness = tuple(tuple(int(c) for c in pts[j]) for j in chosen)
