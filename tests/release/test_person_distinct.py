@@ -122,3 +122,10 @@ def test_people_answers_are_distinct_counts() -> None:
             frame.pid.nunique()]
     assert np.max(np.abs(rel.noisy - np.array(want))) <= 3
     assert marginal_families is not None and pd is not None
+
+
+def test_report_says_distinct_people(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    report = tmp_path / "r.html"
+    answer(table(), WORKLOADS["predicates"](), Budget.of(rho=0.5), unit=PEOPLE, report=report)
+    html = report.read_text()
+    assert "distinct people" in html and "coverage" in html
