@@ -116,24 +116,23 @@ def test_dual_bound_holds_for_every_pi(case: tuple, k: int, data: st.DataObject)
 
 
 def test_greedy_is_not_exact_but_the_search_is() -> None:
-    """The classic instance where the largest set first loses: greedy takes the middle, the
-    optimum the two halves (a planted greedy-only solver fails here)."""
-    dom = Domain.from_dict({"a": 4})
-    texts = ["a = 0", "a = 1", "a = 2", "a = 3"]
+    """The classic instance where the largest set first loses: rows a=0, 1, 2 meet
+    A = {q1..q4}, B = {q1, q2, q5}, C = {q3, q4, q6}; with K = 2 the greedy takes A then B (5),
+    the optimum B and C (6). A search whose node bound is not the sum of the r largest gains
+    (a planted bug: the largest gain only) prunes the optimum and returns 5."""
+    dom = Domain.from_dict({"a": 3})
+    texts = ["a IN (0, 1)", "a IN (0, 1)", "a IN (0, 2)", "a IN (0, 2)", "a = 1", "a = 2"]
     queries = [parse_query(t, dom) for t in texts]
-    # a record covers one query: coverage of K records = K largest scores
-    s = np.array([3.0, 2.0, 2.0, 1.0])
-    assert max_coverage(dom, queries, s, 2).value == 5
-    dom2 = Domain.from_dict({"a": 3, "b": 3})
-    q2 = [parse_query(t, dom2) for t in ("a = 0", "a = 1", "b = 0", "b = 1")]
-    # records (a, b) cover one a-query and one b-query; greedy's (0, 0) then (1, 1) is optimal
-    got = max_coverage(dom2, q2, np.ones(4), 2)
-    assert got.value == 4 and got.exact
-    inc = np.array([[1, 1, 0, 0, 0, 0], [0, 0, 1, 1, 0, 0], [0, 1, 1, 0, 1, 1]], dtype=bool)
-    w = np.array([1.0, 1.0, 1.0, 1.0, 1.0, 1.0])
-    # greedy: the third set (4) then the first (2 more) = 6? here 4 + 1 + ... check the order
-    chosen = greedy(inc[[2, 0, 1]], w, 2)
-    assert chosen[0] == 0
+    s = np.ones(6)
+    sets = realisable_sets(dom, queries)
+    first = greedy(sets.incidence, s, 2)
+    assert exact_sum(s, sets.incidence[first].any(axis=0)) == 5
+    got = max_coverage(dom, queries, s, 2)
+    assert got.exact and got.value == 6 == coverage_brute_force(dom, queries, s, 2)
+    assert sorted(got.witness) == [(1,), (2,)]
+    # stopped at once: a proven bound ≥ 6 (here Σ s = 6), the greedy's 5 as witness
+    stopped = max_coverage(dom, queries, s, 2, max_work=0)
+    assert stopped.value >= 6 and stopped.achieved >= 5
 
 
 def test_distinct_cost_is_below_k_times_gamma_for_a_partition() -> None:
@@ -193,3 +192,20 @@ def test_person_counted_once_costs_the_coverage(case: tuple, k: int, substitute:
     assert acc.value >= want_acc >= acc.achieved_value
     if not substitute:
         assert acc.exact and acc.value == want_acc
+
+
+def test_substituting_a_person_can_cost_more_than_the_coverage_of_k() -> None:
+    """Replacing a person's K rows by K others changes the queries either set covers: on a
+    partition into 2K cells that is 2K, twice C_K (a planted bound of C_K fails here)."""
+    from tessera.overlap import max_overlap
+    from tessera.privacy import Neighbours, PrivacyUnit
+
+    dom = Domain.from_dict({"a": 4})
+    queries = [parse_query(f"a = {i}", dom) for i in range(4)]
+    for k in (1, 2):
+        cells = queries[: 2 * k]
+        want = distinct_person_brute_force(dom, cells, np.ones(2 * k), k, True)
+        assert want == 2 * k == 2 * max_coverage(dom, cells, np.ones(2 * k), k).value
+        got = max_overlap(cells, domain=dom, neighbours=Neighbours.SUBSTITUTE,
+                          unit=PrivacyUnit("pid", k, "people"))
+        assert got.score_bound >= want

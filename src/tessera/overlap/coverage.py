@@ -56,6 +56,8 @@ from tessera.workload.query import Query
 MAX_STATES = 20_000
 #: Element operations (sets × queries per node) the branch and bound may spend.
 MAX_WORK = 60_000_000
+#: The LP dual bound is tried when its constraint matrix has at most this many non-zeros.
+MAX_LP_NONZEROS = 2_000_000
 #: Relative margin below which the branch and bound never prunes (float sums of non-negative
 #: scores are accurate to t·2^-53 relative, far below it).
 PRUNE_MARGIN = 1e-9
@@ -220,8 +222,13 @@ def top_k_sets_bound(incidence: npt.NDArray[np.bool_], scores: npt.NDArray[np.fl
                      ) -> Fraction:
     """Σ of the K largest set scores (every record's I(x) lies in a maximal set): ≥ C_K."""
     own = incidence.astype(np.float64) @ scores
-    idx = np.argsort(-own, kind="stable")[:k]
-    return sum((exact_sum(scores, incidence[j]) for j in idx.tolist()), Fraction(0))
+    if len(own) == 0:
+        return Fraction(0)
+    kth = float(np.sort(own)[::-1][min(k, len(own)) - 1])
+    # the float order may misplace near-ties: order every set near the K-th exactly
+    near = np.flatnonzero(own >= kth * (1 - 1e-6))
+    exact = sorted((exact_sum(scores, incidence[j]) for j in near.tolist()), reverse=True)
+    return sum(exact[:k], Fraction(0))
 
 
 def lp_dual_bound(incidence: npt.NDArray[np.bool_], scores: npt.NDArray[np.float64], k: int
@@ -231,14 +238,15 @@ def lp_dual_bound(incidence: npt.NDArray[np.bool_], scores: npt.NDArray[np.float
         max Σ s_q z_q  s.t.  z_q ≤ Σ_{j: q∈M_j} y_j,  Σ_j y_j ≤ K,  0 ≤ z ≤ 1,  y ≥ 0,
 
     clipped to [0, s] and re-evaluated in exact rationals (valid for every such π, module
-    docs); None when the LP solver is unavailable or fails."""
+    docs); None when the LP solver is unavailable or fails, or the LP is larger than
+    :data:`MAX_LP_NONZEROS`."""
     try:
         from scipy.optimize import linprog
         from scipy.sparse import csr_matrix, hstack, identity, vstack
     except ImportError:  # pragma: no cover - scipy is a dependency
         return None
     m, t = incidence.shape
-    if m == 0 or t == 0:
+    if m == 0 or t == 0 or int(incidence.sum()) > MAX_LP_NONZEROS:
         return None
     cover = csr_matrix(incidence.T.astype(np.float64))  # (t, m)
     a = vstack([hstack([identity(t, format="csr"), -cover]),
