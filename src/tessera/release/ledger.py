@@ -624,5 +624,6 @@ class Ledger:
                     f"{mine.max_rows} --count {mine.count}")
         raise LedgerError(
             f"the ledger protects {mine.text}, this release {theirs.text}: a ledger adds up what "
-            "one unit pays, and a release bounded otherwise (or not at all) pays differently; "
+            "one unit pays, and a release bounded or counted otherwise (or not bounded at all) "
+            "pays differently; "
             "nothing was charged", where=str(self.path), hint=hint)
