@@ -57,10 +57,13 @@ def test_marginal_cells_count_people() -> None:
     assert list(got) == want
 
 
-def test_boolean_formulas_are_refused_with_a_hint() -> None:
-    workload = Workload.from_sql(SQL[5:], DOMAIN)
-    with pytest.raises(TesseraError, match="predicate queries"):
-        count(people(1), workload, unit=PrivacyUnit("pid", 2, "people"))
+def test_boolean_clauses_count_people() -> None:
+    frame = people(3, n=120, persons=15)
+    workload = Workload.from_sql(SQL[5:] + ["NOT (a = 0 AND b = 'y')"], DOMAIN)
+    got = count(frame, workload, unit=PrivacyUnit("pid", 2, "people")).answers
+    kept = kept_frame(frame, 2)
+    masks = [(kept.a >= 1) | (kept.b == "x"), ~((kept.a == 0) & (kept.b == "y"))]
+    assert list(got) == [kept.pid[m].nunique() for m in masks]
 
 
 def test_count_people_needs_a_privacy_id() -> None:

@@ -3,8 +3,8 @@ each (``COUNT(DISTINCT id)``; docs/theory.md §3.14, docs/people.md "Counting pe
 
 The rows are bounded first (at most K per person, :data:`~tessera.data.validation.BOUNDING_RULE`),
 exactly as for row counts, and the privacy id is kept beside the codes; every query (every cell of
-a family, in :meth:`~tessera.workload.workload.Workload.expanded` order) becomes one SQL condition
-over the code columns and DuckDB counts the distinct ids that satisfy it. A distinct count is not a
+a family, in :meth:`~tessera.workload.workload.Workload.expanded` order; an AND/OR clause as its
+formula) becomes one SQL condition over the code columns and DuckDB counts the distinct ids that satisfy it. A distinct count is not a
 sum over a histogram (a person in two cells is one person in their union), so nothing here is
 derived from another count.
 """
@@ -17,7 +17,8 @@ from tessera.data.duckdb_source import EncodedTable, count_distinct_ids
 from tessera.data.table import CodedTable
 from tessera.errors import DataError, QueryError
 from tessera.schema.domain import Domain
-from tessera.workload.query import Query
+from tessera.workload.clause import And, BooleanClause, Node
+from tessera.workload.query import Predicate, Query
 from tessera.workload.workload import Workload
 
 #: A workload (cells included) counted per person has at most this many queries: one SQL
@@ -25,17 +26,32 @@ from tessera.workload.workload import Workload
 PEOPLE_MAX_QUERIES = 200_000
 
 
-def code_condition(domain: Domain, query: Query) -> str:
-    """The SQL condition of ``query`` over the code columns ``c<i>`` (half-open code spans)."""
-    parts = []
-    for p in query.predicates:
-        col = f"c{domain.index(p.attribute)}"
-        spans = [f"{col} = {lo}" if hi == lo + 1 else f"({col} >= {lo} AND {col} < {hi})"
-                 for lo, hi in p.coverage.spans]
-        if not spans:
-            return "FALSE"
-        parts.append(spans[0] if len(spans) == 1 else "(" + " OR ".join(spans) + ")")
+def predicate_condition(domain: Domain, p: Predicate) -> str:
+    """``x_a ∈ coverage`` over the code column ``c<i>`` (half-open code spans)."""
+    col = f"c{domain.index(p.attribute)}"
+    spans = [f"{col} = {lo}" if hi == lo + 1 else f"({col} >= {lo} AND {col} < {hi})"
+             for lo, hi in p.coverage.spans]
+    if not spans:
+        return "FALSE"
+    return spans[0] if len(spans) == 1 else "(" + " OR ".join(spans) + ")"
+
+
+def code_condition(domain: Domain, query: Query | BooleanClause) -> str:
+    """The SQL condition of a predicate query (a conjunction) or a Boolean clause (an AND/OR
+    formula over predicates, two-valued on codes: docs/theory.md §2) over the code columns."""
+    if isinstance(query, BooleanClause):
+        return _node_condition(domain, query.root)
+    parts = [predicate_condition(domain, p) for p in query.predicates]
     return " AND ".join(parts) if parts else "TRUE"
+
+
+def _node_condition(domain: Domain, node: Node) -> str:
+    if isinstance(node, Predicate):
+        return predicate_condition(domain, node)
+    kids = [_node_condition(domain, c) for c in node.children]
+    if isinstance(node, And):
+        return "(" + " AND ".join(kids) + ")" if kids else "TRUE"
+    return "(" + " OR ".join(kids) + ")" if kids else "FALSE"
 
 
 def count_people(table: CodedTable, workload: Workload) -> np.ndarray:
@@ -47,13 +63,13 @@ def count_people(table: CodedTable, workload: Workload) -> np.ndarray:
     expanded = workload.expanded(max_queries=PEOPLE_MAX_QUERIES)
     conditions: list[str] = []
     for i, q in enumerate(expanded.queries):
-        if type(q) is not Query:
+        if type(q) is not Query and not isinstance(q, BooleanClause):
             raise QueryError(f"query {expanded.names[i]!r}: counting people takes predicate "
-                             "queries (conjunctions of conditions on single columns); this one "
-                             "is a Boolean formula",
-                             hint="write it as several conjunctions, or use --count rows")
+                             "queries and AND/OR clauses; this one is a compiled Boolean "
+                             "query (a BDD)",
+                             hint="write it as a WHERE clause, or use --count rows")
         conditions.append(code_condition(table.domain, q))
     return count_distinct_ids(table, conditions)
 
 
-__all__ = ["PEOPLE_MAX_QUERIES", "code_condition", "count_people"]
+__all__ = ["PEOPLE_MAX_QUERIES", "code_condition", "count_people", "predicate_condition"]
