@@ -2,11 +2,11 @@
 each (``COUNT(DISTINCT id)``; docs/theory.md §3.14, docs/people.md "Counting people, not rows").
 
 The rows are bounded first (at most K per person, :data:`~tessera.data.validation.BOUNDING_RULE`),
-exactly as for row counts, and the privacy id is kept beside the codes; every query (every cell of
-a family, in :meth:`~tessera.workload.workload.Workload.expanded` order; an AND/OR clause as its
-formula) becomes one SQL condition over the code columns and DuckDB counts the distinct ids that satisfy it. A distinct count is not a
-sum over a histogram (a person in two cells is one person in their union), so nothing here is
-derived from another count.
+exactly as for row counts, and the privacy id is kept beside the codes; every query (every cell
+of a family, in :meth:`~tessera.workload.workload.Workload.expanded` order; an AND/OR clause as
+its formula) becomes one SQL condition over the code columns and DuckDB counts the distinct ids
+that satisfy it. A distinct count is not a sum over a histogram (a person in two cells is one
+person in their union), so nothing here is derived from another count.
 """
 
 from __future__ import annotations
