@@ -205,6 +205,10 @@ class EncodedTable:
         for names, table in requests:
             yield self.group_by(names, table)
 
+    def count_distinct(self, conditions: Sequence[str]) -> np.ndarray:
+        """Counting people: :func:`count_distinct_ids` of this table."""
+        return count_distinct_ids(self, conditions)
+
     def codes(self) -> np.ndarray:
         """All rows as an (n, m) code matrix (small data and tests)."""
         cols = ", ".join(f"c{i}" for i in range(len(self.domain)))

@@ -2,18 +2,19 @@
 each (``COUNT(DISTINCT id)``; docs/theory.md §3.14, docs/people.md "Counting people, not rows").
 
 The rows are bounded first (at most K per person, :data:`~tessera.data.validation.BOUNDING_RULE`),
-exactly as for row counts, and the privacy id is kept beside the codes; every query (every cell
-of a family, in :meth:`~tessera.workload.workload.Workload.expanded` order; an AND/OR clause as
-its formula) becomes one SQL condition over the code columns and DuckDB counts the distinct ids
-that satisfy it. A distinct count is not a sum over a histogram (a person in two cells is one
-person in their union), so nothing here is derived from another count.
+exactly as for row counts (on DuckDB or Spark, the same rows), and the privacy id is kept beside
+the codes; every query (every cell of a family, in
+:meth:`~tessera.workload.workload.Workload.expanded` order; an AND/OR clause as its formula)
+becomes one SQL condition over the code columns and the engine counts the distinct ids that
+satisfy it (``count_distinct``; Spark returns the counts alone). A distinct count is not a sum
+over a histogram (a person in two cells is one person in their union), so nothing here is
+derived from another count.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from tessera.data.duckdb_source import EncodedTable, count_distinct_ids
 from tessera.data.table import CodedTable
 from tessera.errors import DataError, QueryError
 from tessera.schema.domain import Domain
@@ -57,9 +58,10 @@ def _node_condition(domain: Domain, node: Node) -> str:
 def count_people(table: CodedTable, workload: Workload) -> np.ndarray:
     """The number of people each query of ``workload`` counts (expanded order), on a table
     encoded with a people unit (its privacy ids kept)."""
-    if not isinstance(table, EncodedTable):
-        raise DataError("counting people runs on DuckDB; the Spark engine counts rows only",
-                        hint="use --engine duckdb, or --count rows")
+    counter = getattr(table, "count_distinct", None)
+    if counter is None or not getattr(table, "person_ids", False):
+        raise DataError("internal error: the table was encoded without its privacy ids",
+                        hint="encode with a PrivacyUnit(..., count='people')")
     expanded = workload.expanded(max_queries=PEOPLE_MAX_QUERIES)
     conditions: list[str] = []
     for i, q in enumerate(expanded.queries):
@@ -69,7 +71,7 @@ def count_people(table: CodedTable, workload: Workload) -> np.ndarray:
                              "query (a BDD)",
                              hint="write it as a WHERE clause, or use --count rows")
         conditions.append(code_condition(table.domain, q))
-    return count_distinct_ids(table, conditions)
+    return np.asarray(counter(conditions), dtype=np.int64)
 
 
 __all__ = ["PEOPLE_MAX_QUERIES", "code_condition", "count_people", "predicate_condition"]
