@@ -42,14 +42,17 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from tessera.errors import TesseraError
+from tessera.errors import ResourceError, TesseraError
+from tessera.overlap.clauses import expand
 from tessera.overlap.colouring import MAX_GRAPH_QUERIES, greedy_colouring, overlap_graph
 from tessera.overlap.substitution import maximal_rows, realisable_sets
 from tessera.schema.domain import Domain
+from tessera.workload.clause import BooleanClause
 from tessera.workload.query import Query
 
 #: Distinct overlap patterns enumerated for the exact search (beyond: bounds only).
@@ -313,7 +316,7 @@ def satisfiable_sum(queries: Sequence[Query], scores: npt.NDArray[np.float64]) -
 
 def max_coverage(
     domain: Domain,
-    queries: Sequence[Query],
+    queries: Sequence[Any],
     scores: npt.ArrayLike,
     k: int,
     *,
@@ -323,10 +326,11 @@ def max_coverage(
     max_work: int = MAX_WORK,
     time_limit: float | None = None,
 ) -> CoverageResult:
-    """C_K(s) for predicate ``queries`` with scores ``s`` ≥ 0 (module docs): exact by branch and
-    bound over the maximal realisable sets when there are at most ``max_states`` and the search
-    ends within ``max_work`` (and ``time_limit`` seconds); otherwise the smallest proven upper
-    bound, with the reason in ``notes``.
+    """C_K(s) for predicate queries and Boolean clauses with scores ``s`` ≥ 0 (module docs):
+    exact by branch and bound over the maximal realisable sets (:func:`maximal_patterns`) when
+    there are at most ``max_states`` and the search ends within ``max_work`` (and
+    ``time_limit`` seconds); otherwise the smallest proven upper bound, with the reason in
+    ``notes``.
 
     ``row_bound``: a proven upper bound on the row score S = C_1 (the overlap solvers'), for the
     bound K·S; ``point``: a point solver, for the greedy witness when the sets are not
@@ -344,15 +348,12 @@ def max_coverage(
         bounds.append(("K·S (K times the row score)", k * Fraction(row_bound)))
     notes: list[str] = []
     try:
-        sets = realisable_sets(domain, queries, max_states=max_states, only_maximal=True)
+        inc, pts = maximal_patterns(domain, queries, max_states)
     except TesseraError as e:
-        sets = None
         notes.append(f"not exact: {e.message} (more than {max_states:,} overlap patterns to "
-                     "search); the smallest proven upper bound is used")
-    if sets is None:
+                     "search, or a clause too large to split); the smallest proven upper "
+                     "bound is used")
         return _bounded(domain, queries, s, k, bounds, notes, point)
-    keep = maximal_rows(sets.incidence)
-    inc, pts = sets.incidence[keep], sets.points[keep]
     gains = inc.astype(np.float64) @ s
     useful = np.flatnonzero(gains > 0)
     inc, pts = inc[useful], pts[useful]
@@ -385,11 +386,39 @@ def max_coverage(
                           _indices(covered), tuple(bounds), tuple(notes))
 
 
+def maximal_patterns(domain: Domain, queries: Sequence[Any], max_states: int = MAX_STATES
+                     ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.int64]]:
+    """The maximal realisable sets I(x) (rows over ``queries``) and a point realising each.
+    Predicate queries: :func:`~.substitution.realisable_sets` over the atoms; with Boolean
+    clauses, over their disjoint terms (:func:`~.clauses.expand`; moving a value to a
+    dominating atom only adds terms, hence clauses — OR is monotone — so every maximal set is
+    still realised), collapsed to the clauses. A :class:`~tessera.errors.ResourceError` past
+    ``max_states`` patterns, for a clause that cannot be split exactly, or for a compiled
+    (BDD) query."""
+    if all(type(q) is Query for q in queries):
+        sets = realisable_sets(domain, queries, max_states=max_states, only_maximal=True)
+        keep = maximal_rows(sets.incidence)
+        return sets.incidence[keep], sets.points[keep]
+    if not all(type(q) is Query or isinstance(q, BooleanClause) for q in queries):
+        raise ResourceError("compiled Boolean (BDD) queries have no enumerable patterns here")
+    ex = expand(queries)
+    if not ex.exact:
+        raise ResourceError("a Boolean clause has too many disjoint terms to enumerate")
+    sets = realisable_sets(domain, ex.queries, max_states=max_states, only_maximal=True)
+    inc = ex.collapse(sets.incidence)
+    _, first = np.unique(np.packbits(inc, axis=1), axis=0, return_index=True)
+    first = np.sort(first)
+    inc, pts = inc[first], sets.points[first]
+    keep = maximal_rows(inc)
+    return inc[keep], pts[keep]
+
+
 def _bounded(domain: Domain, queries: Sequence[Query], s: npt.NDArray[np.float64], k: int,
              bounds: list[tuple[str, Fraction]], notes: list[str],
              point: PointSolver | None) -> CoverageResult:
     """Bounds without enumeration, and the engine's greedy witness (module docs)."""
-    colour = colouring_top_k_bound(domain, queries, s, k)
+    colour = (colouring_top_k_bound(domain, queries, s, k)
+              if all(type(q) is Query for q in queries) else None)
     if colour is not None:
         bounds.append(("colouring (K largest per colour class)", colour))
     records: list[tuple[int, ...]] = []

@@ -29,6 +29,7 @@ from tessera.overlap.result import OverlapResult, Witness
 from tessera.overlap.routes import scores as h_scores
 from tessera.privacy import Definition, Neighbours, PrivacyUnit
 from tessera.schema.domain import Domain
+from tessera.workload.clause import BooleanClause
 from tessera.workload.query import Query
 
 #: A workload expanded to more queries than this is bounded, not searched (min(K·S, Σ s)).
@@ -71,11 +72,11 @@ def person_coverage(
                    neighbours=Neighbours.ADD_REMOVE, time_limit=left, method=method)
         return (None if r.witness is None else r.witness.x), r.score_bound
 
-    searched = [q for q in queries if type(q) is Query]
+    searched = [q for q in queries if type(q) is Query or isinstance(q, BooleanClause)]
     if len(searched) == len(queries):
         cov = max_coverage(dom, queries, s, k, row_bound=row.score_bound, point=point,
                            time_limit=left)
-    else:  # Boolean clauses or BDDs: no enumeration of their patterns here
+    else:  # compiled Boolean (BDD) queries: no enumeration of their patterns here
         cov = _bounds_only(dom, queries, s, k, row, point)
     value, notes = cov.value, cov.notes
     method_text = f"coverage of {k} rows per person ({cov.method})"
@@ -125,7 +126,7 @@ def _queries(workload_or_queries: Any, weights: npt.ArrayLike | None, domain: Do
 
 def _bounds_only(dom: Domain, queries: list[Any], s: npt.NDArray[np.float64], k: int,
                  row: OverlapResult, point: Any) -> CoverageResult:
-    """Boolean queries: the greedy witness by point solves, and min(K·S, Σ s)."""
+    """Compiled Boolean (BDD) queries: the greedy witness by point solves, and min(K·S, Σ s)."""
     from tessera.overlap.coverage import covered_by, exact_sum
 
     records: list[tuple[int, ...]] = []
@@ -147,7 +148,8 @@ def _bounds_only(dom: Domain, queries: list[Any], s: npt.NDArray[np.float64], k:
     value = max(achieved, min(b for _, b in bounds))
     return CoverageResult(k, value, achieved, value == achieved, "greedy witness; min(K·S, Σ s)",
                           tuple(records), tuple(int(i) for i in np.flatnonzero(covered)),
-                          bounds, ("Boolean queries: the coverage is bounded, not searched",))
+                          bounds, ("compiled Boolean queries: the coverage is bounded, not "
+                                   "searched",))
 
 
 __all__ = ["COVERAGE_MAX_QUERIES", "person_coverage"]
