@@ -170,10 +170,11 @@ def branch_and_bound(
     """(the best ≤ K sets found, whether the search finished, an upper bound on C_K).
 
     Nodes fix some sets in, some out; the bound of a node is its covered score plus the r
-    largest marginal gains of the sets not excluded (r = K − sets in): by submodularity no r
-    further sets gain more. A node is pruned only when its bound is below the incumbent by
-    :data:`PRUNE_MARGIN` (relative), so when the search finishes no pruned node held a larger
-    coverage. Stopped by ``max_work`` or ``deadline``, the largest bound of the open nodes
+    largest marginal gains of the sets not excluded (r = K − sets in) — by submodularity no r
+    further sets gain more — or, if smaller, the uncovered score those sets reach at all. A
+    node is pruned only when its bound is below the incumbent by :data:`PRUNE_MARGIN`
+    (relative), so when the search finishes no pruned node held a larger coverage. Stopped by
+    ``max_work`` or ``deadline``, the largest bound of the open nodes
     (and the incumbent) bound C_K from above."""
     m, t = incidence.shape
     r = incidence.astype(np.float64)
@@ -203,7 +204,10 @@ def branch_and_bound(
         gain[excluded] = 0.0
         order = np.argsort(-gain, kind="stable")
         top = gain[order[:slots]]
-        bound = value + float(top.sum())
+        allowed = ~excluded & (gain > 0)
+        reach = incidence[allowed].any(axis=0) if allowed.any() else np.zeros(t, dtype=bool)
+        # the r largest gains, and no more than the uncovered score the allowed sets reach
+        bound = value + min(float(top.sum()), float(left[reach].sum()))
         if len(top) == 0 or top[0] <= 0 or bound < st.best_value * (1 - PRUNE_MARGIN):
             continue
         j = int(order[0])
@@ -360,16 +364,23 @@ def max_coverage(
     bounds.append(("the K largest realisable sets", top_k_sets_bound(inc, s, k)))
     first = greedy(inc, s, k)
     greedy_value = exact_sum(s, inc[first].any(axis=0)) if first else Fraction(0)
+    if len(inc) > k and greedy_value < min(b for _, b in bounds):
+        # the LP dual often proves the greedy optimal at once (before any branching)
+        lp = lp_dual_bound(inc, s, k)
+        if lp is not None:
+            bounds.append(("LP dual", lp))
+    method = f"branch and bound over {len(inc):,} maximal realisable sets"
     if len(inc) <= k or greedy_value >= min(b for _, b in bounds):
         # every set fits, or the greedy attains a proven bound: it is the maximum
         chosen, finished, float_upper = first, True, float(greedy_value)
+        why = "every set fits" if len(inc) <= k else f"it attains the {_smallest(bounds)}"
+        method = f"greedy over {len(inc):,} maximal realisable sets, optimal: {why}"
     else:
         chosen, finished, float_upper = branch_and_bound(inc, s, k, first, max_work=max_work,
                                                          deadline=deadline)
     covered = inc[chosen].any(axis=0) if chosen else np.zeros(len(queries), dtype=bool)
     achieved = exact_sum(s, covered)
     witness = tuple(tuple(int(c) for c in pts[j]) for j in chosen)
-    method = f"branch and bound over {len(inc):,} maximal realisable sets"
     if finished:
         return CoverageResult(k, achieved, achieved, True, method, witness,
                               _indices(covered), tuple(bounds))
@@ -377,9 +388,6 @@ def max_coverage(
                  + ("" if deadline is None else " or at its time limit")
                  + "; the smallest proven upper bound is used")
     bounds.append(("branch and bound (largest open node)", Fraction(float_upper)))
-    lp = lp_dual_bound(inc, s, k)
-    if lp is not None:
-        bounds.append(("LP dual", lp))
     value = max(achieved, min(b for _, b in bounds))
     return CoverageResult(k, value, achieved, value == achieved,
                           f"{method} (stopped): {_smallest(bounds)}", witness,
