@@ -76,7 +76,8 @@ from tessera.workload.workload import Workload
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNNER = Path(__file__).resolve().parent / "tumult_runner.py"
-#: GROUP BY keys: a statement is the tuple of its keys, in the table's key order
+#: A GROUP BY statement: its keys in the table's key order; an element ``"key=value"`` is a key
+#: filtered to one value (``WHERE key = 'value' GROUP BY`` the others)
 Statement = tuple[str, ...]
 BUDGETS = {"pure": ("ε", 1.0), "zcdp": ("ρ", 0.5)}
 
@@ -152,11 +153,26 @@ TABLES = {"transactions": transactions_table, "nlswork": nlswork_table}
 
 
 def count_workloads(table: PersonTable) -> dict[str, tuple[Statement, ...]]:
-    """GROUP BY counts over 1, 2 and 3 keys, and every 1-way and 2-way GROUP BY of 3 keys."""
+    """GROUP BY counts over 1, 2 and 3 keys; every 1-way and 2-way GROUP BY of 3 keys; and the
+    GROUP BY of the last two keys once for each value of the first (``WHERE k1 = v``: disjoint
+    statements, which one person's rows may all touch)."""
     k = tuple(table.keys)[:3]
     ones = tuple((a,) for a in k)
     twos = tuple(itertools.combinations(k, 2))
-    return {"1 key": (k[:1],), "2 keys": (k[:2],), "3 keys": (k[:3],), "1+2-way": ones + twos}
+    per = tuple((f"{k[0]}={v}", *k[1:3]) for v in table.keys[k[0]])
+    return {"1 key": (k[:1],), "2 keys": (k[:2],), "3 keys": (k[:3],), "1+2-way": ones + twos,
+            f"2 keys per {k[0]}": per}
+
+
+def key_of(element: str) -> str:
+    """The key of a statement's element (``"year=70"`` → ``"year"``)."""
+    return element.split("=", 1)[0]
+
+
+def values_of(table: PersonTable, element: str) -> tuple[str, ...]:
+    """The values an element groups by: its key's public values, or the one it is filtered to."""
+    key, _, value = element.partition("=")
+    return (value,) if value else table.keys[key]
 
 
 def sum_workloads(table: PersonTable) -> dict[str, tuple[Statement, ...]]:
@@ -170,7 +186,7 @@ def sum_workloads(table: PersonTable) -> dict[str, tuple[Statement, ...]]:
 def cells(table: PersonTable, statement: Statement) -> list[tuple[str, ...]]:
     """The groups of one statement: every combination of its keys' public values, row-major
     (the order of Tessera's marginal cells and of :func:`true_answers`)."""
-    return list(itertools.product(*(table.keys[a] for a in statement)))
+    return list(itertools.product(*(values_of(table, e) for e in statement)))
 
 
 def true_answers(table: PersonTable, statements: Sequence[Statement], aggregate: str = "count",
@@ -181,15 +197,16 @@ def true_answers(table: PersonTable, statements: Sequence[Statement], aggregate:
     frame = table.frame if frame is None else frame
     out = []
     for s in statements:
-        index = pd.MultiIndex.from_tuples(cells(table, s), names=list(s))
+        keys = [key_of(e) for e in s]
+        index = pd.MultiIndex.from_tuples(cells(table, s), names=keys)
         if aggregate == "count":
-            got = frame.groupby(list(s)).size()
+            got = frame.groupby(keys).size()
         else:
             assert table.value is not None and table.bounds is not None
             lo, hi = table.bounds
-            got = frame[table.value].clip(lo, hi).groupby([frame[a] for a in s]).sum()
+            got = frame[table.value].clip(lo, hi).groupby([frame[a] for a in keys]).sum()
         if len(s) == 1:
-            got.index = pd.MultiIndex.from_arrays([got.index], names=list(s))
+            got.index = pd.MultiIndex.from_arrays([got.index], names=keys)
         out.append(got.reindex(index, fill_value=0).to_numpy(dtype=float))
     return np.concatenate(out)
 
@@ -205,9 +222,18 @@ def domain_of(table: PersonTable, with_value: bool = False) -> Domain:
 
 
 def tessera_workload(table: PersonTable, statements: Sequence[Statement]) -> Workload:
-    """GROUP BY counts as Tessera's marginals: one family per statement."""
+    """GROUP BY counts as Tessera's families: one per statement (a marginal; a filtered
+    statement is the grid of its filter value by its other keys' values)."""
     domain = domain_of(table)
-    return Workload.of_families(domain, [Partition.marginal(domain, s) for s in statements])
+    families = []
+    for s in statements:
+        if all("=" not in e for e in s):
+            families.append(Partition.marginal(domain, s))
+            continue
+        groups = {key_of(e): None if "=" not in e else
+                  [domain[key_of(e)].code_of(e.split("=", 1)[1])] for e in s}
+        families.append(Partition.grid(domain, groups, name=" ".join(s)))
+    return Workload.of_families(domain, families)
 
 
 def sum_lines(table: PersonTable, statements: Sequence[Statement]) -> list[str]:
@@ -267,9 +293,13 @@ def tumult_copies(table: PersonTable, statements: Sequence[Statement], repeats: 
     """The table as disjoint copies, one per (statement, repeat) (``tumult_runner`` docs): ids
     ``copy|id`` and one GROUP BY column ``cell = copy#v1|v2...``."""
     parts = []
-    f = table.frame
     for si, s in enumerate(statements):
-        group = f[list(s)].astype(str).agg("|".join, axis=1) if len(s) > 1 else f[s[0]]
+        f = table.frame
+        for e in s:  # a filtered statement's copies hold its rows only (filter, then truncate)
+            if "=" in e:
+                f = f[f[key_of(e)] == e.split("=", 1)[1]]
+        keys = [key_of(e) for e in s]
+        group = f[keys].astype(str).agg("|".join, axis=1) if len(s) > 1 else f[keys[0]]
         for r in range(repeats):
             c = copy_name(si, r)
             part = pd.DataFrame({table.id_column: c + "|" + f[table.id_column].astype(str),
@@ -360,6 +390,8 @@ def main() -> None:
     parser.add_argument("--zcdp-k", type=int, nargs="*", default=None,
                         help="the K values run under ρ-zCDP (default: every --k)")
     parser.add_argument("--no-sums", action="store_true")
+    parser.add_argument("--workloads", nargs="*", default=None,
+                        help="run only these count workloads (names as printed; default all)")
     args = parser.parse_args()
     python = tumult_python()
     if python is None:
@@ -379,7 +411,8 @@ def main() -> None:
         per = table.rows_per_person()
         print(f"\n{name}: {len(table.frame):,} rows of {len(per):,} people "
               f"({per.min()}–{per.max()} each, median {int(per.median())})")
-        counts = count_workloads(table)
+        counts = {n: w for n, w in count_workloads(table).items()
+                  if args.workloads is None or n in args.workloads}
         sums = {} if args.no_sums else sum_workloads(table)
         statements = list(dict.fromkeys(s for w in (*counts.values(), *sums.values())
                                         for s in w))

@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 
 from tessera.data.counts import count
+from tessera.overlap.solve import max_overlap
 from tessera.privacy import PrivacyUnit
 from tessera.release.budget import Budget
 from tessera.workload.workload import Workload
@@ -62,6 +63,10 @@ def test_workloads_are_group_bys_over_one_two_and_three_keys(bt, tables) -> None
     assert w["1 key"] == (("category",),)
     assert w["3 keys"] == (("category", "amount", "channel"),)
     assert len(w["1+2-way"]) == 6 and len(set(w["1+2-way"])) == 6
+    assert w["2 keys per category"][0] == ("category=grocery", "amount", "channel")
+    # a row touches one group of each statement (γ_w = 6), or of one filtered statement
+    assert max_overlap(bt.tessera_workload(t, w["1+2-way"])).bound == 6
+    assert max_overlap(bt.tessera_workload(t, w["2 keys per category"])).bound == 1
     assert bt.sum_workloads(t) == {}  # no sum column
     assert set(bt.sum_workloads(tables[1])) == {"sum 1 key", "sum 2 keys"}
 
@@ -92,7 +97,8 @@ def test_tumult_copies_hold_each_statement_once_per_repeat(bt, tables) -> None: 
         statements = list(dict.fromkeys(s for w in bt.count_workloads(t).values() for s in w))
         repeats = 3
         copies = bt.tumult_copies(t, statements, repeats)
-        assert len(copies) == len(t.frame) * len(statements) * repeats
+        # a copy per (statement, repeat), holding the statement's rows (a filtered one's only)
+        assert len(copies) == repeats * sum(bt.true_answers(t, [s]).sum() for s in statements)
         # every person is in exactly one copy: ids never repeat across copies
         prefix = copies[t.id_column].str.split("|", n=1).str[0]
         assert (copies.groupby(t.id_column)["cell"].apply(lambda c: c.str.split("#").str[0]
