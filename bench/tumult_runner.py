@@ -112,12 +112,18 @@ def main() -> None:
             lo, hi = job["bounds"]
             built, column = query.sum(job["value"], low=lo, high=hi), f"{job['value']}_sum"
         budget = budgets[job["definition"]](float(job["budget"]))
-        answer = sessions[job["definition"]].evaluate(built, budget).toPandas()
+        session = sessions[job["definition"]]
+        try:  # the noise Tumult draws (mechanism, parameter): a private helper, for the record
+            noise = [dict(i) for i in session._noise_info(built, budget)]
+        except Exception:  # noqa: BLE001 (an infinite budget has none; the record is optional)
+            noise = []
+        answer = session.evaluate(built, budget).toPandas()
         results.append({"id": job["id"], "cells": answer["cell"].tolist(),
                         "values": [float(v) for v in answer[column]],
-                        "seconds": time.perf_counter() - t})
+                        "seconds": time.perf_counter() - t, "noise": str(noise)})
         print(f"tumult job {job['id']} ({job['aggregate']}, K={job['k']}, {job['definition']} "
-              f"{job['budget']}): {results[-1]['seconds']:.1f} s", file=sys.stderr, flush=True)
+              f"{job['budget']}): {results[-1]['seconds']:.1f} s, noise {noise}",
+              file=sys.stderr, flush=True)
     out_path.write_text(json.dumps({
         "results": results, "setup_seconds": setup,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
