@@ -342,7 +342,11 @@ def run_tumult(python: str, table: PersonTable, statements: Sequence[Statement],
     """Run ``jobs`` in Tumult's interpreter; answers per job id (cell → value), its record
     (versions, peak memory of the driver) and the wall time."""
     data = workdir / f"{table.name}-copies.csv"
-    tumult_copies(table, statements, repeats).to_csv(data, index=False)
+    copies = tumult_copies(table, statements, repeats)
+    copies.to_csv(data, index=False)
+    print(f"Tumult: {len(jobs)} Spark jobs over {len(statements) * repeats} copies of the table "
+          f"({len(copies):,} rows) ...", flush=True)
+    del copies
     spec = {"data": str(data), "id": table.id_column, "value": table.value, "jobs": jobs,
             "workdir": str(workdir)}
     (workdir / "spec.json").write_text(json.dumps(spec))
@@ -450,9 +454,6 @@ def main() -> None:
                             existing["cells"] = list(dict.fromkeys([*existing["cells"], *mine]))
                         plan[(kind, wname, k, definition)] = (jid, truth)
         with tempfile.TemporaryDirectory(prefix="tessera-tumult-") as tmp:
-            print(f"Tumult: {len(jobs)} Spark jobs over {len(statements) * args.repeats} "
-                  f"copies of the table ({len(statements) * args.repeats * len(table.frame):,} "
-                  "rows) ...", flush=True)
             got, record, tumult_seconds = run_tumult(python, table, statements, jobs,
                                                      args.repeats, Path(tmp))
         print(f"Tumult: {tumult_seconds:.0f} s wall (Spark setup {record['setup_seconds']:.0f} s),"
