@@ -12,8 +12,13 @@
   keys year (15), race (3), collgrad (2); the sum column ``hours`` (usual hours a week; the 67
   missing values read as 0), clamped to [0, 80].
 
-**Workloads**: one GROUP BY count over 1, 2 and 3 keys, and all six 1-way and 2-way GROUP BYs of
-the three keys (``1+2-way``, where the overlap counts); GROUP BY sums over 1 and 2 keys.
+**Workloads**: one GROUP BY count over 1, 2 and 3 keys; all six 1-way and 2-way GROUP BYs of the
+three keys (``1+2-way``: a row touches one group of each, γ_w = m = 6); the GROUP BY of the last two
+keys once per value of the first (``2 keys per year``: ``GROUP BY race, collgrad WHERE year = y``
+for each year — disjoint statements, γ_w = 1, while one person's rows may touch all m of them; for
+Tumult the filter comes before the truncation, so each statement keeps up to K of a person's rows
+of that year); GROUP BY sums over 1 and 2 keys. ``--nlswork-people N`` draws N women at random
+(seeded) with all their rows, to keep Tumult's Spark jobs short.
 
 **Same budget, same unit, same bounding.** Every release protects one person (add/remove all
 of one id's rows) at pure ε = 1 and at ρ = 0.5 (ρ-zCDP), each person's rows cut to K ∈ {1, 5,
