@@ -2,6 +2,7 @@
 (docs/people.md, docs/theory.md §3.13).
 
     python bench/bench_people.py [--people 2000] [--k 1 5 10 20 50] [--seed 0]
+                                 [--count rows|people]
 
 Data: the made-up transactions table of ``examples/people/make_transactions.py`` (people with
 1–50 purchases each), generated in memory; its schema and 28-query workload.
@@ -14,6 +15,10 @@ exactly K in both). Then — only because the table is made up, so its exact cou
 looked at — what bounding costs in bias: the exact counts of the bounded table against the
 unbounded ones (mean relative undercount over the queries), and the expected RMSE per query,
 √(noise variance + bias²), the curator's trade-off in choosing K.
+
+``--count people``: every query counts distinct customers (docs/theory.md §3.14): the person's
+γ_w is the coverage of K rows (the ratio person/row is then at most K), and the bias is against
+the distinct counts with no row dropped.
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ def main() -> None:
     parser.add_argument("--people", type=int, default=2000)
     parser.add_argument("--k", type=int, nargs="+", default=[1, 5, 10, 20, 50])
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--count", choices=["rows", "people"], default="rows")
     args = parser.parse_args()
     gen = generator()
     frame = gen.transactions(args.people, args.seed)
@@ -62,7 +68,9 @@ def main() -> None:
     per = frame.groupby("customer").size()
     print(f"{len(frame):,} purchases of {len(per):,} customers ({per.min()}–{per.max()}, "
           f"median {int(per.median())}); {wl.n_queries} queries")
-    unbounded = count(frame, wl, extra_columns="ignore").answers.astype(float)
+    unbounded = (count(frame, wl, extra_columns="ignore") if args.count == "rows"
+                 else count(frame, wl, unit=PrivacyUnit("customer", int(per.max()), "people"))
+                 ).answers.astype(float)
     for budget in (Budget.of(epsilon=1.0), Budget.of(rho=0.5)):
         t0 = time.perf_counter()
         kw = {"neighbours": "add-remove", "allocation": "auto", "strategy": "auto",
@@ -74,7 +82,7 @@ def main() -> None:
         print(f"{'K':>4} {'γ_w score':>10} {scale + ' (person)':>14} {'ratio min':>10} "
               f"{'ratio max':>10} {'undercount':>11} {'RMSE noise':>11} {'RMSE total':>11}")
         for k in args.k:
-            unit = PrivacyUnit("customer", k)
+            unit = PrivacyUnit("customer", k, args.count)
             person, _ = strategy_plan(wl, budget, unit=unit, **kw)
             ratio = person.scales / row.scales
             exact = count(frame, wl, unit=unit).answers.astype(float)

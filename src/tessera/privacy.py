@@ -31,8 +31,8 @@ from typing import Any
 
 from tessera.errors import TesseraError
 
-__all__ = ["BUDGET_RANGES", "COMPOSABLE", "DEFAULT_NEIGHBOURS", "MAX_ROWS_LIMIT", "ONE_ROW",
-           "Definition", "Neighbours", "PrivacyUnit", "check_budget"]
+__all__ = ["BUDGET_RANGES", "COMPOSABLE", "COUNTS", "DEFAULT_NEIGHBOURS", "MAX_ROWS_LIMIT",
+           "ONE_ROW", "Definition", "Neighbours", "PrivacyUnit", "check_budget"]
 
 
 class Neighbours(enum.StrEnum):
@@ -131,6 +131,10 @@ COMPOSABLE: tuple[Definition, ...] = (Definition.PURE, Definition.GDP, Definitio
 
 # -- the unit of privacy -----------------------------------------------------------------------
 
+#: What a counting query counts with a privacy unit: ``rows`` (every kept row, ``COUNT(*)``) or
+#: ``people`` (every person with a kept row in the query, once: ``COUNT(DISTINCT id)``).
+COUNTS = ("rows", "people")
+
 #: The largest number of rows per person Tessera bounds to (a K past it protects nothing the
 #: noise could still resolve: K² = 10^12 times a row's ρ).
 MAX_ROWS_LIMIT = 1_000_000
@@ -168,12 +172,20 @@ class PrivacyUnit:
     **not** hold in general (the tautology: S_ar = 1, S_sub = 0), so the row score is the
     larger of the two (:meth:`row_relations`). The number of rows is then not public.
 
+    **Counting people** (``count="people"``, ``COUNT(DISTINCT id)``; docs/theory.md §3.14): each
+    query counts the persons with at least one kept row in it, so one person moves it by 0 or 1
+    — by [some kept row lies in q] — and costs the maximum weighted *coverage* of K records,
+    C_K = max_{|R| ≤ K} Σ_q c_q [R ∩ q ≠ ∅], in ε and in ρ alike (|Δ_q| = Δ_q² ∈ {0, 1}); no
+    factor applies (:meth:`factor` refuses), the overlap layer computes C_K
+    (:mod:`tessera.overlap.coverage`). C_1 = S ≤ C_K ≤ min(K·S, Σ_q c_q).
+
     ``PrivacyUnit()`` (:data:`ONE_ROW`) is Tessera's unit when none is given: the relations of
     :class:`Neighbours` as they are.
     """
 
     id_column: str | None = None
     max_rows: int = 1
+    count: str = "rows"
 
     def __post_init__(self) -> None:
         k = self.max_rows
@@ -181,7 +193,15 @@ class PrivacyUnit:
             raise TesseraError(f"max_rows must be an integer from 1 to {MAX_ROWS_LIMIT:,}, got "
                                f"{k!r}", hint="the most rows of one person a release keeps "
                                "(--max-rows K)")
+        if self.count not in COUNTS:
+            raise TesseraError(f"unknown count {self.count!r}",
+                               hint="--count rows (every kept row) or --count people (each "
+                                    "person once per query)")
         if self.id_column is None:
+            if self.count != "rows":
+                raise TesseraError("--count people needs a privacy id column: it counts each "
+                                   "person once per query",
+                                   hint="--privacy-id COLUMN --max-rows K --count people")
             if k != 1:
                 raise TesseraError(f"max_rows = {k} needs a privacy id column: without one the "
                                    "unit of privacy is one row",
@@ -193,11 +213,21 @@ class PrivacyUnit:
                                f"{self.id_column!r}", hint="--privacy-id COLUMN")
 
     @staticmethod
-    def of(id_column: str | None = None, max_rows: int | None = None) -> PrivacyUnit:
-        """The unit of a command line's ``--privacy-id`` and ``--max-rows``: both or neither
-        (there is no default K: it sets the noise, and every kept row beyond what a person
-        needs is a choice of the curator)."""
+    def of(id_column: str | None = None, max_rows: int | None = None,
+           count: str | None = None) -> PrivacyUnit:
+        """The unit of a command line's ``--privacy-id``, ``--max-rows`` and ``--count``: the
+        first two both or neither (there is no default K: it sets the noise, and every kept row
+        beyond what a person needs is a choice of the curator); ``--count`` (rows, the default,
+        or people) only with them."""
+        if count is not None and count not in COUNTS:
+            raise TesseraError(f"unknown --count {count!r}",
+                               hint="rows (every kept row) or people (each person once per "
+                                    "query: COUNT(DISTINCT id))")
         if id_column is None and max_rows is None:
+            if count == "people":
+                raise TesseraError("--count people needs --privacy-id and --max-rows: it "
+                                   "counts each person once per query",
+                                   hint="--privacy-id COLUMN --max-rows K --count people")
             return ONE_ROW
         if id_column is None:
             raise TesseraError("--max-rows needs --privacy-id: K bounds the rows of one person",
@@ -206,12 +236,17 @@ class PrivacyUnit:
             raise TesseraError("--privacy-id needs --max-rows K: the most rows of one person "
                                "kept (each person's extra rows are dropped before counting)",
                                hint="--privacy-id COLUMN --max-rows K")
-        return PrivacyUnit(id_column, max_rows)
+        return PrivacyUnit(id_column, max_rows, count or "rows")
 
     @property
     def is_row(self) -> bool:
         """Whether the unit is one row (no privacy id)."""
         return self.id_column is None
+
+    @property
+    def counts_people(self) -> bool:
+        """Whether each query counts persons, once each (``count="people"``), not rows."""
+        return self.count == "people"
 
     def factor(self, definition: Definition | str) -> int:
         """What one person pays in ``definition``'s additive currency, in multiples of the
@@ -219,6 +254,11 @@ class PrivacyUnit:
         GDP (whose γ = √S then grows by K)."""
         d = Definition.parse(definition)
         k = self.max_rows
+        if self.counts_people:
+            raise TesseraError("a person counted once per query pays the maximum coverage of "
+                               "K rows, not a multiple of a row's score",
+                               hint="tessera.overlap.max_overlap(..., unit=) computes it "
+                                    "(docs/theory.md §3.14)")
         if d is Definition.PURE:
             return k
         if d in (Definition.ZCDP, Definition.GDP):
@@ -241,8 +281,9 @@ class PrivacyUnit:
         if self.is_row:
             return "one row"
         rows = "row" if self.max_rows == 1 else "rows"
+        once = ", counted once per query" if self.counts_people else ""
         return (f"one person (privacy id {self.id_column!r}, at most {self.max_rows} "
-                f"{rows} each)")
+                f"{rows} each{once})")
 
     def label(self, neighbours: Neighbours | str) -> str:
         """The neighbour relation over this unit in words, as every printed guarantee names it
@@ -254,8 +295,12 @@ class PrivacyUnit:
         return f"{verb} {self.text}"
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready: ``{"id_column": …, "max_rows": K}``."""
-        return {"id_column": self.id_column, "max_rows": self.max_rows}
+        """JSON-ready: ``{"id_column": …, "max_rows": K}``, with ``"count": "people"`` when
+        each person counts once per query (absent: rows, as before it could be chosen)."""
+        out: dict[str, Any] = {"id_column": self.id_column, "max_rows": self.max_rows}
+        if self.counts_people:
+            out["count"] = self.count
+        return out
 
     @staticmethod
     def from_dict(doc: Any) -> PrivacyUnit:
@@ -267,7 +312,7 @@ class PrivacyUnit:
         if not isinstance(doc, dict) or "id_column" not in doc or "max_rows" not in doc:
             raise TesseraError(f"not a privacy unit: {doc!r}",
                                hint='{"id_column": "pid", "max_rows": 3}')
-        return PrivacyUnit(doc["id_column"], doc["max_rows"])
+        return PrivacyUnit(doc["id_column"], doc["max_rows"], doc.get("count", "rows"))
 
 
 #: One row: the unit of privacy when no privacy id is given.

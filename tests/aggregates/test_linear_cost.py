@@ -1,4 +1,4 @@
-"""The cost of counts and clamped sums equals brute force (docs/theory.md §3.14).
+"""The cost of counts and clamped sums equals brute force (docs/theory.md §3.15).
 
 Small domains with a signed integer attribute; random workloads of counts and sums (random
 WHERE conjunctions, random clamps, random GROUP BY) with random integer costs. For every record

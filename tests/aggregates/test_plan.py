@@ -1,6 +1,6 @@
 """The aggregate plan spends exactly its budget (brute force over every record and K-multiset),
 splits an AVG's share evenly between its sum and count, and its delta-method interval covers
-about 95% when the count is large (docs/theory.md §3.14)."""
+about 95% when the count is large (docs/theory.md §3.15)."""
 
 from __future__ import annotations
 

@@ -11,6 +11,7 @@ import typer
 
 from tessera.cli.common import (
     Command,
+    CountOpt,
     DataArg,
     DelimiterOpt,
     DeltaOpt,
@@ -67,6 +68,7 @@ def answer(
     neighbours: NeighboursOpt = "add-remove",
     privacy_id: PrivacyIdOpt = None,
     max_rows: MaxRowsOpt = None,
+    count: CountOpt = None,
     weights: Annotated[
         str, typer.Option("--weights", help="How the budget is split over the queries: auto "
                           "(predicate queries of one weight: optimal; else shares), optimal "
@@ -138,7 +140,7 @@ def answer(
 
     check_policies(on_invalid, extra_columns)
     budget = Budget.of(epsilon=epsilon, delta=delta, rho=rho, mu=mu)
-    unit = privacy_unit(privacy_id, max_rows)
+    unit = privacy_unit(privacy_id, max_rows, count)
     if estimate == "adaptive":
         _refuse_with_adaptive(weights=weights != "auto", strategy=strategy != "auto",
                               objective=objective != "total", consistency=consistency,
@@ -301,7 +303,13 @@ def _print_release(release: object) -> None:
     ov = plan.overlap
     info.print(f"budget: {plan.budget.text()}, {plan.unit.label(plan.neighbours)} neighbours",
               markup=False)
-    if not plan.unit.is_row:
+    if plan.unit.counts_people:
+        info.print(f"unit of privacy: {plan.unit.text} — each person's rows bounded to "
+                  f"{plan.unit.max_rows} (by a hash of each row); every answer counts distinct "
+                  "people (a person at most once per query), so a person pays the coverage of "
+                  f"{plan.unit.max_rows} rows (γ_w below), never more than "
+                  f"{plan.unit.max_rows} × a row", markup=False)
+    elif not plan.unit.is_row:
         k, factor = plan.unit.max_rows, plan.unit.factor(plan.budget.calibration)
         info.print(f"unit of privacy: {plan.unit.text} — each person's rows bounded to {k} "
                   f"(by a hash of each row); a person pays {factor} × a row, so the noise is "

@@ -257,6 +257,15 @@ MaxRowsOpt = Annotated[
         "row: each person's own rows decide); the noise grows by K.",
     ),
 ]
+CountOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--count", metavar="rows|people",
+        help="With --privacy-id: what each query counts — rows (every kept row; the default: "
+        "a person costs K × a row) or people (each person with a kept row in the query, once: "
+        "COUNT(DISTINCT id); a person costs the coverage of K rows, at most that).",
+    ),
+]
 OnInvalidOpt = Annotated[
     str, typer.Option(help="Values outside the schema: 'error' (default) or 'drop' (reported).")
 ]
@@ -365,9 +374,10 @@ def spent_text(charge: Any) -> str:
             f"{format_budget(charge.spent_after, scale, up=True)}")
 
 
-def privacy_unit(privacy_id: str | None, max_rows: int | None) -> Any:
-    """The :class:`~tessera.privacy.PrivacyUnit` of ``--privacy-id`` and ``--max-rows`` (both
-    or neither; a clear error otherwise)."""
+def privacy_unit(privacy_id: str | None, max_rows: int | None, count: str | None = None
+                 ) -> Any:
+    """The :class:`~tessera.privacy.PrivacyUnit` of ``--privacy-id``, ``--max-rows`` (both or
+    neither) and ``--count`` (rows or people, with them); a clear error otherwise."""
     from tessera.privacy import PrivacyUnit
 
-    return PrivacyUnit.of(privacy_id, max_rows)
+    return PrivacyUnit.of(privacy_id, max_rows, count)

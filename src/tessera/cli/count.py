@@ -12,14 +12,17 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from tessera.cli.common import (
     Command,
+    CountOpt,
     DataArg,
     DelimiterOpt,
     EngineOpt,
     ExtraColumnsOpt,
     JsonOpt,
+    MaxRowsOpt,
     NaOpt,
     NoHeaderOpt,
     OnInvalidOpt,
+    PrivacyIdOpt,
     SchemaOpt,
     SkipRowsOpt,
     SparkMasterOpt,
@@ -31,6 +34,7 @@ from tessera.cli.common import (
     err,
     fail,
     info,
+    privacy_unit,
     user_errors,
 )
 
@@ -76,8 +80,15 @@ def count(
     table: TableOpt = None,
     engine: EngineOpt = "duckdb",
     spark_master: SparkMasterOpt = "local[*]",
+    privacy_id: PrivacyIdOpt = None,
+    max_rows: MaxRowsOpt = None,
+    count: CountOpt = None,
 ) -> None:
     """Exact answers of WORKLOAD on DATA as `query,answer` rows. NOT PRIVATE.
+
+    With --privacy-id COLUMN --max-rows K the answers are those a release for one person
+    counts: each person's rows bounded to K first; with --count people each query counts
+    the distinct people with a kept row in it.
 
     Marginals, cubes and hierarchies are counted with one aggregation per family and written
     as the long table `family,cell,answer` (predicate queries: empty family, their name as
@@ -88,6 +99,7 @@ def count(
     from tessera.workload.workload import Workload
 
     check_policies(on_invalid, extra_columns)
+    unit = privacy_unit(privacy_id, max_rows, count)
     w = Workload.load(workload, Domain.load(schema))
     if wide is not None and not w.partitions:
         fail("--wide writes one table per family, and the workload has no families")
@@ -113,6 +125,7 @@ def count(
             table=table,
             progress=lambda done, total: bar.update(task, completed=done, total=total),
             scan_progress=lambda f: bar.update(scan, completed=100 * f, visible=f < 1),
+            unit=unit,
         )
         bar.update(scan, visible=False)
     _report(result)

@@ -9,6 +9,7 @@ import typer
 
 from tessera.cli.common import (
     Command,
+    CountOpt,
     Group,
     JsonOpt,
     MaxRowsOpt,
@@ -51,6 +52,7 @@ def init(
     neighbours: NeighboursOpt = "add-remove",
     privacy_id: PrivacyIdOpt = None,
     max_rows: MaxRowsOpt = None,
+    count: CountOpt = None,
     dataset: Annotated[str | None, typer.Option("--dataset", help="Name of the data set.")] = None,
 ) -> None:
     """Create a ledger with a total budget for one data set. With --privacy-id and --max-rows
@@ -65,7 +67,7 @@ def init(
         ledger, total=float(epsilon if epsilon is not None else rho),  # type: ignore[arg-type]
         definition="pure" if epsilon is not None else "zcdp", neighbours=neighbours,
         domain=Domain.load(schema), dataset=dataset or ledger.stem,
-        unit=privacy_unit(privacy_id, max_rows),
+        unit=privacy_unit(privacy_id, max_rows, count),
     )
     out.print(book.summary().describe(), markup=False, highlight=False)
 

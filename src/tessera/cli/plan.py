@@ -11,6 +11,7 @@ from rich.table import Table
 
 from tessera.cli.common import (
     Command,
+    CountOpt,
     DeltaOpt,
     JsonOpt,
     MaxRowsOpt,
@@ -46,6 +47,7 @@ def plan(
     neighbours: NeighboursOpt = "add-remove",
     privacy_id: PrivacyIdOpt = None,
     max_rows: MaxRowsOpt = None,
+    count: CountOpt = None,
     strategy: Annotated[
         str, typer.Option("--strategy", help="auto, direct, identity, residual, hierarchical.")
     ] = "auto",
@@ -67,7 +69,7 @@ def plan(
     from tessera.workload.workload import Workload
 
     budget = Budget.of(epsilon=epsilon, delta=delta, rho=rho, mu=mu)
-    unit = privacy_unit(privacy_id, max_rows)
+    unit = privacy_unit(privacy_id, max_rows, count)
     result = plan_release(Workload.load(workload, Domain.load(schema)), budget,
                           neighbours=neighbours, strategy=strategy, objective=objective,
                           target_error=target_error, time_limit=time_limit, unit=unit)
@@ -76,6 +78,8 @@ def plan(
         return
     out.print(f"budget: {budget.text()}, {unit.label(result.neighbours)} neighbours",
               markup=False)
+    if result.person_costs is not None:
+        _print_person_costs(result)
     table = Table("strategy", "measured", "γ_w", "expected RMSE", "max RMSE", "Σ w·Var",
                   title="candidates (expected error, no data)")
     for row in result.choice.table():
@@ -98,3 +102,23 @@ def plan(
     if result.needed is not None:
         out.print(f"smallest budget for expected error {result.target_error:g}: "
                   f"{result.needed.text()}", markup=False)
+
+
+def _print_person_costs(result: object) -> None:
+    """Both of a person's costs (rows and people), and which one the plan uses."""
+    from tessera.release.planning import ReleasePlan
+
+    assert isinstance(result, ReleasePlan) and result.person_costs is not None
+    k = result.unit.max_rows
+    rows = "row" if k == 1 else "rows"
+    for kind, r, what in (
+            ("rows", result.person_costs.rows, f"each query counts a person's kept rows: {k} × "
+             "a row's γ_w"),
+            ("people", result.person_costs.people, "each query counts distinct people, a "
+             f"person at most once: the coverage of {k} {rows}")):
+        mark = " ← this plan" if kind == result.unit.count else ""
+        out.print(f"  a person costs (--count {kind}): γ_w = {r.bound:.6g} "
+                  f"({'exact' if r.exact else 'upper bound'}) — {what}{mark}", markup=False,
+                  highlight=False)
+    out.print("  (rows and people are different counts: choose with --count; the noise of "
+              "every query grows with γ_w)", markup=False, highlight=False)

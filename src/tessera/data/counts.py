@@ -404,8 +404,14 @@ def count_encoded(
 
     ``max_cells`` bounds the rows one ``GROUP BY`` of predicate queries may return; scopes
     whose joint marginal fits are answered from one shared ``GROUP BY`` and projected in numpy.
-    Families are counted by :func:`count_families` (``method``).
+    Families are counted by :func:`count_families` (``method``). A table encoded for a unit
+    that counts people (its privacy ids kept) is counted per person instead, once per query
+    (:func:`tessera.data.people_counts.count_people`).
     """
+    if getattr(table, "person_ids", False):  # each person once per query (COUNT DISTINCT)
+        from tessera.data.people_counts import count_people
+
+        return count_people(table, workload)
     if workload.range_families is not None:
         return _count_ranges(table, workload, method)
     answers = np.zeros(workload.n_queries, dtype=np.int64)

@@ -151,6 +151,9 @@ class EncodedTable:
     invalid: list[InvalidValues] = field(default_factory=list)
     #: Sorted codes of each attribute that may occur in the table (a superset of those that do).
     present: list[np.ndarray] = field(default_factory=list)
+    #: Whether ``coded`` keeps the privacy id (column :data:`PID`): each query then counts
+    #: people, once each (:func:`count_distinct_ids`).
+    person_ids: bool = False
 
     def coarsen(self, class_of_code: dict[str, np.ndarray]) -> str:
         """Materialise table ``classed`` with column ``k<i>`` = class_of_code[name][code].
@@ -202,6 +205,10 @@ class EncodedTable:
         for names, table in requests:
             yield self.group_by(names, table)
 
+    def count_distinct(self, conditions: Sequence[str]) -> np.ndarray:
+        """Counting people: :func:`count_distinct_ids` of this table."""
+        return count_distinct_ids(self, conditions)
+
     def codes(self) -> np.ndarray:
         """All rows as an (n, m) code matrix (small data and tests)."""
         cols = ", ".join(f"c{i}" for i in range(len(self.domain)))
@@ -218,6 +225,24 @@ class EncodedTable:
             return {}
         res = self.con.sql(f"SELECT {', '.join(f'c{i}' for i in used)} FROM coded").fetchnumpy()
         return {i: np.asarray(res[f"c{i}"]) for i in used}
+
+
+def count_distinct_ids(table: EncodedTable, conditions: Sequence[str],
+                       batch: int = 200) -> np.ndarray:
+    """``COUNT(DISTINCT id) FILTER (WHERE condition)`` over ``coded`` for every condition (SQL
+    over the code columns ``c<i>``), ``batch`` conditions per scan: the number of people with
+    at least one kept row satisfying it."""
+    if not table.person_ids:
+        raise DataError("internal error: the table was coded without its privacy ids",
+                        hint="encode with a PrivacyUnit(..., count='people')")
+    out = np.zeros(len(conditions), dtype=np.int64)
+    for lo in range(0, len(conditions), batch):
+        part = conditions[lo:lo + batch]
+        cols = ", ".join(f"count(DISTINCT {PID}) FILTER (WHERE {c}) AS n{i}"
+                         for i, c in enumerate(part))
+        row = table.con.execute(f"SELECT {cols} FROM coded").fetchall()[0]
+        out[lo:lo + len(part)] = [int(v) for v in row]
+    return out
 
 
 def _quote(name: str) -> str:
@@ -600,9 +625,10 @@ def encode_duckdb(
     n_total = columns[-1].rows if columns else 0
     dropped = n_total - n_rows  # values outside the domain only: bounding's count is private
     if pid is not None:
-        n_rows = bound_rows(con, domain, unit.max_rows)
+        n_rows = bound_rows(con, domain, unit.max_rows, keep_ids=unit.counts_people)
     present = [c.present for c in columns]
-    return EncodedTable(con, domain, n_rows, dropped, invalid, present)
+    return EncodedTable(con, domain, n_rows, dropped, invalid, present,
+                        person_ids=unit.counts_people)
 
 
 def _open_source(
@@ -673,9 +699,11 @@ def _check_ids(con: duckdb.DuckDBPyConnection, id_column: str) -> None:
         raise missing_ids_error(id_column, empty)
 
 
-def bound_rows(con: duckdb.DuckDBPyConnection, domain: Domain, max_rows: int) -> int:
+def bound_rows(con: duckdb.DuckDBPyConnection, domain: Domain, max_rows: int,
+               keep_ids: bool = False) -> int:
     """Keep at most ``max_rows`` rows of each person in ``coded`` (by its :data:`PID` column,
-    then dropped) and return the rows kept. The rule
+    then dropped unless ``keep_ids``: counting people reads it) and return the rows kept. The
+    rule
     (:data:`tessera.data.validation.BOUNDING_RULE`): a person's rows ordered by
     ``md5(id | c0 | … | c(m-1))``, ties by the codes (rows that tie are identical), the first K
     kept — a function of that person's rows alone, computed the same way by the Spark engine
@@ -684,6 +712,8 @@ def bound_rows(con: duckdb.DuckDBPyConnection, domain: Domain, max_rows: int) ->
     key = ", ".join([PID, *(f"CAST({c} AS VARCHAR)" for c in codes)])
     order = ", ".join([f"md5(concat_ws('|', {key}))", *codes])
     keep = ", ".join(codes) or "one"
+    if keep_ids:
+        keep = f"{keep}, {PID}"
     con.execute(
         f"CREATE TABLE bounded AS SELECT {keep} FROM (SELECT *, row_number() OVER "
         f"(PARTITION BY {PID} ORDER BY {order}) AS __rank FROM coded) WHERE __rank <= "

@@ -310,6 +310,31 @@ class SparkEncodedTable:
     values: list[ColumnCodes] = field(default_factory=list)
     classes: dict[str, np.ndarray] = field(default_factory=dict)
     _mappings: dict[str, Any] = field(default_factory=dict, repr=False)
+    #: counting people: the kept rows' codes ``c<i>`` and ids ``__pid`` (else None)
+    people: Any = None
+
+    @property
+    def person_ids(self) -> bool:
+        """Whether each query counts people (the kept rows' ids are kept: :attr:`people`)."""
+        return self.people is not None
+
+    def count_distinct(self, conditions: Sequence[str], batch: int = 200) -> np.ndarray:
+        """``COUNT(DISTINCT id)`` of the kept rows satisfying each SQL condition over the code
+        columns ``c<i>``, ``batch`` conditions per Spark job: only the counts are collected."""
+        from pyspark.sql import functions as F
+
+        if self.people is None:
+            raise DataError("internal error: the table was encoded without its privacy ids",
+                            hint="encode with a PrivacyUnit(..., count='people')")
+        out = np.zeros(len(conditions), dtype=np.int64)
+        for lo in range(0, len(conditions), batch):
+            part = conditions[lo:lo + batch]
+            aggs = [F.countDistinct(F.when(F.expr(c), F.col("__pid"))).alias(f"n{i}")
+                    for i, c in enumerate(part)]
+            with spark_errors("the data"):
+                row = self.people.agg(*aggs).collect()[0]
+            out[lo:lo + len(part)] = [int(row[f"n{i}"]) for i in range(len(part))]
+        return out
 
     def coarsen(self, class_of_code: dict[str, np.ndarray]) -> str:
         """Remember each attribute's class of every occurring code (indexed by position in
@@ -507,12 +532,16 @@ def encode_spark(
         with spark_errors(what):
             n_rows = kept.count()
     dropped = n_total - n_rows  # values outside the domain only: bounding's count is private
+    people = None
     if pid is not None:
+        if unit.counts_people:  # the same kept rows, as codes and ids
+            people = bound_frame(kept, domain, columns, pid, unit.max_rows,
+                                 codes_and_ids=True)
         kept = bound_frame(kept, domain, columns, pid, unit.max_rows)
         with spark_errors(what):
             n_rows = kept.count()
     return SparkEncodedTable(kept, domain, n_rows, dropped, invalid,
-                             [c.present for c in columns], columns)
+                             [c.present for c in columns], columns, people=people)
 
 
 def _check_ids(df: Any, id_column: str, what: str) -> None:
@@ -529,13 +558,14 @@ def _check_ids(df: Any, id_column: str, what: str) -> None:
 
 
 def bound_frame(frame: Any, domain: Domain, values: Sequence[ColumnCodes], id_column: str,
-                max_rows: int) -> Any:
+                max_rows: int, codes_and_ids: bool = False) -> Any:
     """The schema's columns of at most ``max_rows`` rows of each person of ``frame`` (which
     holds them and ``id_column``): the rows :func:`tessera.data.duckdb_source.bound_rows`
     keeps — each row's domain codes (a broadcast join of every column's distinct values with
     their codes, as validation made them; NULL-safe), then a window per person ordered by
     ``md5(concat_ws('|', id, c0, …))`` and the codes, the first K kept
-    (:data:`tessera.data.validation.BOUNDING_RULE`)."""
+    (:data:`tessera.data.validation.BOUNDING_RULE`). ``codes_and_ids``: the kept rows' codes
+    (columns ``c<i>``) and the id as text (``__pid``) instead, for counting people."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
@@ -557,8 +587,11 @@ def bound_frame(frame: Any, domain: Domain, values: Sequence[ColumnCodes], id_co
     key = F.concat_ws("|", F.col("__pid"), *[c.cast("string") for c in codes])
     order = Window.partitionBy("__pid").orderBy(F.md5(key), *codes)
     ranked = df.withColumn("__rank", F.row_number().over(order))
-    return ranked.where(F.col("__rank") <= int(max_rows)).select(
-        *[_quote(n) for n in domain.names])
+    kept = ranked.where(F.col("__rank") <= int(max_rows))
+    if codes_and_ids:  # counting people: the codes as c<i> and the id (never collected)
+        return kept.select(*[F.col(f"__c{i}").alias(f"c{i}") for i in range(len(domain))],
+                           F.col("__pid"))
+    return kept.select(*[_quote(n) for n in domain.names])
 
 
 def _count_rows(df: Any, where: Any) -> int:

@@ -1,5 +1,5 @@
 """The weighted overlap of linear queries — counts and clamped sums — as the weighted overlap
-of count pieces (docs/theory.md §3.14).
+of count pieces (docs/theory.md §3.15).
 
 A linear query f_q(D) = Σ_{x∈D} a_q(x), a_q(x) = q(x)·g_q(x) (g_q(x) = clamp of the value of
 x_a, an integer; a count has g_q = 1), is the sum of its **levels**: the count pieces

@@ -67,12 +67,20 @@ def g(comp: Definition, score: float) -> float:
 class Witness:
     """A domain point ``x`` (one code per attribute) and the queries it touches, I(x).
 
-    Under substitution neighbours ``y`` is the second row and ``queries`` is I(x) Δ I(y).
+    Under substitution neighbours ``y`` is the second row and ``queries`` is I(x) Δ I(y). A
+    person counted once per query (docs/theory.md §3.14): ``others`` are the person's further
+    rows and ``queries`` the queries the rows cover together, ∪ I(r).
     """
 
     x: tuple[int, ...]
     queries: tuple[int, ...]
     y: tuple[int, ...] | None = None
+    others: tuple[tuple[int, ...], ...] = ()
+
+    @property
+    def rows(self) -> tuple[tuple[int, ...], ...]:
+        """Every row of the witness person: ``x`` and ``others``."""
+        return (self.x, *self.others)
 
 
 @dataclass(frozen=True)
@@ -154,6 +162,8 @@ class OverlapResult:
                 "x": list(self.witness.x),
                 "y": None if self.witness.y is None else list(self.witness.y),
                 "queries": list(self.witness.queries),
+                **({"rows": [list(r) for r in self.witness.rows]} if self.witness.others
+                   else {}),
             },
             "notes": list(self.notes),
         }

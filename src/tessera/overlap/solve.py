@@ -24,6 +24,7 @@ from tessera.errors import QueryError, TesseraError
 from tessera.overlap import recover, routes, structured
 from tessera.overlap.clauses import expand, has_clauses, maximal_sets
 from tessera.overlap.engine_route import is_boolean
+from tessera.overlap.people import person_coverage
 from tessera.overlap.quick import n_predicates
 from tessera.overlap.range_overlap import single_family, solve_range_family
 from tessera.overlap.recover import recover_families
@@ -99,7 +100,9 @@ def max_overlap(
     times the largest row score of ``unit.row_relations(neighbours)`` (:func:`.result.per_unit`):
     γ_w grows by K under ``pure`` and ``gdp`` (L1 and L2 sensitivity K·γ, K·√S) and the score
     by K² under ``zcdp``. This is the one place a person's γ is made; the solves share the
-    time limit.
+    time limit. A person counted once per query (``unit.count == "people"``) scores the
+    maximum weighted coverage of K rows instead (:func:`.people.person_coverage`,
+    docs/theory.md §3.14).
 
     A structured workload (:attr:`~tessera.workload.workload.Workload.partitions`) is solved from
     its families without expanding them (:func:`.structured.solve_structured`, the partition bound);
@@ -112,6 +115,9 @@ def max_overlap(
         neighbours = Neighbours.parse(neighbours)
     except TesseraError as e:
         raise QueryError(e.message, hint=e.hint) from None
+    if unit.counts_people:
+        return person_coverage(workload_or_queries, weights, domain, comp, neighbours,
+                               time_limit, method, unit, max_overlap)
     if not unit.is_row:
         relations = unit.row_relations(neighbours)
         share = None if time_limit is None else time_limit / len(relations)

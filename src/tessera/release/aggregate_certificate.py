@@ -1,5 +1,5 @@
 """The certificate of an aggregate release, and its re-check from the workload alone
-(docs/aggregates.md; the proof is docs/theory.md §3.14).
+(docs/aggregates.md; the proof is docs/theory.md §3.15).
 
 The certificate records, for every linear query, where it comes from (statement, group,
 aggregate, role), its value bounds (the clamp [lo, hi] and M = max |g|) and its noise scale.

@@ -1,5 +1,5 @@
 """Noise for aggregate statements: per-linear-query scales from the public inputs alone, with
-the spend re-checked exactly (docs/theory.md §3.14, docs/aggregates.md).
+the spend re-checked exactly (docs/theory.md §3.15, docs/aggregates.md).
 
 **Shape.** Each aggregate gets a cost share ∝ its statement's weight w, spread so that its
 *worst record* pays that share: a count or sum q with sensitivity M_q = max |g_q| gets the cost
@@ -95,6 +95,11 @@ def aggregate_plan(workload: AggregateWorkload, budget: Budget, *,
     """Scales for every linear query of ``workload`` under ``budget`` (module docstring), read
     from the workload and schema alone."""
     n = Neighbours.parse(neighbours)
+    if getattr(unit, "count", "rows") != "rows":
+        raise TesseraError("aggregate statements count and sum rows: --count people does not "
+                           "apply to them (nothing was charged)",
+                           hint="drop --count people (a person's rows are bounded to K and "
+                                "each row counts), or count people with WHERE clauses only")
     d = budget.calibration
     p = power(d)
     domain = workload.domain

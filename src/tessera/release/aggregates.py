@@ -1,5 +1,5 @@
 """Answer aggregate statements privately: COUNT, SUM, AVG with GROUP BY (docs/aggregates.md,
-docs/theory.md §3.14).
+docs/theory.md §3.15).
 
 The order is :func:`tessera.release.answering.answer`'s: **plan** from the public inputs
 (:func:`~.aggregate_plan.aggregate_plan`), the data read and validated (and bounded per person)

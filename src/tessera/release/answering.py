@@ -298,6 +298,8 @@ def answer(
     if unknown:
         raise TesseraError(f"unknown post-processing {unknown[0]!r}",
                            hint="one of " + ", ".join(POSTPROCESSING))
+    if unit.counts_people:
+        check_people_postprocessing(postprocess)
     outputs = release_outputs(output, certificate, report)
     source = NoiseSource.secure() if seed is None else NoiseSource.seeded(seed)
     timings: dict[str, float] = {}
@@ -364,6 +366,20 @@ def answer(
         timings["deliver"] = time.perf_counter() - t0
     timings["total"] = time.perf_counter() - start
     return release
+
+
+def check_people_postprocessing(steps: Sequence[str]) -> None:
+    """Counting people, the steps that treat the answers as sums over one histogram
+    (``consistency``: least squares under the families' sums; ``model``: a data distribution
+    fitted to them) are refused before anything is spent: a count of people is not the sum
+    of the counts of its parts (a person in two cells is one person in their union)."""
+    bad = [p for p in steps if p in ("consistency", "model")]
+    if bad:
+        raise TesseraError(
+            f"post-processing {bad[0]!r} treats every count as a sum of histogram cells, and a "
+            "count of people is not a sum of other counts (a person in two cells is one "
+            "person in their union); nothing was charged",
+            hint="use --postprocess nonnegative (or none) with --count people")
 
 
 def _check_rows(n_rows: int, neighbours: Neighbours) -> None:

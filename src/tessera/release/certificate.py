@@ -110,7 +110,10 @@ def _plan_fields(plan: NoisePlan) -> dict[str, Any]:
         if ov.witness.y is not None:
             witness["substituted_by"] = {a.name: a.label(c)
                                          for a, c in zip(wl.domain, ov.witness.y)}
-        if not plan.unit.is_row:  # a person of K identical rows (or K identical pairs)
+        if plan.unit.counts_people:  # a person of ≤ K rows covering the witness queries
+            witness["rows"] = [{a.name: a.label(c) for a, c in zip(wl.domain, r)}
+                               for r in ov.witness.rows]
+        elif not plan.unit.is_row:  # a person of K identical rows (or K identical pairs)
             witness["copies"] = plan.unit.max_rows
     mech = plan.mechanism
     param = "scale b" if mech == DISCRETE_LAPLACE else "σ"
@@ -155,7 +158,12 @@ def _plan_fields(plan: NoisePlan) -> dict[str, Any]:
 def unit_fields(unit: PrivacyUnit, plan: NoisePlan) -> dict[str, Any]:
     """The certificate's ``privacy_unit``: the id column's name (never a value of it), K, what a
     person pays over a row (``cost_factor``: K for ε, K² for ρ; γ_w and spent are a person's)
-    and the bounding rule."""
+    and the bounding rule. Counting people (``count``: people) there is no factor: ``cost`` is
+    ``coverage``, the maximum weighted coverage of K rows."""
+    if unit.counts_people:  # no factor: the coverage of K rows (docs/theory.md §3.14)
+        return {"id_column": unit.id_column, "max_rows": unit.max_rows, "count": unit.count,
+                "relation": unit.label(plan.neighbours), "cost": "coverage",
+                "bounding": BOUNDING_RULE}
     return {"id_column": unit.id_column, "max_rows": unit.max_rows,
             "relation": unit.label(plan.neighbours),
             "cost_factor": unit.factor(plan.budget.calibration), "bounding": BOUNDING_RULE}
@@ -187,7 +195,7 @@ def build_certificate(
         "mechanism": {"id": plan.mechanism, "name": mechanism.name,
                       "definition": mechanism.definition.value,
                       # what one unit moves a count by: 1 for a row, K for a person
-                      "sensitivity": plan.unit.max_rows,
+                      "sensitivity": 1 if plan.unit.counts_people else plan.unit.max_rows,
                       "randomness": SECURE_RANDOMNESS if mechanism.private
                       else "seeded (NOT PRIVATE: tests only)"},
         **_plan_fields(plan),

@@ -155,9 +155,14 @@ def cost_bound(
     ``unit`` (a person of at most K rows) with the costs' ``definition`` (ε: pure; ρ: zCDP):
     the person's cost, ``unit.factor(definition)`` × the largest row-level bound of
     ``unit.row_relations(neighbours)``, in exact rationals (docs/theory.md §3.13; the proof is
-    in :class:`tessera.privacy.PrivacyUnit`). One row: the relation's own bound.
+    in :class:`tessera.privacy.PrivacyUnit`). One row: the relation's own bound. A person
+    counted once per query (``unit.count == "people"``): the maximum weighted coverage of K
+    rows with the costs as scores, in ε and ρ alike (every count moves by 0 or 1), on the
+    same integer scores (:mod:`tessera.overlap.coverage`).
     """
     n = Neighbours.parse(neighbours)
+    if unit.counts_people:  # the coverage of the costs themselves (docs/theory.md §3.14)
+        return _cost_bound(domain, queries, costs, n, time_limit, unit=unit)
     factor = unit.factor(definition)
     relations = unit.row_relations(n)
     share = None if time_limit is None else time_limit / len(relations)
@@ -214,7 +219,7 @@ def settle(
 
 def _cost_bound(
     domain: Domain, queries: Sequence[Any], costs: npt.ArrayLike, neighbours: Neighbours,
-    time_limit: float | None, method: Method = "auto",
+    time_limit: float | None, method: Method = "auto", unit: PrivacyUnit = ONE_ROW,
 ) -> CostBound:
     c = np.asarray(costs, dtype=np.float64).reshape(-1)
     n = queries.n_queries if isinstance(queries, Workload) else len(queries)
@@ -229,7 +234,7 @@ def _cost_bound(
     subject = queries if isinstance(queries, (Workload, RangeQueries)) else list(queries)
     res = max_overlap(subject, ints, domain=None if isinstance(queries, Workload) else domain,
                       comp=Definition.PURE, neighbours=neighbours, time_limit=time_limit,
-                      method=method)
+                      method=method, unit=unit)
     top = math.floor(res.bound)  # the maximum of integer scores is an integer ≤ res.bound
     witness = [] if res.witness is None else list(res.witness.queries)
     achieved = sum((exact_distinct[int(inverse.ravel()[i])] for i in witness), Fraction(0))

@@ -229,7 +229,8 @@ class Ledger:
         self.created = str(meta["created"])
         #: one row (ledgers without a privacy id), or one person of at most K rows
         self.unit = (ONE_ROW if "privacy_id" not in meta
-                     else PrivacyUnit(str(meta["privacy_id"]), int(meta["max_rows"])))
+                     else PrivacyUnit(str(meta["privacy_id"]), int(meta["max_rows"]),
+                                      str(meta.get("count", "rows"))))
         self._domain_text = str(meta["domain"])
         self.domain = Domain.from_dict(json.loads(self._domain_text))
         self._parsed: dict[str, Workload] = {}
@@ -297,6 +298,8 @@ class Ledger:
         }
         if not unit.is_row:
             meta |= {"privacy_id": unit.id_column, "max_rows": unit.max_rows}
+            if unit.counts_people:  # each release counts people: a person pays a coverage
+                meta["count"] = unit.count
         create_file(p, meta, overwrite=overwrite)
         return cls.open(p, timeout=timeout)
 
@@ -613,12 +616,14 @@ class Ledger:
         mine, theirs = self.unit, unit
         if mine.is_row:
             hint = ("charge it to a ledger made for that unit (tessera ledger init "
-                    f"--privacy-id {theirs.id_column} --max-rows {theirs.max_rows}), or release "
+                    f"--privacy-id {theirs.id_column} --max-rows {theirs.max_rows}"
+                    f"{' --count people' if theirs.counts_people else ''}), or release "
                     "at the row level (no --privacy-id)")
         else:
             hint = (f"release with the ledger's unit: --privacy-id {mine.id_column} --max-rows "
-                    f"{mine.max_rows}")
+                    f"{mine.max_rows} --count {mine.count}")
         raise LedgerError(
             f"the ledger protects {mine.text}, this release {theirs.text}: a ledger adds up what "
-            "one unit pays, and a release bounded otherwise (or not at all) pays differently; "
+            "one unit pays, and a release bounded or counted otherwise (or not bounded at all) "
+            "pays differently; "
             "nothing was charged", where=str(self.path), hint=hint)

@@ -1,5 +1,5 @@
 """What linear queries — counts and clamped sums — cost one row or one person, in exact
-rationals (docs/theory.md §3.13–3.14).
+rationals (docs/theory.md §3.13, §3.15).
 
 S = max over one neighbour change of Σ_q c_q |Δf_q|^p (p = 1 for ε, 2 for ρ) is the weighted
 overlap of the queries' levels (:mod:`tessera.overlap.linear`): exact under add/remove and,

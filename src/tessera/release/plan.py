@@ -145,7 +145,9 @@ class NoisePlan:
         naming its relation over the plan's unit (one row, or one person)."""
         n, unit = self.neighbours, self.unit
         basis = "exact" if self.spent_exact else "upper bound"
-        person = "" if unit.is_row else f"; a person pays {self._factor()} × a row's"
+        person = ("" if unit.is_row else "; a person counted once per query pays the coverage "
+                  f"of {unit.max_rows} rows" if unit.counts_people
+                  else f"; a person pays {self._factor()} × a row's")
         if self.mechanism == DISCRETE_LAPLACE:
             eps = self.spent
             out = [
@@ -172,7 +174,7 @@ class NoisePlan:
         return tuple(out)
 
     def _factor(self) -> int:
-        """What a person pays in multiples of a row's score: K (ε) or K² (ρ)."""
+        """What a person pays in multiples of a row's score: K (ε) or K² (ρ) (counting rows)."""
         return self.unit.factor(self.budget.calibration)
 
 
@@ -243,8 +245,13 @@ def noise_plan(
                     "ledger composes releases), or raise the limit: noise_plan(..., max_queries=N)")
     w = workload.weight_array()
     check_released(w)
+    if allocation in OPTIMISED and unit.counts_people:
+        raise TesseraError(f"the {allocation} split scales a row's cost by K; a person counted "
+                           "once per query pays the coverage of K rows instead",
+                           hint="use --weights uniform or shares with --count people")
     if allocation == "auto":
-        allocation = (("optimal" if optimisable(workload) else "uniform")
+        allocation = (("optimal" if optimisable(workload) and not unit.counts_people
+                       else "uniform")
                       if np.all(w == w[0]) else "shares")
         # (W's own weights when they differ: shares; ``importance`` makes them error weights)
     comp, total = budget.calibration, budget.total

@@ -26,6 +26,7 @@ import numpy.typing as npt
 
 from tessera.accounting.zcdp import rho_for_epsilon_delta
 from tessera.errors import TesseraError
+from tessera.overlap import OverlapResult, max_overlap
 from tessera.privacy import ONE_ROW, Definition, Neighbours, PrivacyUnit
 from tessera.release.budget import Budget
 from tessera.release.strategy_release import Z95
@@ -45,6 +46,9 @@ class ReleasePlan:
     target_error: float | None = None
     needed: Budget | None = None
     unit: PrivacyUnit = ONE_ROW
+    #: with a privacy id: what one person costs when each query counts rows (K·γ) and when it
+    #: counts people (the coverage of K rows), for W's queries (:func:`person_costs`)
+    person_costs: PersonCosts | None = None
 
     @property
     def rmse(self) -> npt.NDArray[np.float64]:
@@ -69,7 +73,41 @@ class ReleasePlan:
             "queries": queries, "queries_listed": len(queries), "queries_total": wl.n_queries,
             "target_error": self.target_error,
             "needed_budget": None if self.needed is None else self.needed.to_dict(),
+            **({} if self.person_costs is None
+               else {"person_costs": self.person_costs.to_dict()}),
         }
+
+
+@dataclass(frozen=True)
+class PersonCosts:
+    """What one person of at most K rows costs W's released queries (weight > 0, each with
+    unit weight: the uniform split's γ_w) under both measurements: ``rows`` — each query
+    counts the person's kept rows (γ_w = K·γ under ε, score K²·S under ρ; docs/theory.md
+    §3.13) — and ``people`` — each query counts the person once (the maximum weighted coverage
+    of K rows, docs/theory.md §3.14). The two measure different quantities (rows against
+    people), so neither replaces the other: the curator chooses with ``--count``; these are
+    the figures to choose with (the noise scale of every query grows with γ_w: b ∝ γ_w under
+    ε, σ ∝ √score under ρ)."""
+
+    rows: OverlapResult
+    people: OverlapResult
+
+    def to_dict(self) -> dict[str, Any]:
+        return {kind: {"gamma_w": r.bound, "score": r.score_bound, "exact": r.exact,
+                       "method": r.method}
+                for kind, r in (("rows", self.rows), ("people", self.people))}
+
+
+def person_costs(workload: Workload, definition: Definition, neighbours: Neighbours,
+                 unit: PrivacyUnit, time_limit: float | None = 60.0) -> PersonCosts:
+    """:class:`PersonCosts` of ``workload`` for ``unit``'s id and K (no data)."""
+    released = (workload.weight_array() > 0).astype(np.float64)
+    share = None if time_limit is None else time_limit / 2
+    rows, people = (max_overlap(workload, released, comp=definition, neighbours=neighbours,
+                                time_limit=share,
+                                unit=PrivacyUnit(unit.id_column, unit.max_rows, count))
+                    for count in ("rows", "people"))
+    return PersonCosts(rows, people)
 
 
 def objective_error(choice: StrategyChoice) -> float:
@@ -86,7 +124,9 @@ def plan_release(
     time_limit: float | None = 60.0, unit: PrivacyUnit = ONE_ROW,
 ) -> ReleasePlan:
     """The plan of a release of ``workload`` under ``budget`` (module docs); no data.
-    ``unit``: one row, or one person of at most K rows (every error K times a row's)."""
+    ``unit``: one row, or one person of at most K rows (every error K times a row's when
+    counting rows; counting people, the coverage's), with both of a person's costs
+    (:func:`person_costs`)."""
     rel = Neighbours.parse(neighbours)
     choice = choose_strategy(workload, budget.calibration, budget.total, neighbours=rel,
                              strategy=strategy, objective=objective, time_limit=time_limit,
@@ -97,7 +137,9 @@ def plan_release(
         if not (math.isfinite(target_error) and target_error > 0):
             raise TesseraError(f"target error {target_error!r} must be a number > 0")
         needed = budget_for(budget, err / target_error)
-    return ReleasePlan(budget, rel, choice, err, target_error, needed, unit)
+    costs = (None if unit.is_row else
+             person_costs(workload, budget.calibration, rel, unit, time_limit))
+    return ReleasePlan(budget, rel, choice, err, target_error, needed, unit, costs)
 
 
 def budget_for(budget: Budget, ratio: float) -> Budget:

@@ -112,12 +112,21 @@ _NEIGHBOURS = {
 def _unit_card(plan: NoisePlan) -> str:
     if plan.unit.is_row:
         return "one row"
-    return (f"one person ({plan.unit.id_column}), K = {plan.unit.max_rows} rows")
+    people = ", distinct people counted" if plan.unit.counts_people else ""
+    return f"one person ({plan.unit.id_column}), K = {plan.unit.max_rows} rows{people}"
 
 
 def _person(plan: NoisePlan) -> str:
     """What the person-level unit means, for the glossary (docs/theory.md §3.13)."""
     k = plan.unit.max_rows
+    if plan.unit.counts_people:
+        return (f"every row with the same value of {plan.unit.id_column!r} is one person; at "
+                f"most {k} of a person's rows are kept (ordered by a hash of the row and the "
+                "id: a rule that reads that person's rows alone), and every answer counts "
+                "distinct people: a person with a kept row in a query adds 1 to it, however "
+                "many rows they have there. A person pays the maximum weighted coverage of "
+                f"{k} rows (docs/theory.md §3.14): at least a row's γ_w, at most {k} times it. "
+                "The id column is read only to group and count people; it is never released.")
     factor = plan.unit.factor(plan.budget.calibration)
     return (f"every row with the same value of {plan.unit.id_column!r} is one person; at most "
             f"{k} of a person's rows are kept (ordered by a hash of the row and the id: a rule "
@@ -202,6 +211,9 @@ def _guarantee_section(release: ReleaseView, gs: Sequence[Guarantee]) -> str:
                                     else "seeded (NOT PRIVATE)"))),
         ("Sensitivity", "1 per counting query (one row changes a count by at most 1)"
          if plan.unit.is_row else
+         "1 per counting query (every answer counts distinct people: one person changes a "
+         "count by at most 1); a person's cost is the coverage of their kept rows"
+         if plan.unit.counts_people else
          f"{plan.unit.max_rows} per counting query (one person's at most "
          f"{plan.unit.max_rows} kept rows change a count by at most {plan.unit.max_rows})"),
         ("Calibrated as", f"{plan.budget.calibration.label}, total {fmt_num(plan.total, 10)} "

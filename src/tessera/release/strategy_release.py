@@ -35,7 +35,12 @@ from tessera.release.plan import (
     stated,
 )
 from tessera.strategy.candidates import Copy, Strategy, contrast_layout, root_weights
-from tessera.strategy.choose import StrategyChoice, choose_strategy, only_direct
+from tessera.strategy.choose import (
+    StrategyChoice,
+    choose_strategy,
+    only_direct,
+    people_strategy,
+)
 from tessera.strategy.contrasts import contrast_sigma
 from tessera.strategy.rectangles import two_attributes
 from tessera.strategy.stated_shares import shares_of
@@ -106,7 +111,9 @@ def strategy_plan(
     rows, whom every candidate and the plan are calibrated for (docs/theory.md §3.13)."""
     rel = Neighbours.parse(neighbours)
     check_released(workload.weight_array())  # before any candidate is calibrated
-    if (allocation != "auto" and strategy in ("auto", "direct")) or (
+    if unit.counts_people:  # W measured as it is (tessera.strategy.choose.people_strategy)
+        people_strategy(strategy)
+    if (allocation != "auto" and strategy in ("auto", "direct")) or unit.counts_people or (
             strategy == "auto" and only_direct(workload)
             and (objective != "max" or root_weights(workload) is workload)):
         # an explicit split of the budget over W's own queries, or nothing but W itself to

@@ -97,6 +97,22 @@ def score(s: Strategy, objective: str) -> float:
     return worst_cell(s) if objective == "max" else s.total
 
 
+def people_strategy(strategy: str) -> str:
+    """The strategy of a release that counts people (``COUNT(DISTINCT id)``, docs/theory.md
+    §3.14): ``direct`` — W measured as it is. Every other candidate reconstructs W's answers
+    from other counts by least squares, which presumes that a count is the sum of the counts
+    of its parts; a count of people is not (a person in two cells is one person in their
+    union), so they are refused rather than silently biased. The split stays W's shares: the
+    optimised split scales a row's cost by K, which is not a person's cost here."""
+    if strategy not in ("auto", "direct"):
+        raise TesseraError(
+            f"strategy {strategy!r} reconstructs the workload from other counts, and a count "
+            "of people is not a sum of other counts (a person in two cells is one person in "
+            "their union)",
+            hint="use --strategy direct (or auto), or count rows (--count rows)")
+    return "direct"
+
+
 def choose_strategy(
     workload: Workload,
     definition: Definition,
@@ -138,13 +154,16 @@ def choose_strategy(
     :attr:`StrategyChoice.restated`); ``unit``: one row, or one person of at most K rows,
     whose γ_w every candidate is calibrated to (K·γ under pure ε, docs/theory.md §3.13);
     ``certify``: a release's check of ``direct``'s optimised split
-    (:attr:`~.context.Context.certify`)."""
+    (:attr:`~.context.Context.certify`). A unit that counts people measures W directly on
+    its shares (:func:`people_strategy`)."""
     if strategy not in STRATEGIES:
         raise TesseraError(f"unknown strategy {strategy!r}", hint=", ".join(STRATEGIES))
     if objective not in OBJECTIVES:
         raise TesseraError(f"unknown objective {objective!r}", hint=", ".join(OBJECTIVES))
     if workload.n_queries == 0:
         raise TesseraError("the workload has no queries")
+    if unit.counts_people:
+        strategy, compare, optimise_direct = people_strategy(strategy), False, False
     ctx = Context(Definition.parse(definition), float(total), Neighbours.parse(neighbours),
                   time_limit, objective, optimise_direct, minimax, direct_scales,
                   minimax_rectangles, unit, certify)

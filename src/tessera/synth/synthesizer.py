@@ -588,9 +588,16 @@ def check_unit(method: str, neighbours: Neighbours | str, unit: PrivacyUnit) -> 
     """A person is synthesized by the adaptive method (under either relation: n is then
     private, estimated from its measurements) and by ``lp`` under add/remove (its release
     answers n); ipmwu and mwem, baselines calibrated to a row, and ``lp`` under substitution
-    (which takes n as public) are refused for a person before anything is read or charged."""
+    (which takes n as public) are refused for a person before anything is read or charged;
+    so is a unit that counts people (a synthetic table holds rows)."""
     if unit.is_row:
         return
+    if unit.counts_people:
+        raise TesseraError(
+            "synthetic data counts rows: a synthetic table is a histogram of rows, and a count "
+            "of people (each person once per query) is not a sum of its cells",
+            hint="synthesize with --count rows (a person then pays K × a row); release counts "
+                 "of people with tessera answer --count people")
     if method in ("ipmwu", "mwem"):
         raise TesseraError(f"method {method!r} is calibrated to one row; a person "
                            f"(--privacy-id {unit.id_column}) is synthesized by the adaptive "

@@ -1,5 +1,5 @@
 """Aggregate statements — COUNT, SUM, AVG with GROUP BY — as linear queries
-(docs/theory.md §3.14, docs/aggregates.md).
+(docs/theory.md §3.15, docs/aggregates.md).
 
 A statement ``SELECT agg_1, …, agg_m FROM t WHERE φ GROUP BY a, b`` is, for every key
 (u, v) of the *schema's* codes of a and b (never the data's), m aggregates over the rows
@@ -143,7 +143,7 @@ class LinearQuery:
         (q ∧ g ≤ −t, s, t) for the negative ones, s the threshold before t (0 for the first):
         a row of contribution a lies in the pieces of the thresholds ≤ a⁺ and ≤ a⁻, so with
         every threshold 1, 2, … (the default) |a| = Σ over its pieces of t − s
-        (docs/theory.md §3.14). ``thresholds`` = (positive, negative), increasing, each ≥ 1.
+        (docs/theory.md §3.15). ``thresholds`` = (positive, negative), increasing, each ≥ 1.
         A count is its own single level (q, 0, 1)."""
         if self.role == "count":
             return [(self.query, 0, 1)]

