@@ -16,10 +16,11 @@ noise for as long as they make the same choices) on the same data, workload and 
 ``bench/bench_synth.py`` (``--part nltcs``: all 3-way marginals; ``--part adult``: all 2-way
 marginals + 1,000 predicate queries; (ε, δ = 1e-9), add/remove; ``--data holdout``: all 2-way
 marginals of a held-out table built from ../shared/data/adult-raw, :func:`holdout`; ``--data
-small``: 1,304 rows of Adult, all 3-way marginals of eight attributes, :func:`small`) and measures
-the rows with bench_synth's own ``errors`` (mean marginal L1, mean predicate-query error;
-``--hide-queries``: the run is fitted to the marginals alone and still scored on the queries). It
-also records the error of the fitted model's exact marginals
+small``: 1,304 rows of Adult, all 3-way marginals of eight attributes, :func:`small`; ``--data
+quakes`` or any table of ``bench/panel.py``: its 2-way marginals, as ``bench/bench_panel.py``)
+and measures the rows with bench_synth's own ``errors`` (mean marginal L1, mean predicate-query
+error; ``--hide-queries``: the run is fitted to the marginals alone and still scored on the
+queries). It also records the error of the fitted model's exact marginals
 (``tessera.synth.adaptive_record.model_counts``: no rows), the run's CPU time, rounds and final
 loss. One JSON line per run is appended to ``--out``; a variant is whatever code ``PYTHONPATH``
 points at plus ``--opt`` settings.
@@ -47,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_synth as bs  # noqa: E402
 import numpy as np  # noqa: E402
+import panel  # noqa: E402
 
 import tessera as ts  # noqa: E402
 from tessera.synth.evaluate import Evaluation  # noqa: E402
@@ -58,6 +60,11 @@ from tessera.workload.builders import marginal_families, random_workload  # noqa
 HOLDOUT_COLUMNS = ["age", "workclass", "fnlwgt", "education", "education-num", "marital-status",
                    "occupation", "relationship", "race", "sex", "capital-gain", "capital-loss",
                    "hours-per-week", "native-country", "income"]
+
+
+#: The settings ``--data`` names: bench_synth's two parts, the held-out table, the small one and
+#: the panel's tables (``bench/panel.py``, all 2-way marginals).
+DATA = ("nltcs", "adult", "holdout", "small", *panel.TABLES)
 
 
 def holdout() -> tuple[ts.Domain, Any]:
@@ -94,7 +101,17 @@ def small() -> tuple[ts.Domain, Any]:
 
 def setting(data: str) -> tuple[Any, ts.Workload, np.ndarray, int]:
     """(frame, workload, real fractions, n) exactly as bench_synth's part ``data`` builds them
-    (``holdout``: all 2-way marginals of :func:`holdout`)."""
+    (``holdout``: all 2-way marginals of :func:`holdout`; a table of ``bench/panel.py``: all its
+    2-way marginals, as ``bench/bench_panel.py`` builds them)."""
+    if data in panel.TABLES:
+        import pandas as pd
+
+        csv, dom = panel.materialise(data)
+        domain = ts.Domain.load(dom)
+        frame = pd.read_csv(csv)[list(domain.names)]
+        w = marginal_families(domain, 2)
+        real, n = bs.real_fractions(frame, w)
+        return frame, w, real, n
     if data in ("holdout", "small"):
         domain, frame = holdout() if data == "holdout" else small()
         w = marginal_families(domain, 2 if data == "holdout" else 3)
@@ -259,7 +276,7 @@ def main() -> None:
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run")
     r.add_argument("--label", required=True)
-    r.add_argument("--data", choices=("nltcs", "adult", "holdout", "small"), required=True)
+    r.add_argument("--data", choices=DATA, required=True)
     r.add_argument("--eps", type=float, required=True)
     r.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     r.add_argument("--opt", nargs="*", default=[], help="adaptive() settings, key=JSON")
@@ -275,7 +292,7 @@ def main() -> None:
                    help="also polish the run's rows here (run it with polish_passes=0)")
     b = sub.add_parser("baseline")
     b.add_argument("--method", choices=("aim", "mst"), required=True)
-    b.add_argument("--data", choices=("nltcs", "adult", "holdout", "small"), required=True)
+    b.add_argument("--data", choices=DATA, required=True)
     b.add_argument("--eps", type=float, required=True)
     b.add_argument("--seeds", type=int, nargs="+", default=[0])
     b.add_argument("--pgm-path", default=None)

@@ -205,6 +205,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                     help="also read runs from these results files")
     args = ap.parse_args(argv)
     names = args.tables or list(panel.TABLES)
+    # decides which implementation's runs the cache and the summary are searched for (the
+    # numpy-era tree's ``np-<commit>``): before the first look-up, not at the first fresh run
+    baselines.pgm_path(args.pgm_path)
     previous = load_previous(args.merge)
     runs = [r for r in previous if r["table"] not in names] if not args.reuse_tessera else \
         list(previous)
