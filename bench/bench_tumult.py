@@ -463,6 +463,9 @@ def main() -> None:
                         else:
                             existing["cells"] = list(dict.fromkeys([*existing["cells"], *mine]))
                         plan[(kind, wname, k, definition)] = (jid, truth)
+        if not jobs:  # e.g. --workloads with no name and a table without a value column
+            print("nothing to run on this table")
+            continue
         with tempfile.TemporaryDirectory(prefix="tessera-tumult-") as tmp:
             got, record, tumult_seconds = run_tumult(python, table, statements, jobs,
                                                      args.repeats, Path(tmp))
