@@ -66,7 +66,7 @@ OptionalWorkloadArg = Annotated[
     typer.Argument(help="Workload file (one WHERE clause per line, or YAML/JSON). Default: "
                    "every 2-way marginal of the schema, or every 1-way marginal when those do "
                    "not fit the engine's limits (said on stderr and in the record).",
-                   metavar="[WORKLOAD]", exists=True, dir_okay=False, show_default=False),
+                   metavar="WORKLOAD", exists=True, dir_okay=False, show_default=False),
 ]
 
 
