@@ -240,6 +240,20 @@ def test_superset_family_is_safe_and_missing_index_is_added() -> None:
         normalise_sets(2, [(0, 5)])
 
 
+@settings(max_examples=300, deadline=None)
+@given(k=st.integers(1, 7), data=st.data())
+def test_normalise_sets_keeps_exactly_the_maximal_sets(k: int, data: st.DataObject) -> None:
+    """Against brute force: the distinct non-empty sets plus a singleton for every index no set
+    names, minus every set strictly inside another, largest first."""
+    sets = data.draw(st.lists(st.lists(st.integers(0, k - 1), max_size=k), max_size=9))
+    family = {tuple(sorted(set(s))) for s in sets if s}
+    family |= {(i,) for i in range(k) if not any(i in s for s in sets)}
+    maximal = {t for t in family if not any(set(t) < set(u) for u in family)}
+    kept = normalise_sets(k, sets)
+    assert set(kept) == maximal and len(kept) == len(maximal)
+    assert [len(t) for t in kept] == sorted((len(t) for t in kept), reverse=True)
+
+
 def test_clt_is_labelled_approximation_not_a_guarantee() -> None:
     c = clt_approximation([0.1] * 100)
     assert isinstance(c, CLTApproximation) and not isinstance(c, TradeOff)

@@ -13,7 +13,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tessera.errors import QueryError, ResourceError, TesseraError
+from tessera.errors import QueryError, QueryWarning, ResourceError, TesseraError
 from tessera.schema.domain import Binned, Categorical, Domain, IntegerRange
 from tessera.schema.intervals import IntervalSet
 from tessera.workload.builders import all_ranges, identity, marginals, prefixes, random_workload
@@ -32,11 +32,6 @@ D = Domain(
         Categorical(name="tag", values=("a#b", "c:d", "x")),
     )
 )
-
-#: The builders name queries by their SQL; a random draw repeated (or a marginal over a
-#: one-value attribute, whose cells print alike) is renamed with a QueryWarning, which the tests
-#: marked with this do not check (test_issue19_cli does).
-BUILDER_NAMES = pytest.mark.filterwarnings("ignore::tessera.errors.QueryWarning")
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:
@@ -188,7 +183,6 @@ def test_structurally_bad_files(tmp_path: Path, suffix: str, text: str) -> None:
     assert str(p) in str(e.value)
 
 
-@BUILDER_NAMES
 @QUICK
 @given(st.data(), st.sampled_from([".sql", ".yaml", ".json"]))
 def test_save_load_round_trip(data: st.DataObject, suffix: str) -> None:
@@ -271,7 +265,6 @@ def test_stats() -> None:
 # -- builders ----------------------------------------------------------------------------------
 
 
-@BUILDER_NAMES
 @QUICK
 @given(st.data())
 def test_marginals_count_and_partition(data: st.DataObject) -> None:
@@ -333,7 +326,6 @@ def test_prefixes_with_missing_exclude_null() -> None:
     assert [q.predicate("x") for q in w.queries] == [IntervalSet.range(0, c) for c in (1, 2, 3)]
 
 
-@BUILDER_NAMES
 def test_random_workload_reproducible_and_well_formed() -> None:
     a = random_workload(D, 300, seed=7)
     b = random_workload(D, 300, seed=7)
@@ -427,3 +419,20 @@ def test_hash_inside_quoted_identifier_is_not_a_comment(tmp_path: Path) -> None:
     w = Workload.load(p, d)
     assert w.names == ("q1", "q2")
     assert w[0].predicate("a#b") == IntervalSet.range(4, 10)
+
+
+@pytest.mark.filterwarnings("error::tessera.errors.QueryWarning")
+def test_builders_rename_their_own_repeated_names_silently() -> None:
+    """A random draw repeated on a small domain (and cells of a one-value attribute, which
+    print alike) get unique names without a warning: the builder chose the names, so the user
+    has nothing to correct. A user's own repeated name still warns."""
+    small = Domain((Categorical(name="a", values=("x", "y")), IntegerRange(name="b", lo=0, hi=2)))
+    w = random_workload(small, 40, seed=1)
+    assert len(set(w.names)) == len(w.names) == 40
+    assert "a = 'y' (2)" in w.names  # the repeat keeps its SQL, numbered
+    assert [q.to_sql(small) for q in w.queries] == [n.split(" (")[0] for n in w.names]
+    one = Domain((IntegerRange(name="u", lo=0, hi=0), IntegerRange(name="v", lo=0, hi=0)))
+    m = marginals(one, 1)
+    assert len(set(m.names)) == len(m.names)
+    with pytest.warns(QueryWarning, match="already used"):
+        Workload.of(small, list(w.queries[:2]), names=["same", "same"])

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -41,6 +43,7 @@ def spark() -> Iterator[Any]:
         _unavailable('PySpark is not installed: pip install ".[dev,spark]"')
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         _unavailable("Java (17+) is not installed: Spark needs it (java -version)")
+    sigint = signal.getsignal(signal.SIGINT)
     session = (
         SparkSession.builder.master("local[2]")
         .appName("tessera-tests")
@@ -55,3 +58,7 @@ def spark() -> Iterator[Any]:
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+    # PySpark's SIGINT handler outlives the context and fails on the interrupt xdist sends its
+    # workers at shutdown (a PytestUnraisableExceptionWarning): put back the one it replaced
+    if sigint is not None and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, sigint)

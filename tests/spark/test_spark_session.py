@@ -121,3 +121,44 @@ def test_item22_local_cluster_run_ends_finished_not_failed(files: dict[str, Path
 def test_item22_bare_path_under_cluster_master_is_sparks_to_resolve(
         path: str, master: str, local: bool) -> None:
     assert on_driver_disk(path, master) is local
+
+
+def test_the_scope_puts_back_the_ctrl_c_handler_pyspark_replaced(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A context started in a scope installs PySpark's SIGINT handler, which outlives the
+    context and fails once it is stopped (it cancels the jobs of a context that is gone); the
+    scope restores the handler it found. A fake PySpark: no JVM needed."""
+    import signal
+    import types
+
+    import tessera.data.spark_session as ss
+
+    def pyspark_handler(signum: int, frame: object) -> None:  # pragma: no cover - never called
+        raise AssertionError("PySpark's handler")
+
+    class Session:
+        stopped = False
+
+        def stop(self) -> None:
+            self.stopped = True
+
+    class Builder:
+        def __getattr__(self, name: str) -> object:  # appName, master, config: chained
+            return lambda *args: self
+
+        def getOrCreate(self) -> Session:
+            signal.signal(signal.SIGINT, pyspark_handler)  # as SparkContext.__init__ does
+            return Session()
+
+    fake = types.SimpleNamespace(SparkSession=types.SimpleNamespace(
+        getActiveSession=lambda: None, builder=Builder()))
+    monkeypatch.setattr(ss, "pyspark_sql", lambda: fake)
+    found = signal.getsignal(signal.SIGINT)
+    try:
+        with ss.spark_scope(quiet=False):
+            session = ss.spark_session()
+            assert signal.getsignal(signal.SIGINT) is pyspark_handler
+        assert session.stopped
+        assert signal.getsignal(signal.SIGINT) is found
+    finally:
+        signal.signal(signal.SIGINT, found)

@@ -156,13 +156,15 @@ def marginal_designs(draw: st.DrawFn, most: int) -> tuple[MarginalDesign, np.nda
     return MarginalDesign(sizes, measured, targets), w
 
 
-def _brute_force(f, k: int, points: int = 401) -> float:
+def _brute_force(f, k: int, points: int = 401, batch=None) -> float:
     """min over the simplex of f(shares) for k ≤ 3 shares, by another method than the code
     under test: a grid (``points`` a side; 2-D: nested) refined by bounded Brent
-    (minimize_scalar, golden section at the kinks) to 1e-13 in the shares."""
-    def line(g, hi: float) -> float:  # min of g over (0, hi): grid, then Brent around the best
+    (minimize_scalar, golden section at the kinks) to 1e-13 in the shares. ``batch``, if given,
+    is f on many shares at once (one per row): the grids are then evaluated in one call each
+    (the same points and values as f one by one)."""
+    def line(g, hi: float, grid=None) -> float:  # min of g over (0, hi): grid, then Brent
         ts_ = np.linspace(0.0, hi, points)[1:-1]
-        vals = [g(t) for t in ts_]
+        vals = list(grid(ts_)) if grid is not None else [g(t) for t in ts_]
         j = int(np.argmin(vals))
         lo_b, hi_b = ts_[max(j - 1, 0)] if j > 0 else hi * 1e-9, ts_[min(j + 1, len(ts_) - 1)]
         if j == len(ts_) - 1:
@@ -173,9 +175,24 @@ def _brute_force(f, k: int, points: int = 401) -> float:
 
     if k == 1:
         return f([1.0])
+    rows = None if batch is None else (lambda *cols: batch(np.stack(cols, axis=1)))
     if k == 2:
-        return line(lambda t: f([t, 1 - t]), 1.0)
-    return line(lambda t: line(lambda u: f([t, u, 1 - t - u]), 1 - t), 1.0)
+        return line(lambda t: f([t, 1 - t]), 1.0,
+                    None if rows is None else lambda ts_: rows(ts_, 1 - ts_))
+    return line(lambda t: line(lambda u: f([t, u, 1 - t - u]), 1 - t,
+                               None if rows is None else
+                               lambda us: rows(np.full_like(us, t), us, 1 - t - us)), 1.0)
+
+
+def _worst_of_rows(problem: MinimaxProblem, costs: np.ndarray) -> np.ndarray:
+    """:meth:`MinimaxProblem.worst` of every row of ``costs``: max_S w_S C[S]·(1/μ), μ = M u(c),
+    u = 2c (ρ-zCDP) or c²/2 (pure ε); ∞ where some μ ≤ 0."""
+    u = 2.0 * costs if problem.zcdp else 0.5 * costs * costs
+    mu = u @ problem.m.T
+    ok = np.all(mu > 0, axis=1)
+    out = np.full(len(costs), np.inf)
+    out[ok] = np.max((1.0 / mu[ok]) @ problem.wc.T, axis=1)
+    return out
 
 
 @settings(max_examples=30, deadline=None)
@@ -187,7 +204,12 @@ def test_minimax_marginals_equal_brute_force(case, zcdp: bool) -> None:
     total = 0.7
     problem = MinimaxProblem.of(design, w, zcdp)
     got = problem.worst(minimax_precisions(design, w, zcdp=zcdp, total=total))
-    want = _brute_force(lambda x: problem.worst(total * np.asarray(x)), len(design.measured))
+    k = len(design.measured)
+    xs = np.random.default_rng(0).dirichlet(np.ones(k), size=8)  # the batch is worst, row by row
+    np.testing.assert_allclose(_worst_of_rows(problem, total * xs),
+                               [problem.worst(total * x) for x in xs], rtol=1e-12)
+    want = _brute_force(lambda x: problem.worst(total * np.asarray(x)), k,
+                        batch=lambda xs: _worst_of_rows(problem, total * xs))
     assert got == pytest.approx(want, rel=1e-6), (got, want)
 
 

@@ -3,13 +3,18 @@ in the constructor, a default workload, ``fit(df)``, ``sample(n)`` and ``fit_sam
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from typer.testing import CliRunner
 
 import tessera as ts
 from tessera.accounting.zcdp import rho_for_epsilon_delta
+from tessera.cli.main import app
 from tessera.errors import QueryError, TesseraError
 from tessera.release import Budget
 from tessera.schema.domain import Domain
@@ -145,3 +150,80 @@ def test_the_explicit_form_is_unchanged(domain: Domain, data: pd.DataFrame) -> N
     assert fitted.workload == w and "notes" not in fitted.run_record()
     assert list(fitted.sample(10).columns) == list(domain.names)
     assert synth.fitted is fitted  # kept for sample()
+
+
+def _cli_files(tmp_path: Path, data: pd.DataFrame) -> tuple[Path, Path]:
+    schema = tmp_path / "schema.yaml"
+    schema.write_text(SCHEMA)
+    csv = tmp_path / "data.csv"
+    data.to_csv(csv, index=False)
+    return csv, schema
+
+
+def test_cli_synth_without_a_workload_fits_the_same_default(
+        tmp_path: Path, domain: Domain, data: pd.DataFrame) -> None:
+    """``tessera synth DATA --schema S`` builds the default workload as the Python constructor
+    form does, says so on stderr and in the record, and the record verifies against the
+    workload ``tessera workload build marginals -k 2`` writes."""
+    csv, schema = _cli_files(tmp_path, data)
+    out, rec = tmp_path / "synth.csv", tmp_path / "run.json"
+    r = CliRunner().invoke(app, ["synth", str(csv), "--schema", str(schema), "--epsilon", "1",
+                                 "-o", str(out), "--record", str(rec), "--seed", "1",
+                                 "--rounds", "8"])
+    assert r.exit_code == 0, r.output
+    note = "default workload: all 6 2-way marginals of the schema's 4 attributes"
+    assert note in r.stderr and note not in r.stdout
+    assert "fitted to: 6 marginals over 4 attributes" in r.stdout
+    record = json.loads(rec.read_text())
+    assert record["notes"][0].startswith(note)
+    python = ts.Synthesizer(epsilon=1.0, domain=domain, seed=1, **FAST)
+    python.fit(csv)
+    assert record["workload"]["sha256"] == \
+        python.fitted.run_record()["workload"]["sha256"]  # the same default as in Python
+    assert len(pd.read_csv(out, comment="#")) == record["rows"]
+    built = tmp_path / "w2.yaml"
+    r = CliRunner().invoke(app, ["workload", "build", "marginals", "-k", "2", "--schema",
+                                 str(schema), "-o", str(built)])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(app, ["verify", str(rec), str(built), "--schema", str(schema)])
+    assert "workload.sha256" not in r.output  # only the seed stops it verifying
+    assert "seeded test randomness" in r.output
+
+
+def test_cli_synth_default_falls_back_to_one_way_and_lp_adds_true(
+        tmp_path: Path, data: pd.DataFrame, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under a memory limit the 2-way counts exceed, the CLI's default is the 1-way marginals
+    (and why, on stderr); with --method lp (add/remove) the default gets TRUE added, as a given
+    workload does; a given workload leaves no note."""
+    import tessera.synth.synthesizer as synthesizer
+
+    csv, schema = _cli_files(tmp_path, data)
+    base = ["synth", str(csv), "--schema", str(schema), "--epsilon", "1", "--seed", "2"]
+    with monkeypatch.context() as m:  # 2-way: 85 cells (680 bytes of counts); 1-way: 16
+        m.setattr(synthesizer, "DEFAULT_MEMORY_LIMIT", 256)
+        r = CliRunner().invoke(app, [*base, "--rounds", "8", "-o", str(tmp_path / "o.csv")])
+    assert r.exit_code == 0, r.output
+    assert "default workload: all 4 1-way marginals" in r.stderr
+    assert "memory limit of 256" in r.stderr
+    r = CliRunner().invoke(app, [*base, "-o", str(tmp_path / "a.csv"), "--method", "lp"])
+    assert r.exit_code == 0, r.output
+    assert "default workload: all 6 2-way marginals" in r.stderr
+    assert "the query TRUE was added" in r.stdout
+    one = tmp_path / "one.sql"
+    one.write_text("sex = 'F'\nage < 21\nincome >= 10\nok = true\n")
+    r = CliRunner().invoke(app, ["synth", str(csv), str(one), "--schema", str(schema),
+                                 "--epsilon", "1", "--seed", "2", "--rounds", "8",
+                                 "-o", str(tmp_path / "b.csv")])
+    assert r.exit_code == 0, r.output
+    assert "default workload" not in r.output + r.stderr
+
+
+def test_lp_with_a_constructor_budget_is_refused_with_the_form_that_works(
+        domain: Domain, data: pd.DataFrame) -> None:
+    """The LP answers the workload with tessera.answer, which reads a tessera.Budget: a budget
+    stated to the constructor is refused before anything is read, naming the working form."""
+    with pytest.raises(TesseraError, match="takes a tessera.Budget"):
+        ts.Synthesizer("lp", epsilon=1.0, domain=domain, seed=3).fit(data, answer=ts.answer)
+    fitted = ts.Synthesizer("lp", domain=domain, seed=3).fit(
+        data, budget=Budget.of(epsilon=1.0), answer=ts.answer)
+    assert fitted.notes[0].startswith("default workload: all 6 2-way marginals")

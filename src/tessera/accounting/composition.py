@@ -103,10 +103,15 @@ def normalise_sets(k: int, maximal_sets: Iterable[Iterable[int]]) -> list[tuple[
     sets.update((i,) for i in range(k) if i not in seen)
     ordered = sorted(sets, key=len, reverse=True)
     kept: list[tuple[int, ...]] = []
+    containing: dict[int, list[frozenset[int]]] = {}  # index -> the kept sets holding it
     for t in ordered:
-        st = set(t)
-        if not any(st < set(u) for u in kept):
+        st = frozenset(t)
+        # a superset of t holds each of its indices: look only among those holding the rarest
+        rarest = min(t, key=lambda i: len(containing.get(i, ())))
+        if not any(st < u for u in containing.get(rarest, ())):
             kept.append(t)
+            for i in t:
+                containing.setdefault(i, []).append(st)
     return kept
 
 

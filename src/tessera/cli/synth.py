@@ -60,14 +60,24 @@ def register(app: typer.Typer) -> None:
     app.command("evaluate", cls=Command)(evaluate)
 
 
+#: ``tessera synth``'s workload: optional (without it, the schema's default workload).
+OptionalWorkloadArg = Annotated[
+    Path | None,
+    typer.Argument(help="Workload file (one WHERE clause per line, or YAML/JSON). Default: "
+                   "every 2-way marginal of the schema, or every 1-way marginal when those do "
+                   "not fit the engine's limits (said on stderr and in the record).",
+                   metavar="WORKLOAD", exists=True, dir_okay=False, show_default=False),
+]
+
+
 @user_errors
 def synth(
     data: DataArg,
-    workload: WorkloadArg,
     schema: SchemaOpt,
     output: Annotated[
         Path, typer.Option("--output", "-o", help="Synthetic rows: .csv or .parquet.")
     ],
+    workload: OptionalWorkloadArg = None,
     epsilon: Annotated[
         float | None, typer.Option("--epsilon", "-e", help="Pure ε-DP, or (ε,δ)-DP with "
                                    "--delta (run as the ρ-zCDP that implies it).")
@@ -122,18 +132,21 @@ def synth(
     engine: EngineOpt = "duckdb",
     spark_master: SparkMasterOpt = "local[*]",
 ) -> None:
-    """Private synthetic rows for WORKLOAD from DATA under a budget, in the schema's values."""
+    """Private synthetic rows for WORKLOAD (default: the schema's 2-way marginals) from DATA
+    under a budget, in the schema's values."""
     from tessera.release.answering import answer
     from tessera.release.budget import Budget
     from tessera.release.ledger import Ledger
     from tessera.schema.domain import Domain
+    from tessera.synth.defaults import default_notes
     from tessera.synth.synthesizer import Synthesizer
     from tessera.workload.workload import Workload
 
     check_policies(on_invalid, extra_columns)
     budget = Budget.of(epsilon=epsilon, delta=delta, rho=rho, mu=mu)
     unit = privacy_unit(privacy_id, max_rows)
-    w = Workload.load(workload, Domain.load(schema))
+    domain = Domain.load(schema)
+    w = Workload.load(workload, domain) if workload is not None else None  # None: the default
     options: dict[str, Any] = {k: v for k, v in (("rows", rows), ("rounds", rounds))
                                if v is not None}
     if uniform_columns:
@@ -146,11 +159,14 @@ def synth(
     with _progress(method) as show:
         fitted = synthesizer.fit(
             data_source(data, engine, spark_master), w, budget, neighbours=neighbours,
-            unit=unit, ledger=book, label=label or f"synthetic data ({method}): {workload.stem}",
+            unit=unit, ledger=book, label=label or f"synthetic data ({method}): "
+            f"{workload.stem if workload is not None else 'default workload'}", domain=domain,
             seed=seed, csv=csv_options(no_header, delimiter, na, skip_rows), table=table,
             on_invalid=on_invalid, extra_columns=extra_columns, progress=show, output=output,
             record=record,
             answer=answer)  # type: ignore[arg-type]
+    for note in default_notes(fitted.notes):  # the workload the user did not give
+        info.print(note, markup=False, highlight=False, soft_wrap=True)
     _report(fitted, time.monotonic() - start, output)
     if record is not None:
         out.print(f"record: {record} (the run's schedule, rounds, parameters and every "
@@ -404,7 +420,8 @@ def evaluate(
         from tessera.synth.evaluate import PLOT_PURPOSE
 
         require("matplotlib", "plot", PLOT_PURPOSE)
-    w = Workload.load(workload, Domain.load(schema))
+    domain = Domain.load(schema)
+    w = Workload.load(workload, domain) if workload is not None else None  # None: the default
     with info.status(f"counting {w.n_queries:,} queries on both tables…", spinner="dots"):
         result = evaluate_rows(data_source(data, engine, spark_master), synthetic, w,
                                csv=csv_options(no_header, delimiter, na, skip_rows),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import sys
 import threading
 import warnings
@@ -49,10 +50,12 @@ def pyspark_sql() -> Any:
 
 @dataclass
 class _Scope:
-    """An open :func:`spark_scope`: whether it is quiet, and the sessions started in it."""
+    """An open :func:`spark_scope`: whether it is quiet, the sessions started in it, and the
+    Ctrl-C handler before the first of them (PySpark installs its own, see :func:`spark_scope`)."""
 
     quiet: bool
     started: list[Any] = field(default_factory=list)
+    sigint: list[Any] = field(default_factory=list)
 
 
 _SCOPE: ContextVar[_Scope | None] = ContextVar("tessera_spark_scope", default=None)
@@ -68,7 +71,11 @@ def spark_scope(quiet: bool = True) -> Iterator[None]:
 
     ``quiet``: sessions start with Spark's log at ERROR (:data:`QUIET_LOG_CONFIG`), no console
     progress bars and without the JVM's incubator-module note; PySpark's FutureWarnings (about
-    the pandas version) are ignored inside the scope."""
+    the pandas version) are ignored inside the scope.
+
+    A SparkContext started on the main thread installs PySpark's SIGINT handler (cancel the
+    jobs, then raise KeyboardInterrupt), which stays after the context stops and then fails on
+    Ctrl-C (its context is gone); the scope puts back the handler it found."""
     scope = _Scope(quiet)
     token = _SCOPE.set(scope)
     try:
@@ -80,6 +87,9 @@ def spark_scope(quiet: bool = True) -> Iterator[None]:
         _SCOPE.reset(token)
         for session in scope.started:
             session.stop()
+        if scope.sigint and scope.sigint[0] is not None and \
+                threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, scope.sigint[0])
 
 
 def spark_session(master: str | None = None, config: Sequence[tuple[str, str]] = ()) -> Any:
@@ -104,6 +114,7 @@ def spark_session(master: str | None = None, config: Sequence[tuple[str, str]] =
             f"-Dlog4j2.configurationFile={QUIET_LOG_CONFIG.as_uri()}")
     for key, value in config:  # the caller's settings win
         builder = builder.config(key, value)
+    before = signal.getsignal(signal.SIGINT)
     try:
         with _jvm_stderr_without(_JVM_NOISE) if quiet else nullcontext():
             session = builder.getOrCreate()
@@ -113,6 +124,8 @@ def spark_session(master: str | None = None, config: Sequence[tuple[str, str]] =
                         hint=_JAVA_HINT) from None
     if scope is not None and active is None:
         scope.started.append(session)
+        if not scope.sigint:
+            scope.sigint.append(before)
     return session
 
 

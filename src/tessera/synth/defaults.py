@@ -28,11 +28,14 @@ from tessera.synth.accounting import Budget as RunBudget
 from tessera.workload.builders import DEFAULT_MAX_CELLS, marginal_families
 from tessera.workload.workload import Workload
 
-__all__ = ["ApproxBudget", "BYTES_PER_COUNT", "DefaultWorkload", "default_workload",
-           "stated_budget"]
+__all__ = ["ApproxBudget", "BYTES_PER_COUNT", "DEFAULT_NOTE", "DefaultWorkload",
+           "default_notes", "default_workload", "stated_budget"]
 
 #: The exact count of one marginal cell is read as one 8-byte integer.
 BYTES_PER_COUNT = 8
+
+#: How the run record's note on a default workload starts.
+DEFAULT_NOTE = "default workload: "
 
 
 @dataclass(frozen=True)
@@ -110,12 +113,18 @@ def default_workload(domain: Domain, check: Callable[[Workload], None],
         except ResourceError as e:
             reason = e.message
         else:
-            return DefaultWorkload(two, f"default workload: all {d * (d - 1) // 2} 2-way "
+            return DefaultWorkload(two, f"{DEFAULT_NOTE}all {d * (d - 1) // 2} 2-way "
                                         f"marginals of the schema's {d} attributes (no "
                                         "workload was given)")
     else:
         reason = "the schema has one attribute"
     one = marginal_families(domain, 1)
     check(one)
-    return DefaultWorkload(one, f"default workload: all {d} 1-way marginals (no workload was "
+    return DefaultWorkload(one, f"{DEFAULT_NOTE}all {d} 1-way marginals (no workload was "
                                 f"given; the 2-way marginals were refused: {reason})")
+
+
+def default_notes(notes: tuple[str, ...]) -> tuple[str, ...]:
+    """The notes of a run (:attr:`tessera.synth.fitted.FittedSynthesizer.notes`) that say a
+    default workload was fitted, which and why (none when the workload was given)."""
+    return tuple(n for n in notes if n.startswith(DEFAULT_NOTE))

@@ -78,7 +78,7 @@ from tessera.synth.charge import (
     synthesis_mechanism,
 )
 from tessera.synth.columns import check_columns, warn_uniform
-from tessera.synth.defaults import default_workload, stated_budget
+from tessera.synth.defaults import ApproxBudget, default_workload, stated_budget
 from tessera.synth.fitted import FittedSynthesizer, synth_outputs, write_outputs
 from tessera.synth.ipmwu import ipmwu
 from tessera.synth.mwem import DEFAULT_TABLE_LIMIT, MAX_CELLS, cells, mwem
@@ -178,8 +178,9 @@ class Synthesizer:
     >>> rows = synth.fit_sample(df, n=10)
     >>> list(rows.columns), len(rows)
     (['a', 'b', 'c'], 10)
-    >>> synth.fitted.run_record()["notes"][0][:36]
-    'default workload: all 3 2-way margin'
+    >>> (note,) = synth.fitted.run_record()["notes"]
+    >>> note.startswith("default workload: all 3 2-way marginals")
+    True
     """
 
     method: str
@@ -290,8 +291,10 @@ class Synthesizer:
         limit = opts.get("memory_limit", opts.get("answer_memory")) or DEFAULT_MEMORY_LIMIT
         rel = neighbours if neighbours is not None else DEFAULT_NEIGHBOURS
 
-        def check(w: Workload) -> None:
-            self.preflight(w, budget, neighbours=rel, unit=unit)
+        def check(w: Workload) -> None:  # lp under add/remove fits W with TRUE added
+            lp_adds = self.method == "lp" and Neighbours.parse(rel) is Neighbours.ADD_REMOVE
+            self.preflight(with_tautology(w)[0] if lp_adds else w, budget, neighbours=rel,
+                           unit=unit)
 
         chosen = default_workload(domain, check, int(limit))
         logger.info("%s", chosen.note)
@@ -523,6 +526,12 @@ class Synthesizer:
         check_columns(self.method, workload, uniform)  # before the release is answered
 
         if release is None and answer is not None and budget is not None:
+            if isinstance(budget, (RunBudget, ApproxBudget)):  # not one answer() reads
+                raise TesseraError(
+                    "the LP approach answers the workload with tessera.answer, which takes a "
+                    "tessera.Budget, not a budget stated to the constructor",
+                    hint="Synthesizer('lp', domain=domain).fit(df, budget=tessera.Budget.of("
+                         "epsilon=1.0), answer=tessera.answer)")
             rel = Neighbours.parse(neighbours if neighbours is not None else DEFAULT_NEIGHBOURS)
             fitted_workload, added = (with_tautology(workload) if rel is Neighbours.ADD_REMOVE
                                       else (workload, False))

@@ -27,7 +27,7 @@ from tessera.schema.domain import Attribute, Domain
 from tessera.schema.intervals import IntervalSet
 from tessera.workload.families import cube, hierarchy, interval_levels, k_way_marginals
 from tessera.workload.query import Query
-from tessera.workload.workload import Workload
+from tessera.workload.workload import Workload, unique_names
 
 DEFAULT_MAX_QUERIES = 5_000_000
 #: Cells of structured families: 8 bytes each once counted, so far more than queries.
@@ -40,6 +40,14 @@ def _guard(n: int, what: str, max_queries: int) -> None:
             f"{what} has {n:,} queries, above the limit of {max_queries:,}",
             hint="choose fewer attributes or raise max_queries",
         )
+
+
+def _generated(domain: Domain, queries: Sequence[Query]) -> Workload:
+    """The builders' workload: each query named by its SQL, a repeat (a random query drawn
+    twice; cells of one-value attributes, which print alike) renamed ``sql (2)``, … silently —
+    the names are the builder's own, so a warning would ask the user to fix nothing."""
+    names = unique_names([q.to_sql(domain) for q in queries], announce=False)
+    return Workload.of(domain, queries, names=names)
 
 
 def _attrs(domain: Domain, names: Sequence[str] | None) -> list[Attribute]:
@@ -67,7 +75,7 @@ def marginals(
         for s in subsets
         for cell in itertools.product(*(range(a.size) for a in s))
     ]
-    return Workload.of(domain, queries)
+    return _generated(domain, queries)
 
 
 def identity(
@@ -95,7 +103,7 @@ def prefixes(domain: Domain, attribute: str, *, max_queries: int = DEFAULT_MAX_Q
     """``attr <= v`` for every value v (missing excluded)."""
     attr = _ordered(domain, attribute)
     _guard(attr.n_values, "prefix family", max_queries)
-    return Workload.of(
+    return _generated(
         domain,
         [
             Query.conjunction(domain, {attribute: IntervalSet.range(0, c + 1)})
@@ -111,7 +119,7 @@ def all_ranges(
     attr = _ordered(domain, attribute)
     n = attr.n_values
     _guard(n * (n + 1) // 2, "all-range family", max_queries)
-    return Workload.of(
+    return _generated(
         domain,
         [
             Query.conjunction(domain, {attribute: IntervalSet.range(a, b + 1)})
@@ -142,6 +150,9 @@ def random_workload(
     with probability ½), else a random value set. Unordered attributes always get sets; ordered
     attributes with more than ``max_set_values`` values always get intervals (a random set of
     half a million integers is not a query anyone writes).
+
+    Each query is named by its SQL; a query drawn again (likely on a small domain) is kept,
+    named ``sql (2)``, ``sql (3)``, … without a warning: the names are the builder's own.
     """
     _guard(n_queries, "random workload", max_queries)
     attrs = _attrs(domain, attributes)
@@ -171,7 +182,7 @@ def random_workload(
                     rng.choice(n, size=size, replace=False).tolist()
                 )
         queries.append(Query.conjunction(domain, coverages))
-    return Workload.of(domain, queries)
+    return _generated(domain, queries)
 
 
 def _guard_cells(n: int, what: str, max_cells: int) -> None:

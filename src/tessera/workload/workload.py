@@ -46,11 +46,14 @@ from tessera.workload.ranges import FamilyWeights, RangeFamily, RangeNames, Rang
 EXPAND_MAX_QUERIES = 1_000_000
 
 
-def unique_names(names: Sequence[str], sources: Sequence[str] | None = None) -> tuple[str, ...]:
+def unique_names(names: Sequence[str], sources: Sequence[str] | None = None, *,
+                 announce: bool = True) -> tuple[str, ...]:
     """``names`` with every repeat renamed ``name (k)`` (k = 2, 3, … the first free one), each
     renaming announced by a :class:`~tessera.errors.QueryWarning` naming where the name was
     first used (``sources[i]``: ``file:line``, else ``query i``) — the first
     :data:`~tessera.errors.MAX_ERRORS_SHOWN` of them, then one warning counting the rest.
+    ``announce`` False renames silently: for names a builder generated itself (the user gave
+    none, so there is nothing for them to correct).
 
     Linear in the number of names: each repeated name keeps the next k to try (a file of 10⁵
     identical lines is renamed in one pass, not 10¹⁰ probes)."""
@@ -74,12 +77,12 @@ def unique_names(names: Sequence[str], sources: Sequence[str] | None = None) -> 
         used.add(new)
         out.append(new)
         renamed += 1
-        if renamed <= MAX_ERRORS_SHOWN:
+        if announce and renamed <= MAX_ERRORS_SHOWN:
             here, there = ((sources[i], sources[first[n]]) if sources is not None
                            else (f"query {i + 1}", f"query {first[n] + 1}"))
             warnings.warn(QueryWarning(f"{here}: query name {n!r} is already used ({there}); "
                                        f"this query is named {new!r}"), stacklevel=3)
-    if renamed > MAX_ERRORS_SHOWN:
+    if announce and renamed > MAX_ERRORS_SHOWN:
         warnings.warn(QueryWarning(f"… and {renamed - MAX_ERRORS_SHOWN:,} more queries renamed "
                                    "the same way"), stacklevel=3)
     return tuple(out)
