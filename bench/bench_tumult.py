@@ -41,9 +41,8 @@ deviation over the repeats (the same number for both):
   unit=...)``, Tumult's answers at an infinite budget on its truncated table).
 
 Tumult's repeats run as disjoint copies of the table in one Spark job per (K, budget, query
-budget) (``tumult_runner`` module docs: the same mechanism per copy). Sums are run for Tessera
-only when its workloads accept ``SELECT SUM(v) ... GROUP BY ...`` lines; else it says they are
-skipped.
+budget) (``tumult_runner`` module docs: the same mechanism per copy). Tessera answers the sums
+as ``SELECT SUM(v) FROM t GROUP BY ...`` statements (:func:`tessera.answer_aggregates`).
 """
 
 from __future__ import annotations
@@ -70,13 +69,16 @@ import numpy as np
 import pandas as pd
 
 from tessera.data.counts import count
-from tessera.errors import TesseraError
+from tessera.data.source import encode
 from tessera.overlap.solve import max_overlap
 from tessera.privacy import PrivacyUnit
+from tessera.release.aggregates import answer_aggregates, exact_linear
 from tessera.release.answering import answer
 from tessera.release.budget import Budget
 from tessera.schema.domain import Domain
+from tessera.workload.aggregates import AggregateWorkload
 from tessera.workload.families import Partition
+from tessera.workload.select import parse_statement
 from tessera.workload.workload import Workload
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -246,17 +248,14 @@ def sum_lines(table: PersonTable, statements: Sequence[Statement]) -> list[str]:
 
 
 def tessera_sum_workload(table: PersonTable, statements: Sequence[Statement]
-                         ) -> Workload | str:
-    """The sums as a Tessera workload when its parser accepts ``SELECT SUM(v) ... GROUP BY``
-    lines; else the reason they are skipped (a sentence)."""
-    try:
-        return Workload.from_sql(sum_lines(table, statements), domain_of(table, with_value=True))
-    except TesseraError as e:
-        first = e.message.split(":", 1)[0]
-        return (f"Tessera's workloads do not accept SELECT SUM(...) lines ({first}: "
-                f"{e.message.split(':', 2)[-1].strip()[:60]}…): sums skipped for Tessera")
-    except Exception as e:  # noqa: BLE001 (a parser without SUM may fail in any way)
-        return f"Tessera could not read SELECT SUM(...) lines ({e!r:.80}): sums skipped"
+                         ) -> AggregateWorkload:
+    """The sums as Tessera's aggregate statements (``SELECT SUM(v) FROM t GROUP BY …``, one
+    per statement; groups in the row-major order of :func:`cells`, checked by
+    :func:`tessera_sum_run` against the exact sums)."""
+    domain = domain_of(table, with_value=True)
+    parsed = [parse_statement(line, domain, name=f"s{i}")[0]
+              for i, line in enumerate(sum_lines(table, statements))]
+    return AggregateWorkload(domain, tuple(parsed))
 
 
 def errors(answers: np.ndarray, truth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -289,6 +288,29 @@ def tessera_run(table: PersonTable, workload: Workload, k: int, budget: Budget,
                         for _ in range(repeats)])
     seconds = time.perf_counter() - t0
     bounded = count(data, workload, unit=unit).answers.astype(float)
+    return Run(answers, bounded, seconds)
+
+
+def tessera_sum_run(table: PersonTable, statements: Sequence[Statement],
+                    workload: AggregateWorkload, k: int, budget: Budget, repeats: int) -> Run:
+    """``repeats`` private releases of the sums by :func:`tessera.answer_aggregates` (secure
+    noise), and Tessera's own bounded truth (the exact clamped sums of the kept rows)."""
+    data = table.frame[[table.id_column, *workload.domain.names]]
+    assert table.value is not None and table.bounds is not None
+    # each row's value clamped to the public bounds (the schema's range), as Tumult's low/high
+    data = data.assign(**{table.value: data[table.value].clip(*table.bounds)})
+    unit = PrivacyUnit(table.id_column, k)
+    t0 = time.perf_counter()
+    answers = np.stack([answer_aggregates(data, workload, budget, unit=unit).noisy
+                        for _ in range(repeats)]).astype(float)
+    seconds = time.perf_counter() - t0
+    bounded = exact_linear(workload.domain, workload.linear,
+                           encode(data, workload.domain, unit=unit)).astype(float)
+    unbounded = exact_linear(workload.domain, workload.linear,
+                             encode(data.drop(columns=table.id_column), workload.domain))
+    # the bench's group order is Tessera's (else every error below compares other groups)
+    if not np.array_equal(unbounded, true_answers(table, statements, "sum")):
+        raise AssertionError("Tessera's sums are not in the bench's group order")
     return Run(answers, bounded, seconds)
 
 
@@ -477,13 +499,11 @@ def main() -> None:
             for wname, w in group.items():
                 unbounded = true_answers(table, w, kind)
                 if kind == "count":
-                    wl: Workload | str = tessera_workload(table, w)
+                    wl: Workload | AggregateWorkload = tessera_workload(table, w)
                     gamma = f"{max_overlap(wl).bound:g}"
                 else:
                     wl = tessera_sum_workload(table, w)
                     gamma = "–"
-                    if isinstance(wl, str):
-                        print(f"{wname}: {wl}")
                 for k in args.k:
                     for definition in definitions(args, k, kind):
                         symbol, total = BUDGETS[definition]
@@ -496,22 +516,18 @@ def main() -> None:
                         diff = tm - tb
                         t_noise = np.abs(diff).mean(axis=1)
                         t_rmse = np.sqrt((diff ** 2).mean(axis=1))
-                        if isinstance(wl, str):
-                            cells_ = (f"{fmt(t_mae)} | skipped | – | {fmt(t_noise)} | skipped "
-                                      f"| – | {fmt(t_rmse)} | skipped |")
-                        else:
-                            budget = (Budget.of(epsilon=total) if definition == "pure"
-                                      else Budget.of(rho=total))
-                            # (sums: Tessera's answers are read in true_answers' order, one
-                            # group after another — to be checked once Tessera has SUM)
-                            run = tessera_run(table, wl, k, budget, args.repeats)
-                            tessera_seconds += run.seconds
-                            s_mae, _ = errors(run.answers, unbounded)
-                            s_noise, s_rmse = errors(run.answers, run.bounded)
-                            cells_ = (f"{fmt(t_mae)} | {fmt(s_mae)} | "
-                                      f"{s_mae.mean() / t_mae.mean():.2f} | {fmt(t_noise)} | "
-                                      f"{fmt(s_noise)} | {s_noise.mean() / t_noise.mean():.2f} | "
-                                      f"{fmt(t_rmse)} | {fmt(s_rmse)} |")
+                        budget = (Budget.of(epsilon=total) if definition == "pure"
+                                  else Budget.of(rho=total))
+                        run = (tessera_run(table, wl, k, budget, args.repeats)
+                               if isinstance(wl, Workload) else
+                               tessera_sum_run(table, w, wl, k, budget, args.repeats))
+                        tessera_seconds += run.seconds
+                        s_mae, _ = errors(run.answers, unbounded)
+                        s_noise, s_rmse = errors(run.answers, run.bounded)
+                        cells_ = (f"{fmt(t_mae)} | {fmt(s_mae)} | "
+                                  f"{s_mae.mean() / t_mae.mean():.2f} | {fmt(t_noise)} | "
+                                  f"{fmt(s_noise)} | {s_noise.mean() / t_noise.mean():.2f} | "
+                                  f"{fmt(t_rmse)} | {fmt(s_rmse)} |")
                         rows.append(f"| {name} | {wname} | {len(w)} | {len(unbounded)} | {k} "
                                     f"| {symbol} = {total:g} | {gamma} | {cells_}")
                         print(rows[-1], flush=True)
