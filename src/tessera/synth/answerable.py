@@ -3,8 +3,10 @@ the public constraint on its selection that the adaptive route sets (docs/theory
 
 **Queries.** :meth:`tessera.synth.adaptive_record.AdaptiveResult.answers` reads a query q of W (a
 predicate conjunction, a Boolean clause, a BDD query) from the fitted model P_θ: from a measured
-scope that contains q's scope, else from a clique of the model's junction tree (when the model
-has no wide query), else by one more engine pass over the model with q added at θ_q = 0, in the
+scope that contains q's scope, else from a clique of the model's junction tree or the clique
+tree's messages (when the model has no wide query; :mod:`tessera.synth.query_reads`, within
+:func:`~tessera.synth.query_reads.tree_readable`'s limits), else by one more engine pass over
+the model with q added at θ_q = 0, in the
 groups of :func:`tessera.estimation.maxent.added_query_groups` (all such queries in one pass
 when its plan fits the engine's memory guard, else halves, down to single queries; refused
 without a plan when a measured marginal would be compiled cell by cell,
@@ -75,6 +77,7 @@ from tessera.estimation.maxent import (
 from tessera.estimation.tree_marginals import tree_feasible
 from tessera.synth.candidates import DEFAULT_MAX_CELLS, Candidate, candidates
 from tessera.synth.model_view import model_structure
+from tessera.synth.query_reads import bag_bound, readable_size, tree_readable
 from tessera.synth.sensitive import query_functions
 from tessera.workload.workload import Workload
 
@@ -126,13 +129,26 @@ class Answerable:
     def pending(self, structure: Structure) -> list[int]:
         """The queries the answers read by an engine pass beside a model of this structure:
         those whose scope lies in no measured scope and — when the model has no wide query —
-        in no clique of its junction tree."""
+        in no clique of its junction tree and is not read from the clique tree's messages
+        (:func:`~tessera.synth.query_reads.tree_readable`, decided cheapest first: the bags'
+        bound, :func:`~tessera.synth.query_reads.bag_bound`, then the compiled tree's walk) —
+        as :class:`~tessera.synth.query_reads.ScopeReads` reads them."""
         scopes, queries = structure
         sets = [frozenset(s) for s in scopes]
         out = [j for j, s in enumerate(self.scopes) if not any(frozenset(s) <= t for t in sets)]
         if out and not queries:
             bags = self._bags(scopes)
             out = [j for j in out if not any(frozenset(self.scopes[j]) <= b for b in bags)]
+            dom = self.workload.domain
+            sizes = dom.sizes
+            out = [j for j in out if not (readable_size(dom, self.scopes[j])
+                                          and bag_bound(sizes, bags, self.scopes[j]))]
+            if out:
+                tree = junction_tree(sizes, scopes)  # the model's own cliques and parents
+                cliques = [(c, None) for c in tree.cliques[1:]]
+                parents = [tree.clique_parent[k] - 1 for k in range(1, len(tree.cliques))]
+                out = [j for j in out
+                       if not tree_readable(dom, self.scopes[j], cliques, parents)]
         return out
 
     def _bags(self, scopes: tuple[Scope, ...]) -> list[frozenset[int]]:
