@@ -1,0 +1,133 @@
+"""``tessera answer --estimate adaptive`` on predicate workloads: the cost stays that of the
+synthesizer (:mod:`tessera.synth.query_reads`; docs/theory.md §10.5). Counted, not timed (the
+times are in bench/bench_model_route.py).
+
+Six attributes of 3–5 codes and 60 random conjunctions of 1–3 attributes (many outside every
+measured scope and clique):
+
+* the run plans **no** engine pass (neither the selection's answerability constraint nor the
+  answers: :meth:`GibbsModel.plan_of` is never called) and the answers read one marginal per
+  distinct scope — and equal brute force over the 3,600 points of the domain;
+* planted bug — the scope reads switched off (every query outside a clique read by an engine
+  pass, as before): the same seeded run plans engine passes, so the count can fail;
+* :class:`ScopeReads` reads each distinct scope once, however many queries share it, and agrees
+  with one query at a time;
+* the cost estimate before the charge: none for such a workload; a workload whose queries need
+  engine passes is refused with the estimate and the cheaper route unless accepted.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+import tessera.synth.query_reads as query_reads
+from tessera.engine.factors import scope
+from tessera.engine.model import GibbsModel
+from tessera.errors import ResourceError
+from tessera.estimation.maxent import FitResult, ScopeModel
+from tessera.release import Budget
+from tessera.routes.adaptive import answer_adaptive, route_cost
+from tessera.schema.domain import Domain
+from tessera.synth.query_reads import ScopeReads
+from tessera.synth.sensitive import Evaluator, query_functions
+from tessera.workload.builders import random_workload
+from tessera.workload.workload import Workload
+
+SIZES = [3, 4, 5, 3, 4, 5]
+
+
+@pytest.fixture(scope="module")
+def case() -> tuple[Workload, np.ndarray]:
+    dom = Domain.from_dict({f"a{i}": s for i, s in enumerate(SIZES)})
+    w = random_workload(dom, 60, seed=3)
+    rng = np.random.default_rng(0)
+    z = rng.integers(0, 3, 3000)  # correlated: the selection measures two- and three-way scopes
+    codes = np.stack([np.where(rng.random(3000) < 0.6, z % s, rng.integers(0, s, 3000))
+                      for s in SIZES], axis=1)
+    return w, codes
+
+
+class Plans:
+    """Counts the engine's plans (every engine pass and every answerability check plans)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.calls = 0
+        real = GibbsModel.plan_of
+
+        def counted(*args: object, **kwargs: object) -> object:
+            self.calls += 1
+            return real(*args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(GibbsModel, "plan_of", staticmethod(counted))
+
+
+def _brute_force(w: Workload, model: ScopeModel, theta: np.ndarray) -> np.ndarray:
+    joint = model.joint(theta, w.domain.size)
+    assert joint is not None
+    points = np.array(list(itertools.product(*(range(s) for s in SIZES))), dtype=np.int64)
+    functions, _ = query_functions(w.domain, w)
+    return Evaluator(w.domain, functions).matrix(points).astype(np.float64) @ joint.ravel()
+
+
+def test_narrow_queries_plan_no_engine_pass(case: tuple[Workload, np.ndarray],
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    w, codes = case
+    plans = Plans(monkeypatch)
+    rel = answer_adaptive(codes, w, Budget.of(rho=1.0), seed=0)
+    assert plans.calls == 0
+    result = rel.fitted.result
+    # some queries lie in no measured scope: they were read from the clique tree
+    measured = [frozenset(s) for s in result.model.scopes]
+    outside = [f for f in query_functions(w.domain, w)[0]
+               if not any(frozenset(scope(w.domain, f)) <= m for m in measured)]
+    assert outside
+    want = result.total * _brute_force(w, result.model, result.fit.theta)
+    np.testing.assert_allclose(rel.answers, want, rtol=1e-9, atol=1e-7)
+
+
+def test_planted_bug_engine_reads_plan_passes(case: tuple[Workload, np.ndarray],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scope reads off (queries over more than one cell go to engine passes): the count
+    above sees the plans."""
+    w, codes = case
+    monkeypatch.setattr(query_reads, "MAX_READ_CELLS", 1)
+    plans = Plans(monkeypatch)
+    answer_adaptive(codes, w, Budget.of(rho=1.0), seed=0, accept_cost=True)
+    assert plans.calls > 0
+
+
+def test_one_marginal_per_distinct_scope(case: tuple[Workload, np.ndarray]) -> None:
+    w, _ = case
+    dom = w.domain
+    model = ScopeModel(dom, [(0,), (1,), (2,), (3,), (4,), (5,), (0, 1), (1, 2, 3), (3, 4)])
+    theta = np.random.default_rng(1).normal(0.0, 0.5, model.n_parameters)
+    fitted = FitResult(theta, model.marginals(theta), 0.0, 1.0, 0, 0)
+    functions, _ = query_functions(dom, w)
+    scopes = [scope(dom, f) for f in functions]
+    reads = ScopeReads(model, fitted, model.clique_tree(theta))
+    got, rest = reads.probabilities(functions, scopes)
+    assert rest == [] and reads.marginals_read == len(set(scopes)) < len(functions)
+    np.testing.assert_allclose(got, _brute_force(w, model, theta), rtol=1e-10, atol=1e-12)
+    one = [ScopeReads(model, fitted, model.clique_tree(theta)).probabilities([f], [s])[0][0]
+           for f, s in zip(functions, scopes)]
+    np.testing.assert_allclose(got, one, rtol=1e-12, atol=1e-15)
+
+
+def test_no_cost_warning_for_narrow_queries(case: tuple[Workload, np.ndarray]) -> None:
+    w, _ = case
+    cost = route_cost(w)
+    assert cost.engine_queries == 0 and not cost.expensive
+
+
+def test_engine_read_workloads_are_refused_with_the_estimate(
+        case: tuple[Workload, np.ndarray], monkeypatch: pytest.MonkeyPatch) -> None:
+    w, codes = case
+    monkeypatch.setattr(query_reads, "MAX_READ_CELLS", 1)
+    cost = route_cost(w)
+    assert cost.engine_queries > 0 and cost.expensive
+    with pytest.raises(ResourceError, match="--estimate gls") as e:
+        answer_adaptive(codes, w, Budget.of(rho=1.0), seed=0)
+    assert "--accept-cost" in (e.value.hint or "") and "nothing was charged" in e.value.message
