@@ -76,7 +76,7 @@ def test_narrow_queries_plan_no_engine_pass(case: tuple[Workload, np.ndarray],
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     w, codes = case
     plans = Plans(monkeypatch)
-    rel = answer_adaptive(codes, w, Budget.of(rho=1.0), seed=0)
+    rel = answer_adaptive(codes, w, Budget.of(rho=0.2), seed=0, prior_scale=0.0)
     assert plans.calls == 0
     result = rel.fitted.result
     # some queries lie in no measured scope: they were read from the clique tree
@@ -95,7 +95,8 @@ def test_planted_bug_engine_reads_plan_passes(case: tuple[Workload, np.ndarray],
     w, codes = case
     monkeypatch.setattr(query_reads, "MAX_READ_CELLS", 1)
     plans = Plans(monkeypatch)
-    answer_adaptive(codes, w, Budget.of(rho=1.0), seed=0, accept_cost=True)
+    answer_adaptive(codes, w, Budget.of(rho=0.2), seed=0, accept_cost=True,
+                    prior_scale=0.0)
     assert plans.calls > 0
 
 
@@ -129,5 +130,5 @@ def test_engine_read_workloads_are_refused_with_the_estimate(
     cost = route_cost(w)
     assert cost.engine_queries > 0 and cost.expensive
     with pytest.raises(ResourceError, match="--estimate gls") as e:
-        answer_adaptive(codes, w, Budget.of(rho=1.0), seed=0)
+        answer_adaptive(codes, w, Budget.of(rho=0.2), seed=0, prior_scale=0.0)
     assert "--accept-cost" in (e.value.hint or "") and "nothing was charged" in e.value.message
