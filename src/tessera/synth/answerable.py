@@ -64,7 +64,11 @@ import math
 from collections.abc import Sequence
 
 from tessera.engine.factors import Function, scope
-from tessera.engine.junction import check_junction, junction_bags, junction_tree
+from tessera.engine.junction import (
+    check_junction,
+    junction_bags,
+    junction_cliques,
+)
 from tessera.engine.model import GibbsModel
 from tessera.errors import ResourceError, TesseraError
 from tessera.estimation import tree_marginals
@@ -143,12 +147,10 @@ class Answerable:
             sizes = dom.sizes
             out = [j for j in out if not (readable_size(dom, self.scopes[j])
                                           and bag_bound(sizes, bags, self.scopes[j]))]
-            if out:
-                tree = junction_tree(sizes, scopes)  # the model's own cliques and parents
-                cliques = [(c, None) for c in tree.cliques[1:]]
-                parents = [tree.clique_parent[k] - 1 for k in range(1, len(tree.cliques))]
-                out = [j for j in out
-                       if not tree_readable(dom, self.scopes[j], cliques, parents)]
+            if out:  # the model's own cliques and parents (no table)
+                cliques, parents = junction_cliques(sizes, scopes)
+                tree = [(c, None) for c in cliques]
+                out = [j for j in out if not tree_readable(dom, self.scopes[j], tree, parents)]
         return out
 
     def _bags(self, scopes: tuple[Scope, ...]) -> list[frozenset[int]]:
@@ -281,9 +283,8 @@ class Answerable:
                 refused.append((s, name, e))
         if not refused:
             return None
-        tree = junction_tree(sizes, scopes)  # the model's own tree: its cliques and parents
-        cliques = [(c, None) for c in tree.cliques[1:]]
-        parents = [tree.clique_parent[k] - 1 for k in range(1, len(tree.cliques))]
+        variables, parents = junction_cliques(sizes, scopes)  # the model's own tree's
+        cliques = [(c, None) for c in variables]
         for s, name, e in refused:
             if not tree_feasible(cliques, parents, sizes, s):
                 return ResourceError(f"family {name!r}: {e.message}", hint=e.hint)
