@@ -25,6 +25,7 @@ import pytest
 
 import tessera.synth.query_reads as query_reads
 from tessera.engine.factors import scope
+from tessera.engine.junction import junction_cliques, junction_tree
 from tessera.engine.model import GibbsModel
 from tessera.errors import ResourceError
 from tessera.estimation.maxent import FitResult, ScopeModel
@@ -132,3 +133,16 @@ def test_engine_read_workloads_are_refused_with_the_estimate(
     with pytest.raises(ResourceError, match="--estimate gls") as e:
         answer_adaptive(codes, w, Budget.of(rho=0.2), seed=0, prior_scale=0.0)
     assert "--accept-cost" in (e.value.hint or "") and "nothing was charged" in e.value.message
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_junction_cliques_is_the_compiled_trees_structure(seed: int) -> None:
+    """The answerability constraint's tree (no table) is the one the model compiles."""
+    rng = np.random.default_rng(seed)
+    sizes = [int(s) for s in rng.integers(2, 5, 7)]
+    scopes = [tuple(sorted(int(a) for a in rng.choice(7, int(rng.integers(1, 4)),
+                                                      replace=False))) for _ in range(6)]
+    tree = junction_tree(sizes, scopes)
+    cliques, parents = junction_cliques(sizes, scopes)
+    assert cliques == [tuple(c) for c in tree.cliques[1:]]
+    assert parents == [tree.clique_parent[k] - 1 for k in range(1, len(tree.cliques))]
