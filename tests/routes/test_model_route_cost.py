@@ -23,6 +23,7 @@ import itertools
 import numpy as np
 import pytest
 
+import tessera.estimation.tree_marginals as tree_marginals
 import tessera.synth.query_reads as query_reads
 from tessera.engine.factors import scope
 from tessera.engine.junction import junction_cliques, junction_tree
@@ -32,7 +33,7 @@ from tessera.estimation.maxent import FitResult, ScopeModel
 from tessera.release import Budget
 from tessera.routes.adaptive import answer_adaptive, route_cost
 from tessera.schema.domain import Domain
-from tessera.synth.query_reads import ScopeReads
+from tessera.synth.query_reads import ScopeReads, readable_scopes, tree_readable
 from tessera.synth.sensitive import Evaluator, query_functions
 from tessera.workload.builders import random_workload
 from tessera.workload.workload import Workload
@@ -146,3 +147,28 @@ def test_junction_cliques_is_the_compiled_trees_structure(seed: int) -> None:
     cliques, parents = junction_cliques(sizes, scopes)
     assert cliques == [tuple(c) for c in tree.cliques[1:]]
     assert parents == [tree.clique_parent[k] - 1 for k in range(1, len(tree.cliques))]
+
+
+@pytest.mark.parametrize("messages", [1, 16, 200, 1 << 24])
+def test_readable_scopes_is_scope_reads_verdict(messages: int,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The constraint's vectorised verdict (containment, the separator bound, the walk) is the
+    reads' own, scope by scope, on random trees — with the tree's message limit at times tiny,
+    so the bound fails and the walk decides. Planted bug caught: the bound over the separators
+    without the scope's own cells (the last message, S = ∅) accepts scopes the walk refuses
+    at ``messages`` = 16."""
+    monkeypatch.setattr(tree_marginals, "MAX_MESSAGE_CELLS", messages)
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        d = 7
+        dom = Domain.from_dict({f"a{i}": int(rng.integers(2, 6)) for i in range(d)})
+        scopes = [tuple(sorted(int(a) for a in rng.choice(d, int(rng.integers(1, 4)),
+                                                          replace=False))) for _ in range(5)]
+        cliques, parents = junction_cliques(dom.sizes, scopes)
+        asked = [tuple(sorted(int(a) for a in rng.choice(d, int(rng.integers(0, 5)),
+                                                         replace=False))) for _ in range(30)]
+        got = readable_scopes(dom, asked, cliques, parents)
+        tree = [(c, None) for c in cliques]
+        want = [any(set(s) <= set(c) for c in cliques) or tree_readable(dom, s, tree, parents)
+                for s in asked]
+        assert got.tolist() == want, seed

@@ -45,8 +45,8 @@ from tessera.schema.domain import Domain
 from tessera.synth.model_view import clique_index, from_cliques
 from tessera.synth.sensitive import Evaluator
 
-__all__ = ["CHUNK_CELLS", "MAX_READ_CELLS", "ScopeReads", "bag_bound", "readable_size",
-           "scope_cells", "tree_readable"]
+__all__ = ["CHUNK_CELLS", "MAX_READ_CELLS", "ScopeReads", "readable_scopes",
+           "readable_size", "scope_cells", "tree_readable"]
 
 FloatArray = npt.NDArray[np.float64]
 Scope = tuple[int, ...]
@@ -71,18 +71,6 @@ def readable_size(domain: Domain, s: Sequence[int]) -> bool:
     return scope_cells(domain, s) <= MAX_READ_CELLS
 
 
-def bag_bound(sizes: Sequence[int], bags: Sequence[frozenset[int]], s: Sequence[int]) -> bool:
-    """A sufficient condition for :func:`~tessera.estimation.tree_marginals.tree_feasible`
-    from the bags of the elimination alone: the largest bag's cells times the scope's within
-    the message limit and the widest bag's variables plus the scope's within the product's
-    (every message of the walk is over a separator and scope variables, every product over a
-    clique and scope variables, and a clique is a bag)."""
-    largest = max((math.prod(int(sizes[v]) for v in b) for b in bags), default=1)
-    widest = max((len(b) for b in bags), default=0)
-    return (largest * math.prod(int(sizes[v]) for v in s) <= tree_marginals.MAX_MESSAGE_CELLS
-            and widest + len(s) <= tree_marginals.MAX_PRODUCT_VARIABLES)
-
-
 def tree_readable(domain: Domain, s: Sequence[int],
                   cliques: Sequence[tuple[Scope, object]], parents: Sequence[int],
                   holder: dict[int, int] | None = None) -> bool:
@@ -91,6 +79,59 @@ def tree_readable(domain: Domain, s: Sequence[int],
     function of the cliques' variables and parents (tables not read)."""
     return (readable_size(domain, s)
             and tree_feasible(cliques, parents, domain.sizes, s, holder))
+
+
+def readable_scopes(domain: Domain, scopes: Sequence[Scope],
+                    cliques: Sequence[Sequence[int]], parents: Sequence[int]
+                    ) -> npt.NDArray[np.bool_]:
+    """For every scope, whether :class:`ScopeReads` reads it from a model without wide queries
+    whose clique tree has these cliques (variables) and parents: it lies in a clique, or
+    :func:`tree_readable`. Decided for all scopes at once (sparse incidence products), cheapest
+    first: the containment test; a sufficient bound — every message of the tree's walk is over
+    a separator S and scope variables, so max_S |X_{S ∪ s}| within the message limit (S = ∅:
+    the last message, over s) and the widest clique's variables plus the scope's within the
+    product's imply :func:`~tessera.estimation.tree_marginals.tree_feasible`; the walk itself
+    only for the scopes the bound leaves undecided. The answerability constraint asks this of
+    every structure it is offered (:meth:`tessera.synth.answerable.Answerable.pending`)."""
+    import scipy.sparse as sp
+
+    n = len(scopes)
+    if n == 0:
+        return np.zeros(0, dtype=bool)
+    d = len(domain)
+    log_size = np.log(np.asarray(domain.sizes, dtype=np.float64))
+
+    def incidence(sets: Sequence[Sequence[int]]) -> sp.csr_matrix:
+        rows = np.repeat(np.arange(len(sets)), [len(x) for x in sets])
+        cols = np.fromiter((v for x in sets for v in x), dtype=np.int64, count=rows.size)
+        return sp.csr_matrix((np.ones(rows.size), (rows, cols)), shape=(len(sets), d))
+
+    s_inc = incidence(scopes)
+    s_len = np.asarray([len(x) for x in scopes])
+    s_log = s_inc @ log_size
+    out = np.zeros(n, dtype=bool)
+    if cliques:  # in a clique: |s ∩ C| = |s|
+        hits = (incidence(cliques) @ s_inc.T).tocsc()
+        best = np.asarray(hits.max(axis=0).todense()).ravel()
+        out |= best >= s_len
+    fits = np.fromiter((readable_size(domain, x) for x in scopes), dtype=bool, count=n)
+    # the bound in floating point, on the safe side: a scope within 10^-9 of it is walked
+    slack = 1e-9 * max(1.0, math.log(tree_marginals.MAX_MESSAGE_CELLS))
+    sets = [frozenset(c) for c in cliques]
+    seps = [()] + [tuple(sorted(sets[k] & sets[p])) for k, p in enumerate(parents) if p >= 0]
+    sep_inc = incidence(seps)
+    sep_log = sep_inc @ log_size
+    # log |X_{S ∪ s}| = log |X_S| + log |X_s| − log |X_{S ∩ s}|
+    shared = (sep_inc.multiply(log_size[None, :]).tocsr() @ s_inc.T).toarray()
+    union = sep_log[:, None] + s_log[None, :] - shared
+    widest = max((len(c) for c in cliques), default=0)
+    bound = ((union.max(axis=0) <= math.log(tree_marginals.MAX_MESSAGE_CELLS) - slack)
+             & (widest + s_len <= tree_marginals.MAX_PRODUCT_VARIABLES))
+    tree = [(tuple(c), None) for c in cliques]
+    holder = holders(tree)  # type: ignore[arg-type]
+    for j in np.flatnonzero(~out & fits):
+        out[j] = bool(bound[j]) or tree_feasible(tree, parents, domain.sizes, scopes[j], holder)
+    return out
 
 
 class ScopeReads:
