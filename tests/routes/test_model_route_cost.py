@@ -66,6 +66,13 @@ class Plans:
         monkeypatch.setattr(GibbsModel, "plan_of", staticmethod(counted))
 
 
+def engine_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every query outside a clique read by an engine pass: no scope read (one cell at most)
+    and no tree product of more than one variable (no evidence pass, no tree walk)."""
+    monkeypatch.setattr(query_reads, "MAX_READ_CELLS", 1)
+    monkeypatch.setattr(tree_marginals, "MAX_PRODUCT_VARIABLES", 1)
+
+
 def _brute_force(w: Workload, model: ScopeModel, theta: np.ndarray) -> np.ndarray:
     joint = model.joint(theta, w.domain.size)
     assert joint is not None
@@ -92,17 +99,23 @@ def test_narrow_queries_plan_no_engine_pass(case: tuple[Workload, np.ndarray],
 
 def test_planted_bug_engine_reads_plan_passes(case: tuple[Workload, np.ndarray],
                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    """The scope reads off (queries over more than one cell go to engine passes): the count
-    above sees the plans."""
+    """The scope reads off (queries over more than one cell go to engine passes; no evidence
+    pass): the count above sees the plans."""
     w, codes = case
-    monkeypatch.setattr(query_reads, "MAX_READ_CELLS", 1)
+    engine_reads(monkeypatch)
     plans = Plans(monkeypatch)
     answer_adaptive(codes, w, Budget.of(rho=0.2), seed=0, accept_cost=True,
                     prior_scale=0.0)
     assert plans.calls > 0
 
 
-def test_one_marginal_per_distinct_scope(case: tuple[Workload, np.ndarray]) -> None:
+@pytest.mark.parametrize("messages", [1 << 24, 1])
+def test_one_marginal_per_distinct_scope(case: tuple[Workload, np.ndarray], messages: int,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each distinct scope read once — its marginal, or (the tree's messages limited to one
+    cell) its conjunctions by evidence passes — equal to brute force and to one query at a
+    time."""
+    monkeypatch.setattr(tree_marginals, "MAX_MESSAGE_CELLS", messages)
     w, _ = case
     dom = w.domain
     model = ScopeModel(dom, [(0,), (1,), (2,), (3,), (4,), (5,), (0, 1), (1, 2, 3), (3, 4)])
@@ -112,7 +125,9 @@ def test_one_marginal_per_distinct_scope(case: tuple[Workload, np.ndarray]) -> N
     scopes = [scope(dom, f) for f in functions]
     reads = ScopeReads(model, fitted, model.clique_tree(theta))
     got, rest = reads.probabilities(functions, scopes)
-    assert rest == [] and reads.marginals_read == len(set(scopes)) < len(functions)
+    assert rest == [] and reads.marginals_read + reads.evidence_groups == len(set(scopes)) \
+        < len(functions)
+    assert (reads.evidence_groups > 0) == (messages == 1)
     np.testing.assert_allclose(got, _brute_force(w, model, theta), rtol=1e-10, atol=1e-12)
     one = [ScopeReads(model, fitted, model.clique_tree(theta)).probabilities([f], [s])[0][0]
            for f, s in zip(functions, scopes)]
@@ -128,7 +143,7 @@ def test_no_cost_warning_for_narrow_queries(case: tuple[Workload, np.ndarray]) -
 def test_engine_read_workloads_are_refused_with_the_estimate(
         case: tuple[Workload, np.ndarray], monkeypatch: pytest.MonkeyPatch) -> None:
     w, codes = case
-    monkeypatch.setattr(query_reads, "MAX_READ_CELLS", 1)
+    engine_reads(monkeypatch)
     cost = route_cost(w)
     assert cost.engine_queries > 0 and cost.expensive
     with pytest.raises(ResourceError, match="--estimate gls") as e:
@@ -155,8 +170,7 @@ def test_readable_scopes_is_scope_reads_verdict(messages: int,
     """The constraint's vectorised verdict (containment, the separator bound, the walk) is the
     reads' own, scope by scope, on random trees — with the tree's message limit at times tiny,
     so the bound fails and the walk decides. Planted bug caught: the bound over the separators
-    without the scope's own cells (the last message, S = ∅) accepts scopes the walk refuses
-    at ``messages`` = 16."""
+    without the scope's own cells (the last message, S = ∅) fails this test."""
     monkeypatch.setattr(tree_marginals, "MAX_MESSAGE_CELLS", messages)
     for seed in range(40):
         rng = np.random.default_rng(seed)

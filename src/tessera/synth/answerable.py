@@ -77,8 +77,9 @@ from tessera.estimation.maxent import (
 from tessera.estimation.tree_marginals import tree_feasible
 from tessera.synth.candidates import DEFAULT_MAX_CELLS, Candidate, candidates
 from tessera.synth.model_view import model_structure
-from tessera.synth.query_reads import readable_scopes
+from tessera.synth.query_reads import evidence_feasible, readable_scopes
 from tessera.synth.sensitive import query_functions
+from tessera.workload.query import Query
 from tessera.workload.workload import Workload
 
 __all__ = ["Answerable", "Structure", "least_structure"]
@@ -124,6 +125,7 @@ class Answerable:
         #: the queries' distinct scopes, and each query's position among them
         self._distinct: tuple[Scope, ...] = tuple(distinct)
         self._scope_of: tuple[int, ...] = tuple(distinct[s] for s in self.scopes)
+        self._conjunction: tuple[bool, ...] = tuple(isinstance(f, Query) for f in self.functions)
 
     @property
     def active(self) -> bool:
@@ -135,7 +137,8 @@ class Answerable:
         with a wide query, those whose scope lies in no measured scope; without, those whose
         scope lies in no clique of the model's junction tree (a measured scope lies in one) and
         is not read from the clique tree's messages — decided per distinct scope, all at once
-        (:func:`~tessera.synth.query_reads.readable_scopes`), as
+        (:func:`~tessera.synth.query_reads.readable_scopes`) — and is not a conjunction (read
+        by evidence passes when :func:`~tessera.synth.query_reads.evidence_feasible`), as
         :class:`~tessera.synth.query_reads.ScopeReads` reads them."""
         scopes, queries = structure
         if not self.functions:
@@ -146,7 +149,9 @@ class Answerable:
                     if not any(frozenset(s) <= t for t in sets)]
         cliques, parents = self._tree(scopes)
         ok = readable_scopes(self.workload.domain, self._distinct, cliques, parents)
-        return [j for j, k in enumerate(self._scope_of) if not ok[k]]
+        by_evidence = evidence_feasible([(c, None) for c in cliques])
+        return [j for j, k in enumerate(self._scope_of)
+                if not ok[k] and not (by_evidence and self._conjunction[j])]
 
     def _tree(self, scopes: tuple[Scope, ...]) -> tuple[list[Scope], list[int]]:
         """The cliques (variables) and parents of the model's junction tree

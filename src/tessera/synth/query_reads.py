@@ -40,13 +40,15 @@ import numpy.typing as npt
 from tessera.engine.factors import Function
 from tessera.estimation import tree_marginals
 from tessera.estimation.maxent import FitResult, ScopeModel
-from tessera.estimation.tree_marginals import holders, tree_feasible, tree_marginal
+from tessera.estimation.tree_marginals import holders, tree_evidence, tree_feasible, tree_marginal
 from tessera.schema.domain import Domain
 from tessera.synth.model_view import clique_index, from_cliques
 from tessera.synth.sensitive import Evaluator
+from tessera.workload.query import Query
 
-__all__ = ["CHUNK_CELLS", "MAX_READ_CELLS", "ScopeReads", "readable_scopes",
-           "readable_size", "scope_cells", "tree_readable"]
+__all__ = ["CHUNK_CELLS", "EVIDENCE_CELLS", "MAX_READ_CELLS", "ScopeReads",
+           "conjunction_probabilities", "evidence_feasible", "readable_scopes", "readable_size",
+           "scope_cells", "tree_readable"]
 
 FloatArray = npt.NDArray[np.float64]
 Scope = tuple[int, ...]
@@ -54,6 +56,8 @@ Tree = tuple[list[tuple[Scope, FloatArray]], list[int]]
 #: Cells of a scope whose indicators are evaluated at once (the codes of a chunk take
 #: CHUNK_CELLS × d × 8 bytes).
 CHUNK_CELLS = 1 << 16
+#: Evidence rows × clique cells of one batched pass of :func:`conjunction_probabilities`.
+EVIDENCE_CELLS = 1 << 22
 #: Largest scope (cells) whose queries are read through its marginal: the clique tree's own
 #: message limit (:data:`~tessera.estimation.tree_marginals.MAX_MESSAGE_CELLS`, 2^24 cells).
 MAX_READ_CELLS = 1 << 24
@@ -146,8 +150,10 @@ class ScopeReads:
         self.tree = tree
         self._holder = holders(tree[0]) if tree is not None else None
         self._index = clique_index(tree[0]) if tree is not None else None
-        #: distinct scopes whose marginal was read (a count for tests and benchmarks)
+        #: distinct scopes whose marginal was read, and scopes whose conjunctions were read by
+        #: evidence passes (counts for tests and benchmarks)
         self.marginals_read = 0
+        self.evidence_groups = 0
 
     def marginal(self, s: Scope) -> FloatArray | None:
         """P_θ(x_s) (flat, row-major, domain order), or None when the query needs an engine
@@ -176,6 +182,13 @@ class ScopeReads:
         for s, members in groups.items():
             p = self.marginal(s)
             if p is None:
+                if self.tree is not None and evidence_feasible(self.tree[0]) and all(
+                        isinstance(functions[j], Query) for j in members):
+                    out[members] = conjunction_probabilities(
+                        self.model.domain, [functions[j] for j in members],  # type: ignore[misc]
+                        self.tree, self._holder)
+                    self.evidence_groups += 1
+                    continue
                 rest.extend(members)
                 continue
             out[members] = indicator_products(self.model.domain, [functions[j] for j in members],
@@ -201,3 +214,35 @@ def indicator_products(domain: Domain, functions: Sequence[Function], s: Scope,
         hits = np.asarray(evaluator.matrix(codes), dtype=np.float64)
         total += hits @ p[lo:hi]
     return total
+
+
+def evidence_feasible(cliques: Sequence[tuple[Sequence[int], object]]) -> bool:
+    """Whether :func:`conjunction_probabilities` runs on this tree: its widest clique and the
+    batch within ``numpy.einsum``'s letters (a function of the cliques' variables)."""
+    widest = max((len(c[0]) for c in cliques), default=0)
+    return widest + 1 <= tree_marginals.MAX_PRODUCT_VARIABLES
+
+
+def conjunction_probabilities(domain: Domain, queries: Sequence[Query], tree: Tree,
+                              holder: dict[int, int] | None = None) -> FloatArray:
+    """P_θ(q = 1) of conjunctions of one scope from the clique tree by evidence passes
+    (:func:`~tessera.estimation.tree_marginals.tree_evidence`: each predicate's indicator on
+    its attribute, messages over separators only — no table over the scope), in batches of
+    queries of at most :data:`EVIDENCE_CELLS` evidence rows × clique cells."""
+    cliques, parents = tree
+    largest = max((t.size for _, t in cliques), default=1)
+    step = max(1, EVIDENCE_CELLS // max(1, largest))
+    sizes = domain.sizes
+    out = np.empty(len(queries))
+    for lo in range(0, len(queries), step):
+        block = queries[lo: lo + step]
+        evidence: dict[int, FloatArray] = {}
+        for b, q in enumerate(block):
+            for pred in q.predicates:
+                v = domain.index(pred.attribute)
+                if v not in evidence:
+                    evidence[v] = np.ones((len(block), int(sizes[v])))
+                evidence[v][b] = pred.coverage.contains_array(np.arange(int(sizes[v])))
+        out[lo: lo + len(block)] = tree_evidence(cliques, parents, sizes, evidence, holder) \
+            if evidence else 1.0
+    return out
