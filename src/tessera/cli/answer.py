@@ -154,9 +154,8 @@ def answer(
     w = Workload.load(workload, Domain.load(schema))
     source = data_source(data, engine, spark_master)
     if estimate == "adaptive":
-        from tessera.routes.adaptive import answer_adaptive, route_cost
+        from tessera.routes.adaptive import answer_adaptive
 
-        info.print(route_cost(w).describe(), markup=False, highlight=False)
         with info.status(f"answering {w.n_queries:,} queries from an adaptive model…",
                         spinner="dots"):
             model = answer_adaptive(
@@ -164,7 +163,8 @@ def answer(
                 label=label or workload.stem, seed=seed,
                 csv=csv_options(no_header, delimiter, na, skip_rows), table=table,
                 on_invalid=on_invalid, extra_columns=extra_columns,  # type: ignore[arg-type]
-                output=output, certificate=certificate, accept_cost=accept_cost)
+                output=output, certificate=certificate, accept_cost=accept_cost,
+                notice=lambda text: info.print(text, markup=False, highlight=False))
         _print_model_release(model, output, certificate)
         return
     steps = tuple(s for s, on in (("consistency", consistency), ("nonnegative", nonnegative))

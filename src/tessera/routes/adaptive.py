@@ -267,6 +267,7 @@ def answer_adaptive(
     progress: Callable[[Any], None] | None = None,
     memory_limit: int = DEFAULT_MEMORY_LIMIT,
     accept_cost: bool = False,
+    notice: Callable[[str], None] | None = None,
     **options: Any,
 ) -> ModelRelease:
     """Answer ``workload`` on ``data`` under ``budget`` from the adaptive synthesizer's fitted
@@ -281,7 +282,9 @@ def answer_adaptive(
     (the synthesizer's ``answer_memory``) and the answers all use it. ``unit``: one row, or
     one person of at most K rows (the synthesizer's, docs/theory.md §3.13). ``accept_cost``:
     run a workload whose :func:`route_cost` is :attr:`~RouteCost.expensive` (else refused
-    before anything is charged, with the estimate and the cheaper route)."""
+    before anything is charged, with the estimate and the cheaper route). ``notice``: called
+    with the estimate (:meth:`RouteCost.describe`) once the inputs are checked, before the
+    data is read or anything is charged."""
     if not isinstance(workload, Workload):
         raise QueryError("the adaptive route takes a tessera.Workload",
                          hint="Workload.load(path, domain) or Workload.from_sql(...)")
@@ -302,8 +305,8 @@ def answer_adaptive(
     cells = cells if isinstance(cells, int) and not isinstance(cells, bool) and cells >= 1 \
         else DEFAULT_MAX_CELLS
     check_workload(workload, cells, memory_limit)
+    cost = route_cost(workload, cells)
     if not accept_cost:
-        cost = route_cost(workload, cells)
         if cost.expensive:
             raise ResourceError(
                 f"{cost.describe()} — more than {MAX_ENGINE_QUERIES} queries read by engine "
@@ -311,6 +314,8 @@ def answer_adaptive(
                 hint="answer it with --estimate gls (a strategy and least squares: no model), "
                      "split the wide queries, or run it anyway with --accept-cost "
                      "(accept_cost=True)")
+    if notice is not None:
+        notice(cost.describe())
     book = Ledger.open(ledger) if isinstance(ledger, (str, Path)) else ledger
     done: list[ModelRelease] = []
     start = time.perf_counter()
