@@ -34,9 +34,18 @@ every query answerable: below); the answers; the files are written all or none
 (:func:`tessera.data.outputs.staged`); only then is the charge marked ``released``. A failure
 after the charge marks it ``aborted`` and keeps the budget spent (docs/theory.md §9.6).
 
+**Predicate queries** are read from the marginal of their scope, once per distinct scope (a
+measured scope, a clique, or the clique tree's messages), conjunctions past the messages' limits
+by batched evidence passes over the clique tree (:mod:`tessera.synth.query_reads`): 1,000 random
+conjunctions of Adult cost about what the synthesizer's run costs. **Cost estimate**
+(:func:`route_cost`, public inputs): before the data is read the route says how many queries it
+reads how; a workload with more than :data:`MAX_ENGINE_QUERIES` queries that need an engine pass
+(their scopes too large for any read above) is refused with the estimate and ``--estimate gls``
+as the cheaper route unless ``accept_cost``.
+
 **No query's or family's memory failure happens after the charge** (docs/theory.md §10.5). A
-predicate, Boolean or BDD query whose scope lies in no measured scope and no clique of the fitted
-model is answered by one more engine pass over the model with the query added at weight 0;
+predicate, Boolean or BDD query that none of these reads reaches is answered by one more engine
+pass over the model with the query added at weight 0;
 several such queries over shared attributes tie the decomposition through their automata (30
 conjunctions of 8 of Adult's attributes: > 70 PiB in one pass, ~10^5 bytes each alone), so the
 pass runs them in groups that fit (:func:`tessera.estimation.maxent.added_query_groups`: halved
