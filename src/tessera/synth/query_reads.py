@@ -18,6 +18,14 @@ engine pass per group of queries added to the model at θ_q = 0
 (:func:`tessera.estimation.maxent.added_query_probabilities`) compiled a Gibbs model of every
 measured cell per group and planned each group, halving until it fit.
 
+**Conjunctions past the messages' limits** (a 3-way scope of Adult beside a wide clique can ask
+for a message of 10^7–10^8 cells): P_θ(q) = Σ_x P_θ(x) Π_a [x_a ∈ φ_a] is one evidence pass over
+the clique tree — each predicate's indicator multiplied into a clique holding its attribute,
+messages over separators only (:func:`~tessera.estimation.tree_marginals.tree_evidence`) —
+batched over the scope's conjunctions (:func:`conjunction_probabilities`). So beside a model
+without wide queries no conjunction needs an engine pass (:func:`evidence_feasible`: the widest
+clique within ``numpy.einsum``'s letters).
+
 **Which queries** (:func:`tree_readable`): those whose scope has at most
 :data:`MAX_READ_CELLS` cells, from a model without wide
 queries (the dense junction tree exists) whose clique tree reads the scope within its limits
