@@ -126,7 +126,9 @@ def readable_scopes(domain: Domain, scopes: Sequence[Scope],
         hits = (incidence(cliques) @ s_inc.T).tocsc()
         best = np.asarray(hits.max(axis=0).todense()).ravel()
         out |= best >= s_len
-    fits = np.fromiter((readable_size(domain, x) for x in scopes), dtype=bool, count=n)
+    sizes = [int(v) for v in domain.sizes]  # once: a property that walks every attribute
+    fits = np.fromiter((math.prod(sizes[v] for v in x) <= MAX_READ_CELLS for x in scopes),
+                       dtype=bool, count=n)
     # the bound in floating point, on the safe side: a scope within 10^-9 of it is walked
     slack = 1e-9 * max(1.0, math.log(tree_marginals.MAX_MESSAGE_CELLS))
     sets = [frozenset(c) for c in cliques]
@@ -142,7 +144,7 @@ def readable_scopes(domain: Domain, scopes: Sequence[Scope],
     tree = [(tuple(c), None) for c in cliques]
     holder = holders(tree)  # type: ignore[arg-type]
     for j in np.flatnonzero(~out & fits):
-        out[j] = bool(bound[j]) or tree_feasible(tree, parents, domain.sizes, scopes[j], holder)
+        out[j] = bool(bound[j]) or tree_feasible(tree, parents, sizes, scopes[j], holder)
     return out
 
 
