@@ -148,10 +148,15 @@ class Answerable:
             return [j for j, s in enumerate(self.scopes)
                     if not any(frozenset(s) <= t for t in sets)]
         cliques, parents = self._tree(scopes)
-        ok = readable_scopes(self.workload.domain, self._distinct, cliques, parents)
         by_evidence = evidence_feasible([(c, None) for c in cliques])
-        return [j for j, k in enumerate(self._scope_of)
-                if not ok[k] and not (by_evidence and self._conjunction[j])]
+        todo = [j for j in range(len(self.functions))
+                if not (by_evidence and self._conjunction[j])]
+        if not todo:  # every query a conjunction: read by the tree, nothing more to decide
+            return []
+        ks = sorted({self._scope_of[j] for j in todo})
+        ok = dict(zip(ks, readable_scopes(self.workload.domain, [self._distinct[k] for k in ks],
+                                          cliques, parents)))
+        return [j for j in todo if not ok[self._scope_of[j]]]
 
     def _tree(self, scopes: tuple[Scope, ...]) -> tuple[list[Scope], list[int]]:
         """The cliques (variables) and parents of the model's junction tree
