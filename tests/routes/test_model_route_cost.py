@@ -19,6 +19,7 @@ measured scope and clique):
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -186,3 +187,34 @@ def test_readable_scopes_is_scope_reads_verdict(messages: int,
         want = [any(set(s) <= set(c) for c in cliques) or tree_readable(dom, s, tree, parents)
                 for s in asked]
         assert got.tolist() == want, seed
+
+
+def test_cli_says_the_cost_and_refuses_without_accept_cost(
+        case: tuple[Workload, np.ndarray], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI prints the estimate before the run; an expensive workload is refused before
+    anything is read or charged, naming the cheaper route and the option."""
+    import pandas as pd
+    from typer.testing import CliRunner
+
+    from tessera.cli.main import app
+
+    w, codes = case
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "schema.json").write_text(
+        "{" + ", ".join(f'"a{i}": {s}' for i, s in enumerate(SIZES)) + "}")
+    (tmp_path / "w.sql").write_text("".join(f"q{n}: {q.to_sql(w.domain)}\n"
+                                            for n, q in enumerate(w.queries)))
+    pd.DataFrame(codes, columns=[f"a{i}" for i in range(6)]).to_csv("d.csv", index=False)
+    base = ["answer", "d.csv", "w.sql", "-s", "schema.json", "--rho", "0.2", "--estimate",
+            "adaptive", "--seed", "0"]
+    r = CliRunner().invoke(app, base)
+    assert r.exit_code == 0, r.output
+    assert "no engine pass" in r.output
+    engine_reads(monkeypatch)
+    r = CliRunner().invoke(app, base)
+    assert r.exit_code != 0 and "--estimate gls" in r.output and "--accept-cost" in r.output
+    assert "Traceback" not in r.output
+    r = CliRunner().invoke(app, ["answer", "d.csv", "w.sql", "-s", "schema.json", "-e", "1",
+                                 "--accept-cost"])
+    assert r.exit_code != 0 and "goes with --estimate adaptive" in r.output
