@@ -2,7 +2,9 @@
 answers need (docs/theory.md §10.5, :mod:`tessera.synth.answerable`).
 
 Six attributes of 4 values, the 15 two-way marginals and a Boolean clause over all six
-(``wide``: 4,096 cells, over ``max_cells`` = 16, so it is read by an engine pass). Under an
+(``wide``: 4,096 cells, over ``max_cells`` = 16; with the scope reads limited to 16 cells
+(:data:`tessera.synth.query_reads.MAX_READ_CELLS`, fixture ``engine_reads``) it is read by an
+engine pass, as a query over more than 2^24 cells would be). Under an
 engine memory limit of 140,000 bytes its pass fits beside the one-way marginals (its tables
 20,032 bytes, compiling its junction tree 139,280) but not beside some two-way selections
 (142,160 bytes to compile with (a0, a1) alone: the pairs across the clause's conjunctions;
@@ -31,6 +33,7 @@ import pytest
 
 import tessera.estimation.tree_marginals as tree_marginals
 import tessera.synth.answerable as answerable
+import tessera.synth.query_reads as query_reads
 from tessera.errors import ResourceError, TesseraError
 from tessera.estimation.maxent import ScopeModel, added_query_probabilities
 from tessera.release import Budget, Ledger
@@ -48,6 +51,13 @@ CLAUSE = "(a0 = 1 AND a3 = 1) OR (a1 = 1 AND a4 = 1) OR (a2 = 1 AND a5 = 1)"
 #: answers cannot be read from: AIM's schedule (annealing step 2, measurement share 0.9) gives
 #: one at seed 0.
 OPTIONS = {"max_cells": 16, "anneal": 2, "measure_fraction": 0.9}
+
+
+@pytest.fixture(autouse=True)
+def engine_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Queries over more than 16 cells are read by an engine pass, not through their scope's
+    marginal (the wide clause's 4,096 cells stand for a scope past the real limit)."""
+    monkeypatch.setattr(query_reads, "MAX_READ_CELLS", 16)
 
 
 @pytest.fixture(scope="module")

@@ -92,6 +92,12 @@ def answer(
                           "select-measure-fit loop, every answer read from its fitted model; "
                           "no proven interval).")
     ] = "gls",
+    accept_cost: Annotated[
+        bool, typer.Option("--accept-cost", help="With --estimate adaptive: run a workload "
+                           "whose estimated cost is refused by default (more than 4 queries "
+                           "read by engine passes beside the model; the refusal says what it "
+                           "will cost).")
+    ] = False,
     consistency: Annotated[
         bool, typer.Option("--consistency", help="Add least-squares consistent answers "
                            "(post-processing, free).")
@@ -141,6 +147,8 @@ def answer(
     check_policies(on_invalid, extra_columns)
     budget = Budget.of(epsilon=epsilon, delta=delta, rho=rho, mu=mu)
     unit = privacy_unit(privacy_id, max_rows, count)
+    if accept_cost and estimate != "adaptive":
+        raise TesseraError("--accept-cost goes with --estimate adaptive")
     if estimate == "adaptive":
         _refuse_with_adaptive(weights=weights != "auto", strategy=strategy != "auto",
                               objective=objective != "total", consistency=consistency,
@@ -171,7 +179,8 @@ def answer(
                 label=label or workload.stem, seed=seed,
                 csv=csv_options(no_header, delimiter, na, skip_rows), table=table,
                 on_invalid=on_invalid, extra_columns=extra_columns,  # type: ignore[arg-type]
-                output=output, certificate=certificate)
+                output=output, certificate=certificate, accept_cost=accept_cost,
+                notice=lambda text: info.print(text, markup=False, highlight=False))
         _print_model_release(model, output, certificate)
         return
     steps = tuple(s for s, on in (("consistency", consistency), ("nonnegative", nonnegative))

@@ -545,6 +545,21 @@ def check_compile(entries: int, largest: int, limit: int) -> None:
         "memory limit")
 
 
+def junction_cliques(sizes: Sequence[int], scopes: Sequence[Sequence[int]], *,
+                     heuristic: str = "min-fill", memory_limit: int = DEFAULT_MEMORY_LIMIT
+                     ) -> tuple[list[tuple[int, ...]], list[int]]:
+    """The cliques :func:`junction_tree` compiles for these arguments (without its virtual
+    root, in its order) and each one's parent (its index in that list, −1 for a root), without
+    a table or an index array: the structure of
+    :meth:`tessera.estimation.maxent.ScopeModel.clique_tree`. Raises :func:`junction_tree`'s
+    :class:`~tessera.errors.ResourceError` for its tables when it would."""
+    sizes_t = tuple(int(s) for s in sizes)
+    scopes_t = tuple(tuple(int(v) for v in sc) for sc in scopes)
+    sk = _skeleton(sizes_t, scopes_t, heuristic, memory_limit, None)
+    return ([tuple(c) for c in sk.cliques[1:]],
+            [sk.cparent[k] - 1 for k in range(1, len(sk.cliques))])
+
+
 def junction_bags(sizes: Sequence[int], scopes: Sequence[Sequence[int]], *,
                   heuristic: str = "min-fill", memory_limit: int = DEFAULT_MEMORY_LIMIT
                   ) -> list[frozenset[int]]:

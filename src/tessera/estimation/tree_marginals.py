@@ -28,7 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = ["CALL_CELLS", "MAX_MESSAGE_CELLS", "MAX_PRODUCT_VARIABLES", "holders", "tree_cost",
-           "tree_feasible", "tree_marginal"]
+           "tree_evidence", "tree_feasible", "tree_marginal"]
 
 FloatArray = npt.NDArray[np.float64]
 #: Largest message (cells) :func:`tree_marginal` builds; above it, it returns None.
@@ -190,3 +190,64 @@ def tree_marginal(cliques: Sequence[tuple[tuple[int, ...], FloatArray]],
             variables = (*variables, v)
     order = [variables.index(v) for v in scope]
     return np.ascontiguousarray(np.transpose(table, order)).ravel()
+
+
+def tree_evidence(cliques: Sequence[tuple[tuple[int, ...], FloatArray]],
+                  parents: Sequence[int], sizes: Sequence[int],
+                  evidence: dict[int, FloatArray],
+                  holder: dict[int, int] | None = None) -> FloatArray:
+    """Σ_x P(x) Π_v e_v[b, x_v] for every row b of the evidence (``evidence[v]``: shape
+    (B, |X_v|), the same B for every v) — for 0/1 evidence the probability of a conjunction
+    Π_v [x_v ∈ φ_v] — from the clique marginals (module docs) with every message over its
+    separator alone: each clique of T multiplies P(x_C)/P(x_{S_C}), the evidence of the
+    variables it holds first (:func:`holders`) and its children's messages, and sums out all
+    but its separator (one ``numpy.einsum`` per clique, batched over b). No message exceeds a
+    separator of the tree; a product names at most the clique's variables and the batch.
+    Variables in no clique are uniform: their factor is the mean of e_v over X_v."""
+    if not evidence:
+        return np.ones(1)
+    batch = next(iter(evidence.values())).shape[0]
+    holder = holders(cliques) if holder is None else holder
+    out = np.ones(batch)
+    for v, e in evidence.items():
+        if v not in holder:
+            out = out * e.mean(axis=1)
+    inside = [v for v in evidence if v in holder]
+    if not inside:
+        return out
+    _, _, keep = _subtree(cliques, parents, inside, holder)
+    children: dict[int, list[int]] = {}
+    for k in keep:
+        children.setdefault(parents[k], []).append(k)
+    held: dict[int, list[int]] = {}
+    for v in inside:
+        held.setdefault(holder[v], []).append(v)
+
+    def message(k: int) -> tuple[tuple[int, ...], FloatArray]:
+        parts: list[tuple[tuple[int, ...], FloatArray, bool]] = []
+        sep: tuple[int, ...] = ()
+        if k >= 0:
+            variables, table = cliques[k]
+            if parents[k] >= 0:
+                other = set(cliques[parents[k]][0])
+                sep = tuple(v for v in variables if v in other)
+            axes = tuple(i for i, v in enumerate(variables) if v not in sep)
+            p_sep = table.sum(axis=axes, keepdims=True) if axes else table
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ratio = np.where(p_sep > 0, table / np.where(p_sep > 0, p_sep, 1.0), 0.0)
+            parts.append((tuple(variables), ratio, False))
+            parts.extend(((v,), evidence[v], True) for v in held.get(k, ()))
+        for c in sorted(children.get(k, ())):
+            got = message(c)
+            parts.append((got[0], got[1], True))
+        letters: dict[int, str] = {}
+        for variables, _, _ in parts:
+            for v in variables:
+                letters.setdefault(v, _LETTERS[len(letters)])
+        spec = ",".join(("..." if batched else "") + "".join(letters[v] for v in vs)
+                        for vs, _, batched in parts)
+        spec += "->..." + "".join(letters[v] for v in sep)
+        return sep, np.einsum(spec, *(t for _, t, _ in parts), optimize=True)
+
+    _, root = message(-1)
+    return out * np.broadcast_to(root, (batch,))

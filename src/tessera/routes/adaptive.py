@@ -34,9 +34,18 @@ every query answerable: below); the answers; the files are written all or none
 (:func:`tessera.data.outputs.staged`); only then is the charge marked ``released``. A failure
 after the charge marks it ``aborted`` and keeps the budget spent (docs/theory.md §9.6).
 
+**Predicate queries** are read from the marginal of their scope, once per distinct scope (a
+measured scope, a clique, or the clique tree's messages), conjunctions past the messages' limits
+by batched evidence passes over the clique tree (:mod:`tessera.synth.query_reads`): 1,000 random
+conjunctions of Adult cost about what the synthesizer's run costs. **Cost estimate**
+(:func:`route_cost`, public inputs): before the data is read the route says how many queries it
+reads how; a workload with more than :data:`MAX_ENGINE_QUERIES` queries that need an engine pass
+(their scopes too large for any read above) is refused with the estimate and ``--estimate gls``
+as the cheaper route unless ``accept_cost``.
+
 **No query's or family's memory failure happens after the charge** (docs/theory.md §10.5). A
-predicate, Boolean or BDD query whose scope lies in no measured scope and no clique of the fitted
-model is answered by one more engine pass over the model with the query added at weight 0;
+predicate, Boolean or BDD query that none of these reads reaches is answered by one more engine
+pass over the model with the query added at weight 0;
 several such queries over shared attributes tie the decomposition through their automata (30
 conjunctions of 8 of Adult's attributes: > 70 PiB in one pass, ~10^5 bytes each alone), so the
 pass runs them in groups that fit (:func:`tessera.estimation.maxent.added_query_groups`: halved
@@ -90,16 +99,66 @@ from tessera.routes.model_files import (
 )
 from tessera.synth.adaptive_record import model_counts
 from tessera.synth.answerable import Answerable, least_structure
-from tessera.synth.candidates import DEFAULT_MAX_CELLS
+from tessera.synth.candidates import DEFAULT_MAX_CELLS, candidates
 from tessera.synth.fitted import FittedSynthesizer
 from tessera.synth.synthesizer import Synthesizer
 from tessera.workload.workload import Workload
 
-__all__ = ["MAX_SCOPE_CELLS", "NO_INTERVAL", "ModelRelease", "answer_adaptive",
-           "check_workload"]
+__all__ = ["MAX_ENGINE_QUERIES", "MAX_SCOPE_CELLS", "NO_INTERVAL", "ModelRelease", "RouteCost",
+           "answer_adaptive", "check_workload", "route_cost"]
 
 #: Largest dense marginal (cells of the product of a family's attributes) read from the model.
 MAX_SCOPE_CELLS = 1 << 24
+#: Most queries read by engine passes that the route runs without ``accept_cost``: every round's
+#: selection plans their pass beside each candidate's model (docs/benchmarks.md, "the
+#: answerability constraint": 4 such queries cost 1.4× the run without them, 10 cost 5×).
+MAX_ENGINE_QUERIES = 4
+#: One engine plan of a query pass beside a model of Adult (measured: 40–60 ms), for the
+#: estimate's seconds.
+PLAN_SECONDS = 0.05
+
+
+@dataclass(frozen=True)
+class RouteCost:
+    """What the route will cost beyond the synthesizer's own run, from public inputs only (the
+    schema, the workload, the candidates): ``queries`` predicate queries over ``scopes``
+    distinct scopes, each scope's marginal read once from the model
+    (:mod:`tessera.synth.query_reads`); ``engine_queries`` of them read by an engine pass
+    beside the least model any run ends with (their scopes too large for a marginal), which
+    the selection's answerability constraint plans beside each of the ``candidates`` models it
+    is offered, every round (``plans_per_round``, at least one each)."""
+
+    queries: int
+    scopes: int
+    engine_queries: int
+    candidates: int
+
+    @property
+    def plans_per_round(self) -> int:
+        return self.candidates if self.engine_queries else 0
+
+    @property
+    def expensive(self) -> bool:
+        """More than :data:`MAX_ENGINE_QUERIES` queries read by engine passes."""
+        return self.engine_queries > MAX_ENGINE_QUERIES
+
+    def describe(self) -> str:
+        head = (f"adaptive route: {self.queries:,} queries over {self.scopes:,} scopes, each "
+                "scope's marginal read once from the fitted model")
+        if not self.engine_queries:
+            return head + "; no engine pass (cost ≈ the synthesizer's run)"
+        return (head + f"; {self.engine_queries:,} read by engine passes: the selection plans "
+                f"≥ {self.plans_per_round:,} passes per round (~{PLAN_SECONDS * 1000:.0f} ms "
+                f"each on Adult: ≥ {self.plans_per_round * PLAN_SECONDS:,.0f} s of CPU per "
+                "round on top of the synthesizer's)")
+
+
+def route_cost(workload: Workload, max_cells: int = DEFAULT_MAX_CELLS) -> RouteCost:
+    """The route's cost estimate (:class:`RouteCost`) for ``workload``: public inputs only."""
+    keeper = Answerable(workload, DEFAULT_MEMORY_LIMIT)
+    pending = keeper.pending(least_structure(workload, max_cells)) if keeper.functions else []
+    return RouteCost(len(keeper.functions), len(set(keeper.scopes)), len(pending),
+                     len(candidates(workload, max_cells)))
 
 
 @dataclass(frozen=True, eq=False)
@@ -216,6 +275,8 @@ def answer_adaptive(
     certificate: str | Path | None = None,
     progress: Callable[[Any], None] | None = None,
     memory_limit: int = DEFAULT_MEMORY_LIMIT,
+    accept_cost: bool = False,
+    notice: Callable[[str], None] | None = None,
     **options: Any,
 ) -> ModelRelease:
     """Answer ``workload`` on ``data`` under ``budget`` from the adaptive synthesizer's fitted
@@ -228,7 +289,11 @@ def answer_adaptive(
     from the model). ``memory_limit``: the engine's memory guard (bytes) for the passes that
     read queries from the model; the preflight, the selection's answerability constraint
     (the synthesizer's ``answer_memory``) and the answers all use it. ``unit``: one row, or
-    one person of at most K rows (the synthesizer's, docs/theory.md §3.13)."""
+    one person of at most K rows (the synthesizer's, docs/theory.md §3.13). ``accept_cost``:
+    run a workload whose :func:`route_cost` is :attr:`~RouteCost.expensive` (else refused
+    before anything is charged, with the estimate and the cheaper route). ``notice``: called
+    with the estimate (:meth:`RouteCost.describe`) once the inputs are checked, before the
+    data is read or anything is charged."""
     if not isinstance(workload, Workload):
         raise QueryError("the adaptive route takes a tessera.Workload",
                          hint="Workload.load(path, domain) or Workload.from_sql(...)")
@@ -246,8 +311,20 @@ def answer_adaptive(
     options["answer_memory"] = memory_limit  # the selection keeps every query answerable
     synthesizer = Synthesizer("adaptive", **options)  # unknown options refused here
     cells = options.get("max_cells", DEFAULT_MAX_CELLS)  # a bad value: refused by fit's preflight
-    check_workload(workload, cells if isinstance(cells, int) and not isinstance(cells, bool)
-                   and cells >= 1 else DEFAULT_MAX_CELLS, memory_limit)
+    cells = cells if isinstance(cells, int) and not isinstance(cells, bool) and cells >= 1 \
+        else DEFAULT_MAX_CELLS
+    check_workload(workload, cells, memory_limit)
+    cost = route_cost(workload, cells)
+    if not accept_cost:
+        if cost.expensive:
+            raise ResourceError(
+                f"{cost.describe()} — more than {MAX_ENGINE_QUERIES} queries read by engine "
+                "passes (nothing was charged)",
+                hint="answer it with --estimate gls (a strategy and least squares: no model), "
+                     "split the wide queries, or run it anyway with --accept-cost "
+                     "(accept_cost=True)")
+    if notice is not None:
+        notice(cost.describe())
     book = Ledger.open(ledger) if isinstance(ledger, (str, Path)) else ledger
     done: list[ModelRelease] = []
     start = time.perf_counter()

@@ -5,7 +5,6 @@ them)."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,13 +21,12 @@ from tessera.estimation.maxent import (
     added_query_probabilities,
 )
 from tessera.privacy import Definition, Neighbours
-from tessera.schema.domain import Domain
 from tessera.synth.accounting import Step, prove
 from tessera.synth.model_answers import family_probabilities, scope_marginal
-from tessera.synth.model_view import from_cliques
+from tessera.synth.query_reads import ScopeReads
 from tessera.synth.rounds import Timings
 from tessera.synth.schedule import MEASURE_FRACTION
-from tessera.synth.sensitive import Evaluator, query_functions
+from tessera.synth.sensitive import query_functions
 from tessera.workload.workload import Workload
 
 __all__ = [
@@ -240,9 +238,11 @@ class AdaptiveResult:
         guard), its cells the sums over each axis's groups — never cell by cell: as engine
         features, a family's cells are one automaton each, and 28,699 cells of 45 two-way
         scopes outside the tree's cliques (Adult, 12 attributes) asked the junction tree's
-        compilation for > 23 GiB. Any other query: from a measured scope or a clique holding
-        its scope, else from a model with the query added at weight 0 (engine passes in groups
-        that fit ``memory_limit``: :func:`tessera.estimation.maxent.added_query_probabilities`).
+        compilation for > 23 GiB. Any other query: from the marginal of its scope, read once
+        per distinct scope from a measured scope, a clique or the clique tree's messages
+        (:mod:`tessera.synth.query_reads`), else from a model with the query added at weight 0
+        (engine passes in groups that fit ``memory_limit``:
+        :func:`tessera.estimation.maxent.added_query_probabilities`).
         A read that does not fit ``memory_limit`` raises :class:`~tessera.errors.ResourceError`
         naming the query or family, before anything of its size is allocated."""
         if workload.domain != self.model.domain:
@@ -272,35 +272,17 @@ class AdaptiveResult:
 def _query_answers(model: ScopeModel, fit: FitResult, workload: Workload,
                    memory_limit: int) -> FloatArray:
     """P_θ(q = 1) of a workload's predicate queries (no families):
-    :meth:`AdaptiveResult.answers`."""
+    :meth:`AdaptiveResult.answers` — grouped by scope, one marginal per distinct scope
+    (:class:`tessera.synth.query_reads.ScopeReads`), the rest by engine passes."""
     functions, names = query_functions(workload.domain, workload)
-    cliques = model.clique_marginals(fit.theta)
-    out = np.empty(len(functions))
-    rest = []
-    for j, f in enumerate(functions):
-        s = scope(workload.domain, f)
-        p = model.project(fit.marginals, s)
-        if p is None and cliques is not None:
-            p = from_cliques(cliques, s)
-        if p is None:
-            rest.append(j)
-            continue
-        out[j] = float(p @ _indicator(workload.domain, f, s))
+    scopes = [scope(workload.domain, f) for f in functions]
+    reads = ScopeReads(model, fit, model.clique_tree(fit.theta))
+    out, rest = reads.probabilities(functions, scopes)
     if rest:  # in groups that fit the engine's memory guard, one pass per group
         out[rest] = added_query_probabilities(model, fit.theta, [functions[j] for j in rest],
                                               [names[j] for j in rest],
                                               memory_limit=memory_limit)
     return out
-
-
-def _indicator(domain: Domain, f: object, s: tuple[int, ...]) -> FloatArray:
-    """f(x_s) for every cell of the product of s's domains (row-major)."""
-    shape = tuple(domain.sizes[i] for i in s)
-    cells = np.stack(np.unravel_index(np.arange(math.prod(shape)), shape), axis=1) \
-        if s else np.zeros((1, 0), dtype=np.int64)
-    codes = np.zeros((cells.shape[0], len(domain)), dtype=np.int64)
-    codes[:, list(s)] = cells
-    return Evaluator(domain, [f]).matrix(codes)[0].astype(np.float64)  # type: ignore[list-item]
 
 
 def model_counts(result: AdaptiveResult, workload: Workload, *,

@@ -3,8 +3,10 @@ the public constraint on its selection that the adaptive route sets (docs/theory
 
 **Queries.** :meth:`tessera.synth.adaptive_record.AdaptiveResult.answers` reads a query q of W (a
 predicate conjunction, a Boolean clause, a BDD query) from the fitted model P_θ: from a measured
-scope that contains q's scope, else from a clique of the model's junction tree (when the model
-has no wide query), else by one more engine pass over the model with q added at θ_q = 0, in the
+scope that contains q's scope, else from a clique of the model's junction tree or the clique
+tree's messages (when the model has no wide query; :mod:`tessera.synth.query_reads`, within
+:func:`~tessera.synth.query_reads.tree_readable`'s limits), else by one more engine pass over
+the model with q added at θ_q = 0, in the
 groups of :func:`tessera.estimation.maxent.added_query_groups` (all such queries in one pass
 when its plan fits the engine's memory guard, else halves, down to single queries; refused
 without a plan when a measured marginal would be compiled cell by cell,
@@ -22,7 +24,7 @@ its maximal measured marginal scopes and its measured wide queries, in order of 
 measurement (:func:`tessera.synth.model_view.model_structure`) — and of the domain and W.
 :class:`Answerable` decides it for a structure by the same computations, without a table or a
 fitted model: the same container test, the junction tree's bags and cliques
-(:func:`tessera.engine.junction.junction_bags`, :func:`~tessera.engine.junction.junction_tree`),
+(:func:`tessera.engine.junction.junction_cliques`, :func:`~tessera.engine.junction.junction_tree`),
 the very grouping function the query pass calls, the tree's structural limits, and the grown
 model's own guard (:func:`~tessera.engine.junction.check_junction` of the grown scopes, or
 :meth:`~tessera.engine.model.GibbsModel.plan_of` of its functions: each raises exactly when
@@ -62,7 +64,7 @@ import math
 from collections.abc import Sequence
 
 from tessera.engine.factors import Function, scope
-from tessera.engine.junction import check_junction, junction_bags, junction_tree
+from tessera.engine.junction import check_junction, junction_cliques
 from tessera.engine.model import GibbsModel
 from tessera.errors import ResourceError, TesseraError
 from tessera.estimation import tree_marginals
@@ -75,7 +77,9 @@ from tessera.estimation.maxent import (
 from tessera.estimation.tree_marginals import tree_feasible
 from tessera.synth.candidates import DEFAULT_MAX_CELLS, Candidate, candidates
 from tessera.synth.model_view import model_structure
+from tessera.synth.query_reads import evidence_feasible, readable_scopes
 from tessera.synth.sensitive import query_functions
+from tessera.workload.query import Query
 from tessera.workload.workload import Workload
 
 __all__ = ["Answerable", "Structure", "least_structure"]
@@ -116,7 +120,12 @@ class Answerable:
         self._cells: dict[Scope, tuple[Function, ...]] = {}
         self._refusal: dict[Structure, ResourceError | None] = {}
         self._fitted: dict[tuple[int, ...], bool] = {}  # a group's last plan: an order hint
-        self._last_bags: tuple[tuple[Scope, ...], list[frozenset[int]]] | None = None
+        self._last_tree: tuple[tuple[Scope, ...], tuple[list[Scope], list[int]]] | None = None
+        distinct = {s: k for k, s in enumerate(dict.fromkeys(self.scopes))}
+        #: the queries' distinct scopes, and each query's position among them
+        self._distinct: tuple[Scope, ...] = tuple(distinct)
+        self._scope_of: tuple[int, ...] = tuple(distinct[s] for s in self.scopes)
+        self._conjunction: tuple[bool, ...] = tuple(isinstance(f, Query) for f in self.functions)
 
     @property
     def active(self) -> bool:
@@ -125,22 +134,42 @@ class Answerable:
 
     def pending(self, structure: Structure) -> list[int]:
         """The queries the answers read by an engine pass beside a model of this structure:
-        those whose scope lies in no measured scope and — when the model has no wide query —
-        in no clique of its junction tree."""
+        with a wide query, those whose scope lies in no measured scope; without, those whose
+        scope lies in no clique of the model's junction tree (a measured scope lies in one) and
+        is not read from the clique tree's messages — decided per distinct scope, all at once
+        (:func:`~tessera.synth.query_reads.readable_scopes`) — and is not a conjunction (read
+        by evidence passes when :func:`~tessera.synth.query_reads.evidence_feasible`), as
+        :class:`~tessera.synth.query_reads.ScopeReads` reads them."""
         scopes, queries = structure
-        sets = [frozenset(s) for s in scopes]
-        out = [j for j, s in enumerate(self.scopes) if not any(frozenset(s) <= t for t in sets)]
-        if out and not queries:
-            bags = self._bags(scopes)
-            out = [j for j in out if not any(frozenset(self.scopes[j]) <= b for b in bags)]
-        return out
+        if not self.functions:
+            return []
+        if queries:
+            sets = [frozenset(s) for s in scopes]
+            return [j for j, s in enumerate(self.scopes)
+                    if not any(frozenset(s) <= t for t in sets)]
+        cliques, parents = self._tree(scopes)
+        by_evidence = evidence_feasible([(c, None) for c in cliques])
+        todo = [j for j in range(len(self.functions))
+                if not (by_evidence and self._conjunction[j])]
+        if not todo:  # every query a conjunction: read by the tree, nothing more to decide
+            return []
+        ks = sorted({self._scope_of[j] for j in todo})
+        ok = dict(zip(ks, readable_scopes(self.workload.domain, [self._distinct[k] for k in ks],
+                                          cliques, parents)))
+        return [j for j in todo if not ok[self._scope_of[j]]]
+
+    def _tree(self, scopes: tuple[Scope, ...]) -> tuple[list[Scope], list[int]]:
+        """The cliques (variables) and parents of the model's junction tree
+        (:func:`~tessera.engine.junction.junction_cliques`: no table), memoised for the
+        structure last asked about (its queries and families share them)."""
+        if self._last_tree is None or self._last_tree[0] != scopes:
+            self._last_tree = (scopes, junction_cliques(self.workload.domain.sizes, scopes))
+        return self._last_tree[1]
 
     def _bags(self, scopes: tuple[Scope, ...]) -> list[frozenset[int]]:
-        """The bags of the model's junction tree (a set lies in a clique iff in a bag),
-        memoised for the structure last asked about (its queries and families share them)."""
-        if self._last_bags is None or self._last_bags[0] != scopes:
-            self._last_bags = (scopes, junction_bags(self.workload.domain.sizes, scopes))
-        return self._last_bags[1]
+        """The maximal bags of the model's junction tree — its cliques (a set lies in a clique
+        iff in a bag of the elimination)."""
+        return [frozenset(c) for c in self._tree(scopes)[0]]
 
     def refusal(self, structure: Structure) -> ResourceError | None:
         """None when the answers beside a model of this structure fit the memory guard; else
@@ -265,9 +294,8 @@ class Answerable:
                 refused.append((s, name, e))
         if not refused:
             return None
-        tree = junction_tree(sizes, scopes)  # the model's own tree: its cliques and parents
-        cliques = [(c, None) for c in tree.cliques[1:]]
-        parents = [tree.clique_parent[k] - 1 for k in range(1, len(tree.cliques))]
+        variables, parents = self._tree(scopes)  # the model's own tree's
+        cliques = [(c, None) for c in variables]
         for s, name, e in refused:
             if not tree_feasible(cliques, parents, sizes, s):
                 return ResourceError(f"family {name!r}: {e.message}", hint=e.hint)

@@ -15,8 +15,9 @@ workload is answered as N̂ · P_θ(q), computed by the engine — never from sa
   contains s: one compilation, one upward and one downward pass. The cells are then the sums
   of P_θ(x_s) over each axis's groups (one tensor contraction per grouped axis);
 * any other query (a predicate conjunction, a Boolean clause, a BDD query):
-  :meth:`tessera.synth.adaptive_record.AdaptiveResult.answers` (an engine marginal of the query's
-  scope, or one engine pass with the query added at weight 0).
+  :meth:`tessera.synth.adaptive_record.AdaptiveResult.answers` (the marginal of the query's scope
+  read once per distinct scope, or evidence passes for conjunctions:
+  :mod:`tessera.synth.query_reads`; else one engine pass with the query added at weight 0).
 
 Post-processing of the run's noisy measurements: no privacy cost. These answers are the
 model's; the model is biased (it fills unmeasured interactions with maximum entropy), so no
