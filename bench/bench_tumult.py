@@ -183,11 +183,14 @@ def values_of(table: PersonTable, element: str) -> tuple[str, ...]:
 
 
 def sum_workloads(table: PersonTable) -> dict[str, tuple[Statement, ...]]:
-    """GROUP BY sums over 1 and 2 keys (tables with a sum column only)."""
+    """GROUP BY sums over 1 and 2 keys, and the GROUP BY of the second key once for each value
+    of the first (``WHERE k1 = v``: disjoint statements, which one person's rows may all
+    touch); tables with a sum column only."""
     if table.value is None:
         return {}
     k = tuple(table.keys)
-    return {"sum 1 key": (k[:1],), "sum 2 keys": (k[:2],)}
+    per = tuple((f"{k[0]}={v}", k[1]) for v in table.keys[k[0]])
+    return {"sum 1 key": (k[:1],), "sum 2 keys": (k[:2],), f"sum 1 key per {k[0]}": per}
 
 
 def cells(table: PersonTable, statement: Statement) -> list[tuple[str, ...]]:
@@ -244,7 +247,14 @@ def tessera_workload(table: PersonTable, statements: Sequence[Statement]) -> Wor
 
 
 def sum_lines(table: PersonTable, statements: Sequence[Statement]) -> list[str]:
-    return [f"SELECT SUM({table.value}) FROM t GROUP BY {', '.join(s)}" for s in statements]
+    """``SELECT SUM(v) FROM t [WHERE k = 'x'] GROUP BY ...``, one line per statement."""
+    lines = []
+    for s in statements:
+        where = " AND ".join(f"{key_of(e)} = '{e.split('=', 1)[1]}'" for e in s if "=" in e)
+        group = ", ".join(e for e in s if "=" not in e)
+        lines.append(f"SELECT SUM({table.value}) FROM t" + (f" WHERE {where}" if where else "")
+                     + f" GROUP BY {group}")
+    return lines
 
 
 def tessera_sum_workload(table: PersonTable, statements: Sequence[Statement]

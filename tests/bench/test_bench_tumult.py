@@ -67,7 +67,7 @@ def test_workloads_are_group_bys_over_one_two_and_three_keys(bt, tables) -> None
     assert max_overlap(bt.tessera_workload(t, w["1+2-way"])).bound == 6
     assert max_overlap(bt.tessera_workload(t, w["2 keys per category"])).bound == 1
     assert bt.sum_workloads(t) == {}  # no sum column
-    assert set(bt.sum_workloads(tables[1])) == {"sum 1 key", "sum 2 keys"}
+    assert set(bt.sum_workloads(tables[1])) == {"sum 1 key", "sum 2 keys", "sum 1 key per year"}
 
 
 def test_true_answers_are_tesseras_exact_counts_in_its_order(bt, tables) -> None:  # noqa: ANN001
@@ -93,6 +93,11 @@ def test_sums_clamp_each_row_and_missing_hours_read_as_zero(bt, tables) -> None:
     run = bt.tessera_sum_run(t, [("race",)], wl, 2, Budget.of(epsilon=1.0), 2)
     assert run.answers.shape == (2, len(t.keys["race"]))
     assert (run.bounded <= got).all() and run.bounded.sum() > 0
+    # the filtered statements (WHERE year = y GROUP BY race) too, in the bench's order
+    per = bt.sum_workloads(t)["sum 1 key per year"]
+    run = bt.tessera_sum_run(t, per, bt.tessera_sum_workload(t, per), 2,
+                             Budget.of(epsilon=1.0), 1)
+    assert run.answers.shape == (1, len(bt.true_answers(t, per, "sum")))
 
 
 def test_tumult_copies_hold_each_statement_once_per_repeat(bt, tables) -> None:  # noqa: ANN001
