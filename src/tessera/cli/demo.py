@@ -7,9 +7,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from tessera.cli.common import Command, err, info, out, user_errors
+from tessera.cli.common import Command, err, info, out, spent_text, user_errors
 
 if TYPE_CHECKING:
+    from tessera.release.aggregate_plan import AggregatePlan
     from tessera.release.answering import Release
 
 
@@ -27,10 +28,22 @@ def demo(
     seed: Annotated[
         int | None, typer.Option("--seed", help="Seeded noise for TESTS: NOT PRIVATE.")
     ] = None,
+    people: Annotated[bool, typer.Option(
+        "--people", help="Instead: a made-up purchases table (customers with 1–50 rows) and "
+        "counts, sums and means of it, private for one customer (one person of at most "
+        "--max-rows rows).")] = False,
+    max_rows: Annotated[int, typer.Option(
+        "--max-rows", help="With --people: K, the most purchases of one customer kept.",
+        min=1)] = 10,
 ) -> None:
     """Make a population, then do both main jobs on it under one ledger: answer a workload
     privately (answers, certificate, report) and make private synthetic data for it (rows, run
-    record, evaluation)."""
+    record, evaluation). With --people: answer counts, sums and means of a made-up purchases
+    table privately for one customer (docs/people.md)."""
+    if people:
+        _demo_people(directory if directory != Path("tessera-demo") else
+                     Path("tessera-demo-people"), epsilon, max_rows, seed)
+        return
     from tessera.demo.end_to_end import run_demo
 
     with info.status("running the demo…", spinner="dots"):
@@ -57,6 +70,55 @@ def demo(
         out.print(f"{name:>15}: {path}", markup=False)
     out.print(f"next: tessera verify {result.certificate} {result.workload} --schema "
               f"{result.schema}; tessera ledger show {result.ledger}", markup=False)
+
+
+def _demo_people(directory: Path, epsilon: float, max_rows: int, seed: int | None) -> None:
+    """``tessera demo --people``: :func:`tessera.demo.people.run_people_demo`, then what it
+    did."""
+    from tessera.demo.people import run_people_demo
+
+    with info.status("running the people demo…", spinner="dots"):
+        result = run_people_demo(directory, epsilon=epsilon, total=max(3.0, 2 * epsilon),
+                                 max_rows=max_rows, seed=seed)
+    r = result.release
+    plan = r.plan
+    k = plan.unit.max_rows
+    if not r.private:
+        err.print("[bold red]NOT PRIVATE[/]: seeded test randomness (--seed)")
+    out.print(f"1. made up {result.rows:,} purchases of {result.people:,} customers (1–50 "
+              f"each; {result.over_k:,} have more than K = {k}, and only K of their rows are "
+              "kept)", markup=False)
+    out.print(f"2. answered {len(plan.workload.statements)} statements ({len(r.frame)} counts, "
+              f"sums and means; {len(plan.linear)} noisy counts and sums) at ε = {epsilon:g}: "
+              f"{r.certificate['spent']['guarantee']}", markup=False)
+    out.print(f"3. noise: {scales_text(plan)}", markup=False)
+    out.print(f"4. the same noise protects one row at ε = {result.per_row:.6g}; one customer "
+              f"of up to K = {k} rows costs K× that, ε = {plan.spent.bound:.6g} (noise K× a "
+              "row-level release's at the same ε)", markup=False)
+    out.print(f"5. the certificate verified (the spend re-derived from its scales and the "
+              f"workload alone); the ledger was charged {spent_text(r.charge)} of "
+              f"{max(3.0, 2 * epsilon):g}", markup=False)
+    for name, path in (("purchases", result.data), ("schema", result.schema),
+                       ("workload", result.workload), ("ledger", result.ledger),
+                       ("answers", result.answers), ("certificate", result.certificate)):
+        out.print(f"{name:>12}: {path}", markup=False)
+    out.print(f"next: tessera verify {result.certificate} {result.workload} --schema "
+              f"{result.schema}; tessera ledger show {result.ledger}", markup=False)
+
+
+def scales_text(plan: AggregatePlan) -> str:
+    """The range of the discrete Laplace scales b_q of the counts and of the sums (3
+    significant digits; the answers CSV has them to 6)."""
+    import numpy as np
+
+    parts = []
+    for role, what in (("count", "counts"), ("sum", "sums")):
+        s = np.array([b for lq, b in zip(plan.linear, plan.scales.tolist()) if lq.role == role])
+        if s.size:
+            low, high = f"{float(s.min()):.3g}", f"{float(s.max()):.3g}"
+            parts.append(f"{what} {low if low == high else f'{low}–{high}'}")
+    name = "Laplace scale" if plan.mechanism == "discrete_laplace" else "Gaussian σ"
+    return f"discrete {name} " + ", ".join(parts) + " (a mean is a noisy sum / a noisy count)"
 
 
 def noise_text(release: Release) -> str:
