@@ -72,3 +72,11 @@ def test_people_demo_table_is_made_up_deterministically() -> None:
     assert a["amount"].between(0, 500).all()
     # a customer lives in one region
     assert (a.groupby("customer")["region"].nunique() == 1).all()
+
+
+def test_max_rows_without_people_is_refused(tmp_path: Path) -> None:
+    """--max-rows is K of the people demo: given to the other demo, it is refused, not ignored."""
+    res = CliRunner().invoke(app, ["demo", "--max-rows", "3", "--out", str(tmp_path / "d")])
+    assert res.exit_code != 0
+    assert "--max-rows goes with --people" in res.output
+    assert not (tmp_path / "d").exists()

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from tessera.cli.common import Command, err, info, out, spent_text, user_errors
+from tessera.errors import TesseraError
 
 if TYPE_CHECKING:
     from tessera.release.aggregate_plan import AggregatePlan
@@ -21,8 +22,9 @@ def register(app: typer.Typer) -> None:
 @user_errors
 def demo(
     directory: Annotated[
-        Path, typer.Option("--out", help="Directory for the demo's files.")
-    ] = Path("tessera-demo"),
+        Path | None, typer.Option("--out", help="Directory for the demo's files "
+                                  "(default tessera-demo, or tessera-demo-people with --people).")
+    ] = None,
     epsilon: Annotated[float, typer.Option("--epsilon", "-e", help="ε of the release, and of "
                                            "the synthetic data.")] = 1.0,
     seed: Annotated[
@@ -32,22 +34,25 @@ def demo(
         "--people", help="Instead: a made-up purchases table (customers with 1–50 rows) and "
         "counts, sums and means of it, private for one customer (one person of at most "
         "--max-rows rows).")] = False,
-    max_rows: Annotated[int, typer.Option(
-        "--max-rows", help="With --people: K, the most purchases of one customer kept.",
-        min=1)] = 10,
+    max_rows: Annotated[int | None, typer.Option(
+        "--max-rows", help="With --people: K, the most purchases of one customer kept "
+        "(default 10).", min=1)] = None,
 ) -> None:
     """Make a population, then do both main jobs on it under one ledger: answer a workload
     privately (answers, certificate, report) and make private synthetic data for it (rows, run
     record, evaluation). With --people: answer counts, sums and means of a made-up purchases
     table privately for one customer (docs/people.md)."""
     if people:
-        _demo_people(directory if directory != Path("tessera-demo") else
-                     Path("tessera-demo-people"), epsilon, max_rows, seed)
+        _demo_people(directory or Path("tessera-demo-people"), epsilon,
+                     10 if max_rows is None else max_rows, seed)
         return
+    if max_rows is not None:
+        raise TesseraError("--max-rows goes with --people (the most rows of one customer)",
+                           hint="tessera demo --people --max-rows K")
     from tessera.demo.end_to_end import run_demo
 
     with info.status("running the demo…", spinner="dots"):
-        result = run_demo(directory, epsilon=epsilon, synth_epsilon=epsilon,
+        result = run_demo(directory or Path("tessera-demo"), epsilon=epsilon, synth_epsilon=epsilon,
                           total=max(3.0, 2 * epsilon), seed=seed)
     r = result.release
     ov = r.plan.overlap
@@ -77,9 +82,10 @@ def _demo_people(directory: Path, epsilon: float, max_rows: int, seed: int | Non
     did."""
     from tessera.demo.people import run_people_demo
 
+    total = max(3.0, 2 * epsilon)
     with info.status("running the people demo…", spinner="dots"):
-        result = run_people_demo(directory, epsilon=epsilon, total=max(3.0, 2 * epsilon),
-                                 max_rows=max_rows, seed=seed)
+        result = run_people_demo(directory, epsilon=epsilon, total=total, max_rows=max_rows,
+                                 seed=seed)
     r = result.release
     plan = r.plan
     k = plan.unit.max_rows
@@ -97,7 +103,7 @@ def _demo_people(directory: Path, epsilon: float, max_rows: int, seed: int | Non
               "row-level release's at the same ε)", markup=False)
     out.print(f"5. the certificate verified (the spend re-derived from its scales and the "
               f"workload alone); the ledger was charged {spent_text(r.charge)} of "
-              f"{max(3.0, 2 * epsilon):g}", markup=False)
+              f"{total:g}", markup=False)
     for name, path in (("purchases", result.data), ("schema", result.schema),
                        ("workload", result.workload), ("ledger", result.ledger),
                        ("answers", result.answers), ("certificate", result.certificate)):
