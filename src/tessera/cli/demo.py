@@ -93,7 +93,7 @@ def _demo_people(directory: Path, epsilon: float, max_rows: int, seed: int | Non
         err.print("[bold red]NOT PRIVATE[/]: seeded test randomness (--seed)")
     out.print(f"1. made up {result.rows:,} purchases of {result.people:,} customers (1–50 "
               f"each; {result.over_k:,} have more than K = {k}, and only K of their rows are "
-              "kept)", markup=False)
+              "kept; read from the made-up table itself, not private)", markup=False)
     out.print(f"2. answered {len(plan.workload.statements)} statements ({len(r.frame)} counts, "
               f"sums and means; {len(plan.linear)} noisy counts and sums) at ε = {epsilon:g}: "
               f"{r.certificate['spent']['guarantee']}", markup=False)
