@@ -5,25 +5,18 @@ table, results and plot)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "bench_synth.py"
+from tests.bench.scripts import load_bench
 
 
 @pytest.fixture(scope="module")
 def bench():  # noqa: ANN201
     pytest.importorskip("matplotlib")
-    spec = importlib.util.spec_from_file_location("bench_synth", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_synth"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("bench_synth")
 
 
 def test_rates_part_runs_on_a_tiny_input(bench, tmp_path: Path, capsys) -> None:  # noqa: ANN001

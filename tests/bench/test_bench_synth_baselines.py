@@ -5,7 +5,6 @@ the subprocess call is intercepted."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -13,17 +12,12 @@ from typing import Any
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "bench_synth_baselines.py"
+from tests.bench.scripts import load_bench
 
 
 @pytest.fixture(scope="module")
 def baselines():  # noqa: ANN201
-    spec = importlib.util.spec_from_file_location("bench_synth_baselines", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("bench_synth_baselines", module)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("bench_synth_baselines")
 
 
 @pytest.mark.parametrize("method", ["aim", "mst"])

@@ -7,8 +7,6 @@ and starts Spark, so it is skipped without it and marked slow."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import tempfile
 from pathlib import Path
 
@@ -20,22 +18,12 @@ from tessera.data.counts import count
 from tessera.overlap.solve import max_overlap
 from tessera.privacy import PrivacyUnit
 from tessera.release.budget import Budget
-
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-
-
-def load(name: str):  # noqa: ANN201
-    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+from tests.bench.scripts import load_bench
 
 
 @pytest.fixture(scope="module")
 def bt():  # noqa: ANN201
-    return load("bench_tumult")
+    return load_bench("bench_tumult")
 
 
 def raw_nlswork(people: int = 12, seed: int = 1) -> pd.DataFrame:

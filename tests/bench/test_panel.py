@@ -5,29 +5,18 @@ that code them, which need no data, and that the AIM runner knows every panel ta
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-
-
-def load(name: str):  # noqa: ANN201
-    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+from tests.bench.scripts import load_bench
 
 
 @pytest.fixture(scope="module")
 def panel():  # noqa: ANN201
-    return load("panel")
+    return load_bench("panel")
 
 
 def test_a_cut_codes_by_its_fixed_points_and_gives_missing_its_own_code(panel) -> None:  # noqa: ANN001
@@ -60,7 +49,7 @@ def test_the_panel_spans_what_it_promises_and_leaves_ggplot2_out(panel) -> None:
 
 
 def test_the_aim_runner_reads_every_panel_table_from_the_panel_directory(panel) -> None:  # noqa: ANN001
-    baselines = load("bench_synth_baselines")
+    baselines = load_bench("bench_synth_baselines")
     assert set(baselines.PANEL_TABLES) == set(panel.TABLES)
     assert baselines.dataset_dir("flights") == baselines.PANEL_DATA
     assert baselines.dataset_dir("nltcs") == baselines.SHARED_DATA
