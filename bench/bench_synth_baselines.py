@@ -421,7 +421,8 @@ def _run(args: argparse.Namespace) -> None:
         else str(pgm),
         "measured_at": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": f"{platform.node()} ({os.cpu_count()} cores, shared)",
-        "command": " ".join(sys.argv),
+        # the script named from the repository's root, not by this machine's path to it
+        "command": " ".join([f"bench/{Path(sys.argv[0]).name}", *sys.argv[1:]]),
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "options": {"max_model_size": 80, "max_iters": 1000} if args.method == "aim" else {},
         "python_hash_seed": os.environ.get("PYTHONHASHSEED"),
