@@ -67,7 +67,7 @@ def transactions(people: int = 2_000, seed: int = 2026) -> pd.DataFrame:
     each (a geometric number, mean ≈ 9, capped at 50), each with a home region and a usual
     channel; amounts are integers 0..500."""
     rng = np.random.default_rng(seed)  # data generation for the demo, not privacy noise
-    per = np.minimum(rng.geometric(1 / 9, people), 50)
+    per = np.minimum(rng.geometric(1 / 9, people), 50)  # not-privacy-noise (made-up data)
     n = int(per.sum())
     customer = np.repeat([f"c{i:05d}" for i in range(people)], per)
     region = np.repeat(rng.integers(0, len(REGIONS), people), per)
