@@ -42,6 +42,25 @@ def brute(w: AggregateWorkload, costs: np.ndarray, p: int, k: int, neighbours: N
     return best
 
 
+def draw_costs(data, w):  # noqa: ANN001, ANN201
+    """Per-linear-query costs c_q ∈ {1..5}, drawn."""
+    return np.array(data.draw(st.lists(st.integers(1, 5), min_size=len(w.linear),
+                                       max_size=len(w.linear))), dtype=np.int64)
+
+
+def assert_pieces_give_brute_force(w, cut, costs, p):  # noqa: ANN001, ANN201
+    """The pieces' weighted overlap is exact and equals the add/remove brute force over every
+    record; returns the overlap result (``None`` when there are no pieces: the cost is 0)."""
+    expected = brute(w, costs, p, 1, Neighbours.ADD_REMOVE)
+    if not cut.queries:
+        assert expected == 0
+        return None
+    res = max_overlap(list(cut.queries), costs[cut.owner] * cut.factor, domain=DOMAIN,
+                      comp="pure")
+    assert res.exact and res.bound == expected
+    return res
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.lists(statement, min_size=1, max_size=3), st.sampled_from(["pure", "zcdp"]),
        st.data())
@@ -49,17 +68,12 @@ def test_pieces_equal_brute_force_per_record(texts, definition, data):
     """Add/remove: the cells; the levels are checked through the substitution tests."""
     w = workload_of(texts)
     p = power(definition)
-    costs = np.array(data.draw(st.lists(st.integers(1, 5), min_size=len(w.linear),
-                                        max_size=len(w.linear))), dtype=np.int64)
+    costs = draw_costs(data, w)
     cut = pieces(DOMAIN, w.linear, definition)
-    expected = brute(w, costs, p, 1, Neighbours.ADD_REMOVE)
-    if not cut.queries:
-        assert expected == 0
+    res = assert_pieces_give_brute_force(w, cut, costs, p)
+    if res is None:
         return
-    res = max_overlap(list(cut.queries), costs[cut.owner] * cut.factor, domain=DOMAIN,
-                      comp="pure")
-    assert res.exact
-    assert res.bound == expected
+    expected = res.bound
     # the witness attains it: the record's true cost, evaluated directly
     x = np.array([res.witness.x])
     row = values(w)[[int(np.flatnonzero((POINTS == x).all(axis=1))[0])]]
@@ -165,8 +179,7 @@ def test_levels_equal_brute_force_per_record(texts, definition, data):
 
     w = workload_of(texts)
     p = power(definition)
-    costs = np.array(data.draw(st.lists(st.integers(1, 5), min_size=len(w.linear),
-                                        max_size=len(w.linear))), dtype=np.int64)
+    costs = draw_costs(data, w)
     queries, owner, factor = [], [], []
     for i, lq in enumerate(w.linear):
         for q, before, t in lq.levels(DOMAIN):
@@ -175,10 +188,4 @@ def test_levels_equal_brute_force_per_record(texts, definition, data):
             owner.append(i)
             factor.append(1 if p == 1 else 2 * t - 1)
     cut = Pieces(tuple(queries), np.array(owner, dtype=np.int64), np.array(factor))
-    expected = brute(w, costs, p, 1, Neighbours.ADD_REMOVE)
-    if not cut.queries:
-        assert expected == 0
-        return
-    res = max_overlap(list(cut.queries), costs[cut.owner] * cut.factor, domain=DOMAIN,
-                      comp="pure")
-    assert res.exact and res.bound == expected
+    assert_pieces_give_brute_force(w, cut, costs, p)

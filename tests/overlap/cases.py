@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from hypothesis import strategies as st
 
 from tessera.schema.domain import Domain
 from tessera.schema.intervals import IntervalSet
@@ -46,3 +47,18 @@ def random_case(rng: np.random.Generator, max_queries: int = 8, kind: str | None
     t = int(rng.integers(0, max_queries + 1))
     queries = [random_query(rng, dom, kind) for _ in range(t)]
     return dom, queries, random_weights(rng, t)
+
+
+def small_workload(draw: st.DrawFn, max_queries: int) -> tuple[Domain, list[int], list[Query]]:
+    """A hypothesis draw: a domain of at most 16 points (1–4 attributes of 1–3 values, the sizes
+    returned too) and 1..``max_queries`` random queries over it — small enough to brute-force
+    every set of a few records."""
+    m = draw(st.integers(1, 4))
+    sizes = [draw(st.integers(1, 3)) for _ in range(m)]
+    while int(np.prod(sizes)) > 16:
+        sizes[sizes.index(max(sizes))] -= 1
+    dom = Domain.from_dict({f"a{i}": s for i, s in enumerate(sizes)})
+    rng = np.random.default_rng(draw(st.integers(0, 2**31 - 1)))
+    t = draw(st.integers(1, max_queries))
+    kind = draw(st.sampled_from(["range", "set", "mixed"]))
+    return dom, sizes, [random_query(rng, dom, kind) for _ in range(t)]

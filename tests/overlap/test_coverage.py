@@ -28,7 +28,7 @@ from tessera.overlap.substitution import realisable_sets
 from tessera.schema.domain import Domain
 from tessera.workload.parse import parse_query
 
-from .cases import random_query
+from .cases import small_workload
 
 
 def coverage_brute_force(dom: Domain, queries: list, scores: np.ndarray, k: int) -> Fraction:
@@ -45,15 +45,8 @@ def coverage_brute_force(dom: Domain, queries: list, scores: np.ndarray, k: int)
 
 @st.composite
 def cases(draw: st.DrawFn) -> tuple[Domain, list, np.ndarray]:
-    m = draw(st.integers(1, 4))
-    sizes = [draw(st.integers(1, 3)) for _ in range(m)]
-    while int(np.prod(sizes)) > 16:
-        sizes[sizes.index(max(sizes))] -= 1
-    dom = Domain.from_dict({f"a{i}": s for i, s in enumerate(sizes)})
-    rng = np.random.default_rng(draw(st.integers(0, 2**31 - 1)))
-    t = draw(st.integers(1, 7))
-    kind = draw(st.sampled_from(["range", "set", "mixed"]))
-    queries = [random_query(rng, dom, kind) for _ in range(t)]
+    dom, sizes, queries = small_workload(draw, 7)
+    m = len(sizes)
     if draw(st.booleans()):
         queries.append(parse_query("TRUE", dom))
     if m >= 2 and draw(st.booleans()):  # a Boolean clause (OR across attributes)

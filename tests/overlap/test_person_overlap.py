@@ -25,7 +25,7 @@ from tessera.release.exact_costs import cost_bound
 from tessera.schema.domain import Domain
 from tessera.workload.parse import parse_query
 
-from .cases import random_query
+from .cases import small_workload
 
 
 def person_brute_force(dom: Domain, queries: list, costs: np.ndarray, k: int,
@@ -53,15 +53,7 @@ def person_brute_force(dom: Domain, queries: list, costs: np.ndarray, k: int,
 
 @st.composite
 def cases(draw: st.DrawFn) -> tuple[Domain, list, np.ndarray]:
-    m = draw(st.integers(1, 4))
-    sizes = [draw(st.integers(1, 3)) for _ in range(m)]
-    while int(np.prod(sizes)) > 16:
-        sizes[sizes.index(max(sizes))] -= 1
-    dom = Domain.from_dict({f"a{i}": s for i, s in enumerate(sizes)})
-    rng = np.random.default_rng(draw(st.integers(0, 2**31 - 1)))
-    t = draw(st.integers(1, 6))
-    kind = draw(st.sampled_from(["range", "set", "mixed"]))
-    queries = [random_query(rng, dom, kind) for _ in range(t)]
+    dom, _, queries = small_workload(draw, 6)
     if draw(st.booleans()):  # a tautology: free under row substitution, not for a person
         queries.append(parse_query("TRUE", dom))
     weights = np.array([draw(st.integers(0, 3)) for _ in queries], dtype=np.float64)
