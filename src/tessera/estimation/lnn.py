@@ -63,6 +63,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy.optimize import minimize
 
+from tessera.engine.threads import one_blas_thread
 from tessera.strategy.marginals import (
     MarginalDesign,
     Scope,
@@ -209,6 +210,7 @@ def estimate_marginals(
     return estimate_from_gls(sizes, targets, gls, mu_b, var, tol=tol, max_iter=max_iter)
 
 
+@one_blas_thread
 def estimate_from_gls(
     sizes: Mapping[str, int], targets: Sequence[Scope], gls: Mapping[Scope, FloatArray],
     mu_b: Mapping[Scope, float], variances: Sequence[float], *, tol: float = 1e-7,

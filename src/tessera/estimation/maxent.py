@@ -55,6 +55,7 @@ from tessera.engine.decomposition import DEFAULT_MEMORY_LIMIT
 from tessera.engine.factors import DENSE_MAX, Function
 from tessera.engine.junction import JunctionTree, junction_tree
 from tessera.engine.model import GibbsModel
+from tessera.engine.threads import one_blas_thread
 from tessera.errors import ResourceError
 from tessera.estimation.rows import Method as RowMethod
 from tessera.estimation.rows import rows_from_cliques
@@ -454,6 +455,7 @@ def initial_step(measurements: Sequence[GroupMeasurement], total: float) -> floa
     return 1.0 / (total * total * max(per.values()))
 
 
+@one_blas_thread
 def fit(model: ScopeModel, measurements: Sequence[GroupMeasurement], total: float,
         *, theta: FloatArray | None = None, alpha: float | None = None,
         iterations: int = 100, tolerance: float = 1e-7, momentum: bool = False) -> FitResult:

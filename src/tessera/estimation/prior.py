@@ -61,6 +61,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy.optimize import OptimizeResult, minimize
 
+from tessera.engine.threads import one_blas_thread
 from tessera.estimation.maxent import (
     FitResult,
     GaussianLoss,
@@ -110,6 +111,7 @@ def interactions(model: ScopeModel, theta: FloatArray) -> FloatArray:
     return out
 
 
+@one_blas_thread
 def posterior_mode(model: ScopeModel, measurements: Sequence[GroupMeasurement], total: float,
                    *, scale: float = PRIOR_SCALE, likelihood: FloatArray | None = None,
                    iterations: int = 1000, passes: int | None = None,
