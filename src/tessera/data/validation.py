@@ -340,8 +340,8 @@ def measure_units_sql(column: str, lo: int, hi: int, exponent: int) -> str:
     """The SQL of :data:`MEASURE_RULE` on the DOUBLE column expression ``column``: an exact
     integer in [lo, hi] (round(clamp(y, lo, hi)) = clamp(round(y), lo, hi) for integer
     bounds)."""
-    scaled = (f"({column} * {float(10 ** -exponent)!r})" if exponent <= 0
-              else f"({column} / {float(10 ** exponent)!r})")
+    scaled = (f"({column} * CAST({float(10 ** -exponent)!r} AS DOUBLE))" if exponent <= 0
+              else f"({column} / CAST({float(10 ** exponent)!r} AS DOUBLE))")
     return f"CAST(ROUND(LEAST(GREATEST({scaled}, {int(lo)}), {int(hi)})) AS BIGINT)"
 
 
