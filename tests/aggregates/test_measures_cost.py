@@ -92,7 +92,7 @@ def check(texts: list[str], costs: np.ndarray, definition: str,
         assert got - Fraction(truth) <= Fraction(1, 10**9) * max(Fraction(truth), 1)
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(st.lists(statement, min_size=1, max_size=3), st.sampled_from(["pure", "zcdp"]),
        st.sampled_from(list(Neighbours)), st.data())
 def test_measure_cost_equals_brute_force(texts, definition, neighbours, data):
