@@ -155,3 +155,13 @@ def test_measure_absent_from_the_data(files):
     assert res.exit_code != 0
     assert "no column 'amout' in the data" in res.output and "amount" in res.output
     assert "Traceback" not in res.output
+
+
+def test_ledger_refused_before_any_charge(files):
+    assert run("ledger", "init", files / "l.json", "--schema", files / "s.yaml", "--epsilon",
+               "3").exit_code == 0
+    res = run("answer", files / "d.csv", files / "w.sql", "--schema", files / "s.yaml",
+              "--epsilon", "1", "--extra-columns", "ignore", "--ledger", files / "l.json")
+    assert res.exit_code != 0 and "nothing was charged" in res.output, res.output
+    shown = run("ledger", "show", files / "l.json")
+    assert "0 releases" in shown.output

@@ -138,6 +138,15 @@ def answer_aggregates(
                                "than this release (nothing was charged)",
                                hint="use the ledger's definition and --neighbours")
         book.check_unit(unit)
+        if workload.measures:
+            raise TesseraError(
+                f"a ledger cannot yet be charged for sums of measures ({', '.join(workload.measures)}: "
+                "data columns outside the schema; a ledger re-solves every release on its "
+                "schema, and a measure's breakpoints differ between releases) — nothing was "
+                "charged",
+                hint="answer without --ledger and account for the certificate's spend yourself "
+                     "(sequential composition), or declare the column in the schema as an "
+                     "integer attribute")
     encoded = encode(data, workload.domain, on_invalid=on_invalid,  # type: ignore[arg-type]
                      csv=csv, table=table, unit=unit, extra_columns=extra_columns,
                      measures=tuple(workload.measures))
