@@ -26,7 +26,8 @@ SCHEMA = """attributes:
   age: {type: integer, min: 0, max: 9}
 """
 WORKLOAD = """tot: SELECT COUNT(*), SUM(CLAMP(amount, 0, 150.5)) AS revenue FROM t
-by: SELECT region, SUM(CLAMP(amount, -20, 100)) AS s, AVG(CLAMP(hours, 0, 12.5)) AS h FROM t WHERE age < 7 GROUP BY region
+by: SELECT region, SUM(CLAMP(amount, -20, 100)) AS s, AVG(CLAMP(hours, 0, 12.5)) AS h \
+FROM t WHERE age < 7 GROUP BY region
 """
 DOMAIN = Domain.from_dict({"attributes": {
     "region": {"type": "categorical", "values": ["north", "south"]},

@@ -4,7 +4,8 @@
 A measure m is a data column outside the schema: a record is a point x of the (small) schema
 domain and a real value of m. The workloads mix counts, integer sums and sums/averages of
 CLAMP(m, lo, hi) with decimal bounds. The brute force evaluates every record on a dense grid of
-m's values (41 points from 1 below the outermost bounds to 1 above) plus every breakpoint, rounding to units as the data engines do, and takes the max over records
+m's values (41 points from 1 below the outermost bounds to 1 above) plus every breakpoint,
+rounding to units as the data engines do, and takes the max over records
 (add/remove) or pairs (substitution) of Σ_q c_q |Δf_q|^p; the exact bound of
 :func:`tessera.release.linear_costs.linear_cost_bound` on the cost domain must equal it
 (add/remove; substitution in pure ε) or lie above it (ρ-zCDP substitution).

@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from decimal import Decimal
 from collections.abc import Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -140,7 +140,8 @@ def answer_aggregates(
         book.check_unit(unit)
         if workload.measures:
             raise TesseraError(
-                f"a ledger cannot yet be charged for sums of measures ({', '.join(workload.measures)}: "
+                "a ledger cannot yet be charged for sums of measures "
+                f"({', '.join(workload.measures)}: "
                 "data columns outside the schema; a ledger re-solves every release on its "
                 "schema, and a measure's breakpoints differ between releases) — nothing was "
                 "charged",
@@ -231,11 +232,17 @@ def _rows(plan: AggregatePlan, values: npt.NDArray[np.float64], var: npt.NDArray
                 rows.append([*head, a, math.nan, max(a - half, lo), min(a + half, hi)])
             i += 2
             continue
-        h = (Z95 * math.sqrt(var[i]) if halfwidths is None else float(halfwidths[i])) * u
         v = scaled(float(values[i]), unit)
+        if halfwidths is None:
+            h = Z95 * math.sqrt(var[i]) * u
+            low, high = v - h, v + h
+        else:  # integers of units: the ends rounded once, as the answer
+            k = float(halfwidths[i])
+            low = scaled(float(values[i]) - k, unit)
+            high = scaled(float(values[i]) + k, unit)
         rows.append([*head, v,
                      float(plan.scales[i]) * u if halfwidths is not None else math.nan,
-                     v - h, v + h])
+                     low, high])
         i += 1
     return rows
 

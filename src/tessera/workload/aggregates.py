@@ -15,11 +15,11 @@ Sums are over integer attributes or **measures** (data columns outside the schem
 units of a public resolution 10^e: :mod:`tessera.schema.measures`), so every g(x) is an integer
 and a sum is an integer: the discrete mechanisms add integer noise to it. The costs of a
 measure's sums are computed on the *cost domain* (:attr:`AggregateWorkload.cost_domain`), the
-schema with one virtual attribute per measure whose values are its clamps' breakpoints. A linear query splits into disjoint **pieces**
-q ∧ (x_a = c), one per code c of the summed attribute, on which g is the constant
-clamp(value(c)): :meth:`LinearQuery.pieces`, what the data are counted on. For the cost, a
-sum is its nested **levels** q ∧ (g ≥ t), q ∧ (g ≤ −t) (:meth:`LinearQuery.levels`), count
-queries with weights (:mod:`tessera.overlap.linear`).
+schema with one virtual attribute per measure whose values are its clamps' breakpoints. A
+linear query splits into disjoint **pieces** q ∧ (x_a = c), one per code c of the summed
+attribute, on which g is the constant clamp(value(c)): :meth:`LinearQuery.pieces`, what the
+data are counted on. For the cost, a sum is its nested **levels** q ∧ (g ≥ t), q ∧ (g ≤ −t)
+(:meth:`LinearQuery.levels`), count queries with weights (:mod:`tessera.overlap.linear`).
 """
 
 from __future__ import annotations

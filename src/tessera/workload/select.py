@@ -180,7 +180,8 @@ def _aggregate(node: exp.Expression, domain: Domain, group: tuple[str, ...]) -> 
             raise QueryError(
                 f"{kind.upper()}({measure}): {measure!r} is not a schema column; to sum a "
                 "numeric data column outside the schema (a measure), state its public bounds",
-                hint=(guess + "; or " if guess else "") + f"{kind.upper()}(CLAMP({measure}, lo, hi)), e.g. "
+                hint=(guess + "; or " if guess else "")
+                + f"{kind.upper()}(CLAMP({measure}, lo, hi)), e.g. "
                      f"{kind.upper()}(CLAMP({measure}, 0, 500)): values outside are clamped "
                      "(or declare it in the schema to filter or group on it)")
         return Aggregate(kind, measure, label=label, written=(str(lo), str(hi)))
