@@ -17,6 +17,7 @@ from tessera.mechanisms import (
     discrete_gaussian,
     epsilon_for_delta,
 )
+from tessera.mechanisms import discrete_gaussian as dg
 from tessera.mechanisms.discrete_gaussian import log_delta_for_epsilon
 from tessera.mechanisms.randomness import opendp_prelude
 from tessera.privacy import Definition
@@ -244,3 +245,14 @@ def test_validation() -> None:
         epsilon_for_delta(1.0, 0.0)
     with pytest.raises(TesseraError):
         discrete_gaussian.sample([1.0], 1.0)
+
+
+@pytest.mark.parametrize("sigma", [10_000.0, 23_456.7])
+def test_wide_halfwidth_covers_and_is_tight(sigma, monkeypatch):
+    """Above LARGE_SIGMA the half-width is the normal one widened: it covers the level, and
+    is at most two steps above the exact one (summed over the pmf)."""
+    wide = dg.interval_halfwidth(sigma)
+    assert dg.coverage(wide, sigma) >= 0.95
+    monkeypatch.setattr(dg, "LARGE_SIGMA", float("inf"))
+    exact = dg.interval_halfwidth(sigma)
+    assert exact <= wide <= exact + 2

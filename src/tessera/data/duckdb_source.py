@@ -61,7 +61,9 @@ from tessera.data.table import (
 )
 from tessera.data.validation import (
     ColumnCodes,
+    bad_measure_error,
     check_columns,
+    check_measure_columns,
     check_privacy_id,
     column_codes,
     delimiter_hint,
@@ -69,6 +71,7 @@ from tessera.data.validation import (
     guess_delimiter,
     id_type_error,
     invalid_values_error,
+    measure_units_sql,
     missing_ids_error,
 )
 from tessera.errors import DataError
@@ -154,6 +157,23 @@ class EncodedTable:
     #: Whether ``coded`` keeps the privacy id (column :data:`PID`): each query then counts
     #: people, once each (:func:`count_distinct_ids`).
     person_ids: bool = False
+    #: The measure columns carried beside the codes, as DOUBLE columns ``m<j>``.
+    measures: tuple[str, ...] = ()
+
+    def measure_sums(self, requests: Sequence[tuple[str, str, int, int, int]],
+                     batch: int = 200) -> list[int]:
+        """Σ u(x) over the kept rows satisfying each condition, for every request (condition
+        over the code columns, measure, lo, hi, e; u: :data:`~tessera.data.validation.
+        MEASURE_RULE`), exact integers, ``batch`` requests per scan."""
+        out: list[int] = []
+        for lo in range(0, len(requests), batch):
+            part = requests[lo:lo + batch]
+            cols = ", ".join(
+                f"SUM({measure_units_sql(f'm{self.measures.index(m)}', a, b, e)}) "
+                f"FILTER (WHERE {cond}) AS s{i}" for i, (cond, m, a, b, e) in enumerate(part))
+            row = self.con.execute(f"SELECT {cols} FROM coded").fetchall()[0]
+            out.extend(0 if v is None else int(v) for v in row)
+        return out
 
     def coarsen(self, class_of_code: dict[str, np.ndarray]) -> str:
         """Materialise table ``classed`` with column ``k<i>`` = class_of_code[name][code].
@@ -574,6 +594,7 @@ def encode_duckdb(
     scan_progress: ScanProgress | None = None,
     unit: PrivacyUnit = ONE_ROW,
     extra_columns: ExtraColumns = "error",
+    measures: Sequence[str] = (),
 ) -> CodedTable:
     """Validate ``source`` (a file, a DuckDB table, an in-memory frame) against ``domain`` and
     materialise its codes in DuckDB: the engine :func:`tessera.data.source.encode` picks for
@@ -592,9 +613,14 @@ def encode_duckdb(
     With a person as the ``unit`` (:class:`~tessera.privacy.PrivacyUnit`), ``coded`` keeps at
     most ``unit.max_rows`` rows of each person (:func:`bound_rows`); how many were dropped is
     private and is kept nowhere (``dropped`` counts only values outside the domain).
+
+    ``measures``: data columns outside the schema that are summed (docs/aggregates.md
+    "Measures"), carried beside the codes as DOUBLE columns ``m<j>``; every value must be a
+    finite number (:func:`check_measure_values`).
     """
     if on_invalid not in ("error", "drop"):
         raise DataError(f"unknown on_invalid policy {on_invalid!r}", hint="'error' or 'drop'")
+    measures = tuple(measures)
     con = con or connect()
     # the scans, as parts of the whole (as measured on Parquet): parsing a CSV a quarter, the
     # GROUP BYs of the columns a quarter together, coding the rows half
@@ -603,7 +629,8 @@ def encode_duckdb(
     try:
         with watched(con, stage(0.0, 0.25)):
             _open_source(con, source, domain, csv=csv, table=table, id_column=unit.id_column,
-                         extra_columns=extra_columns)
+                         extra_columns=extra_columns, measures=measures)
+        check_measure_values(con, measures, source)
         columns = []
         for j, attr in enumerate(domain):
             with watched(con, stage(0.25 + 0.25 * j / m, 0.25 / m)):
@@ -619,16 +646,35 @@ def encode_duckdb(
     pid = unit.id_column
     try:
         with watched(con, stage(0.5, 0.5)):
-            n_rows = code_rows(con, domain, value_sets, code_of_value, id_column=pid)
+            n_rows = code_rows(con, domain, value_sets, code_of_value, id_column=pid,
+                               measures=measures)
     except UnmatchedValue:
-        n_rows = code_rows_by_join(con, domain, value_sets, code_of_value, id_column=pid)
+        n_rows = code_rows_by_join(con, domain, value_sets, code_of_value, id_column=pid,
+                                   measures=measures)
     n_total = columns[-1].rows if columns else 0
     dropped = n_total - n_rows  # values outside the domain only: bounding's count is private
     if pid is not None:
-        n_rows = bound_rows(con, domain, unit.max_rows, keep_ids=unit.counts_people)
+        n_rows = bound_rows(con, domain, unit.max_rows, keep_ids=unit.counts_people,
+                            n_measures=len(measures))
     present = [c.present for c in columns]
     return EncodedTable(con, domain, n_rows, dropped, invalid, present,
-                        person_ids=unit.counts_people)
+                        person_ids=unit.counts_people, measures=measures)
+
+
+def check_measure_values(con: duckdb.DuckDBPyConnection, measures: Sequence[str],
+                         source: Any) -> None:
+    """Every value of every measure column of ``src`` is a finite number: a NULL, NaN,
+    infinity or text is refused, naming the column, the values and their rows
+    (:func:`~tessera.data.validation.bad_measure_error`)."""
+    for m in measures:
+        col = _quote(m)
+        num = f"TRY_CAST({col} AS DOUBLE)"
+        nulls = int(con.sql(f"SELECT count(*) FROM src WHERE {col} IS NULL").fetchall()[0][0])
+        bad = con.sql(f"SELECT CAST({col} AS VARCHAR) AS v, count(*) AS n FROM src WHERE "
+                      f"{col} IS NOT NULL AND ({num} IS NULL OR NOT isfinite({num})) "
+                      "GROUP BY ALL ORDER BY n DESC, v LIMIT 5").fetchall()
+        if nulls or bad:
+            raise bad_measure_error(m, nulls, [(v, int(n)) for v, n in bad], source)
 
 
 def _open_source(
@@ -640,6 +686,7 @@ def _open_source(
     table: str | None,
     id_column: str | None = None,
     extra_columns: ExtraColumns = "error",
+    measures: tuple[str, ...] = (),
 ) -> None:
     """Step 1 of :func:`encode`: make ``src`` in ``con`` hold the data, its columns checked
     (:func:`check_columns`) and only the schema's columns kept (an ignored column is never
@@ -663,9 +710,11 @@ def _open_source(
     )
     if id_column is not None:  # first: a misspelt id is not "an undeclared column"
         check_privacy_id(list(rel.columns), id_column, domain, source, csv)
-    others = [c for c in rel.columns if c != id_column]  # the id is read, never an extra
+    check_measure_columns(list(rel.columns), measures, source)
+    # the id and the measures are read, never extras
+    others = [c for c in rel.columns if c != id_column and c not in measures]
     check_columns(others, domain, source, csv, extra_columns)
-    rel = _schema_columns(rel, domain, id_column)
+    rel = _schema_columns(rel, domain, id_column, measures)
     if _rescanning_is_costly(source):
         # parse once: the validation scans and the encoding join all read the source again
         try:
@@ -677,7 +726,7 @@ def _open_source(
             # a value does not parse as its attribute's type: read it as written instead, so
             # the validation below names the offending values
             rel = _schema_columns(relation(con, source, names=domain.names, text_columns=text,
-                                           csv=csv, table=table), domain)
+                                           csv=csv, table=table), domain, id_column, measures)
             try:
                 rel.create("src")
             except duckdb.Error as again:
@@ -700,18 +749,21 @@ def _check_ids(con: duckdb.DuckDBPyConnection, id_column: str) -> None:
 
 
 def bound_rows(con: duckdb.DuckDBPyConnection, domain: Domain, max_rows: int,
-               keep_ids: bool = False) -> int:
+               keep_ids: bool = False, n_measures: int = 0) -> int:
     """Keep at most ``max_rows`` rows of each person in ``coded`` (by its :data:`PID` column,
     then dropped unless ``keep_ids``: counting people reads it) and return the rows kept. The
     rule
     (:data:`tessera.data.validation.BOUNDING_RULE`): a person's rows ordered by
     ``md5(id | c0 | … | c(m-1))``, ties by the codes (rows that tie are identical), the first K
     kept — a function of that person's rows alone, computed the same way by the Spark engine
-    (:func:`tessera.data.spark_source.bound_frame`), so both keep the same rows."""
+    (:func:`tessera.data.spark_source.bound_frame`), so both keep the same rows. Measure
+    columns ``m<j>`` (``n_measures``) are kept too, and order the rows whose codes tie, by
+    value (numbers compare alike on every engine; their text would not)."""
     codes = [f"c{i}" for i in range(len(domain))]
     key = ", ".join([PID, *(f"CAST({c} AS VARCHAR)" for c in codes)])
-    order = ", ".join([f"md5(concat_ws('|', {key}))", *codes])
-    keep = ", ".join(codes) or "one"
+    values = [f"m{j}" for j in range(n_measures)]
+    order = ", ".join([f"md5(concat_ws('|', {key}))", *codes, *values])
+    keep = ", ".join(codes + values) or "one"
     if keep_ids:
         keep = f"{keep}, {PID}"
     con.execute(
@@ -724,11 +776,13 @@ def bound_rows(con: duckdb.DuckDBPyConnection, domain: Domain, max_rows: int,
 
 
 def _schema_columns(rel: duckdb.DuckDBPyRelation, domain: Domain,
-                    id_column: str | None = None) -> duckdb.DuckDBPyRelation:
-    """``rel`` with only the schema's columns (those :func:`check_columns` let through) and the
-    privacy ``id_column``, in the order of the data; ``rel`` itself when it has no other
-    columns."""
-    declared = set(domain.names) | ({id_column} if id_column is not None else set())
+                    id_column: str | None = None,
+                    measures: tuple[str, ...] = ()) -> duckdb.DuckDBPyRelation:
+    """``rel`` with only the schema's columns (those :func:`check_columns` let through), the
+    privacy ``id_column`` and the ``measures``, in the order of the data; ``rel`` itself when
+    it has no other columns."""
+    declared = (set(domain.names) | ({id_column} if id_column is not None else set())
+                | set(measures))
     if all(c in declared for c in rel.columns) or not domain.names:
         return rel
     return rel.project(", ".join(_quote(c) for c in rel.columns if c in declared))
@@ -768,10 +822,12 @@ def code_rows(
     code_of_value: list[np.ndarray],
     *,
     id_column: str | None = None,
+    measures: tuple[str, ...] = (),
 ) -> int:
     """Materialise ``coded`` from ``src``: each value replaced by its code, rows holding a -1
     dropped. Returns the number of rows kept. ``id_column``: the privacy id, carried along as
-    text in column :data:`PID` (for :func:`bound_rows`).
+    text in column :data:`PID` (for :func:`bound_rows`); ``measures``: carried as DOUBLE
+    columns ``m<j>``.
 
     The rows stream through Arrow in batches and each column is mapped with ``index_in``
     against its distinct values (the ``GROUP BY`` above): about a third of the cost of
@@ -787,6 +843,7 @@ def code_rows(
     pid = id_column is not None
     if id_column is not None:
         names.append(f"CAST({_quote(id_column)} AS VARCHAR)")
+    names.extend(f"CAST({_quote(m)} AS DOUBLE)" for m in measures)
     cols = ", ".join(names)
     types = [code_type(attr.size) for attr in domain]
     dtypes = [np.dtype(_NUMPY_CODE[t]) for t in types]
@@ -794,6 +851,7 @@ def code_rows(
     columns = [f"c{i} {t}" for i, t in enumerate(types)] or ["one BOOLEAN"]
     if pid:
         columns.append(f"{PID} VARCHAR")
+    columns.extend(f"m{j} DOUBLE" for j in range(len(measures)))
     con.execute(f"CREATE TABLE coded ({', '.join(columns)})")
     writer = con.cursor()  # appends while ``con`` streams the scan
     n_rows = 0
@@ -815,7 +873,7 @@ def code_rows(
                 keep &= c >= 0
                 codes.append(c)
             n_rows += int(keep.sum())
-            if not domain.names and not pid:
+            if not domain.names and not pid and not measures:
                 continue
             arrays = {f"c{i}": pa.array(c[keep].astype(dt, copy=False))
                       for i, (c, dt) in enumerate(zip(codes, dtypes))}
@@ -823,6 +881,9 @@ def code_rows(
                 arrays["one"] = pa.nulls(int(keep.sum()), pa.bool_())
             if pid:
                 arrays[PID] = batch.column(len(value_sets)).filter(pa.array(keep))
+            for j in range(len(measures)):
+                arrays[f"m{j}"] = batch.column(len(value_sets) + int(pid) + j).filter(
+                    pa.array(keep))
             chunk = pa.table(arrays)
             writer.register("coded_batch", chunk)
             writer.execute("INSERT INTO coded SELECT * FROM coded_batch")
@@ -855,6 +916,7 @@ def code_rows_by_join(
     code_of_value: list[np.ndarray],
     *,
     id_column: str | None = None,
+    measures: tuple[str, ...] = (),
 ) -> int:
     """:func:`code_rows` inside DuckDB: one ``LEFT JOIN`` per column against its mapping
     table, so values are matched with DuckDB's own equality. Returns the number of rows kept
@@ -871,6 +933,7 @@ def code_rows_by_join(
         joins.append(f"LEFT JOIN map{i} AS m{i} ON src.{col} = m{i}.v")
     if id_column is not None:
         selects.append(f"CAST(src.{_quote(id_column)} AS VARCHAR) AS {PID}")
+    selects.extend(f"CAST(src.{_quote(m)} AS DOUBLE) AS m{j}" for j, m in enumerate(measures))
     where = " AND ".join(f"c{i} IS NOT NULL" for i in range(len(domain))) or "TRUE"
     con.execute("DROP TABLE IF EXISTS coded")
     con.execute(

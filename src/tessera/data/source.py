@@ -22,7 +22,7 @@ import importlib
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,6 +75,7 @@ def encode(
     scan_progress: ScanProgress | None = None,
     unit: PrivacyUnit = ONE_ROW,
     extra_columns: ExtraColumns = "error",
+    measures: Sequence[str] = (),
 ) -> CodedTable:
     """Validate ``source`` against ``domain`` on the engine that reads it (:func:`engine_for`)
     and return its :class:`~tessera.data.table.CodedTable`.
@@ -89,7 +90,9 @@ def encode(
     and they are not read), and for values outside the domain unless ``on_invalid='drop'``
     (then :attr:`CodedTable.dropped` and ``.invalid`` report them): the same errors and
     policies on every engine (:mod:`tessera.data.validation`). ``scan_progress``
-    hears how far the longest scans are, where the engine can tell.
+    hears how far the longest scans are, where the engine can tell. ``measures``: data columns
+    outside the schema that aggregate statements sum, carried beside the codes (each value a
+    finite number; docs/aggregates.md "Measures").
     """
     if on_invalid not in ("error", "drop"):
         raise DataError(f"unknown on_invalid policy {on_invalid!r}", hint="'error' or 'drop'")
@@ -104,9 +107,10 @@ def encode(
     logger.info("reading %s with %s (%d attributes%s)", what, engine.name, len(domain),
                 f", table {table}" if table else "")
     start = time.monotonic()
+    options: dict[str, Any] = {"measures": tuple(measures)} if measures else {}
     coded = engine.encode(source, domain, on_invalid=on_invalid, csv=csv, table=table,
                           scan_progress=scan_progress, unit=unit,
-                          extra_columns=extra_columns)
+                          extra_columns=extra_columns, **options)
     logger.debug("%s read and coded by %s in %.2f s", what, engine.name,
                  time.monotonic() - start)
     return coded

@@ -62,11 +62,14 @@ from tessera.data.table import (
 )
 from tessera.data.validation import (
     ColumnCodes,
+    bad_measure_error,
     check_columns,
+    check_measure_columns,
     check_privacy_id,
     column_codes,
     id_type_error,
     invalid_values_error,
+    measure_units_sql,
     missing_ids_error,
 )
 from tessera.errors import DataError
@@ -162,7 +165,8 @@ def _master(spark: Any) -> str:
 
 def _frame(source: Any, domain: Domain, csv: CsvOptions, table: str | None,
            id_column: str | None = None,
-           extra_columns: ExtraColumns = "error") -> tuple[Any, Any]:
+           extra_columns: ExtraColumns = "error",
+           measures: tuple[str, ...] = ()) -> tuple[Any, Any]:
     """The Spark DataFrame of ``source`` with the schema's columns checked (any other column
     refused or ignored, ``extra_columns``; the privacy ``id_column`` kept as a CSV holds it:
     text), and the source for error messages (a path, or the DataFrame)."""
@@ -178,28 +182,35 @@ def _frame(source: Any, domain: Domain, csv: CsvOptions, table: str | None,
                             hint="SparkSource('data.parquet') or SparkSource(table='db.t')")
         with spark_errors(f"table {table!r}"):
             df = session.table(table)
-        _check_columns(list(df.columns), domain, df, CsvOptions(), id_column, extra_columns)
+        _check_columns(list(df.columns), domain, df, CsvOptions(), id_column, extra_columns,
+                       measures)
         return df, df
     if isinstance(data, (str, Path)):
-        df = _read_path(session, str(data), domain, csv, id_column, extra_columns)
+        df = _read_path(session, str(data), domain, csv, id_column, extra_columns, measures)
         return df, data
     if type(data).__name__ != "DataFrame" or not type(data).__module__.startswith("pyspark"):
         raise DataError(f"cannot read data of type {type(data).__name__} with Spark",
                         hint="pass a path, a table name or a PySpark DataFrame")
-    _check_columns(list(data.columns), domain, data, CsvOptions(), id_column, extra_columns)
+    _check_columns(list(data.columns), domain, data, CsvOptions(), id_column, extra_columns,
+                   measures)
     return data, data
 
 
 def _check_columns(columns: list[str], domain: Domain, source: Any, csv: CsvOptions,
-                   id_column: str | None, extra_columns: ExtraColumns = "error") -> None:
-    """The schema's columns (and the privacy id, which is read but never an extra column)."""
+                   id_column: str | None, extra_columns: ExtraColumns = "error",
+                   measures: tuple[str, ...] = ()) -> None:
+    """The schema's columns (and the privacy id and the measures, which are read but never
+    extra columns)."""
     if id_column is not None:  # first: a misspelt id is not "an undeclared column"
         check_privacy_id(columns, id_column, domain, source, csv)
-    check_columns([c for c in columns if c != id_column], domain, source, csv, extra_columns)
+    check_measure_columns(columns, measures, source)
+    check_columns([c for c in columns if c != id_column and c not in measures], domain, source,
+                  csv, extra_columns)
 
 
 def _read_path(spark: Any, path: str, domain: Domain, csv: CsvOptions,
-               id_column: str | None = None, extra_columns: ExtraColumns = "error") -> Any:
+               id_column: str | None = None, extra_columns: ExtraColumns = "error",
+               measures: tuple[str, ...] = ()) -> Any:
     """A Parquet file or directory, or a CSV, read by Spark with the schema's columns checked.
 
     A CSV is read as text and typed like DuckDB types it (:func:`_typed_csv`), so both engines
@@ -215,7 +226,7 @@ def _read_path(spark: Any, path: str, domain: Domain, csv: CsvOptions,
     if (local and p.is_dir()) or suffix == ".parquet" or (not local and suffix == ""):
         with spark_errors(path):
             df = spark.read.parquet(path)
-        _check_columns(list(df.columns), domain, path, csv, id_column, extra_columns)
+        _check_columns(list(df.columns), domain, path, csv, id_column, extra_columns, measures)
         return df
     if suffix not in CSV_SUFFIXES and suffix != "":
         raise DataError(f"unknown data format {suffix!r} for {p}", hint="use CSV or Parquet")
@@ -230,12 +241,12 @@ def _read_path(spark: Any, path: str, domain: Domain, csv: CsvOptions,
     if not header and len(columns) == len(domain):
         df = df.toDF(*domain.names)
         columns = list(domain.names)
-    _check_columns(columns, domain, path, csv, id_column, extra_columns)
-    return _typed_csv(df, domain, csv, header, id_column)
+    _check_columns(columns, domain, path, csv, id_column, extra_columns, measures)
+    return _typed_csv(df, domain, csv, header, id_column, measures)
 
 
 def _typed_csv(df: Any, domain: Domain, csv: CsvOptions, header: bool,
-               id_column: str | None = None) -> Any:
+               id_column: str | None = None, measures: tuple[str, ...] = ()) -> Any:
     """The text columns of a CSV typed as DuckDB types them: the ``na`` markers become NULL;
     categorical and boolean attributes stay text; an ``integer`` attribute's column whose
     values all look like integers becomes BIGINT, else DOUBLE if they all look like numbers,
@@ -247,6 +258,8 @@ def _typed_csv(df: Any, domain: Domain, csv: CsvOptions, header: bool,
     cols = {name: F.col(_quote(name)) for name in domain.names}
     if id_column is not None and id_column not in cols:
         cols[id_column] = F.col(_quote(id_column))
+    for m in measures:  # text: checked and cast by check_measures
+        cols[m] = F.col(_quote(m))
     if csv.na_values:
         cols = {name: F.when(c.isin(list(csv.na_values)), F.lit(None)).otherwise(c)
                 for name, c in cols.items()}
@@ -312,6 +325,30 @@ class SparkEncodedTable:
     _mappings: dict[str, Any] = field(default_factory=dict, repr=False)
     #: counting people: the kept rows' codes ``c<i>`` and ids ``__pid`` (else None)
     people: Any = None
+    #: summing measures: the kept rows' codes ``c<i>`` and measures as DOUBLE ``m<j>``
+    measured: Any = None
+    measures: tuple[str, ...] = ()
+
+    def measure_sums(self, requests: Sequence[tuple[str, str, int, int, int]],
+                     batch: int = 200) -> list[int]:
+        """Σ u(x) over the kept rows satisfying each condition, for every request (condition
+        over the code columns, measure, lo, hi, e; u: :data:`~tessera.data.validation.
+        MEASURE_RULE`, the SQL DuckDB runs), summed as DECIMAL(38, 0) (exact), ``batch``
+        requests per Spark job: only the sums are collected."""
+        from pyspark.sql import functions as F
+
+        out: list[int] = []
+        for lo in range(0, len(requests), batch):
+            part = requests[lo:lo + batch]
+            aggs = [F.sum(F.when(F.expr(cond), F.expr(
+                f"CAST({measure_units_sql(f'm{self.measures.index(m)}', a, b, e)} "
+                "AS DECIMAL(38, 0))"))).alias(f"s{i}")
+                for i, (cond, m, a, b, e) in enumerate(part)]
+            with spark_errors("the data"):
+                row = self.measured.agg(*aggs).collect()[0]
+            out.extend(0 if row[f"s{i}"] is None else int(row[f"s{i}"])
+                       for i in range(len(part)))
+        return out
 
     @property
     def person_ids(self) -> bool:
@@ -501,6 +538,7 @@ def encode_spark(
     scan_progress: ScanProgress | None = None,
     unit: PrivacyUnit = ONE_ROW,
     extra_columns: ExtraColumns = "error",
+    measures: Sequence[str] = (),
 ) -> SparkEncodedTable:
     """Validate ``source`` (a PySpark DataFrame or a :class:`SparkSource`) against ``domain``
     in Spark, with the same checks, errors and policies as DuckDB (:mod:`tessera.data.validation`;
@@ -509,30 +547,37 @@ def encode_spark(
     job progress.
     With a person as the ``unit``, at most ``unit.max_rows`` rows of each person are kept
     (:func:`bound_frame`: the rows DuckDB keeps); ``dropped`` counts only values outside the
-    domain (how many rows bounding drops is private).
+    domain (how many rows bounding drops is private). ``measures``: data columns outside the
+    schema that are summed, checked (every value a finite number, as on DuckDB) and kept
+    beside the codes of the same rows (:attr:`SparkEncodedTable.measured`).
     """
     if on_invalid not in ("error", "drop"):
         raise DataError(f"unknown on_invalid policy {on_invalid!r}", hint="'error' or 'drop'")
     pid = unit.id_column
-    df, where = _frame(source, domain, csv, table, pid, extra_columns)
+    measures = tuple(measures)
+    df, where = _frame(source, domain, csv, table, pid, extra_columns, measures)
     what = str(where) if isinstance(where, (str, Path)) else "the data"
     if pid is not None:
         _check_ids(df, pid, what)
+    if measures:
+        df = _check_measures(df, measures, where)
     full = df.select(*[_quote(n) for n in dict.fromkeys(
-        [*domain.names, *([pid] if pid is not None else [])])])
+        [*domain.names, *([pid] if pid is not None else []), *measures])])
     df = full.select(*[_quote(n) for n in domain.names])
     columns = _distinct_values(df, domain, where)
     invalid = [c.invalid for c in columns if c.invalid is not None]
     if invalid and on_invalid == "error":
         raise invalid_values_error(invalid, domain, where, csv)
     n_total = columns[-1].rows if columns else _count_rows(df, where)
-    kept, n_rows = (df if pid is None else full), n_total
+    kept, n_rows = (df if pid is None and not measures else full), n_total
     if invalid:
         kept = kept.where(_valid_rows(columns, domain))
         with spark_errors(what):
             n_rows = kept.count()
     dropped = n_total - n_rows  # values outside the domain only: bounding's count is private
-    people = None
+    people = measured = None
+    if measures:  # the same kept rows, as codes and measures
+        measured = bound_frame(kept, domain, columns, pid, unit.max_rows, measures=measures)
     if pid is not None:
         if unit.counts_people:  # the same kept rows, as codes and ids
             people = bound_frame(kept, domain, columns, pid, unit.max_rows,
@@ -540,8 +585,33 @@ def encode_spark(
         kept = bound_frame(kept, domain, columns, pid, unit.max_rows)
         with spark_errors(what):
             n_rows = kept.count()
+    elif measures:
+        kept = kept.select(*[_quote(n) for n in domain.names])
     return SparkEncodedTable(kept, domain, n_rows, dropped, invalid,
-                             [c.present for c in columns], columns, people=people)
+                             [c.present for c in columns], columns, people=people,
+                             measured=measured, measures=measures)
+
+
+def _check_measures(df: Any, measures: tuple[str, ...], where: Any) -> Any:
+    """Every value of every measure column is a finite number (as
+    :func:`tessera.data.duckdb_source.check_measure_values`), and the columns as DOUBLE."""
+    from pyspark.sql import functions as F
+
+    what = str(where) if isinstance(where, (str, Path)) else "the data"
+    for m in measures:
+        col = F.col(_quote(m))
+        num = F.expr(f"try_cast({_quote(m)} AS DOUBLE)")
+        bad_value = col.isNotNull() & (num.isNull() | F.isnan(num)
+                                       | (F.abs(num) == float("inf")))
+        with spark_errors(what):
+            nulls = df.where(col.isNull()).count()
+            bad = (df.where(bad_value).groupBy(col.cast("string").alias("v")).count()
+                   .orderBy(F.desc("count"), "v").limit(5).collect())
+        if nulls or bad:
+            raise bad_measure_error(m, int(nulls), [(r["v"], int(r["count"])) for r in bad],
+                                    where)
+        df = df.withColumn(m, num)
+    return df
 
 
 def _check_ids(df: Any, id_column: str, what: str) -> None:
@@ -557,21 +627,26 @@ def _check_ids(df: Any, id_column: str, what: str) -> None:
         raise missing_ids_error(id_column, int(empty))
 
 
-def bound_frame(frame: Any, domain: Domain, values: Sequence[ColumnCodes], id_column: str,
-                max_rows: int, codes_and_ids: bool = False) -> Any:
+def bound_frame(frame: Any, domain: Domain, values: Sequence[ColumnCodes],
+                id_column: str | None, max_rows: int, codes_and_ids: bool = False,
+                measures: tuple[str, ...] = ()) -> Any:
     """The schema's columns of at most ``max_rows`` rows of each person of ``frame`` (which
     holds them and ``id_column``): the rows :func:`tessera.data.duckdb_source.bound_rows`
     keeps — each row's domain codes (a broadcast join of every column's distinct values with
     their codes, as validation made them; NULL-safe), then a window per person ordered by
     ``md5(concat_ws('|', id, c0, …))`` and the codes, the first K kept
     (:data:`tessera.data.validation.BOUNDING_RULE`). ``codes_and_ids``: the kept rows' codes
-    (columns ``c<i>``) and the id as text (``__pid``) instead, for counting people."""
+    (columns ``c<i>``) and the id as text (``__pid``) instead, for counting people.
+    ``measures``: the kept rows' codes ``c<i>`` and measures ``m<j>`` instead (rows whose
+    codes tie ordered by the measures' values, as DuckDB orders them); without an
+    ``id_column`` every row is kept."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
     spark = frame.sparkSession
-    df = frame.withColumn("__pid", F.col(_quote(id_column)).cast("string"))
+    df = (frame if id_column is None
+          else frame.withColumn("__pid", F.col(_quote(id_column)).cast("string")))
     codes = []
     for i, (attr, vc) in enumerate(zip(domain, values)):
         keep = vc.code >= 0
@@ -584,10 +659,17 @@ def bound_frame(frame: Any, domain: Domain, values: Sequence[ColumnCodes], id_co
         df = df.join(F.broadcast(mapping), F.col(_quote(attr.name)).eqNullSafe(
             F.col(f"__v{i}")), "inner").drop(f"__v{i}")
         codes.append(F.col(f"__c{i}"))
-    key = F.concat_ws("|", F.col("__pid"), *[c.cast("string") for c in codes])
-    order = Window.partitionBy("__pid").orderBy(F.md5(key), *codes)
-    ranked = df.withColumn("__rank", F.row_number().over(order))
-    kept = ranked.where(F.col("__rank") <= int(max_rows))
+    values_ = [F.col(_quote(m)) for m in measures]
+    if id_column is None:
+        kept = df
+    else:
+        key = F.concat_ws("|", F.col("__pid"), *[c.cast("string") for c in codes])
+        order = Window.partitionBy("__pid").orderBy(F.md5(key), *codes, *values_)
+        ranked = df.withColumn("__rank", F.row_number().over(order))
+        kept = ranked.where(F.col("__rank") <= int(max_rows))
+    if measures:  # summing measures: the codes as c<i> and the measures as m<j>
+        return kept.select(*[F.col(f"__c{i}").alias(f"c{i}") for i in range(len(domain))],
+                           *[v.alias(f"m{j}") for j, v in enumerate(values_)])
     if codes_and_ids:  # counting people: the codes as c<i> and the id (never collected)
         return kept.select(*[F.col(f"__c{i}").alias(f"c{i}") for i in range(len(domain))],
                            F.col("__pid"))

@@ -327,3 +327,46 @@ def _marker_hint(invalid: list[InvalidValues], domain: Domain, text: bool) -> st
         return (f"{marker!r} is not a missing value; if it means missing, replace it with "
                 f"None (NULL) in the data{declare}")
     return None
+
+
+#: How a measure value becomes integer units (docs/aggregates.md "Measures"), the same SQL on
+#: every engine: x (a DOUBLE) scaled by 10^-e, clamped to [lo, hi] (in units), rounded half
+#: away from zero; every engine computes it in IEEE doubles, so all give the same integers.
+MEASURE_RULE = ("u(x) = round(clamp(x · 10^-e, lo, hi)), half away from zero, in doubles; a "
+                "NULL, NaN, infinite or non-numeric value is refused")
+
+
+def measure_units_sql(column: str, lo: int, hi: int, exponent: int) -> str:
+    """The SQL of :data:`MEASURE_RULE` on the DOUBLE column expression ``column``: an exact
+    integer in [lo, hi] (round(clamp(y, lo, hi)) = clamp(round(y), lo, hi) for integer
+    bounds)."""
+    scaled = (f"({column} * CAST({float(10 ** -exponent)!r} AS DOUBLE))" if exponent <= 0
+              else f"({column} / CAST({float(10 ** exponent)!r} AS DOUBLE))")
+    return f"CAST(ROUND(LEAST(GREATEST({scaled}, {int(lo)}), {int(hi)})) AS BIGINT)"
+
+
+def check_measure_columns(columns: list[str], measures: tuple[str, ...], source: Any) -> None:
+    """Every measure a workload sums must be a column of the data."""
+    for m in measures:
+        if m not in columns:
+            raise DataError(
+                f"SUM/AVG of {m!r}: no column {m!r} in the data (a measure is a data column "
+                "outside the schema)",
+                where=str(source) if isinstance(source, (str, Path)) else None,
+                hint=did_you_mean(m, columns, 0.5) or f"the data have columns {columns}")
+
+
+def bad_measure_error(column: str, nulls: int, bad: list[tuple[Any, int]],
+                      source: Any) -> DataError:
+    """A measure column with missing or non-numeric values: refused, never read as 0."""
+    where = str(source) if isinstance(source, (str, Path)) else None
+    if bad:
+        shown = ", ".join(f"{v!r} ({n} rows)" for v, n in bad[:5])
+        return DataError(f"measure column {column!r}: values that are not finite numbers: "
+                         f"{shown}", where=where,
+                         hint="write plain decimal numbers (12.37, a point as the decimal "
+                              "separator); fix or remove those rows")
+    return DataError(f"measure column {column!r}: {nulls} rows have no value (NULL or empty)",
+                     where=where,
+                     hint="a missing amount is not silently 0: fill it (e.g. with 0, if that "
+                          "is what it means) or drop those rows before answering")

@@ -47,9 +47,9 @@ import numpy.typing as npt
 
 from tessera.errors import QueryError
 from tessera.privacy import Definition, Neighbours
-from tessera.schema.attributes import IntegerRange
 from tessera.schema.domain import Domain
 from tessera.schema.intervals import IntervalSet
+from tessera.schema.measures import is_summable, numeric_value, value_code
 from tessera.workload.aggregates import LinearQuery, restrict
 from tessera.workload.clause import BooleanClause
 from tessera.workload.query import Query
@@ -127,12 +127,13 @@ def _atoms_on(q: Query | BooleanClause, name: str) -> list[IntervalSet]:
 def cell_bounds(domain: Domain, linear: Sequence[LinearQuery]) -> dict[str, list[int]]:
     """For each summed attribute, the sorted codes where a cell starts (module docstring): the
     ends of every condition's intervals on it, the codes of every clamp bound (a cell ends at
-    lo and starts at hi), and the codes of the values −1, 0 and 1 (0 alone)."""
+    lo and starts at hi), and the codes of the values −1, 0 and 1 (0 alone). A measure's
+    codes are its grid's breakpoints (``domain``: the cost domain), each a cell of its own."""
     out: dict[str, list[int]] = {}
     for a in {lq.attribute for lq in linear if lq.role == "sum"}:
         assert a is not None
         attr = domain[a]
-        assert isinstance(attr, IntegerRange)
+        assert is_summable(attr)
         cuts = {0, attr.n_values}
         for lq in linear:
             for cov in _atoms_on(lq.query, a):
@@ -140,9 +141,10 @@ def cell_bounds(domain: Domain, linear: Sequence[LinearQuery]) -> dict[str, list
                     cuts.update((lo, hi))
             if lq.role == "sum" and lq.attribute == a:
                 assert lq.lo is not None and lq.hi is not None
-                cuts.update((lq.lo - attr.lo, lq.lo - attr.lo + 1, lq.hi - attr.lo,
-                             lq.hi - attr.lo + 1))
-        cuts.update((-attr.lo, 1 - attr.lo))  # the value 0 alone
+                lo_c, hi_c = value_code(attr, lq.lo), value_code(attr, lq.hi)
+                cuts.update((lo_c, lo_c + 1, hi_c, hi_c + 1))
+        zero = value_code(attr, 0)  # the value 0 alone
+        cuts.update((zero, value_code(attr, 1)))
         out[a] = sorted(c for c in cuts if 0 <= c <= attr.n_values)
     return out
 
@@ -153,10 +155,9 @@ def cell_thresholds(domain: Domain, lq: LinearQuery,
     negative apart (module docstring, "Merged levels")."""
     assert lq.attribute is not None and lq.lo is not None and lq.hi is not None
     attr = domain[lq.attribute]
-    assert isinstance(attr, IntegerRange)
     bounds = cuts[lq.attribute]
     ends = {c for start, stop in zip(bounds, bounds[1:]) for c in (start, stop - 1)}
-    gs = {min(max(attr.lo + c, lq.lo), lq.hi) for c in ends}
+    gs = {min(max(numeric_value(attr, c), lq.lo), lq.hi) for c in ends}
     return sorted(g for g in gs if g > 0), sorted(-g for g in gs if g < 0)
 
 
@@ -168,11 +169,10 @@ def cell_pieces(domain: Domain, lq: LinearQuery, cuts: dict[str, list[int]],
         return [] if lq.query.is_contradiction() else [(lq.query, 1)]
     assert lq.attribute is not None and lq.lo is not None and lq.hi is not None
     attr = domain[lq.attribute]
-    assert isinstance(attr, IntegerRange)
     bounds = cuts[lq.attribute]
     out = []
     for start, stop in zip(bounds, bounds[1:]):
-        top = max(abs(min(max(attr.lo + c, lq.lo), lq.hi)) for c in (start, stop - 1))
+        top = max(abs(min(max(numeric_value(attr, c), lq.lo), lq.hi)) for c in (start, stop - 1))
         if top == 0:
             continue
         q = restrict(domain, lq.query, {lq.attribute: IntervalSet.range(start, stop)})

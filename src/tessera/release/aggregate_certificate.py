@@ -36,8 +36,9 @@ def workload_digest(workload: AggregateWorkload) -> str:
     """sha256 of the linear queries as the schema reads them (label, SQL, clamp)."""
     h = hashlib.sha256()
     for (st, group, agg, role), lq in zip(workload.labels(), workload.linear):
+        unit = "" if lq.exponent is None else f"\x1f1e{lq.exponent}"
         h.update(f"{st}\x1f{group}\x1f{agg}\x1f{role}\x1f{lq.query.to_sql(workload.domain)}"
-                 f"\x1f{lq.attribute}\x1f{lq.lo}\x1f{lq.hi}\x1e".encode())
+                 f"\x1f{lq.attribute}\x1f{lq.lo}\x1f{lq.hi}{unit}\x1e".encode())
     return h.hexdigest()
 
 
@@ -48,10 +49,13 @@ def build_aggregate_certificate(plan: AggregatePlan, mechanism: MechanismRecord,
     rows = []
     for (st, group, agg, role), lq, s, m in zip(w.labels(), plan.linear, plan.scales.tolist(),
                                                plan.bounds.tolist()):
-        rows.append({"statement": st, "group": group, "aggregate": agg, "role": role,
-                     "attribute": lq.attribute,
-                     "clamp": None if lq.lo is None else [lq.lo, lq.hi],
-                     "bound": int(m), "scale": float(s)})
+        row = {"statement": st, "group": group, "aggregate": agg, "role": role,
+               "attribute": lq.attribute,
+               "clamp": None if lq.lo is None else [lq.lo, lq.hi],
+               "bound": int(m), "scale": float(s)}
+        if lq.exponent is not None:  # a measure: clamp, bound and scale are in units of 10^e
+            row["measure"] = {"unit": f"1e{lq.exponent}", "exponent": lq.exponent}
+        rows.append(row)
     doc: dict[str, Any] = {
         "format": FORMAT,
         "version": 1,
@@ -74,11 +78,12 @@ def build_aggregate_certificate(plan: AggregatePlan, mechanism: MechanismRecord,
 
 def _guarantee(plan: AggregatePlan) -> str:
     unit = plan.unit.label(plan.neighbours)
+    units = (" (measures in units of their resolution)" if plan.workload.measures else "")
     if plan.mechanism == "discrete_laplace":
         return (f"pure ε-DP with ε = {plan.spent.bound:.6g} ({unit}; discrete Laplace on "
-                "integer sums and counts)")
+                f"integer sums{units} and counts)")
     text = (f"ρ-zCDP with ρ = {plan.spent.bound:.6g} ({unit}; discrete Gaussian on integer "
-            "sums and counts, CKS20)")
+            f"sums{units} and counts, CKS20)")
     delta = plan.budget.delta
     if delta is not None:  # the (ε, δ) target: implied by ρ-zCDP (CKS20 Cor. 13)
         eps = epsilon_for_delta(plan.spent.bound, float(delta))
@@ -110,16 +115,21 @@ def verify_aggregate_certificate(doc: dict[str, Any], workload: AggregateWorkloa
         return [*diffs, f"linear queries: certificate {len(rows)}, workload {len(linear)}"]
     for i, (row, lq) in enumerate(zip(rows, linear)):
         clamp = None if lq.lo is None else [lq.lo, lq.hi]
-        if row.get("clamp") != clamp or row.get("bound") != lq.bound(workload.domain):
+        unit = None if lq.exponent is None else {"unit": f"1e{lq.exponent}",
+                                                 "exponent": lq.exponent}
+        if row.get("measure") != unit:
+            diffs.append(f"linear query {i} ({row.get('statement')!r}, {row.get('aggregate')}): "
+                         f"measure unit {row.get('measure')} differs from the workload's {unit}")
+        if row.get("clamp") != clamp or row.get("bound") != lq.bound(workload.cost_domain):
             diffs.append(f"linear query {i} ({row.get('statement')!r}, {row.get('aggregate')}): "
                          f"value bounds {row.get('clamp')}/{row.get('bound')} differ from the "
-                         f"workload's {clamp}/{lq.bound(workload.domain)}")
+                         f"workload's {clamp}/{lq.bound(workload.cost_domain)}")
     budget = Budget.from_dict(doc["budget"])
     unit = (PrivacyUnit.from_dict(doc["privacy_unit"]) if doc.get("privacy_unit")
             else PrivacyUnit.of())
     scales = np.array([float(r["scale"]) for r in rows])
     costs = unit_costs(budget, scales)
-    cb = linear_cost_bound(workload.domain, linear, costs, definition=budget.calibration,
+    cb = linear_cost_bound(workload.cost_domain, linear, costs, definition=budget.calibration,
                            neighbours=Neighbours.parse(doc["neighbours"]), unit=unit,
                            time_limit=time_limit, threshold=decimal_value(budget.total))
     spent = 0.0 if cb is None else cb.bound

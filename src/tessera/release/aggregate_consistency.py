@@ -49,7 +49,7 @@ def constraints(workload: AggregateWorkload,
     cells: dict[tuple[int, tuple[int, ...], tuple[object, ...]], list[int]] = {}
     for i, lq in enumerate(linear):
         agg = st[lq.statement].aggregates[lq.aggregate]
-        counted = (agg.attribute if agg.attribute is not None
+        counted = (agg.attribute if agg.attribute is not None and not agg.is_measure
                    and workload.domain[agg.attribute].missing else None)
         cells.setdefault((lq.statement, lq.key, _signature(lq, counted)), []).append(i)
     out: list[tuple[int, list[int]]] = [(ids[0], [other]) for ids in cells.values()

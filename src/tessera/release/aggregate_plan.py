@@ -102,7 +102,7 @@ def aggregate_plan(workload: AggregateWorkload, budget: Budget, *,
                                 "each row counts), or count people with WHERE clauses only")
     d = budget.calibration
     p = power(d)
-    domain = workload.domain
+    domain = workload.cost_domain  # the schema, and each measure's breakpoints
     linear = workload.linear
     bounds = sensitivities(domain, linear)
     u = shape(workload, linear, bounds, p)

@@ -10,7 +10,11 @@ post-processing, and the files, all or none.
 
 The exact linear queries are computed from the pieces' counts, f_q = Σ_c g_{q,c}·count(q ∧ x_a
 = c), on the engine that reads the data (DuckDB or Spark, the person bounding included): a sum
-of integer values clamped to [lo, hi] is that exactly.
+of integer values clamped to [lo, hi] is that exactly. A **measure**'s sum (a data column
+outside the schema) is summed by the engine itself, Σ u(x) over the kept rows of the group,
+u(x) the clamped value in integer units of its resolution 10^e
+(:data:`~tessera.data.validation.MEASURE_RULE`); the noise is added to that integer and the
+answer published is 10^e times it (post-processing).
 
 **AVG.** A = Ŝ/Ĉ with the noisy sum and count, clipped to [lo, hi] (post-processing); its 95%
 interval is the delta method's, A ± 1.96·√(Var S + A²·Var C)/Ĉ (an approximation, not a
@@ -25,6 +29,7 @@ import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -70,22 +75,34 @@ class AggregateRelease:
 
 
 def exact_linear(domain: Any, linear: Sequence[LinearQuery], table: Any) -> npt.NDArray[np.int64]:
-    """f_q on the encoded table: Σ_c g_{q,c}·count(piece c) (counts: the query's count)."""
+    """f_q on the encoded table: Σ_c g_{q,c}·count(piece c) (counts: the query's count); a
+    measure's sum Σ u(x) in units, summed by the engine (:meth:`measure_sums`)."""
     owner: list[int] = []
     values: list[int] = []
     queries: list[Any] = []
+    out = [0] * len(linear)  # Python integers: no overflow
+    summed = [i for i, lq in enumerate(linear) if lq.is_measure]
+    if summed:
+        from tessera.data.people_counts import code_condition
+
+        requests = [(code_condition(domain, linear[i].query), linear[i].attribute,
+                     linear[i].lo, linear[i].hi, linear[i].exponent) for i in summed]
+        for i, v in zip(summed, table.measure_sums(requests)):
+            out[i] = int(v)
     for i, lq in enumerate(linear):
+        if lq.is_measure:
+            continue
         for q, g in lq.pieces(domain):
             owner.append(i)
             values.append(g)
             queries.append(q)
-    if not queries:
-        return np.zeros(len(linear), dtype=np.int64)
-    counts = count_encoded(table, Workload(domain, tuple(queries),
-                                           tuple(f"p{j}" for j in range(len(queries))),
-                                           (1.0,) * len(queries)))
-    out = [0] * len(linear)  # Python integers: no overflow
-    for i, g, n in zip(owner, values, counts.tolist()):
+    if queries:
+        counts = count_encoded(table, Workload(domain, tuple(queries),
+                                               tuple(f"p{j}" for j in range(len(queries))),
+                                               (1.0,) * len(queries))).tolist()
+    else:
+        counts = []
+    for i, g, n in zip(owner, values, counts):
         out[i] += g * int(n)
     if any(abs(v) >= 2**62 for v in out):
         raise DataError("a sum exceeds 2^62 (the samplers' integer range)",
@@ -121,15 +138,26 @@ def answer_aggregates(
                                "than this release (nothing was charged)",
                                hint="use the ledger's definition and --neighbours")
         book.check_unit(unit)
+        if workload.measures:
+            raise TesseraError(
+                "a ledger cannot yet be charged for sums of measures "
+                f"({', '.join(workload.measures)}: "
+                "data columns outside the schema; a ledger re-solves every release on its "
+                "schema, and a measure's breakpoints differ between releases) — nothing was "
+                "charged",
+                hint="answer without --ledger and account for the certificate's spend yourself "
+                     "(sequential composition), or declare the column in the schema as an "
+                     "integer attribute")
     encoded = encode(data, workload.domain, on_invalid=on_invalid,  # type: ignore[arg-type]
-                     csv=csv, table=table, unit=unit, extra_columns=extra_columns)
+                     csv=csv, table=table, unit=unit, extra_columns=extra_columns,
+                     measures=tuple(workload.measures))
     if encoded.n_rows == 0 and plan.neighbours is Neighbours.SUBSTITUTE:
         raise DataError("the data has no rows: under substitute neighbours n is public "
                         "(nothing was charged)", hint="use add/remove neighbours")
     charge = None
     if book is not None:
-        cut = pieces(workload.domain, plan.linear, budget.calibration, plan.neighbours)
-        charge = book.charge(piece_workload(workload.domain, cut), cut.costs(plan.costs),
+        cut = pieces(workload.cost_domain, plan.linear, budget.calibration, plan.neighbours)
+        charge = book.charge(piece_workload(workload.cost_domain, cut), cut.costs(plan.costs),
                              label=label or "aggregates", mechanism=plan.mechanism,
                              time_limit=60.0 if time_limit is None else max(time_limit, 1.0),
                              unit=unit)
@@ -189,23 +217,44 @@ def _rows(plan: AggregatePlan, values: npt.NDArray[np.float64], var: npt.NDArray
         st = w.statements[lq.statement]
         agg = st.aggregates[lq.aggregate]
         head = [st.name, st.key_label(w.domain, lq.key), agg.label]
+        # a measure's sum is in units of 10^e: the published numbers are 10^e times them
+        unit = agg.unit if lq.role == "sum" else Decimal(1)
+        u = float(unit)
         if agg.kind == "avg":
-            s, c = float(values[i]), float(values[i + 1])
+            s, c = scaled(float(values[i]), unit), float(values[i + 1])
             assert agg.lo is not None and agg.hi is not None
+            lo, hi = float(agg.lo * agg.unit), float(agg.hi * agg.unit)
             if c <= 0:  # no mean: the range every mean of clamped values lies in
-                rows.append([*head, math.nan, math.nan, float(agg.lo), float(agg.hi)])
+                rows.append([*head, math.nan, math.nan, lo, hi])
             else:
-                a = min(max(s / c, agg.lo), agg.hi)
-                half = Z95 * math.sqrt(var[i] + a * a * var[i + 1]) / c
-                rows.append([*head, a, math.nan, max(a - half, agg.lo), min(a + half, agg.hi)])
+                a = min(max(s / c, lo), hi)
+                half = Z95 * math.sqrt(var[i] * u * u + a * a * var[i + 1]) / c
+                rows.append([*head, a, math.nan, max(a - half, lo), min(a + half, hi)])
             i += 2
             continue
-        h = Z95 * math.sqrt(var[i]) if halfwidths is None else float(halfwidths[i])
-        rows.append([*head, float(values[i]),
-                     float(plan.scales[i]) if halfwidths is not None else math.nan,
-                     float(values[i]) - h, float(values[i]) + h])
+        v = scaled(float(values[i]), unit)
+        if halfwidths is None:
+            h = Z95 * math.sqrt(var[i]) * u
+            low, high = v - h, v + h
+        else:  # integers of units: the ends rounded once, as the answer
+            k = float(halfwidths[i])
+            low = scaled(float(values[i]) - k, unit)
+            high = scaled(float(values[i]) + k, unit)
+        rows.append([*head, v,
+                     float(plan.scales[i]) * u if halfwidths is not None else math.nan,
+                     low, high])
         i += 1
     return rows
+
+
+def scaled(x: float, unit: Decimal) -> float:
+    """x units of ``unit`` as a float, the integers rounded once (12345678 units of 10^-4 is
+    1234.5678, not 1234.5678000000001)."""
+    if unit == 1:
+        return x
+    if math.isfinite(x) and x.is_integer():
+        return float(Decimal(int(x)) * unit)
+    return x * float(unit)
 
 
 def write_frame(release: AggregateRelease, target: Any) -> None:

@@ -11,20 +11,25 @@ f(D) = Σ_{x∈D} v(x), v(x) = q(x)·g(x):
   stated ``CLAMP(x, lo, hi)``); a NULL adds 0 (SQL);
 * ``AVG(x)`` = SUM(x) / COUNT(x): both measured, the ratio is post-processing.
 
-Sums are over integer attributes, so every g(x) is an integer and a sum is an integer: the
-discrete mechanisms add integer noise to it. A linear query splits into disjoint **pieces**
-q ∧ (x_a = c), one per code c of the summed attribute, on which g is the constant
-clamp(value(c)): :meth:`LinearQuery.pieces`, what the data are counted on. For the cost, a
-sum is its nested **levels** q ∧ (g ≥ t), q ∧ (g ≤ −t) (:meth:`LinearQuery.levels`), count
-queries with weights (:mod:`tessera.overlap.linear`).
+Sums are over integer attributes or **measures** (data columns outside the schema, summed in
+units of a public resolution 10^e: :mod:`tessera.schema.measures`), so every g(x) is an integer
+and a sum is an integer: the discrete mechanisms add integer noise to it. The costs of a
+measure's sums are computed on the *cost domain* (:attr:`AggregateWorkload.cost_domain`), the
+schema with one virtual attribute per measure whose values are its clamps' breakpoints. A
+linear query splits into disjoint **pieces** q ∧ (x_a = c), one per code c of the summed
+attribute, on which g is the constant clamp(value(c)): :meth:`LinearQuery.pieces`, what the
+data are counted on. For the cost, a sum is its nested **levels** q ∧ (g ≥ t), q ∧ (g ≤ −t)
+(:meth:`LinearQuery.levels`), count queries with weights (:mod:`tessera.overlap.linear`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from functools import cached_property
 from typing import Literal
 
@@ -32,6 +37,14 @@ from tessera.errors import QueryError
 from tessera.schema.attributes import IntegerRange
 from tessera.schema.domain import Domain
 from tessera.schema.intervals import IntervalSet
+from tessera.schema.measures import (
+    MeasureGrid,
+    grid_points,
+    numeric_value,
+    resolution_exponent,
+    to_units,
+    unit_size,
+)
 from tessera.workload.clause import And, BooleanClause, clause_or_query
 from tessera.workload.query import Predicate, Query
 
@@ -48,13 +61,28 @@ Role = Literal["count", "sum"]
 @dataclass(frozen=True)
 class Aggregate:
     """One aggregate of a statement: ``kind`` of ``attribute`` (None: ``COUNT(*)``), values
-    clamped to [lo, hi] (sums and averages), printed as ``label``."""
+    clamped to [lo, hi] (sums and averages), printed as ``label``.
+
+    A **measure** (``written`` set: the CLAMP bounds as written, decimal text) is a data column
+    outside the schema; its ``lo``/``hi`` are in units of 10^``exponent``, fixed for the whole
+    workload by :func:`resolve_measures` (None until then)."""
 
     kind: Kind
     attribute: str | None
     lo: int | None = None
     hi: int | None = None
     label: str = ""
+    written: tuple[str, str] | None = None
+    exponent: int | None = None
+
+    @property
+    def is_measure(self) -> bool:
+        return self.written is not None
+
+    @property
+    def unit(self) -> Decimal:
+        """What one unit of the sum is worth: 10^exponent for a measure, 1 otherwise."""
+        return unit_size(self.exponent) if self.exponent is not None else Decimal(1)
 
     def roles(self) -> tuple[Role, ...]:
         """The linear queries this aggregate measures: a count, a sum, or both (AVG)."""
@@ -107,16 +135,24 @@ class LinearQuery:
     lo: int | None = None
     hi: int | None = None
     weight: float = 1.0
+    exponent: int | None = None
+
+    @property
+    def is_measure(self) -> bool:
+        """Whether this sums a measure (in units of 10^exponent), not a schema attribute."""
+        return self.exponent is not None
 
     def values(self, domain: Domain) -> list[tuple[int, int]]:
-        """(code, g) for every code of the summed attribute with g ≠ 0: g = clamp(value)."""
+        """(code, g) for every code of the summed attribute with g ≠ 0: g = clamp(value).
+        A measure's codes are its grid's breakpoints: ``domain`` is then the cost domain."""
         if self.role == "count":
             raise ValueError("a count has no values")
         attr = domain[self.attribute]  # type: ignore[index]
-        assert isinstance(attr, IntegerRange) and self.lo is not None and self.hi is not None
+        assert isinstance(attr, (IntegerRange, MeasureGrid))
+        assert self.lo is not None and self.hi is not None
         out = []
         for code in range(attr.n_values):  # (the missing code adds 0)
-            g = min(max(attr.lo + code, self.lo), self.hi)
+            g = min(max(numeric_value(attr, code), self.lo), self.hi)
             if g != 0:
                 out.append((code, g))
         return out
@@ -190,11 +226,35 @@ def restrict(domain: Domain, q: Query | BooleanClause,
 @dataclass(frozen=True)
 class AggregateWorkload:
     """Aggregate statements over one domain, and the linear queries they expand to (in
-    statement, key, aggregate, role order)."""
+    statement, key, aggregate, role order). The measures' bounds are put in units on
+    construction (:func:`resolve_measures`)."""
 
     domain: Domain
     statements: tuple[Statement, ...]
     table: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "statements", resolve_measures(self.statements))
+
+    @cached_property
+    def measures(self) -> dict[str, int]:
+        """Every measure summed, with its resolution exponent e (units of 10^e)."""
+        return {a.attribute: a.exponent for st in self.statements for a in st.aggregates
+                if a.is_measure and a.attribute is not None and a.exponent is not None}
+
+    @cached_property
+    def cost_domain(self) -> Domain:
+        """The schema and one :class:`~tessera.schema.measures.MeasureGrid` per measure: its
+        clamps' breakpoints in units (docs/theory.md §3.15, "Measures"); the domain the costs
+        of the linear queries are computed on. The schema itself without measures."""
+        if not self.measures:
+            return self.domain
+        grids = []
+        for name, e in self.measures.items():
+            bounds = [(a.lo, a.hi) for st in self.statements for a in st.aggregates
+                      if a.attribute == name and a.lo is not None and a.hi is not None]
+            grids.append(MeasureGrid(name=name, points=grid_points(bounds), exponent=e))
+        return Domain((*self.domain.attributes, *grids))
 
     @cached_property
     def linear(self) -> tuple[LinearQuery, ...]:
@@ -226,7 +286,7 @@ def expand(domain: Domain, statements: Sequence[Statement],
                  "or restrict the WHERE clause")
     cells = sum(st.n_groups(domain) * len(a.roles()) * domain[a.attribute].size
                 for st in statements for a in st.aggregates if a.kind != "count"
-                and a.attribute is not None)
+                and a.attribute is not None and not a.is_measure)
     if cells > MAX_PIECES:
         raise QueryError(
             f"the sums are counted value by value: {cells:,} (group, value) cells, above the "
@@ -242,6 +302,13 @@ def expand(domain: Domain, statements: Sequence[Statement],
             for j, agg in enumerate(st.aggregates):
                 for role in agg.roles():
                     query = q
+                    if agg.is_measure:  # a measure has no NULLs (refused when read)
+                        out.append(LinearQuery(i, j, key, role, query,
+                                               agg.attribute if role == "sum" else None,
+                                               agg.lo if role == "sum" else None,
+                                               agg.hi if role == "sum" else None, st.weight,
+                                               agg.exponent if role == "sum" else None))
+                        continue
                     if agg.attribute is not None and domain[agg.attribute].missing:
                         # COUNT(x), AVG(x): the rows where x is not NULL
                         query = restrict(domain, q, {agg.attribute:
@@ -251,4 +318,35 @@ def expand(domain: Domain, statements: Sequence[Statement],
                     else:
                         out.append(LinearQuery(i, j, key, "sum", query, agg.attribute,
                                                agg.lo, agg.hi, st.weight))
+    return tuple(out)
+
+
+def resolve_measures(statements: Sequence[Statement]) -> tuple[Statement, ...]:
+    """The statements with every measure's CLAMP bounds in units of its resolution 10^e, one
+    e per measure for the whole workload (:func:`tessera.schema.measures.resolution_exponent`
+    of all its bounds), so that one grid of breakpoints serves every statement."""
+    written: dict[str, list[Decimal]] = {}
+    for st in statements:
+        for a in st.aggregates:
+            if a.is_measure and a.attribute is not None and a.written is not None:
+                written.setdefault(a.attribute, []).extend(Decimal(b) for b in a.written)
+    if not written:
+        return tuple(statements)
+    exps = {}
+    for name, bounds in written.items():
+        try:
+            exps[name] = resolution_exponent(bounds)
+        except QueryError as e:
+            first = next(st for st in statements for a in st.aggregates if a.attribute == name)
+            raise e.located(first.source or first.name) from None
+    out = []
+    for st in statements:
+        aggs = []
+        for a in st.aggregates:
+            if a.is_measure and a.attribute is not None and a.written is not None:
+                e = exps[a.attribute]
+                a = dataclasses.replace(a, lo=to_units(Decimal(a.written[0]), e),
+                                        hi=to_units(Decimal(a.written[1]), e), exponent=e)
+            aggs.append(a)
+        out.append(dataclasses.replace(st, aggregates=tuple(aggs)))
     return tuple(out)

@@ -10,6 +10,9 @@ lines)::
 * aggregates ``COUNT(*)``, ``COUNT(x)``, ``SUM(x)``, ``AVG(x)`` over integer attributes,
   ``x`` optionally ``CLAMP(x, lo, hi)`` with integer bounds (the default clamp is the schema's
   range); the GROUP BY columns may be repeated bare in the SELECT list;
+* ``SUM(CLAMP(m, lo, hi))`` and ``AVG(CLAMP(m, lo, hi))`` of a **measure** ``m``: a numeric
+  data column that is not in the schema (money, hours), its public bounds decimal numbers
+  (:mod:`tessera.schema.measures`);
 * one table (every statement of a file names the same one), no JOIN, subquery, DISTINCT,
   HAVING, ORDER BY or LIMIT;
 * a bare WHERE clause is ``SELECT COUNT(*) FROM t WHERE …``.
@@ -20,6 +23,7 @@ Every error names the line and comes with a hint; all errors of a file are repor
 from __future__ import annotations
 
 import re
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 import sqlglot
@@ -162,9 +166,25 @@ def _aggregate(node: exp.Expression, domain: Domain, group: tuple[str, ...]) -> 
         if len(args) != 3:
             raise QueryError(f"CLAMP takes (column, lo, hi), got {len(args)} arguments",
                              hint="e.g. SUM(CLAMP(income, 0, 100000))")
-        arg, lo, hi = args[0], _integer(args[1], "lo"), _integer(args[2], "hi")
+        arg, lo, hi = args[0], _number(args[1], "lo"), _number(args[2], "hi")
         if lo > hi:
             raise QueryError(f"CLAMP bounds lo {lo} > hi {hi}", hint="swap them")
+    measure = _measure_name(arg, domain)
+    if measure is not None:
+        if kind == "count":
+            raise QueryError(f"COUNT({measure}): {measure!r} is not a schema column",
+                             hint="COUNT(*) counts the rows (a measure has no NULLs); "
+                                  f"SUM(CLAMP({measure}, lo, hi)) sums it")
+        if lo is None or hi is None:
+            guess = did_you_mean(measure, domain.names, 0.6)
+            raise QueryError(
+                f"{kind.upper()}({measure}): {measure!r} is not a schema column; to sum a "
+                "numeric data column outside the schema (a measure), state its public bounds",
+                hint=(guess + "; or " if guess else "")
+                + f"{kind.upper()}(CLAMP({measure}, lo, hi)), e.g. "
+                     f"{kind.upper()}(CLAMP({measure}, 0, 500)): values outside are clamped "
+                     "(or declare it in the schema to filter or group on it)")
+        return Aggregate(kind, measure, label=label, written=(str(lo), str(hi)))
     col = _column_name(arg, domain, f"{kind.upper()}")
     attr = domain[col]
     if kind == "count":
@@ -172,25 +192,41 @@ def _aggregate(node: exp.Expression, domain: Domain, group: tuple[str, ...]) -> 
     if not isinstance(attr, IntegerRange):
         raise QueryError(
             f"{kind.upper()}({col}): {col!r} is a {attr.kind} attribute, not an integer one",
-            hint="sums and averages are over integer attributes (type: integer, min, max); "
-                 "count a categorical one by group: SELECT COUNT(*) … GROUP BY " + col)
-    if lo is None:
-        lo, hi = attr.lo, attr.hi
-    return Aggregate(kind, col, lo, hi, label)  # type: ignore[arg-type]
+            hint="sums and averages are over integer attributes (type: integer, min, max), or "
+                 f"over a numeric data column left out of the schema: "
+                 f"{kind.upper()}(CLAMP(x, lo, hi)); count a categorical one by group: "
+                 "SELECT COUNT(*) … GROUP BY " + col)
+    if lo is None or hi is None:
+        lo, hi = Decimal(attr.lo), Decimal(attr.hi)
+    for b, what in ((lo, "lo"), (hi, "hi")):
+        if b != b.to_integral_value():
+            raise QueryError(f"CLAMP {what} {b} is not an integer: {col!r} is an integer "
+                             "attribute", hint="round the bound (a tighter clamp is less noise)")
+    return Aggregate(kind, col, int(lo), int(hi), label)  # type: ignore[arg-type]
 
 
-def _integer(node: exp.Expression, what: str) -> int:
+def _measure_name(node: exp.Expression, domain: Domain) -> str | None:
+    """The name of a column that is not in the schema (a measure), else None."""
+    if isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.Column) and not node.table and node.name not in domain:
+        return str(node.name)
+    return None
+
+
+def _number(node: exp.Expression, what: str) -> Decimal:
     neg = isinstance(node, exp.Neg)
     lit = node.this if neg else node
     if not isinstance(lit, exp.Literal) or lit.is_string:
         raise QueryError(f"CLAMP {what} {node.sql()!r} is not a number",
-                         hint="CLAMP(x, lo, hi) with integer bounds")
+                         hint="CLAMP(x, lo, hi) with numbers as bounds, e.g. CLAMP(x, 0, 99.5)")
     try:
-        v = int(lit.this)
-    except ValueError:
-        raise QueryError(f"CLAMP {what} {node.sql()} is not an integer",
-                         hint="sums are over integers: round the bound (a tighter clamp is "
-                         "less noise)") from None
+        v = Decimal(lit.this)
+    except InvalidOperation:
+        raise QueryError(f"CLAMP {what} {node.sql()} is not a number",
+                         hint="write the bound in digits, e.g. 12.5") from None
+    if not v.is_finite():
+        raise QueryError(f"CLAMP {what} {node.sql()} is not finite", hint="bounds are numbers")
     return -v if neg else v
 
 
