@@ -26,12 +26,14 @@ of one id's rows) at pure ε = 1 and at ρ = 0.5 (ρ-zCDP), each person's rows c
 γ_w over the whole workload, strategy ``auto``, OpenDP's discrete Laplace/Gaussian. Tumult
 (``bench/tumult_runner.py``, its own interpreter): one ``Session`` with ``AddRowsWithID``, each
 GROUP BY a query ``enforce(MaxRowsPerID(K)).groupby(KeySet).count()`` (``.sum(v, low, high)``)
-over the schema's public values. **Tumult composes the queries of a session sequentially: the
-workload's budget is split evenly over its m GROUP BY statements** (ε/m, ρ/m each — the split
-its documentation shows; any split is the user's choice), while Tessera calibrates all of
-them together to the workload's maximum overlap γ_w (a row touches one cell of each
-statement: γ_w = m for these workloads, with the same ε). Both truncate by a hash of each
-person's rows (not the same hash: they keep different rows).
+over the schema's public values. **Two Tumult programs.** *Sequential*: the workload's budget
+split evenly over its m GROUP BY statements (ε/m, ρ/m each — the split its documentation
+shows; any split is the user's choice). *Parallel*, for disjoint filtered statements (``per
+…``): the table cut to K rows a person (``MaxRowsPerID(K)``, as Tessera), split by the filter
+key with ``partition_and_create``, each part's GROUP BY with the whole budget (runner docs).
+Tessera calibrates all statements together to the workload's maximum overlap γ_w (a row
+touches one cell of each statement: γ_w = m for the 1+2-way, 1 for ``per …``). Both truncate
+by a hash of each person's rows (not the same hash: they keep different rows).
 
 **Errors** over every group of the workload's statements, per repeat, then mean ± standard
 deviation over the repeats (the same number for both):
@@ -41,7 +43,8 @@ deviation over the repeats (the same number for both):
   unit=...)``, Tumult's answers at an infinite budget on its truncated table).
 
 Tumult's repeats run as disjoint copies of the table in one Spark job per (K, budget, query
-budget) (``tumult_runner`` module docs: the same mechanism per copy). Tessera answers the sums
+budget), or per (workload, K, budget) for a parallel program (``tumult_runner`` module docs:
+the same mechanism per copy). Tessera answers the sums
 as ``SELECT SUM(v) FROM t GROUP BY ...`` statements (:func:`tessera.answer_aggregates`).
 """
 

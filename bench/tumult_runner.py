@@ -15,10 +15,24 @@ column, and *jobs*; each job is one Tumult query evaluated with its own budget::
 
 in one ``Session`` over the table with ``protected_change=AddRowsWithID(id_column=ID)`` — one
 person's rows, bounded by Tumult's own truncation (``MaxRowsPerID``: a hash order over each
-person's rows, the first K kept) — under ``PureDPBudget`` or ``RhoZCDPBudget``. Tumult composes
-its queries sequentially: the bench passes each query its share of the workload's budget
-(``ε/m`` for m GROUP BY statements, evenly). A job with budget ``inf`` returns Tumult's exact
-answers on its own truncated table (no noise): the *bounded truth*.
+person's rows, the first K kept) — under ``PureDPBudget`` or ``RhoZCDPBudget``. Such queries
+compose sequentially: the bench passes each its share of the workload's budget (``ε/m`` for m
+GROUP BY statements, evenly). A job with budget ``inf`` returns Tumult's exact answers on its
+own truncated table (no noise): the *bounded truth*.
+
+**Parallel composition.** A job with a ``partition`` (value → its groups) is Tumult's program
+for disjoint statements ``WHERE f = v GROUP BY …``, one per value v::
+
+    session.create_view(QueryBuilder("t").enforce(MaxRowsPerID(K)), "tk", cache=True)
+    parts = session.partition_and_create("tk", budget, column="part", splits={...})
+    parts[p].evaluate(QueryBuilder(p).groupby(keys).count(), budget)   # each part, in order
+
+Tumult requires an ID table to carry ``MaxRowsPerID`` (or ``MaxGroupsPerID``) before it can be
+partitioned; with ``MaxRowsPerID(K)`` a person's K kept rows fall in the parts in total, so
+every part gets the *whole* budget at sensitivity K — Tessera's bounding (K rows a person,
+whatever they touch). ``MaxGroupsPerID(f, G)`` would instead allow K rows in each of G parts:
+another bound, not run. The session is built over the job's copies only (the copies are
+disjoint sets of people, so this is the same as one table each).
 
 **Copies, so that one Spark job carries every repeat.** A Tumult evaluation costs seconds of
 Spark here whatever the table's size; 20 repeats of every query would take hours. The table is
