@@ -26,12 +26,14 @@ of one id's rows) at pure ε = 1 and at ρ = 0.5 (ρ-zCDP), each person's rows c
 γ_w over the whole workload, strategy ``auto``, OpenDP's discrete Laplace/Gaussian. Tumult
 (``bench/tumult_runner.py``, its own interpreter): one ``Session`` with ``AddRowsWithID``, each
 GROUP BY a query ``enforce(MaxRowsPerID(K)).groupby(KeySet).count()`` (``.sum(v, low, high)``)
-over the schema's public values. **Tumult composes the queries of a session sequentially: the
-workload's budget is split evenly over its m GROUP BY statements** (ε/m, ρ/m each — the split
-its documentation shows; any split is the user's choice), while Tessera calibrates all of
-them together to the workload's maximum overlap γ_w (a row touches one cell of each
-statement: γ_w = m for these workloads, with the same ε). Both truncate by a hash of each
-person's rows (not the same hash: they keep different rows).
+over the schema's public values. **Two Tumult programs.** *Sequential*: the workload's budget
+split evenly over its m GROUP BY statements (ε/m, ρ/m each — the split its documentation
+shows; any split is the user's choice). *Parallel*, for disjoint filtered statements (``per
+…``): the table cut to K rows a person (``MaxRowsPerID(K)``, as Tessera), split by the filter
+key with ``partition_and_create``, each part's GROUP BY with the whole budget (runner docs).
+Tessera calibrates all statements together to the workload's maximum overlap γ_w (a row
+touches one cell of each statement: γ_w = m for the 1+2-way, 1 for ``per …``). Both truncate
+by a hash of each person's rows (not the same hash: they keep different rows).
 
 **Errors** over every group of the workload's statements, per repeat, then mean ± standard
 deviation over the repeats (the same number for both):
@@ -41,7 +43,8 @@ deviation over the repeats (the same number for both):
   unit=...)``, Tumult's answers at an infinite budget on its truncated table).
 
 Tumult's repeats run as disjoint copies of the table in one Spark job per (K, budget, query
-budget) (``tumult_runner`` module docs: the same mechanism per copy). Tessera answers the sums
+budget), or per (workload, K, budget) for a parallel program (``tumult_runner`` module docs:
+the same mechanism per copy). Tessera answers the sums
 as ``SELECT SUM(v) FROM t GROUP BY ...`` statements (:func:`tessera.answer_aggregates`).
 """
 
@@ -333,7 +336,8 @@ def copy_name(statement_index: int, repeat: int) -> str:
 def tumult_copies(table: PersonTable, statements: Sequence[Statement], repeats: int
                   ) -> pd.DataFrame:
     """The table as disjoint copies, one per (statement, repeat) (``tumult_runner`` docs): ids
-    ``copy|id`` and one GROUP BY column ``cell = copy#v1|v2...``."""
+    ``copy|id``, one GROUP BY column ``cell = copy#v1|v2...`` and ``part``, the value of the
+    statement's first key (what a partitioned program splits on)."""
     parts = []
     for si, s in enumerate(statements):
         f = table.frame
@@ -345,7 +349,7 @@ def tumult_copies(table: PersonTable, statements: Sequence[Statement], repeats: 
         for r in range(repeats):
             c = copy_name(si, r)
             part = pd.DataFrame({table.id_column: c + "|" + f[table.id_column].astype(str),
-                                 "cell": c + "#" + group})
+                                 "cell": c + "#" + group, "part": f[keys[0]].astype(str)})
             if table.value is not None:
                 part[table.value] = f[table.value].to_numpy()
             parts.append(part)
@@ -358,15 +362,51 @@ def copy_cells(table: PersonTable, statements: Sequence[Statement], si: int, rep
     return [c + "#" + "|".join(g) for g in cells(table, statements[si])]
 
 
+def merged(statement: Statement) -> Statement:
+    """A filtered statement's filter key made a GROUP BY key (``year=70, race`` → ``year,
+    race``): the one statement whose groups are all of the disjoint statements' groups."""
+    return tuple(key_of(e) for e in statement)
+
+
+def disjoint_filtered(workload: Sequence[Statement]) -> bool:
+    """Statements filtered on the same first key to different values, grouped by the same
+    other keys: disjoint, so Tumult can answer them by parallel composition."""
+    return (len(workload) > 1 and all("=" in s[0] for s in workload)
+            and len({merged(s) for s in workload}) == 1
+            and len({s[0] for s in workload}) == len(workload))
+
+
+def parallel_job(table: PersonTable, all_statements: Sequence[Statement],
+                 workload: Sequence[Statement], repeats: int, job: dict[str, object]
+                 ) -> dict[str, object]:
+    """``job`` as Tumult's parallel program for disjoint filtered statements (runner docs):
+    the copies of the merged statement, split by their filter value (``part``), each part's
+    groups (every copy's) answered with the whole budget."""
+    si = all_statements.index(merged(workload[0]))
+    partition: dict[str, list[str]] = {}
+    for s in workload:
+        value = s[0].split("=", 1)[1]
+        partition[value] = [copy_name(si, r) + "#" + "|".join(g)
+                            for r in range(repeats) for g in cells(table, s)]
+    return {**job, "cells": [c for part in partition.values() for c in part],
+            "partition": partition}
+
+
 def tumult_matrix(table: PersonTable, all_statements: Sequence[Statement],
-                  workload: Sequence[Statement], repeats: int, got: dict[str, float]
-                  ) -> np.ndarray:
-    """Tumult's answers of ``workload`` as [repeat, group], in :func:`true_answers`' order."""
+                  workload: Sequence[Statement], repeats: int, got: dict[str, float],
+                  parallel: bool = False) -> np.ndarray:
+    """Tumult's answers of ``workload`` as [repeat, group], in :func:`true_answers`' order;
+    ``parallel``: read from the copies of each statement's :func:`merged` statement."""
     out = np.empty((repeats, sum(len(cells(table, s)) for s in workload)))
     for r in range(repeats):
         row = []
         for s in workload:
-            row += [got[c] for c in copy_cells(table, all_statements, all_statements.index(s), r)]
+            if parallel:
+                c = copy_name(all_statements.index(merged(s)), r)
+                row += [got[c + "#" + "|".join(g)] for g in cells(table, s)]
+            else:
+                row += [got[c] for c in copy_cells(table, all_statements,
+                                                   all_statements.index(s), r)]
         out[r] = row
     return out
 
@@ -417,10 +457,10 @@ def fmt(values: np.ndarray) -> str:
     return f"{values.mean():.4g} ± {values.std(ddof=1) if len(values) > 1 else 0:.2g}"
 
 
-def definitions(args: argparse.Namespace, k: int, kind: str) -> list[str]:
-    """The budgets run for (K, aggregate): ρ-zCDP only at ``--zcdp-k`` and for counts."""
+def definitions(args: argparse.Namespace, k: int) -> list[str]:
+    """The budgets run at K: ρ-zCDP only at ``--zcdp-k`` (default every K)."""
     return [d for d in args.definitions
-            if d == "pure" or (kind == "count" and (args.zcdp_k is None or k in args.zcdp_k))]
+            if d == "pure" or args.zcdp_k is None or k in args.zcdp_k]
 
 
 def main() -> None:
@@ -437,7 +477,8 @@ def main() -> None:
                         help="the K values run under ρ-zCDP (default: every --k)")
     parser.add_argument("--no-sums", action="store_true")
     parser.add_argument("--workloads", nargs="*", default=None,
-                        help="run only these count workloads (names as printed; default all)")
+                        help="run only these count and sum workloads (names as printed; "
+                        "default all)")
     args = parser.parse_args()
     python = tumult_python()
     if python is None:
@@ -448,8 +489,8 @@ def main() -> None:
     print(f"machine: {platform.machine()}, nproc {os.cpu_count()}; load at start: "
           f"{os.getloadavg()[0]:.1f} {os.getloadavg()[1]:.1f} {os.getloadavg()[2]:.1f}")
     rows: list[str] = []
-    header = ("| table | workload | #GROUP BY (Tumult's split) | groups | K | budget | "
-              "Tessera γ_w | Tumult MAE | Tessera MAE | ratio | Tumult noise MAE | "
+    header = ("| table | workload | Tumult program | #GROUP BY (Tumult's split) | groups | K | "
+              "budget | Tessera γ_w | Tumult MAE | Tessera MAE | ratio | Tumult noise MAE | "
               "Tessera noise MAE | ratio | Tumult noise RMSE | Tessera noise RMSE |")
     for name in args.tables:
         table = (transactions_table(args.people) if name == "transactions"
@@ -457,15 +498,20 @@ def main() -> None:
         per = table.rows_per_person()
         print(f"\n{name}: {len(table.frame):,} rows of {len(per):,} people "
               f"({per.min()}–{per.max()} each, median {int(per.median())})")
-        counts = {n: w for n, w in count_workloads(table).items()
-                  if args.workloads is None or n in args.workloads}
-        sums = {} if args.no_sums else sum_workloads(table)
-        statements = list(dict.fromkeys(s for w in (*counts.values(), *sums.values())
-                                        for s in w))
-        # Tumult's jobs: one per (K, definition, aggregate, per-query budget); the copies of
-        # every statement of that group answer together (tumult_runner docs)
+        wanted = (lambda n: args.workloads is None or n in args.workloads)  # noqa: E731
+        counts = {n: w for n, w in count_workloads(table).items() if wanted(n)}
+        sums = {} if args.no_sums else {n: w for n, w in sum_workloads(table).items()
+                                         if wanted(n)}
+        # every statement Tumult answers: the workloads', and the merged statement of each
+        # disjoint filtered workload (its parallel program's copies)
+        statements = list(dict.fromkeys(
+            s for w in (*counts.values(), *sums.values())
+            for s in (*w, *((merged(w[0]),) if disjoint_filtered(w) else ()))))
+        # Tumult's jobs: one per (K, definition, aggregate, per-query budget) for the sequential
+        # programs (the copies of every statement of that group answer together), one per
+        # (workload, K, definition) for a parallel program (tumult_runner docs)
         jobs: list[dict[str, object]] = []
-        plan: dict[tuple[str, str, int, str], tuple[str, str]] = {}  # (kind, wl, K, def) → ids
+        plan: dict[tuple[str, str, int, str, str], tuple[str, str]] = {}
 
         def job_id(kind: str, k: int, definition: str, share: float) -> str:
             return f"{kind}-K{k}-{definition}-{share:.6g}"
@@ -475,13 +521,14 @@ def main() -> None:
                 if not group:
                     continue
                 truth = job_id(kind, k, "pure", math.inf)
-                all_cells = [c for w in group.values() for s in w for r in range(args.repeats)
+                mine_all = [s for w in group.values() for s in
+                            (*w, *((merged(w[0]),) if disjoint_filtered(w) else ()))]
+                all_cells = [c for s in dict.fromkeys(mine_all) for r in range(args.repeats)
                              for c in copy_cells(table, statements, statements.index(s), r)]
-                all_cells = list(dict.fromkeys(all_cells))
                 jobs.append({"id": truth, "k": k, "definition": "pure", "budget": "inf",
                              "aggregate": kind, "cells": all_cells, "value": table.value,
                              "bounds": table.bounds})
-                for definition in definitions(args, k, kind):
+                for definition in definitions(args, k):
                     for wname, w in group.items():
                         share = BUDGETS[definition][1] / len(w)
                         jid = job_id(kind, k, definition, share)
@@ -494,7 +541,14 @@ def main() -> None:
                                          "value": table.value, "bounds": table.bounds})
                         else:
                             existing["cells"] = list(dict.fromkeys([*existing["cells"], *mine]))
-                        plan[(kind, wname, k, definition)] = (jid, truth)
+                        plan[(kind, wname, k, definition, "sequential")] = (jid, truth)
+                        if disjoint_filtered(w):
+                            pid = f"{kind}-K{k}-{definition}-parallel-{wname}"
+                            jobs.append(parallel_job(table, statements, w, args.repeats, {
+                                "id": pid, "k": k, "definition": definition,
+                                "budget": BUDGETS[definition][1], "aggregate": kind,
+                                "value": table.value, "bounds": table.bounds}))
+                            plan[(kind, wname, k, definition, "parallel")] = (pid, truth)
         if not jobs:  # e.g. --workloads with no name and a table without a value column
             print("nothing to run on this table")
             continue
@@ -515,17 +569,8 @@ def main() -> None:
                     wl = tessera_sum_workload(table, w)
                     gamma = "–"
                 for k in args.k:
-                    for definition in definitions(args, k, kind):
+                    for definition in definitions(args, k):
                         symbol, total = BUDGETS[definition]
-                        jid, truth_id = plan[(kind, wname, k, definition)]
-                        tm = tumult_matrix(table, statements, w, args.repeats, got[jid])
-                        # Tumult's bounded truth, copy by copy (each copy truncates by its
-                        # own hash: tumult_runner docs)
-                        tb = tumult_matrix(table, statements, w, args.repeats, got[truth_id])
-                        t_mae, _ = errors(tm, unbounded)
-                        diff = tm - tb
-                        t_noise = np.abs(diff).mean(axis=1)
-                        t_rmse = np.sqrt((diff ** 2).mean(axis=1))
                         budget = (Budget.of(epsilon=total) if definition == "pure"
                                   else Budget.of(rho=total))
                         run = (tessera_run(table, wl, k, budget, args.repeats)
@@ -534,20 +579,35 @@ def main() -> None:
                         tessera_seconds += run.seconds
                         s_mae, _ = errors(run.answers, unbounded)
                         s_noise, s_rmse = errors(run.answers, run.bounded)
-                        cells_ = (f"{fmt(t_mae)} | {fmt(s_mae)} | "
-                                  f"{s_mae.mean() / t_mae.mean():.2f} | {fmt(t_noise)} | "
-                                  f"{fmt(s_noise)} | {s_noise.mean() / t_noise.mean():.2f} | "
-                                  f"{fmt(t_rmse)} | {fmt(s_rmse)} |")
-                        rows.append(f"| {name} | {wname} | {len(w)} | {len(unbounded)} | {k} "
-                                    f"| {symbol} = {total:g} | {gamma} | {cells_}")
-                        print(rows[-1], flush=True)
+                        for program in ("sequential", "parallel"):
+                            if (kind, wname, k, definition, program) not in plan:
+                                continue
+                            jid, truth_id = plan[(kind, wname, k, definition, program)]
+                            par = program == "parallel"
+                            tm = tumult_matrix(table, statements, w, args.repeats, got[jid], par)
+                            # Tumult's bounded truth, copy by copy (each copy truncates by its
+                            # own hash: tumult_runner docs)
+                            tb = tumult_matrix(table, statements, w, args.repeats,
+                                               got[truth_id], par)
+                            t_mae, _ = errors(tm, unbounded)
+                            diff = tm - tb
+                            t_noise = np.abs(diff).mean(axis=1)
+                            t_rmse = np.sqrt((diff ** 2).mean(axis=1))
+                            cells_ = (f"{fmt(t_mae)} | {fmt(s_mae)} | "
+                                      f"{s_mae.mean() / t_mae.mean():.2f} | {fmt(t_noise)} | "
+                                      f"{fmt(s_noise)} | {s_noise.mean() / t_noise.mean():.2f} | "
+                                      f"{fmt(t_rmse)} | {fmt(s_rmse)} |")
+                            split = "1 (parallel)" if par else str(len(w))
+                            rows.append(f"| {name} | {wname} | Tumult, {program} | {split} | "
+                                        f"{len(unbounded)} | {k} | {symbol} = {total:g} | "
+                                        f"{gamma} | {cells_}")
+                            print(rows[-1], flush=True)
         print(f"Tessera: {tessera_seconds:.0f} s for its releases")
     print("\n" + header)
     print("|" + "---|" * (header.count("|") - 1))
     print("\n".join(rows))
     print(f"\nload at end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}; Tessera process "
           f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
-
 
 if __name__ == "__main__":
     main()

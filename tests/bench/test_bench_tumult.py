@@ -109,6 +109,31 @@ def test_tumult_copies_hold_each_statement_once_per_repeat(bt, tables) -> None: 
             assert np.array_equal(m, np.tile(bt.true_answers(t, w), (repeats, 1)))
 
 
+def test_parallel_program_splits_the_merged_statement_by_its_filter(bt, tables) -> None:  # noqa: ANN001
+    t = tables[1]
+    per, ways = bt.count_workloads(t)["2 keys per year"], bt.count_workloads(t)["1+2-way"]
+    assert bt.disjoint_filtered(per) and not bt.disjoint_filtered(ways)
+    assert bt.disjoint_filtered(bt.sum_workloads(t)["sum 1 key per year"])
+    assert not bt.disjoint_filtered(per[:1]) and not bt.disjoint_filtered(per[:1] * 2)
+    assert {bt.merged(s) for s in per} == {("year", "race", "collgrad")}
+    statements, repeats = [*per, bt.merged(per[0])], 2
+    copies = bt.tumult_copies(t, statements, repeats)
+    job = bt.parallel_job(t, statements, per, repeats, {"id": "p"})
+    assert list(job["partition"]) == list(t.keys["year"])
+    # each part's groups are the merged copies' cells of that year, every repeat's
+    copy = copies["cell"].str.split("#").str[0]
+    for year, part in job["partition"].items():
+        rows = copies[copy.isin({c.split("#")[0] for c in part})]
+        held = set(rows.loc[rows["part"] == year, "cell"])
+        assert held <= set(part) and len(part) == repeats * 3 * 2
+        assert (rows.loc[rows["cell"].isin(part), "part"] == year).all()
+    # a groupby per copy, read back from the merged copies: the disjoint statements' answers
+    counts = copies.groupby("cell").size().to_dict()
+    got = {c: float(counts.get(c, 0)) for c in job["cells"]}
+    m = bt.tumult_matrix(t, statements, per, repeats, got, parallel=True)
+    assert np.array_equal(m, np.tile(bt.true_answers(t, per), (repeats, 1)))
+
+
 def test_errors_are_mae_and_rmse_per_repeat(bt) -> None:  # noqa: ANN001
     mae, rmse = bt.errors(np.array([[1.0, 3.0], [0.0, 0.0]]), np.array([0.0, 0.0]))
     assert mae.tolist() == [2.0, 0.0]
@@ -133,10 +158,21 @@ def test_tumult_runner_answers_every_copy(bt, tables) -> None:  # noqa: ANN001
         pytest.skip("tmlt.analytics is not importable (set TESSERA_TUMULT_PYTHON)")
     t = tables[0]
     w = bt.count_workloads(t)["1 key"]
-    cells = bt.copy_cells(t, list(w), 0, 0)
-    jobs = [{"id": "truth", "k": 50, "definition": "pure", "budget": "inf",
-             "aggregate": "count", "cells": cells, "value": None, "bounds": None}]
+    per = bt.count_workloads(t)["2 keys per category"]
+    statements = [*w, *per, bt.merged(per[0])]
+    cells = [c for si in range(len(statements)) for c in bt.copy_cells(t, statements, si, 0)]
+    jobs = [{"id": f"truth{k}", "k": k, "definition": "pure", "budget": "inf",
+             "aggregate": "count", "cells": cells, "value": None, "bounds": None}
+            for k in (1, 50)]
+    # the parallel program at an infinite budget: the same truncation as one query's
+    jobs.append(bt.parallel_job(t, statements, per, 1, {
+        "id": "parallel", "k": 1, "definition": "pure", "budget": "inf",
+        "aggregate": "count", "value": None, "bounds": None}))
     with tempfile.TemporaryDirectory() as tmp:
-        got, record, _ = bt.run_tumult(python, t, list(w), jobs, 1, Path(tmp))
-    m = bt.tumult_matrix(t, list(w), w, 1, got["truth"])
+        got, record, _ = bt.run_tumult(python, t, statements, jobs, 1, Path(tmp))
+    m = bt.tumult_matrix(t, statements, w, 1, got["truth50"])
     assert np.array_equal(m[0], bt.true_answers(t, w))  # K = 50 keeps every row: exact
+    one = bt.tumult_matrix(t, statements, per, 1, got["truth1"], parallel=True)
+    assert np.array_equal(bt.tumult_matrix(t, statements, per, 1, got["parallel"], parallel=True),
+                          one)
+    assert one.sum() == t.frame[t.id_column].nunique()  # K = 1: one row a person in all

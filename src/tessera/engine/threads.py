@@ -5,10 +5,12 @@ from GLS) run thousands of iterations whose linear algebra is level 1: dot produ
 L-BFGS's two-loop recursion on vectors of 10⁴–10⁶ entries. OpenBLAS splits a vector over its
 threads above a size threshold; for a level-1 operation the hand-off costs more than the
 arithmetic, and on a machine whose cores are busy the waiting threads spin, burning CPU time
-that no result needs. Measured on 2 cores at load 13 (``bench/bench_blas_threads.py``): the
-adaptive synthesizer on the panel's movielens table took 253 s of CPU with OpenBLAS's default
-two threads and 19 s with one, the same rows (a seeded run); L-BFGS-B alone on a quadratic in
-63,000 variables, 1.61 s against 0.07 s. Nothing in the fits is level 3, where threads pay.
+that no result needs. Measured on 2 cores at load 13 (``bench/bench_blas_threads.py``, seeded
+fits of the adaptive synthesizer on the panel's tables): movielens took 220 s of CPU with
+OpenBLAS's default two threads and 21 s with one (mean 2-way errors 0.1965 and 0.1977: the
+summation order differs, so the fit and the rows differ slightly); quakes, arrests and
+health_insurance 0.13–0.46× the CPU, the same rows. L-BFGS-B alone on a quadratic in 63,000
+variables: 1.61 s against 0.07 s. Nothing in the fits is level 3, where threads pay.
 
 The limit is set with ``threadpoolctl`` around the fit and restored after it, so a caller's own
 BLAS work keeps its threads.
