@@ -212,6 +212,14 @@ def budget(eps: float) -> Any:
     return ts.Budget.of(epsilon=eps, delta=DELTA)
 
 
+def warm_up(data: Any, workload: ts.Workload, target: Any, rows: int = 64) -> None:
+    """One untimed adaptive fit on the first ``rows`` rows at the same budget ``target``, so
+    that no timed run pays a process's one-time costs (the modules a fit imports on first use,
+    the memoised (ε, δ) → ρ conversion): every seed is timed alike (``bench/bench_panel.py``,
+    ``bench/ab_synth.py``)."""
+    ts.Synthesizer("adaptive").fit(data.head(rows), workload, target, neighbours=NEIGHBOURS)
+
+
 def run_tessera(method: str, eps: float, seed: int, data: Any, workload: ts.Workload,
                 real: np.ndarray, n: int, limit: float,
                 options: dict[str, Any] | None = None) -> Run:

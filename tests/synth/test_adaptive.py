@@ -614,14 +614,14 @@ def test_a_scope_past_the_memory_guard_is_left_out_of_the_polish(
 def test_starting_rounds_is_the_largest_clear_t(kind: str, value: float, d: int, total: float,
                                                 cells: float) -> None:
     """Bisection = a scan of every T in [4d, 16d] for the last T whose noise sd keeps the
-    average cell ≥ 3 sd (or 4d when none does)."""
-    from tessera.synth.schedule import Schedule, noise_sd, starting_rounds
+    average cell ≥ CELL_SIGMAS sd (or 4d when none does)."""
+    from tessera.synth.schedule import CELL_SIGMAS, Schedule, noise_sd, starting_rounds
 
     budget = Budget.of(**{kind: value}, neighbours="add-remove")
     s = Schedule(budget, 1.0, 1.0, 2.0, 0.9)
     least, most = 4 * d, 16 * d
     clear = [t for t in range(least, most + 1)
-             if total >= 3.0 * cells * noise_sd(s.round(s.total / t).measurement)]
+             if total >= CELL_SIGMAS * cells * noise_sd(s.round(s.total / t).measurement)]
     # sd grows with T, so the clear T form an initial segment
     assert clear == list(range(least, least + len(clear)))
     assert starting_rounds(s, most, least, total, cells) == (clear[-1] if clear else least)
@@ -634,18 +634,18 @@ def test_the_start_lowers_the_rounds_only_when_the_cells_drown(
     again at the new noise and the run still spends exactly its budget; at a large budget, or
     with ``cell_sigmas = 0``, the run is AIM's."""
     from tessera.synth.model_view import noisy_total
-    from tessera.synth.schedule import Schedule, starting_rounds
+    from tessera.synth.schedule import CELL_SIGMAS, Schedule, starting_rounds
 
     w, frame = small
     res = count(frame, candidate_workload(w))
     counts = SensitiveCounts(res.answers, res.n_rows)
     d = 4
-    for rho, seed in ((6e-4, 3), (6e-4, 4), (6e-4, 5), (2.0, 3)):
+    for rho, seed in ((1.7e-3, 3), (1.7e-3, 4), (1.7e-3, 5), (2.0, 3)):
         budget = Budget.of(rho=rho, neighbours="add-remove")
         run = adaptive(w, counts, budget, source=NoiseSource.seeded(seed), rng=seed)
         p = run.record.parameters
         init = [s for s in run.record.steps if s.round == 0]
-        assert p.initial_rounds == 16 * d and p.cell_sigmas == 3.0
+        assert p.initial_rounds == 16 * d and p.cell_sigmas == CELL_SIGMAS
         # recompute the choice from what the run released: n̂ of the first d measurements
         n_hat = noisy_total(list(run.measurements[:d]))
         cells = (3 * 3 + 3 * 2 * 4 + 2 * 2) / 6  # the six 2-way marginals' cells
@@ -665,7 +665,7 @@ def test_the_start_lowers_the_rounds_only_when_the_cells_drown(
 
 
 @pytest.mark.parametrize(("kw", "low"), [({"rho": 0.05}, {"rho": 6e-4}),
-                                         ({"epsilon": 1.0}, {"epsilon": 0.1})])
+                                         ({"epsilon": 2.0}, {"epsilon": 0.1})])
 def test_the_selection_gets_more_when_the_start_keeps_aims_rounds(
         small: tuple[Workload, pd.DataFrame], kw: dict, low: dict) -> None:
     """The one-way initialisation is measured at AIM's share (0.9 of a round's budget); when

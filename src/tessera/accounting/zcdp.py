@@ -32,7 +32,8 @@ from scipy.optimize import minimize_scalar
 
 from tessera.errors import TesseraError
 
-__all__ = ["bisect", "delta_for_epsilon", "epsilon_for_delta", "rho_for_epsilon_delta"]
+__all__ = ["CLOSED_FORM_ALLOWANCE", "bisect", "delta_for_epsilon", "epsilon_closed_form",
+           "epsilon_for_delta", "rho_closed_form", "rho_for_epsilon_delta"]
 
 
 def _log_delta(rho: float, eps: float, alpha: float) -> float:
@@ -111,13 +112,22 @@ def delta_for_epsilon(rho: float, eps: float) -> float:
     return float(min(1.0, math.exp(_log_delta_up(rho, eps, alpha))))
 
 
-def bisect(below: Callable[[float], bool], lo: float, hi: float) -> tuple[float, float]:
+def bisect(below: Callable[[float], bool], lo: float, hi: float,
+           near: tuple[float, float] | None = None) -> tuple[float, float]:
     """Shrink [lo, hi] around the boundary of a monotone predicate, ``below(lo)`` true and
     ``below(hi)`` false, to a relative width of 1e-12: the caller keeps the end that is safe
-    for it (``lo`` satisfies the predicate, ``hi`` does not)."""
+    for it (``lo`` satisfies the predicate, ``hi`` does not).
+
+    ``near = (a, b)``: the boundary is known to lie in [a, b] (a closed form of it, with an
+    allowance), so a midpoint below ``a`` is taken as ``below`` and one above ``b`` as not,
+    without evaluating the predicate: the same midpoints as without ``near`` (the same
+    result, if the boundary is in [a, b]), but the predicate is evaluated only at the few
+    inside [a, b]. The end the caller keeps may then be one never evaluated: it must check
+    it (:func:`epsilon_for_delta`, :func:`rho_for_epsilon_delta` do)."""
+    a, b = near if near is not None else (-math.inf, math.inf)
     for _ in range(100):
         mid = 0.5 * (lo + hi)
-        if below(mid):
+        if mid < a or (mid <= b and below(mid)):
             lo = mid
         else:
             hi = mid
@@ -126,8 +136,59 @@ def bisect(below: Callable[[float], bool], lo: float, hi: float) -> tuple[float,
     return lo, hi
 
 
+#: Relative allowance around the closed-form boundaries (:func:`epsilon_closed_form`,
+#: :func:`rho_closed_form`) inside which the bisections evaluate their predicate: far above the
+#: optimiser's and the floats' errors in them (≈ 2e-12 relative at most over random ε, δ, ρ:
+#: tests/accounting/test_zcdp.py), far below a budget's digits; ~log₂(2·10⁻¹⁰ / 10⁻¹²) ≈ 8
+#: evaluations instead of ~45 per bisection.
+CLOSED_FORM_ALLOWANCE = 1e-10
+
+#: Orders searched by the closed forms (α − 1 over 18 decades; refined by a scalar search).
+_ORDERS = 1.0 + np.geomspace(1e-9, 1e9, 721)
+
+
+def _extreme_over_orders(f: Callable[[np.ndarray], np.ndarray]) -> float:
+    """min over α > 1 of ``f`` (vectorised): a grid of orders, then a bounded scalar search
+    between the grid neighbours of the best."""
+    values = f(_ORDERS)
+    i = int(np.argmin(values))
+    lo, hi = float(_ORDERS[max(i - 1, 0)]), float(_ORDERS[min(i + 1, len(_ORDERS) - 1)])
+    best = float(values[i])
+    res = minimize_scalar(lambda a: float(f(np.array([a]))[0]), bounds=(lo, hi),
+                          method="bounded", options={"xatol": 1e-13 * hi})
+    return min(best, float(res.fun)) if res.success else best
+
+
+def epsilon_closed_form(rho: float, delta: float) -> float:
+    """ε(δ) of ρ-zCDP without a bisection: the CKS20 bound at order α equals δ exactly at
+    ε_α = αρ − (ln δ + ln(α − 1) − α ln(1 − 1/α)) / (α − 1), so ε(δ) = min over α of ε_α (an
+    estimate: only the window of :func:`epsilon_for_delta`'s bisection, never its result)."""
+    ld = math.log(delta)
+    return _extreme_over_orders(
+        lambda a: a * rho - (ld + np.log(a - 1.0) - a * np.log1p(-1.0 / a)) / (a - 1.0))
+
+
+def rho_closed_form(eps: float, delta: float) -> float:
+    """The largest ρ with ρ-zCDP ⇒ (ε, δ)-DP without a bisection: solving the CKS20 bound at
+    order α for ρ, ρ_α = (ε + (ln δ + ln(α − 1) − α ln(1 − 1/α)) / (α − 1)) / α, and ρ is the
+    max over α of ρ_α (an estimate: only the window of :func:`rho_for_epsilon_delta`'s
+    bisection, never its result)."""
+    ld = math.log(delta)
+    return -_extreme_over_orders(
+        lambda a: -(eps + (ld + np.log(a - 1.0) - a * np.log1p(-1.0 / a)) / (a - 1.0)) / a)
+
+
+def _window(x: float) -> tuple[float, float]:
+    return x - CLOSED_FORM_ALLOWANCE * abs(x), x + CLOSED_FORM_ALLOWANCE * abs(x)
+
+
 def epsilon_for_delta(rho: float, delta: float) -> float:
-    """The smallest ε found with δ(ε) ≤ ``delta`` (bisection keeping the safe, upper end)."""
+    """The smallest ε found with δ(ε) ≤ ``delta`` (bisection keeping the safe, upper end).
+
+    The bisection evaluates δ(ε) only near the closed-form ε (:func:`bisect`'s ``near``); both
+    ends it stops at are then checked, δ(ε) ≤ ``delta`` at the ε returned and not at the other
+    (valid and tight); should either fail (the closed form off by more than its allowance),
+    the whole bisection runs, every midpoint evaluated."""
     if not 0.0 < delta < 1.0:
         raise TesseraError(f"δ must be in (0, 1), got {delta!r}")
     if rho == 0.0 or delta_for_epsilon(rho, 0.0) <= delta:  # (tiny ρ, large δ: ε = 0 holds)
@@ -135,21 +196,49 @@ def epsilon_for_delta(rho: float, delta: float) -> float:
     hi = rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))  # Bun–Steinke: always enough
     while delta_for_epsilon(rho, hi) > delta:  # (cannot happen in exact arithmetic)
         hi *= 1.0 + 1e-9
-    return bisect(lambda e: delta_for_epsilon(rho, e) > delta, 0.0, hi)[1]
+    above = _remembered(lambda e: delta_for_epsilon(rho, e) > delta)
+    lo, eps = bisect(above, 0.0, hi, _window(epsilon_closed_form(rho, delta)))
+    if not above(eps) and (lo == 0.0 or above(lo)):  # checked at both ends: valid and tight
+        return eps
+    return bisect(above, 0.0, hi)[1]  # (the closed form was off: every midpoint evaluated)
+
+
+def _remembered(predicate: Callable[[float], bool]) -> Callable[[float], bool]:
+    """``predicate`` with its values kept (the ends' checks re-ask the bisection's last ones)."""
+    seen: dict[float, bool] = {}
+
+    def ask(x: float) -> bool:
+        if x not in seen:
+            seen[x] = predicate(x)
+        return seen[x]
+    return ask
 
 
 @functools.lru_cache(maxsize=1024)
 def rho_for_epsilon_delta(eps: float, delta: float) -> float:
     """The largest ρ found such that ρ-zCDP ⇒ (ε, δ)-DP (bisection keeping the lower end).
-    Pure: memoised (a ledger, a plan and a run convert the same budget)."""
+    Pure: memoised (a ledger, a plan and a run convert the same budget).
+
+    The bisection's predicate is the checks' own, :func:`epsilon_for_delta` (ρ) ≤ ε; it is
+    evaluated only near the closed-form ρ (:func:`rho_closed_form`, :func:`bisect`'s
+    ``near``), so the ρ is the float the full bisection finds, and both ends are checked: the ρ
+    returned meets the predicate and the end above it (within 1e-12, relative) does not.
+    Should either check fail, the full bisection runs, every midpoint evaluated."""
     if not (eps > 0 and math.isfinite(eps)):
         raise TesseraError(f"ε must be finite and > 0, got {eps!r}")
     if not 0.0 < delta < 1.0:
         raise TesseraError(f"δ must be in (0, 1), got {delta!r}")
+    meets = _remembered(lambda r: epsilon_for_delta(r, delta) <= eps)  # the checks' own test
+    near = _window(rho_closed_form(eps, delta))
     lo, hi = 0.0, max(eps, 1.0)
-    while epsilon_for_delta(hi, delta) <= eps:
+    while hi < near[0] or (hi <= near[1] and meets(hi)):
         lo, hi = hi, 2.0 * hi
-    lo, hi = bisect(lambda r: epsilon_for_delta(r, delta) <= eps, lo, hi)
-    if not (lo > 0 and epsilon_for_delta(lo, delta) <= eps):
+    lo, hi = bisect(meets, lo, hi, near)
+    if not (lo > 0 and meets(lo) and not meets(hi)):  # checked at both ends: valid and tight
+        lo, hi = 0.0, max(eps, 1.0)  # (the closed form was off: every midpoint evaluated)
+        while meets(hi):
+            lo, hi = hi, 2.0 * hi
+        lo = bisect(meets, lo, hi)[0]
+    if not (lo > 0 and meets(lo)):
         raise TesseraError(f"no ρ > 0 meets (ε, δ) = ({eps}, {delta})")
     return lo

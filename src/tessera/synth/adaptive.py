@@ -16,11 +16,11 @@ Differentially Private Synthetic Data", VLDB 2022, Algorithm 1) with these parts
 * **the start** (beyond AIM, :func:`~tessera.synth.schedule.starting_rounds`): AIM's T = 16·d
   fixes the first noise whatever the budget and the data's size. From n̂ (the noisy one-way
   marginals' total: post-processing) and the workload marginals' mean number of cells n̄ (public),
-  the rounds start at the largest T ≤ 16·d with n̂ / (n̄ · sd(T)) ≥ ``cell_sigmas`` (3: the
-  average cell stands 3 noise standard deviations out), but at no fewer than 4·d rounds; when
+  the rounds start at the largest T ≤ 16·d with n̂ / (n̄ · sd(T)) ≥ ``cell_sigmas`` (5: the
+  average cell stands 5 noise standard deviations out), but at no fewer than 4·d rounds; when
   that is fewer than 16·d, the one-way marginals are measured again at the new round noise
-  (both measurements enter every fit; nothing is discarded). Adult 2-way, ε = 0.3: σ 300 → 150;
-  NLTCS 3-way at every ε of the benchmark: unchanged (docs/benchmarks.md);
+  (both measurements enter every fit; nothing is discarded). Adult 2-way, ε = 0.3, at 3 sd:
+  σ 300 → 150; NLTCS 3-way at ε = 1 and 10: unchanged (docs/benchmarks.md);
 * **the selection's share** (beyond AIM): a round gives ``measure_fraction`` of its budget to
   the measurement and the rest to the selection. AIM's 0.9 is kept for the one-way
   initialisation and for the rounds when the start lowered T (the measurements are scarce);

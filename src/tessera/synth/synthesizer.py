@@ -660,7 +660,7 @@ def _adaptive_preflight(workload: Workload, opts: dict[str, Any], neighbours: Ne
     f = MEASURE_FRACTION if f is None else f  # the one-way initialisation's share
     if not 0.0 < f < 1.0:
         raise TesseraError(f"measure_fraction must be in (0, 1), got {f!r}")
-    for key, hint in (("cell_sigmas", "3 (the default start), or 0 for AIM's T = 16·d"),
+    for key, hint in (("cell_sigmas", "5 (the default start), or 0 for AIM's T = 16·d"),
                       ("coarsen_sigmas", "3 (MST's threshold, the default), or 0 to measure "
                                          "every cell"),
                       ("prior_scale", "2.5 (the default: a weakly informative Cauchy prior on "

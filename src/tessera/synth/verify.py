@@ -114,7 +114,7 @@ def _calibrated(asked: dict[str, Any]) -> tuple[Definition, float]:
 
 @functools.lru_cache(maxsize=256)
 def _rho_for(epsilon: float, delta: float) -> float:
-    return float(rho_for_epsilon_delta(epsilon, delta))  # ~1 s: memoised
+    return float(rho_for_epsilon_delta(epsilon, delta))  # memoised: every record re-asks it
 
 
 def _expected_sensitivity(method: str, step: dict[str, Any], substitute: bool,
