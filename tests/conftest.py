@@ -17,6 +17,13 @@ import os
 # for scipy's L-BFGS-B on a five-variable problem. The answers are the same single-threaded.
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
+if "numpy" in __import__("sys").modules and os.environ["OPENBLAS_NUM_THREADS"] == "1":
+    try:  # a plugin loaded numpy first: limit the pools it already started
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        pass
+    else:
+        threadpool_limits(1)
 
 from pathlib import Path  # noqa: E402
 
