@@ -9,9 +9,25 @@ this workplace.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
-import pytest
+# One BLAS thread per process, set before numpy and scipy load their OpenBLAS (the variables are
+# read once, at load; a value the caller set wins): the suite runs one process per core
+# (``-n 2``), and the solvers it calls many thousand times on tiny problems (L-BFGS-B, SLSQP,
+# small least squares) spend far more CPU in OpenBLAS's idle threads than in the work — 30×
+# for scipy's L-BFGS-B on a five-variable problem. The answers are the same single-threaded.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+if "numpy" in __import__("sys").modules and os.environ["OPENBLAS_NUM_THREADS"] == "1":
+    try:  # a plugin loaded numpy first: limit the pools it already started
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        pass
+    else:
+        threadpool_limits(1)
+
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 

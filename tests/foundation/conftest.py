@@ -1,4 +1,8 @@
-"""Shared fixtures: the UCI Adult files (through ``shared_data``: skipped when it is absent)."""
+"""Shared fixtures: the UCI Adult files (through ``shared_data``: skipped when it is absent).
+
+Tests marked ``slow`` in this directory (the 10⁶-line workload parsed in a child process whose
+peak memory is asserted) run only with ``-m slow`` or ``TESSERA_RUN_SLOW=1``.
+"""
 
 from __future__ import annotations
 
@@ -9,12 +13,18 @@ import pytest
 
 from tessera.data.table import CsvOptions
 from tessera.schema.domain import Domain
+from tests.conftest import skip_slow_unless_asked
 
 REPO = Path(__file__).resolve().parents[2]
 ADULT_SCHEMA = REPO / "examples" / "adult" / "schema.yaml"
 #: How the raw Adult files are written: no header, ", " between fields, "?" for missing.
 ADULT_CSV = CsvOptions(header=False, delimiter=", ", na_values=("?",))
 ADULT_TEST_CSV = CsvOptions(header=False, delimiter=", ", na_values=("?",), skip_rows=1)
+HERE = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    skip_slow_unless_asked(config, items, HERE)
 
 
 def _need(path: Path) -> Path:

@@ -52,6 +52,9 @@ def spark() -> Iterator[Any]:
         .config("spark.ui.enabled", "false")
         .config("spark.sql.adaptive.enabled", "true")
         .config("spark.driver.memory", "1g")
+        # the client JIT only and one GC thread: the tests' queries are tiny, and the JVM
+        # otherwise spends most of its CPU compiling Spark's own code with C2
+        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .getOrCreate()
     )

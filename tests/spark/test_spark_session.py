@@ -1,7 +1,8 @@
 """A Tessera command on Spark ends its own session and is quiet (issue 19, items 18 and 22).
 
-Each CLI run here is a fresh process (its own JVM): the CLI must stop the session it started
-(else, on a cluster, the JVM's exit races Spark's shutdown hooks and the application is
+Each CLI run of the ``slow`` tests is a fresh process (its own JVM; by default, an in-process
+check with this worker's session stands in for the first): the CLI must stop the session it
+started (else, on a cluster, the JVM's exit races Spark's shutdown hooks and the application is
 recorded as failed), print nothing of Spark's on stderr unless ``TESSERA_SPARK_VERBOSE=1``, and
 leave a bare path under a cluster master to Spark (resolved against ``fs.defaultFS``)."""
 
@@ -11,10 +12,13 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
+from typer.testing import CliRunner
 
 from tessera.data.spark_source import on_driver_disk
 
@@ -67,10 +71,67 @@ def _expected(files: dict[str, Path]) -> str:
             f"job = 'b',{int((frame.job == 'b').sum())}\nTRUE,{len(frame)}\n")
 
 
+def test_cli_starts_its_spark_session_quiet_and_stops_it(
+        spark: Any, files: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The in-process check of the test below (which runs the CLI in a fresh process, with its
+    own JVM: ``-m slow``): ``count --engine spark`` with no session active starts one on the
+    master asked for, quiet (Spark's log at ERROR through the log4j file, no progress bars),
+    answers as DuckDB does, and stops that session when the command ends. PySpark's session
+    builder is replaced by one that hands out this worker's session and records the calls."""
+    import tessera.data.spark_session as ss
+    from tessera.cli.main import app
+
+    calls: dict[str, Any] = {"config": {}, "stopped": 0}
+
+    class Session:  # this worker's session, whose stop is only recorded
+        def __getattr__(self, name: str) -> Any:
+            return getattr(spark, name)
+
+        def stop(self) -> None:
+            calls["stopped"] += 1
+
+    class Builder:
+        def appName(self, name: str) -> Builder:
+            return self
+
+        def master(self, url: str) -> Builder:
+            calls["master"] = url
+            return self
+
+        def config(self, key: str, value: str) -> Builder:
+            calls["config"][key] = value
+            return self
+
+        def getOrCreate(self) -> Session:
+            calls["started"] = calls.get("started", 0) + 1
+            return Session()
+
+    class SparkSession:
+        builder = Builder()
+
+        @staticmethod
+        def getActiveSession() -> None:
+            return None
+
+    monkeypatch.setattr(ss, "pyspark_sql", lambda: SimpleNamespace(SparkSession=SparkSession))
+    res = CliRunner().invoke(app, [
+        "count", str(files["data"]), str(files["workload"]), "--schema", str(files["schema"]),
+        "--engine", "spark", "--spark-master", "local[1]"])
+    assert res.exit_code == 0, res.output
+    assert _expected(files) in res.output
+    assert calls["started"] == 1 and calls["master"] == "local[1]" and calls["stopped"] == 1
+    assert calls["config"]["spark.ui.showConsoleProgress"] == "false"
+    assert calls["config"]["spark.driver.extraJavaOptions"] == (
+        f"-Dlog4j2.configurationFile={ss.QUIET_LOG_CONFIG.as_uri()}")
+
+
+@pytest.mark.slow
 def test_item22_item18_cli_stops_its_spark_session_and_is_quiet(
         files: dict[str, Path]) -> None:
     """local[1]: the answers on stdout, then no session left active; stderr holds only
-    Tessera's NOT PRIVATE line — no log4j notice, WARN line, progress bar or FutureWarning."""
+    Tessera's NOT PRIVATE line — no log4j notice, WARN line, progress bar or FutureWarning.
+    A fresh process with its own JVM (about 20 s): ``-m slow``; the in-process check above
+    runs by default."""
     run = _count(files, "local[1]")
     assert run.returncode == 0, run.stderr
     answers, _, last = run.stdout.rpartition("ACTIVE_AFTER")

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from tessera.accounting.zcdp import rho_for_epsilon_delta
+from tessera.accounting.zcdp import bisect, epsilon_for_delta, rho_for_epsilon_delta
 from tessera.errors import TesseraError
 from tessera.overlap import OverlapResult, max_overlap
 from tessera.privacy import ONE_ROW, Definition, Neighbours, PrivacyUnit
@@ -153,15 +153,26 @@ def budget_for(budget: Budget, ratio: float) -> Budget:
     if d is Definition.GDP:
         return Budget.of(mu=math.sqrt(2.0 * rho))
     delta = float(budget.delta)  # type: ignore[arg-type]
-    lo, hi = 0.0, max(1.0, float(budget.epsilon))  # type: ignore[arg-type]
+    return Budget.of(epsilon=epsilon_reaching(rho, delta), delta=delta)
+
+
+def epsilon_reaching(rho: float, delta: float) -> float:
+    """The smallest ε found (to 1e-12 relative, rounded up) whose (ε, δ) budget calibrates as
+    at least ρ-zCDP: ``rho_for_epsilon_delta(ε, δ) ≥ rho`` holds at the ε returned, so its
+    errors are at most those of ρ (docs/theory.md §3, §7).
+
+    ρ(·, δ) is the inverse of ε(ρ, δ) (:func:`epsilon_for_delta`) up to its bisections' 1e-12,
+    so the bracket starts 1e-9 either side of ε(ρ, δ) (widened until it brackets) and the
+    bisection keeps the end that meets ρ; each step is one ρ(ε, δ) conversion (itself nested
+    bisections), so a tight start saves most of them."""
+    guess = epsilon_for_delta(rho, delta)
+    if guess > 0.0:
+        lo, hi = guess * (1.0 - 1e-9), guess * (1.0 + 1e-9)
+    else:  # (tiny ρ: ε = 0 already meets δ)
+        lo, hi = 0.0, 1.0
     while rho_for_epsilon_delta(hi, delta) < rho:
-        hi *= 2.0
-    for _ in range(200):  # bisection to the float resolution
-        mid = 0.5 * (lo + hi)
-        if mid in (lo, hi):
-            break
-        if rho_for_epsilon_delta(mid, delta) >= rho:
-            hi = mid
-        else:
-            lo = mid
-    return Budget.of(epsilon=hi, delta=delta)
+        lo, hi = hi, 2.0 * hi
+    while lo > 0.0 and rho_for_epsilon_delta(lo, delta) >= rho:
+        lo, hi = 0.5 * lo, lo
+    # below(ε) ⇔ ε's budget is short of ρ: true at lo (or lo = 0), false at hi; keep hi
+    return bisect(lambda e: e <= 0.0 or rho_for_epsilon_delta(e, delta) < rho, lo, hi)[1]
