@@ -193,8 +193,8 @@ def test_people_arm_counts_distinct_people_where_they_are_rows(bt, tables) -> No
     assert not bt.people_are_rows(t, ways)  # GROUP BY race: a woman's years share her race
     k = int(t.rows_per_person().max())
     wl = bt.tessera_workload(t, per)
-    pr = bt.tessera_people_run(t, per, wl, k, Budget.of(epsilon=1.0), repeats=2)
-    assert pr.run.answers.shape == (2, wl.n_queries)
+    pr = bt.tessera_people_run(t, per, wl, k, Budget.of(epsilon=1.0), repeats=1)
+    assert pr.run.answers.shape == (1, wl.n_queries)
     # nothing cut at K = the most rows anyone has: the bounded truth is the unbounded one
     assert np.array_equal(pr.run.bounded, bt.true_answers(t, per))
     # disjoint statements, a person in at most one group of each: C_K = min(K, statements met)
@@ -212,6 +212,3 @@ def test_people_arm_counts_distinct_people_where_they_are_rows(bt, tables) -> No
     many = bt.tessera_people_run(twice, per, bt.tessera_workload(twice, per),
                                  int(twice.rows_per_person().max()), Budget.of(epsilon=1.0), 1)
     assert np.array_equal(many.run.bounded, bt.true_people(twice, per))
-    one = bt.tessera_people_run(t, per, wl, 1, Budget.of(rho=0.5), repeats=1)
-    assert one.coverage == 1 and one.scale == pytest.approx(1.0)
-    assert one.run.bounded.sum() == frame[t.id_column].nunique()  # K = 1: one row a person
