@@ -42,6 +42,14 @@ deviation over the repeats (the same number for both):
 * **noise only**, against each tool's own bounded answers (Tessera's ``tessera.count(...,
   unit=...)``, Tumult's answers at an infinite budget on its truncated table).
 
+**Tessera, people** (``--count people``; ``PrivacyUnit(id, K, count="people")``): every count a
+``COUNT(DISTINCT id)`` over the kept rows, so a person adds at most 1 to each group and costs
+the maximum weighted coverage C_K of K rows (docs/theory.md §3.14), not K·γ_w. It answers the
+same question only where no person has two rows in one group (nlswork's person-years grouped by
+year: a woman has at most one row a year): the arm runs on the count workloads whose unbounded
+distinct counts equal their row counts (checked on the table; the others are named and
+skipped), beside Tumult's sequential program (its ratios against it).
+
 Tumult's repeats run as disjoint copies of the table in one Spark job per (K, budget, query
 budget), or per (workload, K, budget) for a parallel program (``tumult_runner`` module docs:
 the same mechanism per copy). Tessera answers the sums
@@ -304,6 +312,63 @@ def tessera_run(table: PersonTable, workload: Workload, k: int, budget: Budget,
     return Run(answers, bounded, seconds)
 
 
+def true_people(table: PersonTable, statements: Sequence[Statement]) -> np.ndarray:
+    """Exact ``COUNT(DISTINCT id)`` of every group of every statement on the whole, unbounded
+    table, in :func:`true_answers`' order."""
+    out = []
+    for s in statements:
+        keys = [key_of(e) for e in s]
+        f = table.frame
+        for e in s:
+            if "=" in e:
+                f = f[f[key_of(e)] == e.split("=", 1)[1]]
+        index = pd.MultiIndex.from_tuples(cells(table, s), names=keys)
+        got = f.groupby(keys)[table.id_column].nunique()
+        if len(s) == 1:
+            got.index = pd.MultiIndex.from_arrays([got.index], names=keys)
+        out.append(got.reindex(index, fill_value=0).to_numpy(dtype=float))
+    return np.concatenate(out)
+
+
+def people_are_rows(table: PersonTable, statements: Sequence[Statement]) -> bool:
+    """Whether counting people answers the same question as counting rows here: no person has
+    two rows in one group (every unbounded distinct count equals its row count)."""
+    return bool(np.array_equal(true_people(table, statements), true_answers(table, statements)))
+
+
+@dataclass(frozen=True)
+class PeopleRun:
+    """Tessera's ``--count people`` repeats: the run, the coverage C_K its noise is calibrated to
+    and the noise scale (discrete Laplace b, or discrete Gaussian σ) of its queries."""
+
+    run: Run
+    coverage: float
+    scale: float
+
+
+def tessera_people_run(table: PersonTable, statements: Sequence[Statement], workload: Workload,
+                       k: int, budget: Budget, repeats: int) -> PeopleRun:
+    """``repeats`` private releases counting people (:func:`tessera.answer` with
+    ``PrivacyUnit(id, K, count="people")``, secure noise), and the exact distinct counts of the
+    kept rows (its bounded truth). With K at least every person's number of rows nothing is
+    cut, and the bounded truth must be the unbounded distinct counts (checked)."""
+    data = table.frame[[table.id_column, *workload.domain.names]]
+    unit = PrivacyUnit(table.id_column, k, "people")
+    t0 = time.perf_counter()
+    releases = [answer(data, workload, budget, unit=unit) for _ in range(repeats)]
+    seconds = time.perf_counter() - t0
+    answers = np.stack([r.answers for r in releases]).astype(float)
+    bounded = count(data, workload, unit=unit).answers.astype(float)
+    plan = releases[0].plan
+    scales = np.unique(plan.scales[np.isfinite(plan.scales)])
+    if k >= table.rows_per_person().max() and not np.array_equal(
+            bounded, true_people(table, statements)):
+        raise AssertionError("Tessera's distinct counts are not the bench's (group order, or "
+                             "a row cut at K ≥ every person's rows)")
+    return PeopleRun(Run(answers, bounded, seconds), float(plan.overlap.bound),
+                     float(scales.max()) if len(scales) else math.inf)
+
+
 def tessera_sum_run(table: PersonTable, statements: Sequence[Statement],
                     workload: AggregateWorkload, k: int, budget: Budget, repeats: int) -> Run:
     """``repeats`` private releases of the sums by :func:`tessera.answer_aggregates` (secure
@@ -463,6 +528,35 @@ def definitions(args: argparse.Namespace, k: int) -> list[str]:
             if d == "pure" or args.zcdp_k is None or k in args.zcdp_k]
 
 
+def people_row(table: PersonTable, wname: str, w: Sequence[Statement], unbounded: np.ndarray,
+               k: int, definition: str, pr: PeopleRun,
+               plan: dict[tuple[str, str, int, str, str], tuple[str, str]],
+               got: dict[str, dict[str, float]], statements: Sequence[Statement],
+               args: argparse.Namespace) -> str:
+    """The ``Tessera, people`` row: its errors beside Tumult's sequential program's (its
+    ratios against it; ``–`` without Tumult's answers); the γ_w column holds the coverage C_K
+    and the noise scale (b under ε, σ under ρ)."""
+    symbol, total = BUDGETS[definition]
+    p_mae, _ = errors(pr.run.answers, unbounded)
+    p_noise, p_rmse = errors(pr.run.answers, pr.run.bounded)
+    scale = f"C_K {pr.coverage:g}, {'b' if definition == 'pure' else 'σ'} {pr.scale:.4g}"
+    key = ("count", wname, k, definition, "sequential")
+    if key in plan and plan[key][0] in got:
+        jid, truth_id = plan[key]
+        tm = tumult_matrix(table, statements, w, args.repeats, got[jid])
+        tb = tumult_matrix(table, statements, w, args.repeats, got[truth_id])
+        t_mae, _ = errors(tm, unbounded)
+        diff = tm - tb  # Tumult's bounded truth, copy by copy
+        t_noise, t_rmse = np.abs(diff).mean(axis=1), np.sqrt((diff ** 2).mean(axis=1))
+        cols = (f"{fmt(t_mae)} | {fmt(p_mae)} | {p_mae.mean() / t_mae.mean():.2f} | "
+                f"{fmt(t_noise)} | {fmt(p_noise)} | {p_noise.mean() / t_noise.mean():.2f} | "
+                f"{fmt(t_rmse)} | {fmt(p_rmse)} |")
+    else:
+        cols = f"– | {fmt(p_mae)} | – | – | {fmt(p_noise)} | – | – | {fmt(p_rmse)} |"
+    return (f"| {table.name} | {wname} | Tessera, people (vs Tumult sequential) | {len(w)} | "
+            f"{len(unbounded)} | {k} | {symbol} = {total:g} | {scale} | {cols}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tables", nargs="+", default=list(TABLES), choices=list(TABLES))
@@ -479,9 +573,11 @@ def main() -> None:
     parser.add_argument("--workloads", nargs="*", default=None,
                         help="run only these count and sum workloads (names as printed; "
                         "default all)")
+    parser.add_argument("--no-tumult", action="store_true",
+                        help="run Tessera's arms only (Tumult's columns read –)")
     args = parser.parse_args()
     python = tumult_python()
-    if python is None:
+    if python is None and not args.no_tumult:
         raise SystemExit("Tumult Analytics is not importable here: install it in its own "
                          "environment (python -m venv VENV && VENV/bin/pip install "
                          "tmlt.analytics) and set TESSERA_TUMULT_PYTHON=VENV/bin/python")
@@ -552,13 +648,24 @@ def main() -> None:
         if not jobs:  # e.g. --workloads with no name and a table without a value column
             print("nothing to run on this table")
             continue
-        with tempfile.TemporaryDirectory(prefix="tessera-tumult-") as tmp:
-            got, record, tumult_seconds = run_tumult(python, table, statements, jobs,
-                                                     args.repeats, Path(tmp))
-        print(f"Tumult: {tumult_seconds:.0f} s wall (Spark setup {record['setup_seconds']:.0f} s),"
-              f" {record['versions']}, peak RSS: driver {record['peak_rss_mb']:.0f} MB, JVM "
-              f"{record['jvm_peak_rss_mb']:.0f} MB")
+        got: dict[str, dict[str, float]] = {}
+        if args.no_tumult:
+            print("Tumult: not run (--no-tumult)")
+        else:
+            assert python is not None
+            with tempfile.TemporaryDirectory(prefix="tessera-tumult-") as tmp:
+                got, record, tumult_seconds = run_tumult(python, table, statements, jobs,
+                                                         args.repeats, Path(tmp))
+            print(f"Tumult: {tumult_seconds:.0f} s wall (Spark setup "
+                  f"{record['setup_seconds']:.0f} s), {record['versions']}, peak RSS: driver "
+                  f"{record['peak_rss_mb']:.0f} MB, JVM {record['jvm_peak_rss_mb']:.0f} MB")
         tessera_seconds = 0.0
+        # Tessera, people: only where a count of people is the count of rows (module docs)
+        people_ok = {wname: people_are_rows(table, w) for wname, w in counts.items()}
+        for wname, ok in people_ok.items():
+            if not ok:
+                print(f"Tessera, people: skipped on {wname!r} (a person has two rows in one of "
+                      "its groups: counting people is another question there)")
         for kind, group in (("count", counts), ("sum", sums)):
             for wname, w in group.items():
                 unbounded = true_answers(table, w, kind)
@@ -582,6 +689,13 @@ def main() -> None:
                         for program in ("sequential", "parallel"):
                             if (kind, wname, k, definition, program) not in plan:
                                 continue
+                            if args.no_tumult:  # Tessera's columns only
+                                rows.append(f"| {name} | {wname} | – ({program}) | {len(w)} | "
+                                            f"{len(unbounded)} | {k} | {symbol} = {total:g} | "
+                                            f"{gamma} | – | {fmt(s_mae)} | – | – | "
+                                            f"{fmt(s_noise)} | – | – | {fmt(s_rmse)} |")
+                                print(rows[-1], flush=True)
+                                break
                             jid, truth_id = plan[(kind, wname, k, definition, program)]
                             par = program == "parallel"
                             tm = tumult_matrix(table, statements, w, args.repeats, got[jid], par)
@@ -601,6 +715,12 @@ def main() -> None:
                             rows.append(f"| {name} | {wname} | Tumult, {program} | {split} | "
                                         f"{len(unbounded)} | {k} | {symbol} = {total:g} | "
                                         f"{gamma} | {cells_}")
+                            print(rows[-1], flush=True)
+                        if kind == "count" and people_ok[wname]:
+                            pr = tessera_people_run(table, w, wl, k, budget, args.repeats)
+                            tessera_seconds += pr.run.seconds
+                            rows.append(people_row(table, wname, w, unbounded, k, definition, pr,
+                                                   plan, got, statements, args))
                             print(rows[-1], flush=True)
         print(f"Tessera: {tessera_seconds:.0f} s for its releases")
     print("\n" + header)

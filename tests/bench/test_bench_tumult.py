@@ -176,3 +176,39 @@ def test_tumult_runner_answers_every_copy(bt, tables) -> None:  # noqa: ANN001
     assert np.array_equal(bt.tumult_matrix(t, statements, per, 1, got["parallel"], parallel=True),
                           one)
     assert one.sum() == t.frame[t.id_column].nunique()  # K = 1: one row a person in all
+
+
+def test_people_arm_counts_distinct_people_where_they_are_rows(bt, tables) -> None:  # noqa: ANN001
+    t = tables[1]
+    # made-up person-years: at most one row a woman and year, as in nlswork
+    frame = t.frame.drop_duplicates([t.id_column, "year"]).reset_index(drop=True)
+    t = bt.PersonTable(t.name, frame, t.id_column, t.keys, t.value, t.bounds)
+    per, ways = bt.count_workloads(t)["2 keys per year"], bt.count_workloads(t)["1+2-way"]
+    # brute force: distinct ids per group, in the bench's group order
+    rows = list(frame[[t.id_column, "year", "race", "collgrad"]].itertuples(index=False))
+    brute = [float(len({i for i, *ks in rows if tuple(ks) == g}))  # g: (year, race, collgrad)
+             for s in per for g in bt.cells(t, s)]
+    assert bt.true_people(t, per).tolist() == brute
+    assert bt.people_are_rows(t, per)  # one row a year: people are rows, group by group
+    assert not bt.people_are_rows(t, ways)  # GROUP BY race: a woman's years share her race
+    k = int(t.rows_per_person().max())
+    wl = bt.tessera_workload(t, per)
+    pr = bt.tessera_people_run(t, per, wl, k, Budget.of(epsilon=1.0), repeats=1)
+    assert pr.run.answers.shape == (1, wl.n_queries)
+    # nothing cut at K = the most rows anyone has: the bounded truth is the unbounded one
+    assert np.array_equal(pr.run.bounded, bt.true_answers(t, per))
+    # disjoint statements, a person in at most one group of each: C_K = min(K, statements met)
+    years = frame.groupby(t.id_column)["year"].nunique().max()
+    assert pr.coverage == min(k, years) and pr.scale == pytest.approx(pr.coverage)
+    # under ρ = 0.5 a change of 0 or 1 per query: σ = √C_K (counting rows: K·√γ_w = K)
+    assert k > 1
+    rho = bt.tessera_people_run(t, per, wl, k, Budget.of(rho=0.5), repeats=1)
+    assert rho.scale == pytest.approx(np.sqrt(rho.coverage)) and rho.scale < k
+    # with a woman's two rows in one year, the bounded truth counts her once
+    twice = bt.PersonTable(t.name, pd.concat([frame, frame.iloc[:1]], ignore_index=True),
+                           t.id_column, t.keys, t.value, t.bounds)
+    assert bt.true_people(twice, per).sum() < bt.true_answers(twice, per).sum()
+    assert not bt.people_are_rows(twice, per)
+    many = bt.tessera_people_run(twice, per, bt.tessera_workload(twice, per),
+                                 int(twice.rows_per_person().max()), Budget.of(epsilon=1.0), 1)
+    assert np.array_equal(many.run.bounded, bt.true_people(twice, per))
