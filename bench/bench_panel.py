@@ -181,7 +181,10 @@ def save(runs: list[dict[str, Any]]) -> None:
     with open(RESULTS.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         merged = {run_key(r): r for r in load_previous()}
-        merged.update({run_key(r): r for r in runs})
+        for r in runs:  # the newest of each key: a long run must not put back older runs
+            old = merged.get(run_key(r))
+            if old is None or str(r.get("when", "")) >= str(old.get("when", "")):
+                merged[run_key(r)] = r
         doc = {"command": " ".join(sys.argv), "machine": bs.machine_note(),
                "runs": sorted(merged.values(), key=run_key)}
         tmp = RESULTS.with_suffix(".tmp")
