@@ -1,4 +1,4 @@
-"""Paired A/B runs of the adaptive synthesizer (issue 20 item 1): seeded, NOT PRIVATE.
+"""Paired A/B runs of the adaptive synthesizer: seeded, NOT PRIVATE.
 
     python bench/ab_synth.py run --label base --data nltcs --eps 10 --seeds 0 1 2 3 4 \
         --out /tmp/ab.jsonl [--opt final_iterations=3000 ...]
@@ -54,7 +54,7 @@ import tessera as ts  # noqa: E402
 from tessera.synth.evaluate import Evaluation  # noqa: E402
 from tessera.workload.builders import marginal_families, random_workload  # noqa: E402
 
-#: A held-out table (issue 20: "measured off the benchmarks"): UCI Adult's raw rows (train +
+#: A held-out table (measured off the benchmarks): UCI Adult's raw rows (train +
 #: test, 48,842) with larger attributes than the discretized benchmark: age as given (74 values),
 #: hours-per-week in 3-hour bins (33), fnlwgt in 501 quantile bins, and six categorical columns.
 HOLDOUT_COLUMNS = ["age", "workclass", "fnlwgt", "education", "education-num", "marital-status",

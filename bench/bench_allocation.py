@@ -12,8 +12,8 @@ as separation oracle): rounds, time, certified gap, and the error against the un
 allocation and the Lagrange shape w^{1/(k+1)} rescaled by the oracle (the previous behaviour
 without explicit maximal sets).
 
-Part C — the default split of ``tessera answer`` on predicate workloads (``optimal``, issue 18
-item 2): ``noise_plan`` with ``optimal`` (cutting planes with unit importances, at most
+Part C — the default split of ``tessera answer`` on predicate workloads (``optimal``):
+``noise_plan`` with ``optimal`` (cutting planes with unit importances, at most
 ``OPTIMAL_ROUNDS`` rounds; what ``auto`` gives up to ``OPTIMAL_MAX_QUERIES`` queries) against
 ``uniform``, same workloads, same ρ, same run: plan time of each (median of ``--repeats``),
 total variance Σ σ_q² of each, and how the optimiser ended.

@@ -1,4 +1,4 @@
-"""Hostile and careless CLI input (issue 19): every case ends with nothing charged and nothing
+"""Hostile and careless CLI input: every case ends with nothing charged and nothing
 half-written, or charged and delivered.
 
     python bench/bench_hostile.py [--keep DIR] [--only SUBSTRING] [--rows 200000]
@@ -176,7 +176,7 @@ def cases(rows: int) -> list[Case]:
              prepare=write("d.csv", "age,sex,region,income\n"), issue_item="13"),
         Case("answer, 0-byte CSV, add/remove (warns)", ANSWER + ["-o", "a.csv"], ["a.csv"],
              prepare=write("d.csv", ""), issue_item="13"),
-        # item 16 (the other half of issue 19): answer without -o
+        # answer without -o
         Case("answer without -o (table on stdout)", ANSWER, [], issue_item="16"),
     ]
 

@@ -1,4 +1,4 @@
-"""IPMWU's parameters on NLTCS, all 2-way marginals, ε = 1, add/remove (issue 20 item 3): paper
+"""IPMWU's parameters on NLTCS, all 2-way marginals, ε = 1, add/remove: paper
 2's defaults (T, β, m from its theory) against a few hand-picked alternatives, by the mean cell
 error of the output distribution's exact answers, beside uniform random rows.
 

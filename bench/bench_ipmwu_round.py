@@ -1,4 +1,4 @@
-"""IPMWU's round cost on NLTCS, all 3-way marginals (issue 20 item 3): the all-queries count of a
+"""IPMWU's round cost on NLTCS, all 3-way marginals: the all-queries count of a
 round's m samples (one sparse product, ``Evaluator._all_counts``) against the per-query
 evaluation it replaced (one look-up per query and predicate), same run, same seeds, same load.
 

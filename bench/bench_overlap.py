@@ -264,7 +264,7 @@ def hardness_table(domain: Domain, sizes: list[int], limit: float, seed: int) ->
 
 def substitution_table(domain: Domain, limit: float, seed: int) -> None:
     """Substitution neighbours: max_overlap with ToulBar2 (auto) against the same call without
-    it (session 1: exact enumeration up to 6,000 overlap patterns, else min(2·S, Σ h(w)))."""
+    it (the fallback: exact enumeration up to 6,000 overlap patterns, else min(2·S, Σ h(w)))."""
     from tessera.overlap import routes as solve_mod  # the routes' portfolio asks for ToulBar2
 
     header = ["workload", "t", "with ToulBar2: bound / pair (s)", "without: bound / pair (s)"]

@@ -1,4 +1,4 @@
-"""Benchmarks of strategy selection and reconstruction (issue 18; docs/theory.md §10).
+"""Benchmarks of strategy selection and reconstruction (docs/theory.md §10).
 
     python bench/bench_strategy.py --part w1          # Adult all 2-way marginals vs ResidualPlanner
     python bench/bench_strategy.py --part coverage    # 95% interval coverage, 500 seeded runs

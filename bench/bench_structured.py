@@ -1,5 +1,5 @@
-"""Structured workloads at real size: marginals, data cubes and hierarchies (issue: real
-workloads at scale).
+"""Structured workloads at real size: marginals, data cubes and hierarchies, at
+real scale.
 
 Each case runs in a fresh process (so peak memory is its own) and reports: loading the
 workload (compact YAML, or the text form parsed line by line), ``workload check`` statistics,

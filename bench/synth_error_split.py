@@ -1,6 +1,6 @@
 """Where a seeded adaptive run's error sits: its rounds (candidate, cells, noise, selection ε,
 annealed) and the fitted model's mean L1 over the workload's marginals, split into the scopes the
-run measured and those it never measured (issue 20; docs/benchmarks.md, "annealing in finer
+run measured and those it never measured (docs/benchmarks.md, "annealing in finer
 steps"). Seeded noise: a benchmark, NOT PRIVATE. Usage::
 
     python bench/synth_error_split.py nltcs 1 0 [anneal=2 ...]   # data, ε, seed, options

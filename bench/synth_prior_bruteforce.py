@@ -1,5 +1,5 @@
 """Estimators refitted by brute force over NLTCS's whole 2^16-cell table, on the measurements of
-a seeded adaptive run (issue 20; docs/benchmarks.md, "the final estimate as a posterior mode"):
+a seeded adaptive run (docs/benchmarks.md, "the final estimate as a posterior mode"):
 maximum likelihood, a Gaussian prior on the interactions, a total-correlation penalty and a KL
 penalty towards the independence of the noisy one-way marginals. Every θ is a table per
 measured scope plus free one-way tables, minimised by L-BFGS with exact gradients; the error is

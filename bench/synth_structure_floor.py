@@ -1,5 +1,5 @@
 """How much of a seeded adaptive run's error is the structure it chose and how much the noise
-(issue 20; docs/benchmarks.md, session 15): the run's model refitted, by maximum likelihood to
+(docs/benchmarks.md): the run's model refitted, by maximum likelihood to
 convergence, on the *exact* marginals of the scopes it measured (the same model, no noise).
 The refit's error is the floor of that structure; the run's own error above it is what the
 noise leaves in the estimate. Seeded noise: a benchmark, NOT PRIVATE. Usage::
