@@ -1,5 +1,5 @@
-"""How much the adaptive method's selection noise costs
-(docs/benchmarks.md): the same seeded run with every round's exponential mechanism replaced by the true argmax of
+"""How much the adaptive method's selection noise costs (docs/benchmarks.md): the same seeded
+run with every round's exponential mechanism replaced by the true argmax of
 its quality scores — an **oracle**, reading the exact scores without noise, NOT PRIVATE — while
 the measurements, their noise, the budget schedule and the accounting stay as they are (the
 mechanism is still drawn, so the seeded noise stream is the same up to the first different
