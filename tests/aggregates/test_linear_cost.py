@@ -23,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tessera.overlap import max_overlap
-from tessera.overlap.linear import pieces, power
+from tessera.overlap.linear import attaining, pieces, power
 from tessera.privacy import Definition, Neighbours, PrivacyUnit
 from tessera.release.linear_costs import linear_cost_bound
 from tessera.workload.aggregates import AggregateWorkload
@@ -74,9 +74,14 @@ def test_pieces_equal_brute_force_per_record(texts, definition, data):
     if res is None:
         return
     expected = res.bound
-    # the witness attains it: the record's true cost, evaluated directly
-    x = np.array([res.witness.x])
+    # the witness's cell stands for the record at its largest |value|, which attains it: that
+    # record's true cost, evaluated directly
+    x = np.array([attaining(DOMAIN, w.linear, res.witness.x)])
     row = values(w)[[int(np.flatnonzero((POINTS == x).all(axis=1))[0])]]
+    assert int(np.abs(row[0]) ** p @ costs) == expected
+    # and the release's cost carries that record as its witness
+    wit = linear_cost_bound(DOMAIN, w.linear, costs, definition=definition).overlap.witness
+    row = values(w)[[int(np.flatnonzero((POINTS == np.array([wit.x])).all(axis=1))[0])]]
     assert int(np.abs(row[0]) ** p @ costs) == expected
 
 

@@ -39,6 +39,7 @@ exact for p = 1, the same upper bound for p = 2, with a few pieces per cell.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -147,6 +148,35 @@ def cell_bounds(domain: Domain, linear: Sequence[LinearQuery]) -> dict[str, list
         cuts.update((zero, value_code(attr, 1)))
         out[a] = sorted(c for c in cuts if 0 <= c <= attr.n_values)
     return out
+
+
+def attaining(domain: Domain, linear: Sequence[LinearQuery], x: Sequence[int]) -> tuple[int, ...]:
+    """The record a witness of the cells (add/remove) stands for: on each summed attribute, the
+    end of x's cell where |value| is largest. Every |g_q| is largest there (module docstring,
+    "Cells"), and the conditions are the same on the whole cell, so that record's Σ_q c_q
+    |a_q|^p is the cell pieces' score of x: the solver may return any point of the cell, this
+    one attains the bound.
+
+    >>> from tessera.schema.domain import Domain
+    >>> from tessera.workload.aggregates import AggregateWorkload
+    >>> from tessera.workload.select import parse_statement
+    >>> dom = Domain.from_dict({"attributes": {"v": {"type": "integer", "min": -3, "max": 4}}})
+    >>> w = AggregateWorkload(dom, (parse_statement("SELECT SUM(v) FROM t WHERE v < 3", dom)[0],))
+    >>> attaining(dom, w.linear, (4,))  # v = 1 lies in the cell {1, 2}: v = 2 attains it
+    (5,)
+    """
+    out = list(x)
+    for name, bounds in cell_bounds(domain, linear).items():
+        i = domain.index(name)
+        attr = domain[name]
+        code = out[i]
+        if not 0 <= code < attr.n_values:  # the missing value: a cell of its own
+            continue
+        k = bisect.bisect_right(bounds, code)
+        start, stop = bounds[k - 1], bounds[k]
+        ends = (start, stop - 1)
+        out[i] = max(ends, key=lambda c: abs(numeric_value(attr, c)))
+    return tuple(out)
 
 
 def cell_thresholds(domain: Domain, lq: LinearQuery,

@@ -12,12 +12,13 @@ for linear queries).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from fractions import Fraction
 
 import numpy.typing as npt
 
-from tessera.overlap.linear import Pieces, pieces
+from tessera.overlap.linear import Pieces, attaining, pieces
 from tessera.privacy import ONE_ROW, Definition, Neighbours, PrivacyUnit
 from tessera.release.exact_costs import DEFAULT_TIME_LIMIT, CostBound, cost_bound
 from tessera.schema.domain import Domain
@@ -47,9 +48,15 @@ def linear_cost_bound(
         cut = pieces(domain, linear, d, rel)
         if not cut.queries:
             continue
-        parts.append(cost_bound(domain, list(cut.queries), cut.costs(costs), neighbours=rel,
-                                time_limit=time_limit,
-                                threshold=None if threshold is None else threshold / factor))
+        part = cost_bound(domain, list(cut.queries), cut.costs(costs), neighbours=rel,
+                          time_limit=time_limit,
+                          threshold=None if threshold is None else threshold / factor)
+        wit = part.overlap.witness
+        if rel is Neighbours.ADD_REMOVE and wit is not None:  # a cell's record that attains it
+            overlap = dataclasses.replace(part.overlap, witness=dataclasses.replace(
+                wit, x=attaining(domain, linear, wit.x)))
+            part = dataclasses.replace(part, overlap=overlap)
+        parts.append(part)
     if not parts:
         return None
     top = max(parts, key=lambda c: c.value)
