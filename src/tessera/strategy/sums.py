@@ -132,9 +132,21 @@ def _is_marginal_cell(workload: AggregateWorkload, lq: LinearQuery) -> bool:
     q = lq.query
     assert isinstance(q, Query)
     key = dict(zip(st.group_by, lq.key))
-    return len(q.predicates) == len(key) and all(
+    preds = list(q.predicates)
+    if lq.role == "sum" and lq.attribute in domain_names(workload) and lq.attribute not in key:
+        # SUM(x) of an attribute with NULLs reads the rows where x is not NULL; a NULL adds 0,
+        # so h_u is 0 on those cells and q ∧ (x not NULL) equals q on h_u
+        attr = workload.domain[lq.attribute]
+        preds = [p for p in preds if not (p.attribute == lq.attribute and attr.missing
+                                          and p.coverage == attr.present())]
+    return len(preds) == len(key) and all(
         p.attribute in key and len(p.coverage) == 1 and key[p.attribute] in p.coverage
-        for p in q.predicates)
+        for p in preds)
+
+
+def domain_names(workload: AggregateWorkload) -> set[str]:
+    """The schema's attribute names."""
+    return set(workload.domain.names)
 
 
 def measured_linear(family: SumFamily, measured: Workload) -> tuple[LinearQuery, ...]:
