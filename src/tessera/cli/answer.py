@@ -368,17 +368,15 @@ def verify(
     if looks_like_run_record(certificate):
         verify_run(certificate, workload, schema)
         return
-    from tessera.release.aggregate_certificate import (
-        read_aggregate_certificate,
-        verify_aggregate_certificate,
-    )
+    from tessera.release.aggregate_certificate import read_aggregate_certificate
+    from tessera.release.sum_strategy import verify_release
 
     doc = read_aggregate_certificate(certificate)
     if doc is not None:
         from tessera.workload.select import read_aggregates
 
-        diffs = verify_aggregate_certificate(doc, read_aggregates(workload, Domain.load(schema)),
-                                             time_limit=time_limit)
+        diffs = verify_release(doc, read_aggregates(workload, Domain.load(schema)),
+                               time_limit=time_limit)
         if diffs:
             raise TesseraError(
                 f"{certificate}: the certificate does NOT check out ({len(diffs)} "

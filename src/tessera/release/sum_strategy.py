@@ -46,6 +46,12 @@ from tessera.mechanisms import discrete_gaussian, discrete_laplace
 from tessera.mechanisms.record import MechanismRecord
 from tessera.overlap.linear import power, sensitivities
 from tessera.privacy import ONE_ROW, Neighbours, PrivacyUnit
+from tessera.release.aggregate_certificate import (
+    certificate_document,
+    linear_row_differences,
+    verify_aggregate_certificate,
+    workload_digest,
+)
 from tessera.release.aggregate_plan import as_scales, fit_to_budget, halfwidths, shape
 from tessera.release.budget import DISCRETE_LAPLACE, Budget
 from tessera.release.decimals import decimal_value
@@ -296,8 +302,6 @@ def build_certificate(plan: SumStrategyPlan, mechanism: MechanismRecord,
     """The aggregate certificate (:mod:`.aggregate_certificate`) with a ``strategy`` section;
     each linear query's ``scale`` is its own when measured directly, else null (``family``
     says which family reconstructs it)."""
-    from tessera.release.aggregate_certificate import certificate_document
-
     rec = reconstruct_scales(plan)
     doc = certificate_document(plan, mechanism, charge, rec)
     for row, k in zip(doc["linear_queries"], family_of(plan)):
@@ -332,8 +336,6 @@ def verify_strategy_certificate(doc: dict[str, Any], workload: AggregateWorkload
     give (empty: it checks out): the choice recomputed (every family's strategy and measured
     queries), and the spend re-derived from the recorded scales of the measured queries alone
     (the levels' exact cost, K or K² per person), within the budget."""
-    from tessera.release.aggregate_certificate import linear_row_differences, workload_digest
-
     diffs: list[str] = []
     if doc.get("workload", {}).get("sha256") != workload_digest(workload):
         diffs.append("workload sha256: the certificate is for another workload or schema")
@@ -379,3 +381,13 @@ def verify_strategy_certificate(doc: dict[str, Any], workload: AggregateWorkload
     if recorded is None or spent > float(recorded):
         diffs.append(f"spent: re-derived {spent!r}, certificate {recorded!r}")
     return diffs
+
+
+def verify_release(doc: dict[str, Any], workload: AggregateWorkload, *,
+                   time_limit: float | None = 60.0) -> list[str]:
+    """The differences of an aggregate release's certificate, direct
+    (:func:`~.aggregate_certificate.verify_aggregate_certificate`) or through strategies
+    (:func:`verify_strategy_certificate`): empty when it checks out."""
+    if "strategy" in doc:
+        return verify_strategy_certificate(doc, workload, time_limit=time_limit)
+    return verify_aggregate_certificate(doc, workload, time_limit=time_limit)
