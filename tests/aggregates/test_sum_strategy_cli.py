@@ -112,3 +112,19 @@ def test_named_strategy_and_refusals(files):
     assert res.exit_code != 0 and "--consistency cannot be used" in res.output
     res = answer(files, "--epsilon", "1", "--consistency")  # auto: measured directly then
     assert res.exit_code == 0 and "strategy: direct" in res.output, res.output
+
+
+def test_ledger_is_charged_before_a_strategy_release(files):
+    """A ledger of ε = 1: a strategy release of ε = 0.6 is charged (the ledger re-solves the
+    measured sums' levels), a second is refused before anything is released."""
+    led = files / "l.ledger"
+    res = run("ledger", "init", led, "--schema", files / "s.yaml", "--epsilon", "1")
+    assert res.exit_code == 0, res.output
+    res = answer(files, "--epsilon", "0.6", "--ledger", led)
+    assert res.exit_code == 0, res.output
+    assert "strategy: SUM(CLAMP(amount, 0, 200)): " in res.output
+    assert "spent 0 → 0.6" in res.output
+    (files / "o.csv").unlink()
+    res = answer(files, "--epsilon", "0.6", "--ledger", led)
+    assert res.exit_code != 0 and "budget" in res.output.lower()
+    assert not (files / "o.csv").exists()
