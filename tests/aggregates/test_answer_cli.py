@@ -92,7 +92,7 @@ def test_clamp_in_certificate_and_bounds(files):
 
 def test_options_that_do_not_apply_are_refused(files):
     res = run("answer", files / "d.csv", files / "w.sql", "--schema", files / "s.yaml",
-              "--epsilon", "1", "--strategy", "residual")
+              "--epsilon", "1", "--objective", "max")
     assert res.exit_code != 0 and "cannot be used with aggregate statements" in res.output
 
 

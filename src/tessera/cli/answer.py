@@ -159,9 +159,8 @@ def answer(
         _answer_aggregates(data, workload, schema, budget, neighbours, unit, ledger, label,
                            time_limit, seed, csv_options(no_header, delimiter, na, skip_rows),
                            table, on_invalid, extra_columns, output, certificate,
-                           engine, spark_master, consistency,
+                           engine, spark_master, consistency, strategy,
                            ignored={"--weights": weights != "auto",
-                                    "--strategy": strategy != "auto",
                                     "--objective": objective != "total",
                                     "--estimate": estimate != "gls",
                                     "--nonnegative": nonnegative,
@@ -213,7 +212,7 @@ def _answer_aggregates(data: Path, workload: Path, schema: Path, budget: object,
                        time_limit: float, seed: int | None, csv: object, table: str | None,
                        on_invalid: str, extra_columns: str, output: Path | None,
                        certificate: Path | None, engine: str, spark_master: str,
-                       consistency: bool, ignored: dict[str, bool]) -> None:
+                       consistency: bool, strategy: str, ignored: dict[str, bool]) -> None:
     """A workload of SELECT statements: :func:`tessera.release.aggregates.answer_aggregates`,
     the budget and guarantee on stderr, the rows on stdout (CSV) without -o."""
     from tessera.release.aggregates import answer_aggregates
@@ -223,8 +222,8 @@ def _answer_aggregates(data: Path, workload: Path, schema: Path, budget: object,
     bad = [flag for flag, on in ignored.items() if on]
     if bad:
         raise TesseraError(f"{', '.join(bad)} cannot be used with aggregate statements",
-                           hint="a workload of SELECT statements is answered directly: drop "
-                                "the option")
+                           hint="a workload of SELECT statements is answered directly or "
+                                "through --strategy: drop the option")
     w = read_aggregates(workload, Domain.load(schema))
     release = answer_aggregates(
         data_source(data, engine, spark_master), w, budget,  # type: ignore[arg-type]
@@ -232,14 +231,23 @@ def _answer_aggregates(data: Path, workload: Path, schema: Path, budget: object,
         ledger=ledger, label=label or workload.stem, time_limit=time_limit, seed=seed,
         csv=csv, table=table, on_invalid=on_invalid,  # type: ignore[arg-type]
         extra_columns=extra_columns, output=output, certificate=certificate,  # type: ignore[arg-type]
-        consistency=consistency)
+        consistency=consistency, strategy=strategy)
     plan = release.plan
     if not release.private:
         err.print("[bold red]NOT PRIVATE[/]: seeded test randomness (--seed); never publish")
     info.print(f"budget: {plan.budget.text()}, {plan.unit.label(plan.neighbours)} neighbours",
                markup=False)
+    if strategy != "direct" and not hasattr(plan, "families"):
+        info.print("strategy: direct (no summed quantity's queries have a strategy of lower "
+                   "expected error" + (", or --consistency" if consistency else "")
+                   + ("; strategies need add/remove neighbours" if plan.neighbours.value
+                      != "add-remove" else "") + ")", markup=False)
     info.print(f"aggregates: {len(w.statements):,} statements, {len(plan.linear):,} linear "
                f"queries (counts and clamped sums); mechanism {plan.mechanism}", markup=False)
+    for fam in getattr(plan, "families", ()):  # a strategy release: each summed quantity's
+        cands = ", ".join(f"{n} {t:.4g}" for n, t in fam.expected)
+        info.print(f"strategy: {fam.family.label}: {fam.name} ({len(fam.measured):,} measured "
+                   f"queries; expected Σ Var: {cands})", markup=False, highlight=False)
     info.print(f"guarantee: {release.certificate['spent']['guarantee']}; spend "
                f"{'exact' if plan.spent.exact else 'upper bound'}", markup=False,
                highlight=False)
@@ -360,17 +368,15 @@ def verify(
     if looks_like_run_record(certificate):
         verify_run(certificate, workload, schema)
         return
-    from tessera.release.aggregate_certificate import (
-        read_aggregate_certificate,
-        verify_aggregate_certificate,
-    )
+    from tessera.release.aggregate_certificate import read_aggregate_certificate
+    from tessera.release.sum_strategy import verify_release
 
     doc = read_aggregate_certificate(certificate)
     if doc is not None:
         from tessera.workload.select import read_aggregates
 
-        diffs = verify_aggregate_certificate(doc, read_aggregates(workload, Domain.load(schema)),
-                                             time_limit=time_limit)
+        diffs = verify_release(doc, read_aggregates(workload, Domain.load(schema)),
+                               time_limit=time_limit)
         if diffs:
             raise TesseraError(
                 f"{certificate}: the certificate does NOT check out ({len(diffs)} "

@@ -19,6 +19,7 @@ import numpy as np
 
 from tessera.accounting.zcdp import epsilon_for_delta
 from tessera.mechanisms.record import MechanismRecord
+from tessera.overlap.linear import sensitivities
 from tessera.privacy import Neighbours, PrivacyUnit
 from tessera.release.aggregate_plan import AggregatePlan
 from tessera.release.budget import Budget
@@ -45,14 +46,21 @@ def workload_digest(workload: AggregateWorkload) -> str:
 def build_aggregate_certificate(plan: AggregatePlan, mechanism: MechanismRecord,
                                 charge: Charge | None) -> dict[str, Any]:
     """The JSON-ready certificate (module docstring)."""
+    return certificate_document(plan, mechanism, charge, [float(s) for s in plan.scales])
+
+
+def certificate_document(plan: Any, mechanism: MechanismRecord, charge: Charge | None,
+                         scales: list[float | None]) -> dict[str, Any]:
+    """The certificate of ``plan`` (an :class:`AggregatePlan`, or a strategy plan of
+    :mod:`.sum_strategy`) with each linear query's noise scale (None: not measured itself)."""
     w = plan.workload
     rows = []
-    for (st, group, agg, role), lq, s, m in zip(w.labels(), plan.linear, plan.scales.tolist(),
-                                               plan.bounds.tolist()):
+    bounds = sensitivities(w.cost_domain, plan.linear).tolist()
+    for (st, group, agg, role), lq, s, m in zip(w.labels(), plan.linear, scales, bounds):
         row = {"statement": st, "group": group, "aggregate": agg, "role": role,
                "attribute": lq.attribute,
                "clamp": None if lq.lo is None else [lq.lo, lq.hi],
-               "bound": int(m), "scale": float(s)}
+               "bound": int(m), "scale": s}
         if lq.exponent is not None:  # a measure: clamp, bound and scale are in units of 10^e
             row["measure"] = {"unit": f"1e{lq.exponent}", "exponent": lq.exponent}
         rows.append(row)
@@ -76,7 +84,7 @@ def build_aggregate_certificate(plan: AggregatePlan, mechanism: MechanismRecord,
     return doc
 
 
-def _guarantee(plan: AggregatePlan) -> str:
+def _guarantee(plan: Any) -> str:
     unit = plan.unit.label(plan.neighbours)
     units = (" (measures in units of their resolution)" if plan.workload.measures else "")
     if plan.mechanism == "discrete_laplace":
@@ -106,6 +114,9 @@ def verify_aggregate_certificate(doc: dict[str, Any], workload: AggregateWorkloa
     """The differences between ``doc`` and what the workload and schema give (empty: it
     checks out): the linear queries and their bounds, the spend re-derived from the scales,
     and that it is within the budget."""
+    if "strategy" in doc:  # measured through strategies (docs/theory.md §3.15)
+        return ["the certificate is a strategy release's: check it with "
+                "tessera.release.sum_strategy.verify_release (tessera verify does)"]
     diffs: list[str] = []
     rows = doc.get("linear_queries", [])
     linear = workload.linear
@@ -113,6 +124,35 @@ def verify_aggregate_certificate(doc: dict[str, Any], workload: AggregateWorkloa
         diffs.append("workload sha256: the certificate is for another workload or schema")
     if len(rows) != len(linear):
         return [*diffs, f"linear queries: certificate {len(rows)}, workload {len(linear)}"]
+    diffs += linear_row_differences(rows, workload)
+    budget = Budget.from_dict(doc["budget"])
+    unit = (PrivacyUnit.from_dict(doc["privacy_unit"]) if doc.get("privacy_unit")
+            else PrivacyUnit.of())
+    try:
+        scales = np.array([float(r["scale"]) for r in rows])
+    except (KeyError, TypeError, ValueError):
+        return [*diffs, "linear queries: a scale is missing or not a number (a strategy "
+                        "release's certificate has a 'strategy' section)"]
+    costs = unit_costs(budget, scales)
+    cb = linear_cost_bound(workload.cost_domain, linear, costs, definition=budget.calibration,
+                           neighbours=Neighbours.parse(doc["neighbours"]), unit=unit,
+                           time_limit=time_limit, threshold=decimal_value(budget.total))
+    spent = 0.0 if cb is None else cb.bound
+    if cb is not None and cb.value > decimal_value(budget.total):
+        diffs.append(f"spent: re-derived {spent!r} exceeds the budget {budget.total!r}")
+    recorded = doc.get("spent", {}).get("value")
+    if recorded is None or spent > float(recorded):
+        diffs.append(f"spent: re-derived {spent!r}, certificate {recorded!r}")
+    return diffs
+
+
+def linear_row_differences(rows: list[Any], workload: AggregateWorkload) -> list[str]:
+    """Where the certificate's linear query rows differ from the workload's: their number,
+    measure units, clamps and bounds."""
+    linear = workload.linear
+    if len(rows) != len(linear):
+        return [f"linear queries: certificate {len(rows)}, workload {len(linear)}"]
+    diffs: list[str] = []
     for i, (row, lq) in enumerate(zip(rows, linear)):
         clamp = None if lq.lo is None else [lq.lo, lq.hi]
         unit = None if lq.exponent is None else {"unit": f"1e{lq.exponent}",
@@ -124,18 +164,4 @@ def verify_aggregate_certificate(doc: dict[str, Any], workload: AggregateWorkloa
             diffs.append(f"linear query {i} ({row.get('statement')!r}, {row.get('aggregate')}): "
                          f"value bounds {row.get('clamp')}/{row.get('bound')} differ from the "
                          f"workload's {clamp}/{lq.bound(workload.cost_domain)}")
-    budget = Budget.from_dict(doc["budget"])
-    unit = (PrivacyUnit.from_dict(doc["privacy_unit"]) if doc.get("privacy_unit")
-            else PrivacyUnit.of())
-    scales = np.array([float(r["scale"]) for r in rows])
-    costs = unit_costs(budget, scales)
-    cb = linear_cost_bound(workload.cost_domain, linear, costs, definition=budget.calibration,
-                           neighbours=Neighbours.parse(doc["neighbours"]), unit=unit,
-                           time_limit=time_limit, threshold=decimal_value(budget.total))
-    spent = 0.0 if cb is None else cb.bound
-    if cb is not None and cb.value > decimal_value(budget.total):
-        diffs.append(f"spent: re-derived {spent!r} exceeds the budget {budget.total!r}")
-    recorded = doc.get("spent", {}).get("value")
-    if recorded is None or spent > float(recorded):
-        diffs.append(f"spent: re-derived {spent!r}, certificate {recorded!r}")
     return diffs

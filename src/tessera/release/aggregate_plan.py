@@ -20,7 +20,9 @@ and widened by a hair until the re-check proves ≤ B (never released otherwise)
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -34,6 +36,7 @@ from tessera.release.decimals import decimal_value
 from tessera.release.exact_costs import CostBound
 from tessera.release.linear_costs import linear_cost_bound
 from tessera.release.plan import INTERVAL_LEVEL, unit_costs
+from tessera.schema.domain import Domain
 from tessera.workload.aggregates import AggregateWorkload, LinearQuery
 
 #: Rounds of widening before a plan that does not re-check is refused.
@@ -106,6 +109,21 @@ def aggregate_plan(workload: AggregateWorkload, budget: Budget, *,
     linear = workload.linear
     bounds = sensitivities(domain, linear)
     u = shape(workload, linear, bounds, p)
+    scales, costs, spent = fit_to_budget(domain, linear, u, budget, neighbours=n, unit=unit,
+                                         time_limit=time_limit)
+    return AggregatePlan(workload, linear, budget, n, unit, scales, costs, bounds, spent,
+                         halfwidths(budget, scales))
+
+
+def fit_to_budget(domain: Domain, linear: Sequence[LinearQuery], u: npt.NDArray[np.float64],
+                  budget: Budget, *, neighbours: Neighbours, unit: PrivacyUnit,
+                  time_limit: float | None
+                  ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], CostBound]:
+    """(scales, costs, spent) of the linear queries at costs ∝ ``u`` meeting the budget: the
+    exact worst change S_u of the shape, c = u·B/S_u, then the re-check of the rounded costs,
+    widened until it proves ≤ B (module docstring); refused if it never does."""
+    d = budget.calibration
+    n = neighbours
     su = linear_cost_bound(domain, linear, u, definition=d, neighbours=n, unit=unit,
                            time_limit=time_limit)
     if su is None or su.value == 0:
@@ -123,8 +141,7 @@ def aggregate_plan(workload: AggregateWorkload, budget: Budget, *,
                                   time_limit=time_limit, threshold=total)
         assert spent is not None
         if spent.value <= total:
-            return AggregatePlan(workload, linear, budget, n, unit, scales, costs, bounds,
-                                 spent, halfwidths(budget, scales))
+            return scales, costs, spent
         if spent.achieved_value > total and spent.exact:
             grow *= float(spent.achieved_value / total) * (1 + 1e-12)
         else:
@@ -147,8 +164,9 @@ def halfwidths(budget: Budget, scales: npt.NDArray[np.float64]) -> npt.NDArray[n
     return np.array([fn(float(s), INTERVAL_LEVEL) for s in scales], dtype=np.int64)
 
 
-def check_scales(plan: AggregatePlan) -> None:
-    """Every scale is finite, positive and within the samplers' range (before any charge)."""
+def check_scales(plan: Any) -> None:
+    """Every scale of ``plan`` (an :class:`AggregatePlan` or a strategy plan) is finite,
+    positive and within the samplers' range (before any charge)."""
     from tessera.mechanisms.batch import MAX_PARAMETER
 
     bad = np.flatnonzero(~((plan.scales > 0) & (plan.scales <= MAX_PARAMETER)))

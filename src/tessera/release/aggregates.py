@@ -55,6 +55,8 @@ from tessera.workload.workload import Workload
 
 #: z of the delta-method 95% interval of an average.
 Z95 = 1.959963984540054
+#: The published columns.
+COLUMNS = ["statement", "group", "aggregate", "answer", "noise_scale", "ci95_low", "ci95_high"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -62,7 +64,9 @@ class AggregateRelease:
     """Noisy linear queries (``noisy``, integers) and the published rows (``frame``: one per
     statement, group and aggregate), the certificate and the ledger charge."""
 
-    plan: AggregatePlan
+    #: the direct plan, or a strategy plan (:class:`~.sum_strategy.SumStrategyPlan`: ``noisy``
+    #: are then its measured queries' noisy answers)
+    plan: Any
     noisy: npt.NDArray[np.int64]
     mechanism: MechanismRecord
     frame: pd.DataFrame
@@ -118,18 +122,38 @@ def answer_aggregates(
     csv: CsvOptions = CsvOptions(), table: str | None = None, on_invalid: str = "error",
     extra_columns: ExtraColumns = "error", output: str | Path | None = None,
     certificate: str | Path | None = None, consistency: bool = False,
+    strategy: str = "direct",
 ) -> AggregateRelease:
     """Answer every aggregate of ``workload`` on ``data`` under ``budget`` (module docs).
 
     ``consistency``: add least-squares consistent answers where statements nest (a total and
-    its GROUP BY; post-processing, no privacy cost: :mod:`.aggregate_consistency`)."""
+    its GROUP BY; post-processing, no privacy cost: :mod:`.aggregate_consistency`).
+    ``strategy``: ``direct`` (every linear query measured itself), ``auto`` (each summed
+    quantity's queries through the counting strategy of least expected error, or directly) or
+    a strategy forced for every family (:mod:`.sum_strategy`, docs/theory.md §3.15)."""
     from tessera.release.aggregate_certificate import build_aggregate_certificate
+    from tessera.release.sum_strategy import (
+        SumStrategyPlan,
+        build_certificate,
+        reconstruct,
+        sum_strategy_plan,
+    )
 
     outputs = check_outputs([Output.of(output, "answers", (".csv",)),
                              Output.of(certificate, "certificate", (".json",))])
     source = NoiseSource.secure() if seed is None else NoiseSource.seeded(seed)
-    plan = aggregate_plan(workload, budget, neighbours=neighbours, unit=unit,
-                          time_limit=time_limit)
+    splan: SumStrategyPlan | None = None
+    if consistency and strategy not in ("auto", "direct"):
+        raise TesseraError(f"--consistency cannot be used with --strategy {strategy} "
+                           "(nothing was charged)",
+                           hint="the strategy's least-squares answers are consistent within "
+                                "each summed quantity; drop one of the options")
+    if not consistency:  # (consistency works on direct measurements: auto is direct then)
+        splan = sum_strategy_plan(workload, budget, neighbours=neighbours, unit=unit,
+                                  strategy=strategy, time_limit=time_limit)
+    plan: Any = splan if splan is not None else aggregate_plan(
+        workload, budget, neighbours=neighbours, unit=unit, time_limit=time_limit)
+    measured = plan.measured if splan is not None else plan.linear
     check_scales(plan)
     book = Ledger.open(ledger) if isinstance(ledger, (str, Path)) else ledger
     if book is not None:
@@ -156,7 +180,7 @@ def answer_aggregates(
                         "(nothing was charged)", hint="use add/remove neighbours")
     charge = None
     if book is not None:
-        cut = pieces(workload.cost_domain, plan.linear, budget.calibration, plan.neighbours)
+        cut = pieces(workload.cost_domain, measured, budget.calibration, plan.neighbours)
         charge = book.charge(piece_workload(workload.cost_domain, cut), cut.costs(plan.costs),
                              label=label or "aggregates", mechanism=plan.mechanism,
                              time_limit=60.0 if time_limit is None else max(time_limit, 1.0),
@@ -164,15 +188,21 @@ def answer_aggregates(
     delivery = Delivery(tuple(o.path for o in outputs))
     symbol = "ε" if budget.calibration is Definition.PURE else "ρ"
     with settled(book, charge, lambda: aborted_hint("release", charge, symbol, delivery)):
-        exact = exact_linear(workload.domain, plan.linear, encoded)
+        exact = exact_linear(workload.domain, measured, encoded)
         del encoded
         sampler = (discrete_laplace.sample if plan.mechanism == DISCRETE_LAPLACE
                    else discrete_gaussian.sample)
         drawn = sampler(exact, plan.scales, source)
         del exact
-        frame = answer_frame(plan, drawn.values, consistency)
+        if splan is None:
+            frame = answer_frame(plan, drawn.values, consistency)
+            doc = build_aggregate_certificate(plan, drawn.mechanism, charge)
+        else:
+            rec = reconstruct(splan, drawn.values)
+            frame = pd.DataFrame(_rows(splan, rec.answers, rec.variances, rec.halfwidths,
+                                       rec.scales), columns=COLUMNS)
+            doc = build_certificate(splan, drawn.mechanism, charge)
         frame.attrs["private"] = drawn.mechanism.private
-        doc = build_aggregate_certificate(plan, drawn.mechanism, charge)
         shown = None if charge is None else dataclasses.replace(charge, status="released")
         release = AggregateRelease(plan, drawn.values, drawn.mechanism, frame, doc, shown)
         _deliver(release, outputs, delivery)
@@ -204,11 +234,15 @@ def answer_frame(plan: AggregatePlan, noisy: npt.NDArray[np.int64],
     return frame
 
 
-def _rows(plan: AggregatePlan, values: npt.NDArray[np.float64], var: npt.NDArray[np.float64],
-          halfwidths: npt.NDArray[np.int64] | None) -> list[list[Any]]:
+def _rows(plan: Any, values: npt.NDArray[np.float64], var: npt.NDArray[np.float64],
+          halfwidths: npt.NDArray[np.int64] | None,
+          scales: npt.NDArray[np.float64] | None = None) -> list[list[Any]]:
     """The published rows from linear answers ``values`` of variances ``var``: intervals from
-    the exact ``halfwidths`` of the noise when given, else ± 1.96·√var."""
+    the exact ``halfwidths`` of the noise when given (≥ 0), else ± 1.96·√var (a reconstructed
+    answer: no noise scale of its own). ``scales``: each linear query's noise scale (default
+    the plan's)."""
     w = plan.workload
+    own = plan.scales if scales is None else scales
     rows: list[list[Any]] = []
     i = 0
     linear = plan.linear
@@ -233,16 +267,16 @@ def _rows(plan: AggregatePlan, values: npt.NDArray[np.float64], var: npt.NDArray
             i += 2
             continue
         v = scaled(float(values[i]), unit)
-        if halfwidths is None:
+        exact = halfwidths is not None and halfwidths[i] >= 0
+        if not exact:
             h = Z95 * math.sqrt(var[i]) * u
             low, high = v - h, v + h
         else:  # integers of units: the ends rounded once, as the answer
+            assert halfwidths is not None
             k = float(halfwidths[i])
             low = scaled(float(values[i]) - k, unit)
             high = scaled(float(values[i]) + k, unit)
-        rows.append([*head, v,
-                     float(plan.scales[i]) * u if halfwidths is not None else math.nan,
-                     low, high])
+        rows.append([*head, v, float(own[i]) * u if exact else math.nan, low, high])
         i += 1
     return rows
 
