@@ -66,6 +66,7 @@ import json
 import math
 import os
 import platform
+import re
 import resource
 import subprocess
 import sys
@@ -232,6 +233,8 @@ def record_summary(rec: dict[str, Any], errors: dict[str, Any],
     bench_synth.py measured from its rows. Written under an exclusive lock, sorted, atomically."""
     p = path or SUMMARY
     entry = {k: rec.get(k) for k in SUMMARY_FIELDS}
+    if isinstance(entry.get("command"), str):  # an older cache names the script by its path
+        entry["command"] = re.sub(r"^\S*/(bench/\S+\.py)", r"\1", entry["command"])
     entry["errors"] = errors
     p.parent.mkdir(parents=True, exist_ok=True)
     CACHE.mkdir(parents=True, exist_ok=True)
