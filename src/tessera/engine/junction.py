@@ -11,8 +11,8 @@ array of the message-passing schedule — and :class:`JunctionTree` then runs
 * :meth:`~JunctionTree.marginals`: P(x_s) for every factor s (upward + downward pass),
 * :meth:`~JunctionTree.infer`: both from one up-and-down pass,
 
-with a few vectorised numpy operations per clique and per factor (no Python work per table
-entry, no index array as large as a table).
+with a few vectorised numpy operations per large clique and per factor, and per level for the
+small cliques (no Python work per table entry, no index array as large as a large table).
 
 Layout. All clique tables live in one flat float64 vector, cliques ordered by depth (a virtual
 root of empty scope first; the roots of the components are its children), each clique's entries
@@ -29,8 +29,17 @@ smallest prefix table that holds them, so a clique of n axes holding all pairs c
 passes over its table, not n(n − 1)/2). The downward pass needs no exp: a root's probabilities
 are e/s, a child's P(x_C) = P(x_S) · e_c(x_C) / s_c(x_S), and P(x_S) like every factor's
 marginal is the parent's probability table summed over the other axes (in reverse through the
-same prefix tables). :mod:`tessera.engine.junction_sparse` keeps the sparse 0/1 products an
-earlier version multiplied by, as a reference for the tests and the benchmark.
+same prefix tables).
+
+Small cliques (at most :data:`SMALL_CLIQUE` entries) skip the steps, whose few numpy calls per
+term would dominate a tiny table (a star of 400 cliques of 16 entries: 6× slower than the
+sparse products). They share 0/1 maps instead (:class:`ZeroOne`: bincounts over index pairs
+when small, sparse products when large): B = M φ for all their factors at once
+(:attr:`JunctionTree.factor_links`), per level the messages added into small parents and,
+downward, a small parent's P summed into its children's P(x_S) (:attr:`Level.links`), and
+μ = Mᵀ P for their factors' marginals — a few numpy calls per level, not per clique.
+:mod:`tessera.engine.junction_sparse` runs every clique that way (the earlier passes, in log
+space with a Hugin downward pass), as a reference for the tests and the benchmark.
 """
 
 from __future__ import annotations
@@ -38,11 +47,12 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import networkx as nx
 import numpy as np
 import numpy.typing as npt
+import scipy.sparse as sp
 
 from tessera.engine.decomposition import (
     DEFAULT_MEMORY_LIMIT,
@@ -58,8 +68,10 @@ from tessera.engine.decomposition import (
 )
 from tessera.errors import QueryError, ResourceError
 
-__all__ = ["COMPILE_BYTES_PER_ENTRY", "JunctionTree", "check_compile", "check_junction",
-           "compile_bytes", "junction_bags", "junction_compile_bytes", "junction_tree"]
+__all__ = ["COMPILE_BYTES_PER_ENTRY", "SMALL_CLIQUE", "SPARSE_BYTES_PER_ENTRY", "JunctionTree",
+           "ZeroOne", "batched_projection", "check_compile", "check_junction", "compile_bytes",
+           "junction_bags", "junction_compile_bytes", "junction_compile_entries",
+           "junction_tree", "zero_one"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.intp]
@@ -70,6 +82,38 @@ IntArray = npt.NDArray[np.intp]
 #: 900 pair scopes in one clique, a chain of 38 triples, stars of 300 and 2,000 pairs, 500
 #: and 3,000 singletons, one 20-variable scope): 768 with margin.
 COMPILE_BYTES_PER_ENTRY = 768
+
+#: Peak bytes of a compilation per entry of a small clique's 0/1 maps
+#: (:attr:`_Skeleton.sparse_entries`), beside :data:`COMPILE_BYTES_PER_ENTRY` per index
+#: entry: the projections' int64 arrays and their temporaries, the sorted index pairs and,
+#: for a large map, its CSR matrix and transpose. Measured with tracemalloc at 58–83 B per map
+#: entry where the maps dominate (stars of 400 cliques of 256 entries and of 200 of 512 with
+#: two factors each, a chain of 500 cliques of 256 entries, one 512-entry clique hosting all
+#: pairs or all triples of its 9 variables): 112 with margin.
+SPARSE_BYTES_PER_ENTRY = 112
+
+#: A clique of at most this many entries is *small*: its table is gathered from its factors
+#: and its children's messages, and marginalised back into them, by 0/1 maps shared by all
+#: small cliques (one for all factors, one per level for the messages, each way),
+#: not by the broadcast steps of its :class:`CliquePlan`. A plan costs a few numpy calls (≈ 1–3
+#: µs each) per step and per term whatever the table's size, a map a few ns per entry and
+#: term: calibrated by bench/bench_junction_passes.py on stars of 400 cliques (one factor
+#: each) of 256 entries (maps 1.3 ms, steps 3.0) and of 1,024 (maps 6.6, steps 6.1).
+SMALL_CLIQUE = 512
+
+#: the most negative float64: the max-shift of an all −∞ run (−∞ − LOWEST = −∞, so e = 0 and
+#: s = 0 there, m = log 0 + LOWEST = −∞; a finite max is never below it, so one maximum call
+#: replaces a test and a masked write)
+LOWEST = float(np.finfo(np.float64).min)
+
+#: a small cliques' 0/1 map of more pairs runs as sparse products, a smaller one as bincounts
+#: (:class:`ZeroOne`; measured: a product's dispatch ≈ 2–3 µs, a bincount's ≈ 0.8 µs, per
+#: pair ≈ 2 ns and ≈ 5 ns)
+PRODUCT_ENTRIES = 1024
+
+#: a run of at most this many entries takes its max and sum column by column (a reduction
+#: along a short last axis costs several µs of numpy overhead, an elementwise call a fraction)
+SHORT_RUN = 4
 
 #: a level of more segments (runs of one length) takes its log-sum-exp by one reduceat: a few
 #: numpy calls per segment cost more than the reduceat's index work on small tables
@@ -140,6 +184,45 @@ class CliquePlan:
 
 
 @dataclass(frozen=True, eq=False)
+class ZeroOne:
+    """A 0/1 matrix M of ``shape`` with ones at (``rows[i]``, ``cols[i]``) (pairs distinct,
+    sorted by row), applied as M x and Mᵀ y. Small maps run as ``np.bincount`` over the pairs
+    (a sparse product's Python dispatch costs a few µs, more than their arithmetic); larger
+    ones (more than :data:`PRODUCT_ENTRIES` pairs) as CSR products, kept with the transpose
+    (bincount scatters at about twice a product's ns per entry)."""
+
+    rows: IntArray
+    cols: IntArray
+    shape: tuple[int, int]
+    forward: sp.csr_array | None = None
+    backward: sp.csr_array | None = None
+
+    def times(self, x: FloatArray) -> FloatArray:
+        """M x: entry r is Σ_{(r, c) a pair} x_c."""
+        if self.forward is not None:
+            return np.asarray(self.forward @ x, dtype=np.float64)
+        return np.bincount(self.rows, x[self.cols], self.shape[0])
+
+    def transposed_times(self, y: FloatArray) -> FloatArray:
+        """Mᵀ y: entry c is Σ_{(r, c) a pair} y_r."""
+        if self.backward is not None:
+            return np.asarray(self.backward @ y, dtype=np.float64)
+        return np.bincount(self.cols, y[self.rows], self.shape[1])
+
+
+def zero_one(rows: IntArray, cols: IntArray, shape: tuple[int, int]) -> ZeroOne:
+    """The :class:`ZeroOne` map of these pairs (distinct), sorted by row (its bincounts then
+    write in increasing order), read-only; CSR products beyond :data:`PRODUCT_ENTRIES` pairs."""
+    order = np.argsort(rows, kind="stable")
+    rows, cols = rows[order], cols[order]
+    rows.flags.writeable = cols.flags.writeable = False
+    if rows.size <= PRODUCT_ENTRIES:
+        return ZeroOne(rows, cols, shape)
+    forward = sp.csr_array((np.ones(rows.size), (rows, cols)), shape=shape)
+    return ZeroOne(rows, cols, shape, forward, forward.T.tocsr())
+
+
+@dataclass(frozen=True, eq=False)
 class Level:
     """The cliques of one depth L ≥ 1: their plans (flat-table order), and their block in
     ``segments`` (lo, hi, run, mlo, mhi): consecutive cliques whose every separator value owns
@@ -156,6 +239,28 @@ class Level:
     hi: int
     runs: IntArray
     starts: IntArray
+    #: the small cliques of the level above (their entries of the flat tables: a slice when
+    #: contiguous) and, when some of them are parents of this level's cliques, the 0/1 map
+    #: (parent entry among them, message among ``mlo:mhi``): upward each message is added into
+    #: the parent entries holding its separator value (M m), downward each separator value's
+    #: P(x_S) is the sum of its parent entries' probabilities (Mᵀ P)
+    parent_small: slice | IntArray = field(default_factory=lambda: slice(0, 0))
+    links: ZeroOne | None = None
+
+
+def _row_reduce(op: np.ufunc, y: FloatArray, out: FloatArray) -> FloatArray:
+    """``op`` reduced along each row of ``y`` into ``out``: column by column for rows of at
+    most :data:`SHORT_RUN` entries (elementwise calls), else one reduction."""
+    n = y.shape[1]
+    if n > SHORT_RUN:
+        return op.reduce(y, axis=1, out=out)
+    if n == 1:
+        np.copyto(out, y[:, 0])
+        return out
+    op(y[:, 0], y[:, 1], out=out)
+    for j in range(2, n):
+        op(out, y[:, j], out=out)
+    return out
 
 
 def _view(buffer: FloatArray, shape: tuple[int, ...], offset: int,
@@ -251,6 +356,13 @@ class JunctionTree:
     constants: tuple[int, ...]
     log_free: float  # Σ log |X_v| over variables in no scope
     width: int  # largest clique size − 1
+    #: the entries of the small cliques (:data:`SMALL_CLIQUE`) in the flat tables (a slice
+    #: when contiguous) and the 0/1 map M (small entry among them, parameter): upward B = M φ
+    #: sums each small clique's factors into its table, downward μ = Mᵀ P each small-hosted
+    #: factor's marginal from its host's probabilities; None without small cliques (with
+    #: small cliques but no factor on them: a map without pairs)
+    small: slice | IntArray = field(default_factory=lambda: slice(0, 0))
+    factor_links: ZeroOne | None = None
 
     @property
     def n_entries(self) -> int:
@@ -302,37 +414,43 @@ class JunctionTree:
     # -- passes ----------------------------------------------------------------------------
     def _upward(self, flat: FloatArray) -> tuple[float, FloatArray, FloatArray]:
         """Collect, deepest level first. Each clique's log-table B_c = Σ of its factors and
-        its children's messages (:func:`_gather`); with M(x_S) = max_{x_C∖S} B_c(x_C) (0 where
+        its children's messages (:func:`_gather` for a large clique; for the small ones
+        (:data:`SMALL_CLIQUE`) B = M φ before the pass and each level's messages added into
+        them by its :attr:`Level.links`); with M(x_S) = max_{x_C∖S} B_c(x_C) (0 where
         that is −∞) its table becomes e_c = exp(B_c − M) in place, s_c(x_S) = Σ_{x_C∖S} e_c and
         the message m_c = log s_c + M = log Σ_{x_C∖S} exp B_c. Returns (log Z without the free
         variables, the flat tables e, s), the messages and s sharing one layout."""
         b = np.empty(self.table_entries)
         msg = np.empty(self.n_messages)
         s = np.empty(self.n_messages)
-        for lv in reversed(self.levels):
-            for plan in lv.cliques:
-                _gather(plan, b, (flat, msg))
-            if lv.runs.size:  # many segments: the whole level by reduceat
-                x = b[lv.lo: lv.hi]
-                top = np.maximum.reduceat(x, lv.starts)
-                top[top == -np.inf] = 0.0
-                np.subtract(x, np.repeat(top, lv.runs), out=x)
-                np.exp(x, out=x)
-                s[lv.mlo: lv.mhi] = np.add.reduceat(x, lv.starts)
-                with np.errstate(divide="ignore"):
+        if self.factor_links is not None:
+            b[self.small] = self.factor_links.times(flat)
+        with np.errstate(divide="ignore"):  # log 0 = −∞: an all −∞ run (once: µs per level)
+            for lv in reversed(self.levels):
+                for plan in lv.cliques:
+                    _gather(plan, b, (flat, msg))
+                if lv.runs.size:  # many segments: the whole level by reduceat
+                    x = b[lv.lo: lv.hi]
+                    top = np.maximum.reduceat(x, lv.starts)
+                    np.maximum(top, LOWEST, out=top)  # an all −∞ run: e = 0, s = 0, m = −∞
+                    np.subtract(x, np.repeat(top, lv.runs), out=x)
+                    np.exp(x, out=x)
+                    s[lv.mlo: lv.mhi] = np.add.reduceat(x, lv.starts)
                     np.log(s[lv.mlo: lv.mhi], out=msg[lv.mlo: lv.mhi])
-                msg[lv.mlo: lv.mhi] += top
-                continue
-            for lo, hi, run, mlo, mhi in lv.segments:
-                y = b[lo: hi].reshape(-1, run)
-                top = y.max(axis=1)
-                top[top == -np.inf] = 0.0  # an all −∞ run: e = 0, s = 0, m = −∞ (no NaN)
-                np.subtract(y, top[:, None], out=y)
-                np.exp(y, out=y)
-                np.sum(y, axis=1, out=s[mlo: mhi])
-                with np.errstate(divide="ignore"):
-                    np.log(s[mlo: mhi], out=msg[mlo: mhi])
-                msg[mlo: mhi] += top
+                    msg[lv.mlo: lv.mhi] += top
+                else:
+                    for lo, hi, run, mlo, mhi in lv.segments:
+                        y = b[lo: hi].reshape(-1, run)
+                        top = _row_reduce(np.maximum, y, np.empty(mhi - mlo))
+                        np.maximum(top, LOWEST, out=top)  # an all −∞ run: e = 0, m = −∞
+                        np.subtract(y, top[:, None], out=y)
+                        np.exp(y, out=y)
+                        _row_reduce(np.add, y, s[mlo: mhi])
+                        np.log(s[mlo: mhi], out=msg[mlo: mhi])
+                        msg[mlo: mhi] += top
+                if lv.links is not None:  # the messages into small parents (a large one
+                    # gathers its own)
+                    b[lv.parent_small] += lv.links.times(msg[lv.mlo: lv.mhi])
         roots = self.levels[0] if self.levels else None
         log_z = float(msg[roots.mlo: roots.mhi].sum()) if roots is not None else 0.0
         if self.constants:
@@ -342,22 +460,33 @@ class JunctionTree:
     def _downward(self, e: FloatArray, s: FloatArray, out: FloatArray) -> None:
         """Distribute, top level first: P(x_C) = P(x_S) · e_c(x_C) / s_c(x_S) in place of e
         (a root: P = e / s), then every term's marginal of P(x_C) — the factors' into ``out``,
-        the children's separators' P(x_S) into the next level's ratios. No exp: the upward
-        pass's e_c / s_c is the child's conditional P(x_C∖S | x_S)."""
+        the children's separators' P(x_S) into the next level's ratios (a small parent's by
+        the next level's links, a small host's factors by the factor links at the end). No
+        exp: the upward pass's e_c / s_c is the child's conditional P(x_C∖S | x_S)."""
         sep = np.empty(self.n_messages)
+        if self.factor_links is not None:
+            out.fill(0.0)  # the small hosts' factors: summed into at the end
         for depth, lv in enumerate(self.levels):
             m = slice(lv.mlo, lv.mhi)
             if depth == 0:  # one separator value (the empty one) each: s > 0 as Z > 0
                 ratio = 1.0 / s[m]
-            else:  # s = 0 only where P(x_S) = 0 and e = 0: any finite ratio does
-                ratio = np.divide(sep[m], s[m], out=np.zeros(lv.mhi - lv.mlo), where=s[m] > 0)
+            else:  # s ≥ 1 (its run's max gives e = 1) or s = 0, only where P(x_S) = 0 and
+                # e = 0: dividing by max(s, 1) changes nothing else and never divides by 0
+                ratio = sep[m] / np.maximum(s[m], 1.0)
             if lv.runs.size:
                 e[lv.lo: lv.hi] *= np.repeat(ratio, lv.runs)
             else:
                 for lo, hi, run, mlo, mhi in lv.segments:
-                    e[lo: hi].reshape(-1, run)[...] *= ratio[mlo - lv.mlo: mhi - lv.mlo, None]
+                    y = e[lo: hi].reshape(-1, run)
+                    np.multiply(y, ratio[mlo - lv.mlo: mhi - lv.mlo, None], out=y)
+            below = self.levels[depth + 1] if depth + 1 < len(self.levels) else None
+            if below is not None and below.links is not None:
+                # before the large cliques' scatters: this writes 0 for their children
+                sep[below.mlo: below.mhi] = below.links.transposed_times(e[below.parent_small])
             for plan in lv.cliques:
                 _scatter(plan, e, (out, sep))
+        if self.factor_links is not None:  # 0 at the large hosts' factors, written above
+            out += self.factor_links.transposed_times(e[self.small])
         for o in self.constants:
             out[o] = 1.0
         e[0] = 1.0  # the virtual root: P of the empty assignment
@@ -404,6 +533,7 @@ def junction_tree(
     memory_limit: int = DEFAULT_MEMORY_LIMIT,
     order: Sequence[int] | None = None,
     compile_guard: bool = True,
+    small_clique: int = SMALL_CLIQUE,
 ) -> JunctionTree:
     """Compile the junction tree of P(x) ∝ exp(Σ_s φ_s(x_s)) over variables with ``sizes``,
     for factors over ``scopes`` (tuples of distinct variable indices; a scope may repeat, or be
@@ -414,10 +544,15 @@ def junction_tree(
     ``order``: an elimination order to use instead of the ``heuristic``'s (it must list every
     variable of the scopes; variables it lists beyond them get cliques of their own).
 
+    Cliques of at most ``small_clique`` entries (:data:`SMALL_CLIQUE`, the default, is
+    calibrated; tests lower or raise it to run either regime) run their passes through 0/1
+    maps shared by all of them, the larger ones through broadcast steps of their own.
+
     The guard also prices the compilation itself, before any object of it exists: a few
-    entries per axis of each factor's host clique and of each clique's parent
-    (:attr:`_Skeleton.compile_entries`; the passes broadcast and sum over the tables, so k
-    factors in one clique of M entries cost k·|clique axes| entries, not k·M). Refused
+    entries per axis of each large factor host and large parent clique, one map entry per
+    table entry of each small one (:attr:`_Skeleton.compile_entries`,
+    :attr:`_Skeleton.sparse_entries`; the steps broadcast and sum over the tables, so k
+    factors in one large clique of M entries cost k·|clique axes| entries, not k·M). Refused
     (:func:`check_compile`) when :func:`compile_bytes` of them exceeds
     ``memory_limit``; ``compile_guard=False`` leaves that to the caller
     (:class:`tessera.engine.model.GibbsModel` prices it in its plan:
@@ -435,9 +570,9 @@ def junction_tree(
                              f"{len(sizes_t)} variables")
     shapes = tuple(tuple(sizes_t[v] for v in sc) for sc in scopes_t)
     offsets = tuple(int(x) for x in np.cumsum([0, *(math.prod(sh) for sh in shapes)]))
-    sk = _skeleton(sizes_t, scopes_t, heuristic, memory_limit, order)
+    sk = _skeleton(sizes_t, scopes_t, heuristic, memory_limit, order, small_clique)
     if compile_guard:
-        check_compile(sk.compile_entries, max(sk.csizes), memory_limit)
+        check_compile(sk.compile_entries, max(sk.csizes), memory_limit, sk.sparse_entries)
     order, cliques, cparent, csizes = sk.order, sk.cliques, sk.cparent, sk.csizes
     nsep, by_depth, fhosts = sk.nsep, sk.by_depth, sk.fhosts
     coff = [0, *np.cumsum(csizes).tolist()]
@@ -456,19 +591,30 @@ def junction_tree(
             mstart[k] = mpos
             mpos += n_sep[k]
 
-    # -- terms: each clique's factors (hosted: _skeleton) and its children's separators ------
+    # -- terms: each large clique's factors (hosted: _skeleton) and its children's separators;
+    # -- a small clique's go into the 0/1 maps (SMALL_CLIQUE) --------------------------------
+    small = sk.small
     terms: list[list[tuple[int, int, tuple[int, ...]]]] = [[] for _ in cliques]
     for s, (h, sc) in enumerate(zip(fhosts, scopes_t, strict=True)):
-        if sc:
+        if sc and not small[h]:
             terms[h].append((FACTOR, offsets[s], sc))
     for k in range(1, len(cliques)):
-        if cparent[k] > 0:
+        if cparent[k] > 0 and not small[cparent[k]]:
             terms[cparent[k]].append((SEPARATOR, mstart[k], cliques[k][: nsep[k]]))
+    shape_of = [tuple(sizes_t[v] for v in c) for c in cliques]
+    cstrides = [_strides(sh) for sh in shape_of]
+    cpos = [{v: i for i, v in enumerate(c)} for c in cliques]
+    sbase = [0] * len(cliques)  # a small clique's first entry among the small entries
+    n_small = 0
+    for k in range(len(cliques)):
+        if small[k]:
+            sbase[k] = n_small
+            n_small += csizes[k]
 
     levels: list[Level] = []
-    for ks in level_ks:
+    for d, ks in enumerate(level_ks):
         plans = tuple(_clique_plan(k, coff[k], coff[k + 1], cliques[k], sizes_t, terms[k])
-                      for k in ks)
+                      for k in ks if not small[k])
         segments: list[tuple[int, int, int, int, int]] = []
         for k in ks:  # consecutive cliques with one run length share the grouped log-sum-exp
             run = csizes[k] // n_sep[k]
@@ -484,9 +630,42 @@ def junction_tree(
         starts = np.concatenate([[0], np.cumsum(runs)[:-1]]).astype(np.intp) if runs.size \
             else runs
         runs.flags.writeable = starts.flags.writeable = False
+        # the messages into small parents (the level above): rows local to its small entries
+        parent_small: slice | IntArray = slice(0, 0)
+        links = None
+        kids = [k for k in ks if cparent[k] > 0 and small[cparent[k]]]
+        if kids:
+            above = [p for p in level_ks[d - 1] if small[p]]
+            parent_small = _positions([coff[p] for p in above], [csizes[p] for p in above])
+            local = {p: sbase[p] - sbase[above[0]] for p in above}
+            hosts = [cparent[k] for k in kids]
+            seg, entry, proj = batched_projection(
+                hosts, [[cpos[cparent[k]][v] for v in cliques[k][: nsep[k]]] for k in kids],
+                csizes, shape_of, cstrides)
+            rows = np.asarray([local[p] for p in hosts], dtype=np.intp)[seg] + entry
+            cols = np.asarray([mstart[k] - mstart[ks[0]] for k in kids], dtype=np.intp)[seg] \
+                + proj
+            links = zero_one(rows, cols, (sum(csizes[p] for p in above),
+                                          mstart[ks[-1]] + n_sep[ks[-1]] - mstart[ks[0]]))
         levels.append(Level(cliques=plans, segments=tuple(segments), mlo=mstart[ks[0]],
                             mhi=mstart[ks[-1]] + n_sep[ks[-1]], lo=coff[ks[0]],
-                            hi=coff[ks[-1] + 1], runs=runs, starts=starts))
+                            hi=coff[ks[-1] + 1], runs=runs, starts=starts,
+                            parent_small=parent_small, links=links))
+
+    # -- the small cliques' factors: one 0/1 map for all ---------------------------------------
+    small_ks = [k for k in range(1, len(cliques)) if small[k]]
+    small_pos = _positions([coff[k] for k in small_ks], [csizes[k] for k in small_ks])
+    factor_links = None
+    if small_ks:  # small cliques without factors (only children's messages): B starts at 0
+        hosted = [s for s, (h, sc) in enumerate(zip(fhosts, scopes_t, strict=True))
+                  if sc and small[h]]
+        seg, entry, proj = batched_projection(
+            [fhosts[s] for s in hosted], [[cpos[fhosts[s]][v] for v in scopes_t[s]]
+                                           for s in hosted], csizes, shape_of, cstrides)
+        hs = np.asarray([fhosts[s] for s in hosted], dtype=np.intp)
+        rows = np.asarray([sbase[h] for h in hs], dtype=np.intp)[seg] + entry
+        cols = np.asarray([offsets[s] for s in hosted], dtype=np.intp)[seg] + proj
+        factor_links = zero_one(rows, cols, (n_small, offsets[-1]))
 
     occurs = set(order)
     log_free = math.fsum(math.log(sizes_t[v]) for v in range(len(sizes_t)) if v not in occurs)
@@ -496,6 +675,7 @@ def junction_tree(
         levels=tuple(levels), n_messages=mpos,
         constants=tuple(offsets[s] for s, sc in enumerate(scopes_t) if not sc),
         log_free=log_free, width=max((len(c) for c in cliques), default=0) - 1,
+        small=small_pos, factor_links=factor_links,
     )
 
 
@@ -570,20 +750,42 @@ class _Skeleton:
     nsep: list[int]
     by_depth: list[list[int]]
     fhosts: list[int]
+    scopes: tuple[tuple[int, ...], ...]
+    small_clique: int  # the largest small clique's entries (SMALL_CLIQUE)
+
+    @property
+    def small(self) -> list[bool]:
+        """Whether each clique is small (at most ``small_clique`` entries, by default
+        :data:`SMALL_CLIQUE`; never the virtual root): its passes run through the 0/1 maps,
+        not through broadcast steps."""
+        return [k > 0 and n <= self.small_clique for k, n in enumerate(self.csizes)]
 
     @property
     def compile_entries(self) -> int:
-        """Index entries the compilation builds: one per axis (plus one) of the host clique of
-        every factor scope and of the parent of every clique — the byte strides of their
-        terms (:class:`Term`) — Σ_s (|host(s)| + 1) + Σ_{C ≠ root} (|parent(C)| + 1) in
-        variables, not in table entries: the passes broadcast and sum over the tables, so
-        no index array grows with a clique's table."""
+        """Index entries the compilation builds per term: one per axis (plus one) of the host
+        clique of every factor scope and of the parent of every clique — a large clique's
+        term's byte strides (:class:`Term`), and for small and large cliques alike the
+        schedule's small Python objects — Σ_s (|host(s)| + 1) + Σ_{C ≠ root} (|parent(C)| + 1)
+        in variables, not in table entries: the steps broadcast and sum over the tables, so
+        no index array grows with a large clique's table (a small one's 0/1 maps do:
+        :attr:`sparse_entries`)."""
         width = [len(c) + 1 for c in self.cliques]
         return sum(width[p] for p in self.cparent[1:]) + sum(width[h] for h in self.fhosts)
 
+    @property
+    def sparse_entries(self) -> int:
+        """Entries of the small cliques' 0/1 maps: one per entry of the host clique of every
+        factor scope and of the parent of every clique, when that clique is small (each ≤
+        :data:`SMALL_CLIQUE` entries)."""
+        small = self.small
+        return sum(self.csizes[p] for p in self.cparent[1:] if small[p]) \
+            + sum(self.csizes[h] for h, sc in zip(self.fhosts, self.scopes, strict=True)
+                  if sc and small[h])
+
 
 def _skeleton(sizes_t: tuple[int, ...], scopes_t: tuple[tuple[int, ...], ...], heuristic: str,
-              memory_limit: int, order: Sequence[int] | None) -> _Skeleton:
+              memory_limit: int, order: Sequence[int] | None,
+              small_clique: int = SMALL_CLIQUE) -> _Skeleton:
     """:class:`_Skeleton` of :func:`junction_tree`'s arguments (checked), refused by the
     tables' memory guard (:func:`_bags`)."""
     bags, parents, order = _bags(sizes_t, scopes_t, heuristic, memory_limit, order)
@@ -685,13 +887,30 @@ def _skeleton(sizes_t: tuple[int, ...], scopes_t: tuple[tuple[int, ...], ...], h
                 inside = set.intersection(*(holding[v] for v in sc))
             host = min(inside, key=lambda k: (csizes[k], k != host, k))
         fhosts.append(host)
-    return _Skeleton(order, cliques, cparent, csizes, nsep, by_depth, fhosts)
+    return _Skeleton(order, cliques, cparent, csizes, nsep, by_depth, fhosts, scopes_t,
+                     small_clique)
 
 
-def compile_bytes(entries: int) -> int:
-    """Bytes a junction tree's compilation peaks at for ``entries`` index entries
-    (:attr:`_Skeleton.compile_entries`): :data:`COMPILE_BYTES_PER_ENTRY` each."""
-    return COMPILE_BYTES_PER_ENTRY * entries
+def compile_bytes(entries: int, sparse_entries: int = 0) -> int:
+    """Bytes a junction tree's compilation peaks at for ``entries`` index entries of its
+    broadcast steps (:attr:`_Skeleton.compile_entries`) and ``sparse_entries`` of its small
+    cliques' 0/1 maps (:attr:`_Skeleton.sparse_entries`): :data:`COMPILE_BYTES_PER_ENTRY`
+    and :data:`SPARSE_BYTES_PER_ENTRY` each."""
+    return COMPILE_BYTES_PER_ENTRY * entries + SPARSE_BYTES_PER_ENTRY * sparse_entries
+
+
+def junction_compile_entries(sizes: Sequence[int], scopes: Sequence[Sequence[int]], *,
+                             order: Sequence[int] | None = None, heuristic: str = "min-fill",
+                             memory_limit: int = DEFAULT_MEMORY_LIMIT
+                             ) -> tuple[int, int, int]:
+    """(index entries of the broadcast steps, entries of the 0/1 maps, the largest clique's
+    entries) of compiling :func:`junction_tree` with these arguments, decided without
+    allocating an array: :func:`check_compile`'s arguments. Raises the tables'
+    :class:`~tessera.errors.ResourceError` when :func:`junction_tree` would."""
+    sizes_t = tuple(int(s) for s in sizes)
+    scopes_t = tuple(tuple(int(v) for v in sc) for sc in scopes)
+    sk = _skeleton(sizes_t, scopes_t, heuristic, memory_limit, order)
+    return sk.compile_entries, sk.sparse_entries, max(sk.csizes)
 
 
 def junction_compile_bytes(sizes: Sequence[int], scopes: Sequence[Sequence[int]], *,
@@ -700,10 +919,9 @@ def junction_compile_bytes(sizes: Sequence[int], scopes: Sequence[Sequence[int]]
     """The peak bytes of compiling :func:`junction_tree` with these arguments
     (:func:`compile_bytes` of its index entries), decided without allocating an array; raises
     the tables' :class:`~tessera.errors.ResourceError` when :func:`junction_tree` would."""
-    sizes_t = tuple(int(s) for s in sizes)
-    scopes_t = tuple(tuple(int(v) for v in sc) for sc in scopes)
-    return compile_bytes(_skeleton(sizes_t, scopes_t, heuristic, memory_limit, order)
-                         .compile_entries)
+    entries, sparse_entries, _ = junction_compile_entries(
+        sizes, scopes, order=order, heuristic=heuristic, memory_limit=memory_limit)
+    return compile_bytes(entries, sparse_entries)
 
 
 def check_junction(sizes: Sequence[int], scopes: Sequence[Sequence[int]], *,
@@ -711,23 +929,24 @@ def check_junction(sizes: Sequence[int], scopes: Sequence[Sequence[int]], *,
                    heuristic: str = "min-fill") -> None:
     """Raise :func:`junction_tree`'s :class:`~tessera.errors.ResourceError` (its tables or its
     compilation, :func:`check_compile`) exactly when it would, without allocating an array."""
-    sizes_t = tuple(int(s) for s in sizes)
-    scopes_t = tuple(tuple(int(v) for v in sc) for sc in scopes)
-    sk = _skeleton(sizes_t, scopes_t, heuristic, memory_limit, None)
-    check_compile(sk.compile_entries, max(sk.csizes), memory_limit)
+    entries, sparse_entries, largest = junction_compile_entries(
+        sizes, scopes, heuristic=heuristic, memory_limit=memory_limit)
+    check_compile(entries, largest, memory_limit, sparse_entries)
 
 
-def check_compile(entries: int, largest: int, limit: int) -> None:
+def check_compile(entries: int, largest: int, limit: int, sparse_entries: int = 0) -> None:
     """Refuse (:class:`~tessera.errors.ResourceError`) a compilation of ``entries`` index
-    entries (:attr:`_Skeleton.compile_entries`; ``largest``: the largest clique's entries)
+    entries of broadcast steps (:attr:`_Skeleton.compile_entries`) and ``sparse_entries`` of
+    0/1 maps (:attr:`_Skeleton.sparse_entries`; ``largest``: the largest clique's entries)
     whose peak (:func:`compile_bytes`) exceeds ``limit`` bytes."""
-    need = compile_bytes(entries)
+    need = compile_bytes(entries, sparse_entries)
     if need <= limit:
         return
     raise ResourceError(
         f"compiling the junction tree needs {format_bytes(need)} (limit "
         f"{format_bytes(limit)}): {entries:,} index entries, one per axis of each factor's "
-        f"host clique (largest {largest:,} entries) and of each clique's parent",
+        f"host clique (largest {largest:,} entries) and of each clique's parent, and "
+        f"{sparse_entries:,} map entries, one per table entry of the small ones",
         hint="many factors share one large clique: read fewer queries per pass, or raise the "
         "memory limit")
 
@@ -801,6 +1020,52 @@ def _strides(shape: Sequence[int]) -> list[int]:
         out.append(acc)
         acc *= n
     return out[::-1]
+
+
+def _positions(starts: Sequence[int], lengths: Sequence[int]) -> slice | IntArray:
+    """The flat positions of consecutive blocks (``starts``, increasing, with ``lengths``): a
+    slice when they are contiguous (a view, no gather), else an index array."""
+    if not starts or all(starts[i + 1] == starts[i] + lengths[i]
+                         for i in range(len(starts) - 1)):
+        return slice(starts[0], starts[-1] + lengths[-1]) if starts else slice(0, 0)
+    idx = np.concatenate([np.arange(a, a + n, dtype=np.intp)
+                          for a, n in zip(starts, lengths, strict=True)])
+    idx.flags.writeable = False
+    return idx
+
+
+def batched_projection(
+    hosts: Sequence[int],
+    picks: Sequence[Sequence[int]],
+    csizes: Sequence[int],
+    shapes: Sequence[Sequence[int]],
+    strides: Sequence[Sequence[int]],
+) -> tuple[IntArray, IntArray, IntArray]:
+    """For items i (a host table ``hosts[i]`` and the axes ``picks[i]`` of it): every entry e of
+    the host table (C order) and the C-order index of its coordinates at those axes, for all
+    items at once: (item of each row, e, index). One vectorised pass, no per-item numpy call:
+    index = Σ_j ((e // stride_j) mod size_j) · (picked table's stride)_j."""
+    n = np.asarray([csizes[h] for h in hosts], dtype=np.intp)
+    total = int(n.sum())
+    seg = np.repeat(np.arange(len(hosts), dtype=np.intp), n)
+    entry = np.arange(total, dtype=np.intp) - np.repeat(np.cumsum(n) - n, n)
+    width = max((len(pk) for pk in picks), default=0)
+    proj = np.zeros(total, dtype=np.intp)
+    if width == 0:
+        return seg, entry, proj
+    # per item and picked axis: host stride, axis size and the stride in the picked table
+    st_rows, sz_rows, fs_rows = [], [], []
+    for h, pk in zip(hosts, picks, strict=True):
+        pad = width - len(pk)
+        st_rows.append([strides[h][a] for a in pk] + [1] * pad)
+        sz_rows.append([shapes[h][a] for a in pk] + [1] * pad)
+        fs_rows.append(_strides([shapes[h][a] for a in pk]) + [0] * pad)
+    st = np.asarray(st_rows, dtype=np.intp)
+    sz = np.asarray(sz_rows, dtype=np.intp)
+    fs = np.asarray(fs_rows, dtype=np.intp)
+    for j in range(width):
+        proj += (entry // st[seg, j]) % sz[seg, j] * fs[seg, j]
+    return seg, entry, proj
 
 
 def _centre(adj: dict[int, list[int]], start: int, seen: set[int]) -> int:

@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
-from tessera.engine.junction import JunctionTree
+from tessera.engine.junction import JunctionTree, batched_projection
 
 __all__ = ["SparseJunction", "SparseLevel", "sparse_junction"]
 
@@ -164,7 +164,7 @@ def sparse_junction(tree: JunctionTree) -> SparseJunction:
             targets.append(mpos - mlo)
             picks.append([cpos[p][v] for v in sep])
             mpos += n_sep[-1]
-        seg, entry, proj = _batched_projection(hosts, picks, csizes, shape_of, cstrides)
+        seg, entry, proj = batched_projection(hosts, picks, csizes, shape_of, cstrides)
         parent_entry = np.asarray([coff[p] - plo for p in hosts], dtype=np.intp)[seg] + entry
         sep_entry = np.asarray(targets, dtype=np.intp)[seg] + proj
         nsep_a = np.asarray(n_sep, dtype=np.intp)
@@ -185,7 +185,7 @@ def sparse_junction(tree: JunctionTree) -> SparseJunction:
         inside = [k for k, c in enumerate(cliques) if set(sc) <= set(c)]
         fhosts.append(min(inside, key=lambda k: (csizes[k], k)))
     fpicks = [[cpos[h][v] for v in sc] for h, sc in zip(fhosts, tree.scopes, strict=True)]
-    seg, entry, proj = _batched_projection(fhosts, fpicks, csizes, shape_of, cstrides)
+    seg, entry, proj = batched_projection(fhosts, fpicks, csizes, shape_of, cstrides)
     table_entry = np.asarray([coff[h] for h in fhosts], dtype=np.intp)[seg] + entry
     param_entry = np.asarray(tree.offsets[:-1], dtype=np.intp)[seg] + proj
     potential_map = _zero_one(table_entry, param_entry, (coff[-1], tree.offsets[-1]))
@@ -193,15 +193,14 @@ def sparse_junction(tree: JunctionTree) -> SparseJunction:
                           marginal_map=potential_map.T.tocsr())
 
 
+def _zero_one(rows: IntArray, cols: IntArray, shape: tuple[int, int]) -> sp.csr_array:
+    """The 0/1 matrix with ones at (rows[i], cols[i]) (pairs distinct), CSR."""
+    return sp.csr_array((np.ones(rows.size), (rows, cols)), shape=shape)
+
+
 def _starts(runs: IntArray) -> IntArray:
     return np.concatenate([[0], np.cumsum(runs)[:-1]]).astype(np.intp) if runs.size \
         else np.zeros(0, dtype=np.intp)
-
-
-def _zero_one(rows: IntArray, cols: IntArray, shape: tuple[int, int]) -> sp.csr_array:
-    """The 0/1 matrix with ones at (rows[i], cols[i]) (pairs distinct), CSR."""
-    data = np.ones(rows.size)
-    return sp.csr_array((data, (rows, cols)), shape=shape)
 
 
 def _strides(shape: Sequence[int]) -> list[int]:
@@ -211,41 +210,3 @@ def _strides(shape: Sequence[int]) -> list[int]:
         out.append(acc)
         acc *= n
     return out[::-1]
-
-
-def _batched_projection(
-    hosts: Sequence[int],
-    picks: Sequence[Sequence[int]],
-    csizes: Sequence[int],
-    shapes: Sequence[Sequence[int]],
-    strides: Sequence[Sequence[int]],
-) -> tuple[IntArray, IntArray, IntArray]:
-    """For items i (a host table ``hosts[i]`` and the axes ``picks[i]`` of it): every entry e of
-    the host table (C order) and the C-order index of its coordinates at those axes, for all
-    items at once: (item of each row, e, index). One vectorised pass, no per-item numpy call."""
-    n = np.asarray([csizes[h] for h in hosts], dtype=np.intp)
-    total = int(n.sum())
-    seg = np.repeat(np.arange(len(hosts), dtype=np.intp), n)
-    entry = np.arange(total, dtype=np.intp) - np.repeat(np.cumsum(n) - n, n)
-    width = max((len(pk) for pk in picks), default=0)
-    proj = np.zeros(total, dtype=np.intp)
-    if width == 0:
-        return seg, entry, proj
-    # per item and picked axis: host stride, axis size and the stride in the picked table
-    st_rows, sz_rows, fs_rows = [], [], []
-    for h, pk in zip(hosts, picks, strict=True):
-        pad = width - len(pk)
-        st_rows.append([strides[h][a] for a in pk] + [1] * pad)
-        sz_rows.append([shapes[h][a] for a in pk] + [1] * pad)
-        fs_rows.append(_strides([shapes[h][a] for a in pk]) + [0] * pad)
-    st = np.asarray(st_rows, dtype=np.intp)
-    sz = np.asarray(sz_rows, dtype=np.intp)
-    fs = np.asarray(fs_rows, dtype=np.intp)
-    for j in range(width):
-        proj += (entry // st[seg, j]) % sz[seg, j] * fs[seg, j]
-    return seg, entry, proj
-
-
-def _starts(runs: IntArray) -> IntArray:
-    return np.concatenate([[0], np.cumsum(runs)[:-1]]).astype(np.intp) if runs.size \
-        else np.zeros(0, dtype=np.intp)
