@@ -77,10 +77,10 @@ from tessera.engine.factors import (
     tabulate,
 )
 from tessera.engine.junction import (
-    COMPILE_BYTES_PER_ENTRY,
     JunctionTree,
     check_compile,
     junction_compile_bytes,
+    junction_compile_entries,
     junction_tree,
 )
 from tessera.engine.program import Forward, Program, Sampler
@@ -246,8 +246,9 @@ class Structure:
             plan = dataclasses.replace(plan, compile_bytes=need)
             if need > memory_limit:
                 try:
-                    check_compile(need // COMPILE_BYTES_PER_ENTRY, plan.largest_entries,
-                                  memory_limit)
+                    entries, sparse_entries, _ = junction_compile_entries(
+                        sizes, layout.scopes, order=order, memory_limit=memory_limit)
+                    check_compile(entries, plan.largest_entries, memory_limit, sparse_entries)
                 except ResourceError as e:
                     raise ResourceError(
                         f"{e.message}; the model has {len(layout.scopes):,} factor groups for "
