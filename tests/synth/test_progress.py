@@ -23,6 +23,7 @@ import tessera.synth.adaptive as adaptive_module
 from tessera.cli.main import app
 from tessera.release import Budget
 from tessera.schema.domain import Domain
+from tessera.synth.adaptive import FINAL_ITERATIONS
 from tessera.synth.adaptive_record import AdaptiveProgress
 from tessera.synth.progress import ProgressEvent, rounds_left
 from tessera.synth.synthesizer import Synthesizer
@@ -118,12 +119,12 @@ def test_an_event_keeps_the_round_records_fields_and_copies(data: pd.DataFrame,
 
 
 def _slow_final_fit(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
-    """The final fit (the only one with final_iterations = 1000) made slow, as on a large
-    model."""
+    """The final fit (the only one with ``final_iterations`` iterations) made slow, as on a
+    large model."""
     real = adaptive_module.fit
 
     def slow(*args: Any, **kwargs: Any) -> Any:
-        if kwargs.get("iterations") == 1000:
+        if kwargs.get("iterations") == FINAL_ITERATIONS:
             time.sleep(seconds)
         return real(*args, **kwargs)
 
