@@ -45,8 +45,8 @@ def test_queries_answered_in_groups_that_fit_equal_the_joint() -> None:
     model = ScopeModel(dom, [(i, i + 1) for i in range(7)])
     theta = np.random.default_rng(5).normal(0, 1.0, model.n_parameters)
     queries = _conjunctions(dom, 12, 5, seed=7)
-    limit = 64 << 10  # each query alone: ≤ 4.3 KiB of tables, ≤ 26 KiB to compile; all
-    # 12 in one pass: 22.5 KiB of tables, 540 KiB to compile
+    limit = 128 << 10  # each query alone: ≤ 4.3 KiB of tables, ≤ 100.3 KiB to compile;
+    # all 12 in one pass: 22.5 KiB of tables, 939 KiB to compile
     with pytest.raises(ResourceError):  # the group in one pass does not fit this limit
         ScopeModel(dom, model.scopes, [(-1 - j, q) for j, q in enumerate(queries)],
                    memory_limit=limit)
