@@ -71,7 +71,7 @@ from tessera.errors import QueryError, ResourceError
 __all__ = ["COMPILE_BYTES_PER_ENTRY", "SMALL_CLIQUE", "SPARSE_BYTES_PER_ENTRY", "JunctionTree",
            "ZeroOne", "batched_projection", "check_compile", "check_junction", "compile_bytes",
            "junction_bags", "junction_compile_bytes", "junction_compile_entries",
-           "junction_tree", "zero_one"]
+           "c_order_strides", "junction_tree", "zero_one"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.intp]
@@ -602,7 +602,7 @@ def junction_tree(
         if cparent[k] > 0 and not small[cparent[k]]:
             terms[cparent[k]].append((SEPARATOR, mstart[k], cliques[k][: nsep[k]]))
     shape_of = [tuple(sizes_t[v] for v in c) for c in cliques]
-    cstrides = [_strides(sh) for sh in shape_of]
+    cstrides = [c_order_strides(sh) for sh in shape_of]
     cpos = [{v: i for i, v in enumerate(c)} for c in cliques]
     sbase = [0] * len(cliques)  # a small clique's first entry among the small entries
     n_small = 0
@@ -719,7 +719,8 @@ def _clique_plan(k: int, lo: int, hi: int, variables: tuple[int, ...],
         made = []
         for t in mine:
             source, offset, vs = terms[t]
-            own = dict(zip(vs, (8 * x for x in _strides([sizes_t[v] for v in vs])), strict=True))
+            own = dict(zip(vs, (8 * x for x in c_order_strides([sizes_t[v] for v in vs])),
+                           strict=True))
             kept = [i for i, v in enumerate(frame) if v in own]
             made.append(Term(
                 source=source, offset=8 * offset,
@@ -1013,7 +1014,7 @@ def _bags(sizes_t: tuple[int, ...], scopes_t: tuple[tuple[int, ...], ...], heuri
     return bags, parents, order
 
 
-def _strides(shape: Sequence[int]) -> list[int]:
+def c_order_strides(shape: Sequence[int]) -> list[int]:
     """C-order strides (in entries) of a table of ``shape``."""
     out, acc = [], 1
     for n in reversed(shape):
@@ -1059,7 +1060,7 @@ def batched_projection(
         pad = width - len(pk)
         st_rows.append([strides[h][a] for a in pk] + [1] * pad)
         sz_rows.append([shapes[h][a] for a in pk] + [1] * pad)
-        fs_rows.append(_strides([shapes[h][a] for a in pk]) + [0] * pad)
+        fs_rows.append(c_order_strides([shapes[h][a] for a in pk]) + [0] * pad)
     st = np.asarray(st_rows, dtype=np.intp)
     sz = np.asarray(sz_rows, dtype=np.intp)
     fs = np.asarray(fs_rows, dtype=np.intp)

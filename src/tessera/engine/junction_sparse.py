@@ -12,14 +12,13 @@ level, factor marginals = ``marginal_map @ exp(B − log Z)`` with a gathered Hu
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
-from tessera.engine.junction import JunctionTree, batched_projection
+from tessera.engine.junction import JunctionTree, batched_projection, c_order_strides
 
 __all__ = ["SparseJunction", "SparseLevel", "sparse_junction"]
 
@@ -145,7 +144,7 @@ def sparse_junction(tree: JunctionTree) -> SparseJunction:
         if len(by_depth) <= depth[k]:
             by_depth.append([])
         by_depth[depth[k]].append(k)
-    cstrides = [_strides(sh) for sh in shape_of]
+    cstrides = [c_order_strides(sh) for sh in shape_of]
     cpos = [{v: i for i, v in enumerate(c)} for c in cliques]
     levels: list[SparseLevel] = []
     mpos = 0
@@ -203,10 +202,3 @@ def _starts(runs: IntArray) -> IntArray:
         else np.zeros(0, dtype=np.intp)
 
 
-def _strides(shape: Sequence[int]) -> list[int]:
-    """C-order strides (in entries) of a table of ``shape``."""
-    out, acc = [], 1
-    for n in reversed(shape):
-        out.append(acc)
-        acc *= n
-    return out[::-1]

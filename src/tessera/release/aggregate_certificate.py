@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from tessera.accounting.zcdp import epsilon_for_delta
 from tessera.mechanisms.record import MechanismRecord
@@ -27,7 +29,7 @@ from tessera.release.decimals import decimal_value
 from tessera.release.ledger import Charge
 from tessera.release.linear_costs import linear_cost_bound
 from tessera.release.plan import unit_costs
-from tessera.workload.aggregates import AggregateWorkload
+from tessera.workload.aggregates import AggregateWorkload, LinearQuery
 
 #: The ``format`` field of an aggregate certificate.
 FORMAT = "tessera-aggregate-certificate"
@@ -133,17 +135,28 @@ def verify_aggregate_certificate(doc: dict[str, Any], workload: AggregateWorkloa
     except (KeyError, TypeError, ValueError):
         return [*diffs, "linear queries: a scale is missing or not a number (a strategy "
                         "release's certificate has a 'strategy' section)"]
-    costs = unit_costs(budget, scales)
-    cb = linear_cost_bound(workload.cost_domain, linear, costs, definition=budget.calibration,
-                           neighbours=Neighbours.parse(doc["neighbours"]), unit=unit,
+    return [*diffs, *spend_differences(doc, workload, linear, scales, budget,
+                                       Neighbours.parse(doc["neighbours"]), unit, time_limit)]
+
+
+def spend_differences(doc: dict[str, Any], workload: AggregateWorkload,
+                      measured: Sequence[LinearQuery], scales: npt.NDArray[np.float64],
+                      budget: Budget, neighbours: Neighbours, unit: PrivacyUnit,
+                      time_limit: float | None) -> list[str]:
+    """The spend re-derived from the measured linear queries' scales (their exact weighted
+    cost, docs/theory.md §3.15): a difference when it exceeds the budget or the spend the
+    certificate records."""
+    cb = linear_cost_bound(workload.cost_domain, measured, unit_costs(budget, scales),
+                           definition=budget.calibration, neighbours=neighbours, unit=unit,
                            time_limit=time_limit, threshold=decimal_value(budget.total))
     spent = 0.0 if cb is None else cb.bound
+    out = []
     if cb is not None and cb.value > decimal_value(budget.total):
-        diffs.append(f"spent: re-derived {spent!r} exceeds the budget {budget.total!r}")
+        out.append(f"spent: re-derived {spent!r} exceeds the budget {budget.total!r}")
     recorded = doc.get("spent", {}).get("value")
     if recorded is None or spent > float(recorded):
-        diffs.append(f"spent: re-derived {spent!r}, certificate {recorded!r}")
-    return diffs
+        out.append(f"spent: re-derived {spent!r}, certificate {recorded!r}")
+    return out
 
 
 def linear_row_differences(rows: list[Any], workload: AggregateWorkload) -> list[str]:

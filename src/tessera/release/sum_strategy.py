@@ -49,6 +49,7 @@ from tessera.privacy import ONE_ROW, Neighbours, PrivacyUnit
 from tessera.release.aggregate_certificate import (
     certificate_document,
     linear_row_differences,
+    spend_differences,
     verify_aggregate_certificate,
     workload_digest,
 )
@@ -58,7 +59,6 @@ from tessera.release.decimals import decimal_value
 from tessera.release.exact_costs import CostBound
 from tessera.release.ledger import Charge
 from tessera.release.linear_costs import linear_cost_bound
-from tessera.release.plan import unit_costs
 from tessera.strategy.choose import STRATEGIES, TIE, choose_strategy
 from tessera.strategy.reconstruction import Strategy, model_variance
 from tessera.strategy.sums import SumFamily, counting_workload, measured_linear, sum_families
@@ -371,16 +371,8 @@ def verify_strategy_certificate(doc: dict[str, Any], workload: AggregateWorkload
         return [*diffs, "strategy: a measured query has no numeric scale"]
     if not np.all(np.isfinite(scales) & (scales > 0)):
         return [*diffs, "strategy: a measured query's scale is not a finite number > 0"]
-    cb = linear_cost_bound(workload.cost_domain, plan.measured, unit_costs(budget, scales),
-                           definition=budget.calibration, neighbours=n, unit=unit,
-                           time_limit=time_limit, threshold=decimal_value(budget.total))
-    spent = 0.0 if cb is None else cb.bound
-    if cb is not None and cb.value > decimal_value(budget.total):
-        diffs.append(f"spent: re-derived {spent!r} exceeds the budget {budget.total!r}")
-    recorded = doc.get("spent", {}).get("value")
-    if recorded is None or spent > float(recorded):
-        diffs.append(f"spent: re-derived {spent!r}, certificate {recorded!r}")
-    return diffs
+    return [*diffs, *spend_differences(doc, workload, plan.measured, scales, budget, n, unit,
+                                       time_limit)]
 
 
 def verify_release(doc: dict[str, Any], workload: AggregateWorkload, *,
