@@ -215,6 +215,18 @@ def planted(jt: JunctionTree) -> JunctionTree:
     return dataclasses.replace(jt, levels=tuple(levels))
 
 
+def assert_caught(jt: JunctionTree, bad: JunctionTree, seed: int) -> None:
+    """``jt`` agrees with the sparse reference and ``bad`` (a planted bug) does not: log Z
+    and the marginals move far beyond the tolerance."""
+    flat = np.random.default_rng(seed).normal(0, 2, size=jt.n_entries)  # not-privacy-noise
+    want_z, want = sparse_junction(jt).infer(flat)
+    close(jt.infer(flat)[1], want)
+    bad_z, bad_m = bad.infer(flat)
+    assert abs(bad_z - want_z) > 1e-6
+    with pytest.raises(AssertionError):
+        close(bad_m, want)
+
+
 def test_a_planted_axis_order_bug_is_caught() -> None:
     """Large cliques: swapping two axes of one factor's read (a square table, so the shapes
     still fit) changes log Z and the marginals far beyond the tolerance: the comparisons above
@@ -223,13 +235,7 @@ def test_a_planted_axis_order_bug_is_caught() -> None:
     jt = junction_tree(sizes, scopes, small_clique=0)
     bad = planted(jt)
     assert isinstance(bad.levels[0].cliques[0].steps[0].terms[0], Term)
-    flat = np.random.default_rng(3).normal(0, 2, size=jt.n_entries)  # not-privacy-noise
-    want_z, want = sparse_junction(jt).infer(flat)
-    close(jt.infer(flat)[1], want)
-    bad_z, bad_m = bad.infer(flat)
-    assert abs(bad_z - want_z) > 1e-6
-    with pytest.raises(AssertionError):
-        close(bad_m, want)
+    assert_caught(jt, bad, seed=3)
 
 
 def exchanged(a: np.ndarray, x: int, y: int) -> np.ndarray:
@@ -260,13 +266,7 @@ def test_a_planted_map_bug_is_caught(where: str) -> None:
         levels[k] = dataclasses.replace(
             levels[k], links=zero_one(links.rows, exchanged(links.cols, 0, 1), links.shape))
         bad = dataclasses.replace(jt, levels=tuple(levels))
-    flat = np.random.default_rng(5).normal(0, 2, size=jt.n_entries)  # not-privacy-noise
-    want_z, want = sparse_junction(jt).infer(flat)
-    close(jt.infer(flat)[1], want)
-    bad_z, bad_m = bad.infer(flat)
-    assert abs(bad_z - want_z) > 1e-6
-    with pytest.raises(AssertionError):
-        close(bad_m, want)
+    assert_caught(jt, bad, seed=5)
 
 
 def test_the_compile_guard_prices_the_small_cliques_maps() -> None:

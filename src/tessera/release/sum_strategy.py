@@ -59,6 +59,7 @@ from tessera.release.decimals import decimal_value
 from tessera.release.exact_costs import CostBound
 from tessera.release.ledger import Charge
 from tessera.release.linear_costs import linear_cost_bound
+from tessera.release.plan import unit_costs
 from tessera.strategy.choose import STRATEGIES, TIE, choose_strategy
 from tessera.strategy.reconstruction import Strategy, model_variance
 from tessera.strategy.sums import SumFamily, counting_workload, measured_linear, sum_families
@@ -215,14 +216,7 @@ def _choose_family(workload: AggregateWorkload, f: SumFamily, u: FloatArray, b_f
         raise TesseraError(f"{f.label}: strategy {best.name} measures queries without a "
                            "finite scale", hint="use --strategy direct")
     return FamilyChoice(f, b_f, counting, index, best, expected, measured,
-                        _per_unit(budget, np.asarray(best.scales, dtype=np.float64)))
-
-
-def _per_unit(budget: Budget, scales: FloatArray) -> FloatArray:
-    """Costs per unit of sensitivity of noise at ``scales``: 1/b or 1/(2σ²)."""
-    if budget.mechanism == DISCRETE_LAPLACE:
-        return 1.0 / scales
-    return 1.0 / (2.0 * scales * scales)
+                        unit_costs(budget, np.asarray(best.scales, dtype=np.float64)))
 
 
 # -- the release ------------------------------------------------------------------------------

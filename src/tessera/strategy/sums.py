@@ -133,7 +133,7 @@ def _is_marginal_cell(workload: AggregateWorkload, lq: LinearQuery) -> bool:
     assert isinstance(q, Query)
     key = dict(zip(st.group_by, lq.key))
     preds = list(q.predicates)
-    if lq.role == "sum" and lq.attribute in domain_names(workload) and lq.attribute not in key:
+    if lq.role == "sum" and lq.attribute in workload.domain.names and lq.attribute not in key:
         # SUM(x) of an attribute with NULLs reads the rows where x is not NULL; a NULL adds 0,
         # so h_u is 0 on those cells and q ∧ (x not NULL) equals q on h_u
         attr = workload.domain[lq.attribute]
@@ -142,11 +142,6 @@ def _is_marginal_cell(workload: AggregateWorkload, lq: LinearQuery) -> bool:
     return len(preds) == len(key) and all(
         p.attribute in key and len(p.coverage) == 1 and key[p.attribute] in p.coverage
         for p in preds)
-
-
-def domain_names(workload: AggregateWorkload) -> set[str]:
-    """The schema's attribute names."""
-    return set(workload.domain.names)
 
 
 def measured_linear(family: SumFamily, measured: Workload) -> tuple[LinearQuery, ...]:
