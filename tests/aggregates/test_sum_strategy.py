@@ -23,7 +23,7 @@ import pytest
 from tessera.data.source import encode
 from tessera.mechanisms import NoiseSource, discrete_gaussian, discrete_laplace
 from tessera.overlap.linear import power
-from tessera.privacy import Neighbours, PrivacyUnit
+from tessera.privacy import PrivacyUnit
 from tessera.release.aggregates import exact_linear
 from tessera.release.budget import Budget
 from tessera.release.sum_strategy import reconstruct, sum_strategy_plan
@@ -235,13 +235,6 @@ def test_auto_beats_direct_on_marginal_sums(budget):
     ratio = expected["direct"] / expected[f.name]
     print(f"{budget.text()}: {f.name} expected total variance {ratio:.2f}x below direct")
     assert ratio > 1.5
-
-
-def test_substitution_measures_directly_and_refuses_a_named_strategy():
-    w = workload_of(GRID, MARGINAL_SUMS[:3])
-    assert sum_strategy_plan(w, BUDGETS[0], neighbours=Neighbours.SUBSTITUTE) is None
-    with pytest.raises(Exception, match="add/remove neighbours only"):
-        sum_strategy_plan(w, BUDGETS[0], neighbours=Neighbours.SUBSTITUTE, strategy="residual")
 
 
 def test_a_named_strategy_that_does_not_apply_names_the_family():

@@ -103,9 +103,7 @@ def pieces(domain: Domain, linear: Sequence[LinearQuery], definition: Definition
                       np.array(factor, dtype=np.int64))
     cuts = cell_bounds(domain, linear)
     for i, lq in enumerate(linear):
-        values = [g for _, g in lq.values(domain)] if lq.role == "sum" else [1]
-        two_signed = (p == 2 and n is Neighbours.SUBSTITUTE
-                      and min(values, default=0) < 0 < max(values, default=0))
+        doubled = p == 2 and n is Neighbours.SUBSTITUTE and two_signed(domain, lq)
         steps = None if lq.role == "count" else cell_thresholds(domain, lq, cuts)
         for q, before, t in lq.levels(domain, steps):
             if q.is_contradiction():
@@ -113,9 +111,19 @@ def pieces(domain: Domain, linear: Sequence[LinearQuery], definition: Definition
             queries.append(q)
             owner.append(i)
             factor.append((t - before if p == 1 else t * t - before * before)
-                          * (2 if two_signed else 1))
+                          * (2 if doubled else 1))
     return Pieces(tuple(queries), np.array(owner, dtype=np.int64),
                   np.array(factor, dtype=np.int64))
+
+
+def two_signed(domain: Domain, lq: LinearQuery) -> bool:
+    """Whether a sum's clamped values take both signs (min g < 0 < max g over the domain): the
+    sums whose levels are doubled under ρ-zCDP substitution (module docstring); a count never.
+    """
+    if lq.role != "sum":
+        return False
+    values = [g for _, g in lq.values(domain)]
+    return min(values, default=0) < 0 < max(values, default=0)
 
 
 def _atoms_on(q: Query | BooleanClause, name: str) -> list[IntervalSet]:

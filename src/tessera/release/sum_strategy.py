@@ -62,7 +62,13 @@ from tessera.release.linear_costs import linear_cost_bound
 from tessera.release.plan import unit_costs
 from tessera.strategy.choose import STRATEGIES, TIE, choose_strategy
 from tessera.strategy.reconstruction import Strategy, model_variance
-from tessera.strategy.sums import SumFamily, counting_workload, measured_linear, sum_families
+from tessera.strategy.sums import (
+    SumFamily,
+    counting_calibration,
+    counting_workload,
+    measured_linear,
+    sum_families,
+)
 from tessera.workload.aggregates import AggregateWorkload, LinearQuery
 from tessera.workload.workload import Workload
 
@@ -138,21 +144,13 @@ def sum_strategy_plan(workload: AggregateWorkload, budget: Budget, *,
                       unit: PrivacyUnit = ONE_ROW, strategy: str = "auto",
                       time_limit: float | None = 60.0) -> SumStrategyPlan | None:
     """The plan of the module docstring; ``None`` when the workload is measured directly (the
-    direct plan, :func:`~.aggregate_plan.aggregate_plan`): ``strategy`` ``direct``, ``auto``
-    where no family gains from a strategy, or ``auto`` under substitute neighbours."""
+    direct plan, :func:`~.aggregate_plan.aggregate_plan`): ``strategy`` ``direct``, or ``auto``
+    where no family gains from a strategy."""
     if strategy not in STRATEGIES:
         raise TesseraError(f"unknown strategy {strategy!r}", hint=", ".join(STRATEGIES))
     n = Neighbours.parse(neighbours)
     if strategy == "direct" or getattr(unit, "count", "rows") != "rows":
         return None  # (the direct plan refuses --count people)
-    if n is not Neighbours.ADD_REMOVE:
-        if strategy == "auto":
-            return None
-        raise TesseraError(
-            f"strategy {strategy!r} for aggregate statements: add/remove neighbours only (under "
-            "substitution a row's value and cell change together, and a strategy's cost on "
-            "sums is not its counting cost times the clamp bound) — nothing was charged",
-            hint="use --neighbours add-remove, or --strategy direct")
     d = budget.calibration
     p = power(d)
     domain = workload.cost_domain
@@ -187,7 +185,8 @@ def _choose_family(workload: AggregateWorkload, f: SumFamily, u: FloatArray, b_f
                    s_f: float, budget: Budget, n: Neighbours, unit: PrivacyUnit, strategy: str,
                    time_limit: float | None) -> FamilyChoice:
     """Family f at budget ``b_f``: direct (costs u·B_f/S_f) against the counting strategies at
-    the counting budget B_f/M^p (module docstring)."""
+    the counting budget B_f/T under the relation of :func:`~tessera.strategy.sums.
+    counting_calibration` (module docstring)."""
     idx = list(f.indices)
     own = tuple(workload.linear[i] for i in idx)
     counting, index = counting_workload(workload, f)
@@ -197,8 +196,9 @@ def _choose_family(workload: AggregateWorkload, f: SumFamily, u: FloatArray, b_f
     c_direct = u[idx] * (b_f / s_f)
     weights = np.array([lq.weight for lq in own])
     direct_total = float(weights @ model_variance(d)(as_scales(budget, c_direct)))
+    factor, relation = counting_calibration(f, power(d), n)
     try:
-        choice = choose_strategy(counting, d, b_f / float(f.bound) ** power(d), neighbours=n,
+        choice = choose_strategy(counting, d, b_f / factor, neighbours=relation,
                                  strategy=strategy, compare=strategy == "auto",
                                  estimate="model", optimise_direct=False, unit=unit,
                                  time_limit=time_limit)

@@ -11,6 +11,13 @@ clamp(v)·A e_c, and its cost under per-query costs c_a is |clamp(v)|^p Σ_a c_a
 with M = max |clamp| (p = 1 pure ε, 2 ρ-zCDP): a counting strategy calibrated to a budget B/M^p
 spends at most B on h_u (×K, ×K² for a person of at most K rows, as every count).
 
+Under substitution a row moves from (c, v) to (c', v'), so A h_u by v·a(c) − v'·a(c') (a(c) the
+0/1 column of cell c), and Σ_a c_a |v a(c) − v' a(c')|^p ≤ T γ_A with T = 2M (p = 1), 2M²
+(p = 2, clamped values of one sign) or 4M² (p = 2, both signs) — the theorem "substitution" of
+§3.15, which also bounds the levels' p = 2 score by T γ_A, so the joint re-check never exceeds
+the budget. The counts (u = 1) are counting substitution itself: their strategy is calibrated
+to its own substitution cost (:func:`counting_calibration`).
+
 This module builds the families (:func:`sum_families`), each family's counting workload with
 the map from its linear queries to the counting workload's queries (:func:`counting_workload`)
 and the measured strategy queries as linear queries on h_u (:func:`measured_linear`), whose
@@ -24,6 +31,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from tessera.overlap.linear import two_signed
+from tessera.privacy import Neighbours
 from tessera.workload.aggregates import AggregateWorkload, LinearQuery
 from tessera.workload.families import Partition
 from tessera.workload.query import Query
@@ -36,7 +45,9 @@ IntArray = npt.NDArray[np.int64]
 class SumFamily:
     """The linear queries (``indices`` into the workload's linear queries) that sum one
     quantity: ``attribute`` clamped to [``lo``, ``hi``] in units of 10^``exponent`` (a
-    measure), or counts (``attribute`` None: h_1); ``bound`` is M = max |clamp|."""
+    measure), or counts (``attribute`` None: h_1); ``bound`` is M = max |clamp|;
+    ``two_signed``: the clamped values take both signs (:func:`~tessera.overlap.linear.
+    two_signed`)."""
 
     role: str
     attribute: str | None
@@ -45,6 +56,7 @@ class SumFamily:
     exponent: int | None
     indices: tuple[int, ...]
     bound: int
+    two_signed: bool = False
 
     @property
     def label(self) -> str:
@@ -68,6 +80,7 @@ def sum_families(workload: AggregateWorkload,
     clamp and unit; one for every count), in order of first appearance. ``bounds``: M_q of
     every linear query (:func:`tessera.overlap.linear.sensitivities`)."""
     m = np.asarray(bounds, dtype=np.int64)
+    domain = workload.cost_domain
     groups: dict[tuple[object, ...], list[int]] = {}
     for i, lq in enumerate(workload.linear):
         key = ("count",) if lq.role == "count" else ("sum", lq.attribute, lq.lo, lq.hi,
@@ -77,8 +90,35 @@ def sum_families(workload: AggregateWorkload,
     for idx in groups.values():
         first = workload.linear[idx[0]]
         out.append(SumFamily(first.role, first.attribute, first.lo, first.hi, first.exponent,
-                             tuple(idx), int(m[idx].max())))
+                             tuple(idx), int(m[idx].max()), two_signed(domain, first)))
     return tuple(out)
+
+
+def substitution_factor(family: SumFamily, p: int) -> int:
+    """T of the substitution theorem (docs/theory.md §3.15): for counting queries A with costs
+    c_a and add/remove cost γ_A, every substitution (c, v) → (c', v') of clamped values
+    |v|, |v'| ≤ M has Σ_a c_a |v a(c) − v' a(c')|^p ≤ T γ_A, and so has the levels' p = 2
+    score of the queries ``SUM(u) WHERE a``: T = 2M (p = 1, triangle inequality), 2M² (p = 2,
+    values of one sign: the cross term is ≤ 0), 4M² (p = 2, both signs: (x − y)² ≤ 2x² + 2y²,
+    and the levels' doubled weights)."""
+    m = family.bound
+    if p == 1:
+        return 2 * m
+    return (4 if family.two_signed else 2) * m * m
+
+
+def counting_calibration(family: SumFamily, p: int,
+                         neighbours: Neighbours) -> tuple[int, Neighbours]:
+    """(T, relation): a counting strategy whose cost under ``relation`` (for one row, or K·,
+    K²· for a person) is at most B/T costs at most B on h_u under ``neighbours``
+    (docs/theory.md §3.15). Add/remove: (M^p, add/remove), the theorem; substitution: the
+    counts are counting substitution itself, (1, substitute), exact; a sum (T of
+    :func:`substitution_factor`, add/remove)."""
+    if neighbours is Neighbours.ADD_REMOVE:
+        return family.bound ** p, Neighbours.ADD_REMOVE
+    if family.role == "count":
+        return 1, Neighbours.SUBSTITUTE
+    return substitution_factor(family, p), Neighbours.ADD_REMOVE
 
 
 def counting_workload(workload: AggregateWorkload, family: SumFamily
