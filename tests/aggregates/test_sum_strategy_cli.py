@@ -4,6 +4,7 @@ and a tampered certificate is refused."""
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import numpy as np
@@ -107,7 +108,11 @@ def test_named_strategy_and_refusals(files):
     assert {f["chosen"] for f in doc["strategy"]["families"]} == {"residual"}
     assert verify(files).exit_code == 0
     res = answer(files, "--epsilon", "1", "--strategy", "residual", "--neighbours", "substitute")
-    assert res.exit_code != 0 and "add/remove neighbours only" in res.output
+    assert res.exit_code == 0, res.output
+    doc = json.loads((files / "c.json").read_text())
+    assert doc["neighbours"] == "substitute"
+    assert {f["chosen"] for f in doc["strategy"]["families"]} == {"residual"}
+    assert verify(files).exit_code == 0
     res = answer(files, "--epsilon", "1", "--strategy", "identity", "--consistency")
     assert res.exit_code != 0 and "--consistency cannot be used" in res.output
     res = answer(files, "--epsilon", "1", "--consistency")  # auto: measured directly then
@@ -128,3 +133,56 @@ def test_ledger_is_charged_before_a_strategy_release(files):
     res = answer(files, "--epsilon", "0.6", "--ledger", led)
     assert res.exit_code != 0 and "budget" in res.output.lower()
     assert not (files / "o.csv").exists()
+
+
+FOUR_SCHEMA = SCHEMA.replace("  amount:", "  weekday: {type: categorical, values: [mo, tu, we, th, "
+                                        "fr, sa, su]}\n  amount:")
+FOUR_ATTRS = ["region", "channel", "tier", "weekday"]
+
+
+@pytest.mark.parametrize("budget", [["--epsilon", "1"],
+                                    ["--rho", "0.5", "--privacy-id", "pid", "--max-rows", "2"]])
+def test_substitution_auto_verify_and_tamper(files, budget):
+    """Every 1- and 2-way GROUP BY sum of 4 columns under substitute neighbours: ``auto``
+    measures a strategy, ``tessera verify`` recomputes it and refuses a tampered scale."""
+    rng = np.random.default_rng(9)
+    n = 400
+    df = pd.DataFrame({"region": rng.choice(["n", "s", "e", "w"], n),
+                       "channel": rng.choice(["web", "store"], n),
+                       "tier": rng.choice(["a", "b", "c"], n),
+                       "weekday": rng.choice(["mo", "tu", "we", "th", "fr", "sa", "su"], n),
+                       "amount": rng.integers(0, 501, n), "pid": rng.integers(0, 250, n)})
+    (files / "d.csv").write_text(df.to_csv(index=False))
+    (files / "s.yaml").write_text(FOUR_SCHEMA)
+    groups = [[a] for a in FOUR_ATTRS] + [list(p) for p in itertools.combinations(FOUR_ATTRS, 2)]
+    (files / "w.sql").write_text("".join(
+        f"SELECT {', '.join(g)}, SUM(CLAMP(amount, 0, 200)) AS rev FROM t GROUP BY "
+        f"{', '.join(g)}\n" for g in groups))
+    res = answer(files, *budget, "--neighbours", "substitute", "--strategy", "auto")
+    assert res.exit_code == 0, res.output
+    assert "strategy: SUM(CLAMP(amount, 0, 200)):" in res.output
+    doc = json.loads((files / "c.json").read_text())
+    assert doc["neighbours"] == "substitute"
+    assert [f["chosen"] for f in doc["strategy"]["families"]][0] in ("identity", "residual")
+    assert float(doc["spent"]["value"]) <= float(budget[1])
+    res = verify(files)
+    assert res.exit_code == 0 and "verified" in res.output, res.output
+    bad = json.loads(json.dumps(doc))
+    bad["strategy"]["measured_queries"][0]["scale"] /= 2
+    (files / "c.json").write_text(json.dumps(bad))
+    res = verify(files)
+    assert res.exit_code != 0 and "exceeds the budget" in res.output, res.output
+    # an add/remove release stated as substitute: its scales spend about twice the budget
+    res = answer(files, *budget, "--strategy", "auto")
+    assert res.exit_code == 0, res.output
+    bad = json.loads((files / "c.json").read_text())
+    bad["neighbours"] = "substitute"
+    (files / "c.json").write_text(json.dumps(bad))
+    res = verify(files)
+    assert res.exit_code != 0 and "exceeds the budget" in res.output, res.output
+
+
+def test_substitution_refuses_empty_data(files):
+    (files / "d.csv").write_text("region,channel,tier,amount,pid\n")
+    res = answer(files, "--epsilon", "1", "--neighbours", "substitute", "--strategy", "auto")
+    assert res.exit_code != 0 and "n is public" in res.output, res.output
