@@ -1,13 +1,15 @@
 """Direct vs ``--strategy auto`` on GROUP BY sums: empirical RMSE over repeated releases.
 
     PYTHONPATH=src python bench/bench_sum_strategy.py [--runs 20] [--rows 20000] [--seed 7]
+        [--neighbours add-remove|substitute]
 
 Makes up a sales table (region, channel, tier, weekday, amount 0..500; random, seeded, nothing
 written), takes every 1- and 2-way ``SUM(CLAMP(amount, 0, 200)) GROUP BY`` of the four
 categorical columns (10 statements, 16 + 89 = 105 groups), and answers it
 ``--runs`` times at ε = 1 (discrete Laplace) and at ρ = 0.5 (discrete Gaussian), add/remove one
-row, with the direct plan and with the plan ``auto`` chooses, on the same exact sums (DuckDB)
-with OpenDP's secure noise. Prints the RMSE over every group and run of each, and the ratio.
+row (or substitute one row: ``--neighbours substitute``), with the direct plan and with the
+plan ``auto`` chooses, on the same exact sums (DuckDB) with OpenDP's secure noise. Prints the
+RMSE over every group and run of each, and the ratio.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import pandas as pd
 
 from tessera.data.source import encode
 from tessera.mechanisms import NoiseSource, discrete_gaussian, discrete_laplace
+from tessera.privacy import Neighbours
 from tessera.release.aggregate_plan import aggregate_plan
 from tessera.release.aggregates import exact_linear
 from tessera.release.budget import Budget
@@ -55,7 +58,10 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--rows", type=int, default=20_000)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--neighbours", choices=[n.value for n in Neighbours],
+                        default=Neighbours.ADD_REMOVE.value)
     args = parser.parse_args()
+    n = Neighbours.parse(args.neighbours)
     domain = Domain.from_dict({"attributes": {
         **{a: {"type": "categorical", "values": v} for a, v in VALUES.items()},
         "amount": {"type": "integer", "min": 0, "max": 500}}})
@@ -64,13 +70,13 @@ def main() -> None:
     truth = exact_linear(domain, w.linear, encoded).astype(np.float64)
     source = NoiseSource.secure()
     print(f"{len(w.statements)} statements, {len(w.linear)} groups, {args.rows:,} rows, "
-          f"{args.runs} runs each")
+          f"{args.runs} runs each, {n.label}")
     for budget in (Budget.of(epsilon=1.0), Budget.of(rho=0.5)):
         sampler = (discrete_laplace.sample if budget.mechanism == "discrete_laplace"
                    else discrete_gaussian.sample)
         t0 = time.perf_counter()
-        direct = aggregate_plan(w, budget)
-        auto = sum_strategy_plan(w, budget, strategy="auto")
+        direct = aggregate_plan(w, budget, neighbours=n)
+        auto = sum_strategy_plan(w, budget, neighbours=n, strategy="auto")
         assert auto is not None
         planned = time.perf_counter() - t0
         exact_d = exact_linear(domain, direct.linear, encoded)

@@ -1,5 +1,5 @@
 """Strategies for sums under substitute neighbours (docs/theory.md §3.15, "Strategies for sums",
-the theorem "substitution").
+the theorem "under substitution").
 
 * the bound: for counting queries A with costs c and add/remove cost γ_A, every substitution
   (c, v) → (c', v') of clamped values has Σ_a c_a |v a(c) − v' a(c')|^p ≤ T γ_A, and so has the

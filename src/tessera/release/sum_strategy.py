@@ -9,15 +9,21 @@ of h_1). The budget B is split over the families in the proportions of the direc
 (:mod:`.aggregate_plan`): with its shape u_q and S_f the exact worst change of family f's own
 queries at costs u, family f gets B_f = B·S_f/Σ_g S_g. Each family's counting workload
 (:func:`~tessera.strategy.sums.counting_workload`) is handed to the strategy chooser at the
-counting budget B_f/M_f^p (M_f = max |clamp|, p = 1 under ε, 2 under ρ): by the theorem of
-§3.15 a counting strategy calibrated there spends at most B_f on h_u. ``direct`` (the family's
+counting budget B_f/T_f under the relation of :func:`~tessera.strategy.sums.
+counting_calibration`: under add/remove T_f = M_f^p (M_f = max |clamp|, p = 1 under ε, 2 under
+ρ) with the add/remove counting cost; under substitution, for a sum, T_f = 2M_f (ε), 2M_f²
+(ρ, a clamp of one sign) or 4M_f² (ρ, both signs) with the add/remove counting cost, and for the
+counts T = 1 with the counting substitution cost (exact: h_1 moves as a count). By the theorems
+of §3.15 a counting strategy calibrated there spends at most B_f on h_u. ``direct`` (the family's
 own queries at costs u·B_f/S_f: exactly the direct plan's shape) is kept unless a strategy has a
 smaller expected Σ_q w_q Var_q (continuous noise model, upper bounds on the discrete variances),
 ties to direct. All measured queries — every family's, as linear queries on h_u — are then
 calibrated *jointly* by :func:`~.aggregate_plan.fit_to_budget`: their exact worst change (the
-levels of §3.15: exact under add/remove) rescaled to B and re-checked, so the spend rests on the
+levels of §3.15: exact under add/remove and under ε substitution, their upper bound under ρ
+substitution — which T_f also bounds) rescaled to B and re-checked, so the spend rests on the
 exact re-check, never on the reduction alone (Σ_f spends ≤ B, so the rescaling only lowers the
-noise). When every family keeps direct, the plan is the direct plan, and :func:`sum_strategy_plan`
+noise). Substitution needs n public: the release refuses empty data, as the direct one does.
+When every family keeps direct, the plan is the direct plan, and :func:`sum_strategy_plan`
 returns ``None``.
 
 **Release**: the measured queries are exact integer sums on the engine
@@ -27,9 +33,10 @@ squares with the exact discrete variances (:meth:`~tessera.strategy.reconstructi
 estimate`); an AVG is the reconstructed sum over the reconstructed count (two families: their
 noises are independent), with the delta method's interval from the reconstructed variances.
 
-Restricted to add/remove neighbours: under substitution a row may move from (c, u) to (c', u'),
-and ‖A(u e_c − u' e_c')‖ is not M times a counting pair's; ``auto`` then measures directly and a
-named strategy is refused. Residual strategies measure marginals (not residual contrasts).
+Under substitution a row may move from (c, v) to (c', v'), and A h_u by v·a(c) − v'·a(c'): not
+M times a counting pair (the tautology's count does not move, the total sum does), hence the
+factor T_f ≥ M_f^p (docs/theory.md §3.15, "under substitution"). Residual strategies measure
+marginals (not residual contrasts).
 """
 
 from __future__ import annotations

@@ -13,10 +13,10 @@ spends at most B on h_u (×K, ×K² for a person of at most K rows, as every cou
 
 Under substitution a row moves from (c, v) to (c', v'), so A h_u by v·a(c) − v'·a(c') (a(c) the
 0/1 column of cell c), and Σ_a c_a |v a(c) − v' a(c')|^p ≤ T γ_A with T = 2M (p = 1), 2M²
-(p = 2, clamped values of one sign) or 4M² (p = 2, both signs) — the theorem "substitution" of
-§3.15, which also bounds the levels' p = 2 score by T γ_A, so the joint re-check never exceeds
-the budget. The counts (u = 1) are counting substitution itself: their strategy is calibrated
-to its own substitution cost (:func:`counting_calibration`).
+(p = 2, clamped values of one sign) or 4M² (p = 2, both signs) — the theorem "under
+substitution" of §3.15, which also bounds the levels' p = 2 score by T γ_A, so the joint
+re-check never exceeds the budget. The counts (u = 1) are counting substitution itself:
+their strategy is calibrated to its own substitution cost (:func:`counting_calibration`).
 
 This module builds the families (:func:`sum_families`), each family's counting workload with
 the map from its linear queries to the counting workload's queries (:func:`counting_workload`)
