@@ -163,7 +163,12 @@ def test_substitution_auto_verify_and_tamper(files, budget):
     assert "strategy: SUM(CLAMP(amount, 0, 200)):" in res.output
     doc = json.loads((files / "c.json").read_text())
     assert doc["neighbours"] == "substitute"
-    assert [f["chosen"] for f in doc["strategy"]["families"]][0] in ("identity", "residual")
+    fam = doc["strategy"]["families"][0]
+    assert fam["chosen"] in ("identity", "residual")
+    # the chooser's budget: B_f/(2M) under ε, B_f/(2M²) under ρ (one-signed clamp, M = 200)
+    t = 2 * 200 if budget[0] == "--epsilon" else 2 * 200**2
+    assert fam["counting_budget"] == pytest.approx(fam["budget"] / t)
+    assert fam["counting_neighbours"] == "add-remove"
     assert float(doc["spent"]["value"]) <= float(budget[1])
     res = verify(files)
     assert res.exit_code == 0 and "verified" in res.output, res.output

@@ -239,9 +239,8 @@ def _answer_aggregates(data: Path, workload: Path, schema: Path, budget: object,
                markup=False)
     if strategy != "direct" and not hasattr(plan, "families"):
         info.print("strategy: direct (no summed quantity's queries have a strategy of lower "
-                   "expected error" + (", or --consistency" if consistency else "")
-                   + ("; strategies need add/remove neighbours" if plan.neighbours.value
-                      != "add-remove" else "") + ")", markup=False)
+                   "expected error" + (", or --consistency" if consistency else "") + ")",
+                   markup=False)
     info.print(f"aggregates: {len(w.statements):,} statements, {len(plan.linear):,} linear "
                f"queries (counts and clamped sums); mechanism {plan.mechanism}", markup=False)
     for fam in getattr(plan, "families", ()):  # a strategy release: each summed quantity's

@@ -272,15 +272,21 @@ def measured_digest(queries: tuple[LinearQuery, ...], workload: AggregateWorkloa
 
 def strategy_section(plan: SumStrategyPlan) -> dict[str, Any]:
     """The certificate's ``strategy`` section: per family its summed quantity, budget share,
-    chosen strategy, candidates' expected errors and measured queries' hash; then every
-    measured query with its scale (what the spend is re-derived from)."""
+    the counting budget and relation the chooser calibrated its candidates to (B_f/T_f,
+    :func:`~tessera.strategy.sums.counting_calibration`), chosen strategy, candidates' expected
+    errors and measured queries' hash; then every measured query with its scale (what the spend
+    is re-derived from)."""
     fams = []
+    p = power(plan.budget.calibration)
     for f in plan.families:
+        factor, relation = counting_calibration(f.family, p, plan.neighbours)
         fams.append({
             "family": f.family.label,
             "bound": f.family.bound,
             "linear_queries": len(f.family.indices),
             "budget": f.budget,
+            "counting_budget": f.budget / factor,
+            "counting_neighbours": relation.value,
             "chosen": f.name,
             "candidates": [{"strategy": s, "expected_total": t} for s, t in f.expected],
             "measured": {"sha256": measured_digest(f.measured, plan.workload),
