@@ -195,6 +195,26 @@ def test_substitution_spend_by_brute_force(budget, texts, strategy):
     pre_fit_checks(plan, delta, p)
 
 
+RANGES = [f"SELECT SUM(CLAMP(v, -1, 2)) FROM t WHERE v BETWEEN {lo} AND {hi}"
+          for lo, hi in itertools.combinations(range(-3, 5), 2)]
+
+
+@pytest.mark.parametrize("budget", BUDGETS)
+def test_hierarchical_ranges_under_substitution(budget):
+    """Range sums of the summed attribute itself: a tree strategy, every pair of records."""
+    w = workload_of(DOMAIN, RANGES)
+    plan = sum_strategy_plan(w, budget, neighbours=SUB, strategy="hierarchical")
+    assert plan is not None and plan.families[0].name.startswith("hierarchical")
+    p = power(budget.calibration)
+    delta = contributions(plan.measured, DOMAIN, POINTS)
+    brute = pair_cost(delta, delta, plan.costs, p)
+    stated = float(plan.spent.value)
+    assert brute <= stated * (1 + 1e-9) and stated <= float(budget.total) * (1 + 1e-12)
+    if p == 1:
+        assert stated <= brute * (1 + 1e-9)
+    pre_fit_checks(plan, delta, p)
+
+
 @pytest.mark.parametrize("budget", BUDGETS)
 def test_person_substitution_by_brute_force(budget):
     """A person of at most 2 rows replaced by another of at most 2 (rows added and removed
