@@ -59,6 +59,25 @@ the data bounded to the same unit (a row-level release leaves a person's rows un
 bounded to another id or K is another unit): :meth:`Ledger.charge` refuses any other unit
 before anything is recorded.
 
+Sums of measures
+----------------
+A release that sums a *measure* (a data column outside the schema, summed as
+Σ clamp(u, lo_q, hi_q) in integer units u of 10^e: docs/theory.md §3.15) has no count pieces
+over the schema: its pieces live on a cost domain whose grid for the measure is its own clamps'
+breakpoints, and these differ between releases. :meth:`Ledger.charge_linear` therefore stores
+the release's linear queries themselves (conditions as SQL, clamps in units, the unit), and
+every solve cuts *all* such releases together into count pieces on the **merged** cost domain:
+the schema and, per measure, the union B* of every release's breakpoints (counting releases are
+re-parsed on it; they do not read the measure). The combined loss of a record (x, r) is the
+loss of the concatenated linear queries at u(r), and the union of the breakpoints contains a
+maximiser of it over all real r (docs/theory.md §3.15, "Measures across releases": the Lemma's
+proof needs only every clamp bound, and 0 where a clamp straddles it), so the union bound is the
+spent budget exactly under add/remove and pure-ε substitution, the same upper bound under
+ρ-zCDP substitution, and K or K² times it for a person. This needs *one* u(r) per row: every
+release sums a measure in the unit of its first charge (:meth:`Ledger.at_units` adapts a
+workload before it is planned; a release in another unit is refused before anything is
+recorded). The sequential bound below stays valid as the other arm of the minimum.
+
 Charging
 --------
 :meth:`Ledger.charge` runs in ONE ``BEGIN IMMEDIATE`` transaction (SQLite's write lock, taken
@@ -108,11 +127,11 @@ recorded spent budget exceeds the total. The bounds themselves are computed with
 exact arithmetic (:mod:`tessera.release.exact_costs`, :mod:`tessera.release.decimals`); the
 records and errors are in :mod:`tessera.release.ledger_records`.
 
-Why this module is long (about 550 lines): the first hundred are this docstring, the privacy
+Why this module is long (about 850 lines): the first 130 are this docstring, the privacy
 argument (why charging this way is a valid filter) and the rules of exact arithmetic and
 locking that the code relies on, kept next to the one class that implements them; the code is
-the :class:`Ledger` class alone, whose charge, status and read paths share its settings and
-its cache of parsed workloads.
+the :class:`Ledger` class (and :class:`Part`, one release as the solver sees it), whose charge,
+status and read paths share its settings and its caches of parsed workloads.
 """
 
 from __future__ import annotations
