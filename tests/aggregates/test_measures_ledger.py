@@ -143,7 +143,10 @@ def assert_matches(spent: float, truth: float, exact: bool) -> None:
        st.data())
 def test_ledger_spend_equals_brute_force(tmp_path_factory, measured, counts, definition,
                                          neighbours, data):
-    texts = [*measured[:1], counts, *measured[1:]]  # the counting release in between
+    # the first release fixes m's unit at 10^-6, which every clamp of BOUNDS can take; the
+    # counting release comes in between
+    texts = [[*measured[0], "SELECT SUM(CLAMP(m, 0, 3)) FROM t WHERE a = 'z'"], counts,
+             *measured[1:]]
     bases = [np.array(data.draw(st.lists(st.integers(1, 8), min_size=40, max_size=40))) / 4.0
              for _ in texts]
     book, truth, _ = ledger_and_truth(tmp_path_factory.mktemp("l"), texts, bases, definition,
@@ -210,6 +213,15 @@ def test_person_ledger_pays_k_times_the_rows(tmp_path):
                 truth = max(truth, more)
             exact = neighbours is Neighbours.ADD_REMOVE or definition == "pure"
             assert_matches(book.spent(), factor * truth, exact)
+
+
+def test_release_of_zero_sums_costs_nothing(tmp_path):
+    """SUM(CLAMP(m, 0, 0)) is 0 on every row: charged at cost 0 (with a counting release)."""
+    texts = [["SELECT SUM(CLAMP(m, 0, 0)) FROM t"], ["SELECT COUNT(*) FROM t"],
+             ["SELECT SUM(CLAMP(m, 0, 0)) FROM t WHERE b"]]
+    book, truth, _ = ledger_and_truth(tmp_path, texts, [np.array([1.0])] * 3, "pure",
+                                      Neighbours.SUBSTITUTE)
+    assert truth == 0 and book.spent() == 0 and book.releases()[0].cost == 0
 
 
 def test_units_follow_the_first_charge(tmp_path):
