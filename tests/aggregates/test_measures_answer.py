@@ -158,11 +158,45 @@ def test_measure_absent_from_the_data(files):
     assert "Traceback" not in res.output
 
 
-def test_ledger_refused_before_any_charge(files):
-    assert run("ledger", "init", files / "l.json", "--schema", files / "s.yaml", "--epsilon",
-               "3").exit_code == 0
-    res = run("answer", files / "d.csv", files / "w.sql", "--schema", files / "s.yaml",
-              "--epsilon", "1", "--extra-columns", "ignore", "--ledger", files / "l.json")
-    assert res.exit_code != 0 and "nothing was charged" in res.output, res.output
-    shown = run("ledger", "show", files / "l.json")
-    assert "0 releases" in shown.output
+def test_ledger_charges_measures(files):
+    """Two releases of sums of measures under different clamps charged to one ledger: the
+    summary shows the spend (each alone costs ε = 1; together 1.55, not 2: the union on both
+    releases' breakpoints merged); one that would exceed the total is refused, nothing
+    charged; one whose bounds the ledger's unit of the measure cannot express is refused
+    before any charge, naming both units; the certificates verify (a release summed in the
+    ledger's unit)."""
+    schema = ["--schema", files / "s.yaml", "--extra-columns", "ignore"]
+    assert run("ledger", "init", files / "l.db", "--schema", files / "s.yaml", "--epsilon",
+               "2.5").exit_code == 0
+    first = run("answer", files / "d.csv", files / "w.sql", *schema, "--epsilon", "1",
+                "--ledger", files / "l.db", "--certificate", files / "c1.json",
+                "-o", files / "o1.csv")
+    assert first.exit_code == 0, first.output
+    (files / "w2.sql").write_text(
+        "n: SELECT SUM(CLAMP(amount, -50, 2.5)) AS small FROM t WHERE region = 'north'\n")
+    second = run("answer", files / "d.csv", files / "w2.sql", *schema, "--epsilon", "1",
+                 "--ledger", files / "l.db", "--certificate", files / "c2.json",
+                 "-o", files / "o2.csv")
+    assert second.exit_code == 0, second.output
+    shown = run("ledger", "show", files / "l.db").output
+    # the union: a row at amount = -50 in the north pays 1 + what release 1 charges it
+    assert "2 releases" in shown and "spent 1.55 (exact)" in shown, shown
+    assert "alone 1, spent after 1.55" in shown
+    doc = json.loads((files / "c2.json").read_text())  # summed in the ledger's unit, 10^-4
+    assert doc["linear_queries"][0]["measure"]["exponent"] == -4
+    assert doc["linear_queries"][0]["clamp"] == [-500_000, 25_000]
+    for cert, work in (("c1.json", "w.sql"), ("c2.json", "w2.sql")):
+        ok = run("verify", files / cert, files / work, "--schema", files / "s.yaml")
+        assert ok.exit_code == 0 and "verified" in ok.output, ok.output
+    over = run("answer", files / "d.csv", files / "w2.sql", *schema, "--epsilon", "1",
+               "--ledger", files / "l.db", "-o", files / "o3.csv")
+    assert over.exit_code != 0 and "refused" in over.output and "Traceback" not in over.output
+    (files / "w3.sql").write_text("b: SELECT SUM(CLAMP(amount, 0, 5000)) FROM t\n")
+    other = run("answer", files / "d.csv", files / "w3.sql", *schema, "--epsilon", "0.1",
+                "--ledger", files / "l.db", "-o", files / "o4.csv")
+    assert other.exit_code != 0 and "Traceback" not in other.output
+    flat = " ".join(other.output.split())
+    assert "'amount'" in flat and "10^-4" in flat and "10^-3" in flat, flat
+    assert "nothing was charged" in flat and "hint" in flat
+    assert not (files / "o3.csv").exists() and not (files / "o4.csv").exists()
+    assert "2 releases" in run("ledger", "show", files / "l.db").output

@@ -20,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tessera.accounting.zcdp import epsilon_for_delta
+from tessera.errors import QueryError
 from tessera.mechanisms.record import MechanismRecord
 from tessera.overlap.linear import sensitivities
 from tessera.privacy import Neighbours, PrivacyUnit
@@ -99,6 +100,26 @@ def _guarantee(plan: Any) -> str:
         eps = epsilon_for_delta(plan.spent.bound, float(delta))
         text += f", hence (ε, δ)-DP with ε = {eps:.6g}, δ = {float(delta):g}"
     return text
+
+
+def certified_units(doc: dict[str, Any], workload: AggregateWorkload) -> AggregateWorkload:
+    """``workload`` with each measure summed in the unit its certificate records: a release
+    charged to a ledger sums a measure in the ledger's unit, not always its own
+    (docs/aggregates.md, "Measures"; docs/theory.md §3.15). Unchanged when they agree, or when
+    the bounds cannot take the recorded unit (the rows' comparison then reports it)."""
+    units: dict[str, int] = {}
+    for row in doc.get("linear_queries", []):
+        m = row.get("measure") if isinstance(row, dict) else None
+        if (isinstance(m, dict) and isinstance(row.get("attribute"), str)
+                and isinstance(m.get("exponent"), int)):
+            units.setdefault(row["attribute"], m["exponent"])
+    fixed = {a: e for a, e in units.items() if workload.measures.get(a) not in (None, e)}
+    if not fixed:
+        return workload
+    try:
+        return workload.at_resolutions(fixed)
+    except QueryError:
+        return workload
 
 
 def read_aggregate_certificate(path: str | Path) -> dict[str, Any] | None:

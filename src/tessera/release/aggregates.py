@@ -2,11 +2,14 @@
 docs/theory.md §3.15).
 
 The order is :func:`tessera.release.answering.answer`'s: **plan** from the public inputs
-(:func:`~.aggregate_plan.aggregate_plan`), the data read and validated (and bounded per person)
-before any charge, the **charge** (the ledger re-solves the linear queries' levels — nested count
-pieces — with their weighted costs), then the exact sums, the **noise** (discrete Laplace or
-Gaussian from OpenDP, on integer sums: every clamped value is an integer), AVG as
-post-processing, and the files, all or none.
+(:func:`~.aggregate_plan.aggregate_plan`; with a ledger, each measure summed in the unit of its
+first charge to it), the data read and validated (and bounded per person) before any charge,
+the **charge** (the ledger re-solves the linear queries' levels — nested count pieces — with
+their weighted costs; a workload with measures is charged as its linear queries, which the
+ledger cuts on the union of every release's breakpoints:
+:meth:`~tessera.release.ledger.Ledger.charge_linear`), then the exact sums, the **noise**
+(discrete Laplace or Gaussian from OpenDP, on integer sums: every clamped value is an integer),
+AVG as post-processing, and the files, all or none.
 
 The exact linear queries are computed from the pieces' counts, f_q = Σ_c g_{q,c}·count(q ∧ x_a
 = c), on the engine that reads the data (DuckDB or Spark, the person bounding included): a sum
@@ -141,6 +144,17 @@ def answer_aggregates(
 
     outputs = check_outputs([Output.of(output, "answers", (".csv",)),
                              Output.of(certificate, "certificate", (".json",))])
+    book = Ledger.open(ledger) if isinstance(ledger, (str, Path)) else ledger
+    if book is not None:
+        if (book.definition is not budget.calibration
+                or book.neighbours is not Neighbours.parse(neighbours)):
+            raise TesseraError("the ledger counts another definition or neighbour relation "
+                               "than this release (nothing was charged)",
+                               hint="use the ledger's definition and --neighbours")
+        book.check_unit(unit)
+        # every release charged to the ledger sums a measure in one unit (its first charge's):
+        # fixed before planning, since the noise is calibrated in units
+        workload = book.at_units(workload)
     source = NoiseSource.secure() if seed is None else NoiseSource.seeded(seed)
     splan: SumStrategyPlan | None = None
     if consistency and strategy not in ("auto", "direct"):
@@ -155,23 +169,6 @@ def answer_aggregates(
         workload, budget, neighbours=neighbours, unit=unit, time_limit=time_limit)
     measured = plan.measured if splan is not None else plan.linear
     check_scales(plan)
-    book = Ledger.open(ledger) if isinstance(ledger, (str, Path)) else ledger
-    if book is not None:
-        if book.definition is not budget.calibration or book.neighbours is not plan.neighbours:
-            raise TesseraError("the ledger counts another definition or neighbour relation "
-                               "than this release (nothing was charged)",
-                               hint="use the ledger's definition and --neighbours")
-        book.check_unit(unit)
-        if workload.measures:
-            raise TesseraError(
-                "a ledger cannot yet be charged for sums of measures "
-                f"({', '.join(workload.measures)}: "
-                "data columns outside the schema; a ledger re-solves every release on its "
-                "schema, and a measure's breakpoints differ between releases) — nothing was "
-                "charged",
-                hint="answer without --ledger and account for the certificate's spend yourself "
-                     "(sequential composition), or declare the column in the schema as an "
-                     "integer attribute")
     encoded = encode(data, workload.domain, on_invalid=on_invalid,  # type: ignore[arg-type]
                      csv=csv, table=table, unit=unit, extra_columns=extra_columns,
                      measures=tuple(workload.measures))
@@ -179,7 +176,15 @@ def answer_aggregates(
         raise DataError("the data has no rows: under substitute neighbours n is public "
                         "(nothing was charged)", hint="use add/remove neighbours")
     charge = None
-    if book is not None:
+    if book is not None and workload.measures:
+        # a measure's grid differs between releases: the ledger keeps the linear queries and
+        # re-cuts them on the union of every release's breakpoints (docs/theory.md §3.15,
+        # "Measures across releases")
+        charge = book.charge_linear(workload.domain, measured, plan.costs,
+                                    label=label or "aggregates", mechanism=plan.mechanism,
+                                    time_limit=60.0 if time_limit is None
+                                    else max(time_limit, 1.0), unit=unit)
+    elif book is not None:
         cut = pieces(workload.cost_domain, measured, budget.calibration, plan.neighbours)
         charge = book.charge(piece_workload(workload.cost_domain, cut), cut.costs(plan.costs),
                              label=label or "aggregates", mechanism=plan.mechanism,

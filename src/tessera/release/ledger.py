@@ -59,6 +59,25 @@ the data bounded to the same unit (a row-level release leaves a person's rows un
 bounded to another id or K is another unit): :meth:`Ledger.charge` refuses any other unit
 before anything is recorded.
 
+Sums of measures
+----------------
+A release that sums a *measure* (a data column outside the schema, summed as
+Σ clamp(u, lo_q, hi_q) in integer units u of 10^e: docs/theory.md §3.15) has no count pieces
+over the schema: its pieces live on a cost domain whose grid for the measure is its own clamps'
+breakpoints, and these differ between releases. :meth:`Ledger.charge_linear` therefore stores
+the release's linear queries themselves (conditions as SQL, clamps in units, the unit), and
+every solve cuts *all* such releases together into count pieces on the **merged** cost domain:
+the schema and, per measure, the union B* of every release's breakpoints (counting releases are
+re-parsed on it; they do not read the measure). The combined loss of a record (x, r) is the
+loss of the concatenated linear queries at u(r), and the union of the breakpoints contains a
+maximiser of it over all real r (docs/theory.md §3.15, "Measures across releases": the Lemma's
+proof needs only every clamp bound, and 0 where a clamp straddles it), so the union bound is the
+spent budget exactly under add/remove and pure-ε substitution, the same upper bound under
+ρ-zCDP substitution, and K or K² times it for a person. This needs *one* u(r) per row: every
+release sums a measure in the unit of its first charge (:meth:`Ledger.at_units` adapts a
+workload before it is planned; a release in another unit is refused before anything is
+recorded). The sequential bound below stays valid as the other arm of the minimum.
+
 Charging
 --------
 :meth:`Ledger.charge` runs in ONE ``BEGIN IMMEDIATE`` transaction (SQLite's write lock, taken
@@ -108,11 +127,11 @@ recorded spent budget exceeds the total. The bounds themselves are computed with
 exact arithmetic (:mod:`tessera.release.exact_costs`, :mod:`tessera.release.decimals`); the
 records and errors are in :mod:`tessera.release.ledger_records`.
 
-Why this module is long (about 550 lines): the first hundred are this docstring, the privacy
+Why this module is long (about 850 lines): the first 130 are this docstring, the privacy
 argument (why charging this way is a valid filter) and the rules of exact arithmetic and
 locking that the code relies on, kept next to the one class that implements them; the code is
-the :class:`Ledger` class alone, whose charge, status and read paths share its settings and
-its cache of parsed workloads.
+the :class:`Ledger` class (and :class:`Part`, one release as the solver sees it), whose charge,
+status and read paths share its settings and its caches of parsed workloads.
 """
 
 from __future__ import annotations
@@ -127,6 +146,8 @@ import os
 import sqlite3
 import uuid
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -135,6 +156,8 @@ import numpy as np
 import numpy.typing as npt
 
 from tessera.data.outputs import settled
+from tessera.errors import QueryError
+from tessera.overlap.linear import pieces
 from tessera.privacy import ONE_ROW, Definition, Neighbours, PrivacyUnit
 from tessera.release.decimals import (
     decimal_value,
@@ -167,21 +190,35 @@ from tessera.release.ledger_store import (
     APPLICATION_ID,
     CHARGE_COLUMNS,
     DEFAULT_TIMEOUT,
+    READABLE_VERSIONS,
     SCHEMA_VERSION,
     charge_from_row,
     connection,
     create_file,
     domain_text,
+    has_linear,
+    linear_doc,
     now,
     read_costs,
     snapshot,
     spent_bounds,
     stored_clauses,
     stored_costs,
+    stored_linear,
     stored_workload,
+    upgrade,
     write_transaction,
 )
+from tessera.release.linear_costs import piece_workload
 from tessera.schema.domain import Domain
+from tessera.schema.measures import MAX_UNITS, unit_size
+from tessera.workload.aggregates import (
+    MIN_FIXED_UNITS,
+    AggregateWorkload,
+    LinearQuery,
+    measure_cost_domain,
+)
+from tessera.workload.query import Query
 from tessera.workload.workload import Workload
 
 logger = logging.getLogger(__name__)
@@ -211,6 +248,21 @@ __all__ = [
 LEDGER_DEFINITIONS: tuple[Definition, ...] = (Definition.PURE, Definition.ZCDP)
 
 
+@dataclass(frozen=True, eq=False)
+class Part:
+    """One release as the union solve sees it: its ``workload`` over the ledger's schema and
+    per-query ``costs``, ``clauses`` the stored text of its queries (re-parsed on a cost
+    domain with measures), and for a release charged as linear queries
+    (:meth:`Ledger.charge_linear`) those queries (``linear``: the workload is then their
+    conditions q, the costs their c_q)."""
+
+    release_id: str
+    workload: Workload
+    costs: npt.NDArray[np.float64]
+    clauses: str
+    linear: tuple[LinearQuery, ...] | None = None
+
+
 class Ledger:
     """The budget ledger of one data set: an SQLite file (see the module docstring).
 
@@ -234,6 +286,8 @@ class Ledger:
         self._domain_text = str(meta["domain"])
         self.domain = Domain.from_dict(json.loads(self._domain_text))
         self._parsed: dict[str, Workload] = {}
+        self._linear: dict[str, tuple[LinearQuery, ...]] = {}
+        self._lifted: dict[tuple[str, Any], Workload] = {}
 
     def __repr__(self) -> str:
         unit = "" if self.unit.is_row else (f", privacy_id={self.unit.id_column!r}, "
@@ -317,9 +371,10 @@ class Ledger:
                 raise LedgerError("not a Tessera budget ledger", where=str(p))
             meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
         version = meta.get("schema_version")
-        if version != SCHEMA_VERSION:
+        if version not in READABLE_VERSIONS:
             raise LedgerError(f"ledger schema version {version!r}; this Tessera reads "
-                              f"{SCHEMA_VERSION}", where=str(p), hint="upgrade Tessera")
+                              f"{' and '.join(map(str, READABLE_VERSIONS))}", where=str(p),
+                              hint="upgrade Tessera")
         return cls(p, meta, timeout=timeout)
 
     # -- charging ---------------------------------------------------------------------------------
@@ -348,19 +403,67 @@ class Ledger:
         docs, "A person ledger").
         """
         self.check_unit(unit)
-        if not (isinstance(time_limit, (int, float)) and math.isfinite(time_limit)
-                and time_limit > 0):
-            raise LedgerError(f"time_limit must be a number of seconds > 0, got {time_limit!r}")
+        _check_time_limit(time_limit)
         c = checked_costs(workload, costs)
         clauses = stored_clauses(workload, self.domain, self._domain_text, str(self.path))
+        part = Part(str(uuid.uuid4()), workload, c, json.dumps(clauses, ensure_ascii=False))
+        return self._charge(part, label=label, mechanism=mechanism, time_limit=time_limit,
+                            fast_path=fast_path)
+
+    def charge_linear(
+        self,
+        domain: Domain,
+        linear: Sequence[LinearQuery],
+        costs: npt.ArrayLike,
+        *,
+        label: str,
+        mechanism: str,
+        time_limit: float = DEFAULT_TIME_LIMIT,
+        fast_path: bool = False,
+        unit: PrivacyUnit = ONE_ROW,
+    ) -> Charge:
+        """Charge a release of linear queries — counts and clamped sums of schema attributes
+        or of **measures** (data columns outside the schema) — as :meth:`charge` does.
+
+        ``linear``: the release's linear queries over the schema ``domain`` (the ledger's);
+        ``costs[i]`` their c_q per unit of sensitivity (ε_q = 1/b_q, ρ_q = 1/(2σ_q²); a sum's
+        in units of its resolution). The ledger stores the queries themselves (conditions as
+        SQL, clamps in units, each measure's unit 10^e) and cuts every release charged this way
+        into count pieces on the *merged* cost domain at each solve — each measure's grid the
+        union of the breakpoints of every release so far — so that the spent budget is exact
+        (module docs, "Sums of measures"). Every release must sum a measure in the unit of its
+        first charge (:meth:`at_units` adapts a workload beforehand); another is refused
+        before anything is recorded."""
+        self.check_unit(unit)
+        _check_time_limit(time_limit)
+        lin = tuple(linear)
+        for lq in lin:
+            if lq.is_measure and lq.attribute in self.domain.names:
+                raise LedgerError(f"{lq.attribute!r} is summed as a measure but is a schema "
+                                  "attribute", where=str(self.path))
+        names = tuple("count" if lq.role == "count" else
+                      f"sum({lq.attribute}, {lq.lo}..{lq.hi}"
+                      + ("" if lq.exponent is None else f" × 10^{lq.exponent}") + ")"
+                      for lq in lin)
+        conditions = Workload(domain, tuple(lq.query for lq in lin), names, (1.0,) * len(lin))
+        c = checked_costs(conditions, costs)
+        clauses = stored_clauses(conditions, self.domain, self._domain_text, str(self.path))
+        part = Part(str(uuid.uuid4()), conditions, c, json.dumps(clauses, ensure_ascii=False),
+                    lin)
+        return self._charge(part, label=label, mechanism=mechanism, time_limit=time_limit,
+                            fast_path=fast_path)
+
+    def _charge(self, part: Part, *, label: str, mechanism: str, time_limit: float,
+                fast_path: bool) -> Charge:
+        """Bound the release alone (outside the lock), then admit it in one transaction."""
         threshold = None if self.unit.is_row else decimal_value(self.total)
-        alone = self._solve([(workload, c)], time_limit, threshold=threshold)  # outside the lock
-        release_id = str(uuid.uuid4())
+        alone = self._solve([part], time_limit, threshold=threshold)  # outside the lock
         with write_transaction(self.path, self.timeout) as con:
-            record = self._admit(con, workload, c, clauses, alone, release_id,
-                                 label=str(label), mechanism=str(mechanism),
+            record = self._admit(con, part, alone, label=str(label), mechanism=str(mechanism),
                                  time_limit=time_limit, fast_path=fast_path)
-        self._parsed[release_id] = workload
+        self._parsed[part.release_id] = part.workload
+        if part.linear is not None:
+            self._linear[part.release_id] = part.linear
         logger.info("ledger %s: charged %r (%s queries, %s): cost %.6g, spent %.6g → %.6g of "
                     "%.6g (%s)", self.path.name, record.label, f"{record.n_queries:,}",
                     record.mechanism, record.cost, record.spent_before, record.spent_after,
@@ -368,19 +471,23 @@ class Ledger:
         return record
 
     def _admit(
-        self, con: sqlite3.Connection, workload: Workload, c: npt.NDArray[np.float64],
-        clauses: Any, alone: CostBound, release_id: str, *, label: str,
+        self, con: sqlite3.Connection, part: Part, alone: CostBound, *, label: str,
         mechanism: str, time_limit: float, fast_path: bool,
     ) -> Charge:
         """Inside the write transaction: bound the spent budget, refuse or insert. Exact
         rational arithmetic on the decimals of the floats (:class:`CostBound`)."""
         history = self._history(con)
+        workload, c = part.workload, part.costs
+        if part.linear is not None:
+            self._check_units(part, history)  # (again under the lock: a race with a first use)
+            upgrade(con)  # a version-1 file gains the linear column (no-op on version 2)
         before, before_lower, _ = spent_bounds(con)
         method: Method
         total = decimal_value(self.total)
         if not history:
             if self.unit.is_row:  # (a person's bound was settled per row relation: _solve)
-                alone = settle(alone, self.domain, workload, c, self.neighbours, total,
+                domain, subject, costs = self._subject([part])
+                alone = settle(alone, domain, subject, costs, self.neighbours, total,
                                time_limit=time_limit)
             value, lower, exact, method = (alone.value, alone.achieved_value, alone.exact,
                                            "first")
@@ -391,7 +498,7 @@ class Ledger:
             if fast_path and sequential <= total:
                 value, exact, method = sequential, False, "sequential"
             else:
-                union = self._solve(history + [(workload, c)], time_limit, threshold=total)
+                union = self._solve(history + [part], time_limit, threshold=total)
                 lower = max(lower, union.achieved_value)
                 if union.value <= sequential:
                     value, exact, method = union.value, union.exact, "union"
@@ -405,15 +512,19 @@ class Ledger:
         exact = exact or value == lower
         after, lower_f = float_up(value), float_down(lower)
         created = now()
-        cur = con.execute(
-            "INSERT INTO charges (release_id, created, label, mechanism, queries, names, costs,"
-            " n_queries, cost, spent_before, spent_after, spent_lower, exact, method)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (release_id, created, label, mechanism, json.dumps(clauses, ensure_ascii=False),
-             json.dumps(list(workload.names), ensure_ascii=False),
-             json.dumps(stored_costs(workload, c)), workload.n_queries, alone.bound, before,
-             after, lower_f, int(exact), method),
-        )
+        release_id = part.release_id
+        row: tuple[Any, ...] = (
+            release_id, created, label, mechanism, part.clauses,
+            json.dumps(list(workload.names), ensure_ascii=False),
+            json.dumps(stored_costs(workload, c)), workload.n_queries, alone.bound, before,
+            after, lower_f, int(exact), method)
+        columns = ("release_id, created, label, mechanism, queries, names, costs, n_queries,"
+                   " cost, spent_before, spent_after, spent_lower, exact, method")
+        if part.linear is not None:
+            columns += ", linear"
+            row += (json.dumps(linear_doc(part.linear)),)
+        cur = con.execute(f"INSERT INTO charges ({columns}) VALUES "
+                          f"({', '.join('?' * len(row))})", row)
         seq = int(cur.lastrowid or 0)
         con.execute(
             "INSERT INTO bounds (through_seq, upper, lower, exact, method, computed)"
@@ -518,8 +629,9 @@ class Ledger:
     def entry(self, release_id: str) -> LedgerEntry:
         """One charge with its workload (re-parsed with the ledger's domain) and costs."""
         with connection(self.path, self.timeout) as con:
+            col = "linear" if has_linear(con) else "NULL"
             row = con.execute(
-                f"SELECT {CHARGE_COLUMNS}, queries, names, costs FROM charges"
+                f"SELECT {CHARGE_COLUMNS}, queries, names, costs, {col} FROM charges"
                 " WHERE release_id = ?", (str(release_id),)).fetchone()
         if row is None:
             raise LedgerError(f"no release {release_id!r} in this ledger", where=str(self.path))
@@ -527,7 +639,9 @@ class Ledger:
         stored = self._queries(charge.release_id, row[13])
         workload = dataclasses.replace(stored, names=tuple(json.loads(row[14])))
         costs = tuple(float(x) for x in read_costs(workload, json.loads(row[15])))
-        return LedgerEntry(charge, workload, costs)
+        linear = None if row[16] is None else self._linear_of(charge.release_id, stored,
+                                                                 row[16])
+        return LedgerEntry(charge, workload, costs, linear)
 
     def tighten(self, *, time_limit: float = DEFAULT_TIME_LIMIT) -> float:
         """Re-solve the union of every release (e.g. after fast-path charges, or with a longer
@@ -583,29 +697,134 @@ class Ledger:
             self._parsed[release_id] = cached
         return cached
 
-    def _history(
-        self, con: sqlite3.Connection
-    ) -> list[tuple[Workload, npt.NDArray[np.float64]]]:
+    def _linear_of(self, release_id: str, conditions: Workload,
+                   doc_json: str) -> tuple[LinearQuery, ...]:
+        """The stored linear queries of a release charged as such (cached)."""
+        cached = self._linear.get(release_id)
+        if cached is None:
+            cached = stored_linear(self.domain, release_id, conditions, json.loads(doc_json),
+                                   str(self.path))
+            self._linear[release_id] = cached
+        return cached
+
+    def _history(self, con: sqlite3.Connection) -> list[Part]:
         out = []
-        for release_id, clauses, costs in con.execute(
-                "SELECT release_id, queries, costs FROM charges ORDER BY seq"):
+        col = "linear" if has_linear(con) else "NULL"
+        for release_id, clauses, costs, linear in con.execute(
+                f"SELECT release_id, queries, costs, {col} FROM charges ORDER BY seq"):
             queries = self._queries(release_id, clauses)
             c = read_costs(queries, json.loads(costs))
             if c.shape != (queries.n_queries,) or not (np.isfinite(c).all() and (c >= 0).all()):
                 raise LedgerError(f"release {release_id}: stored costs do not match its queries",
                                   where=str(self.path))
-            out.append((queries, c))
+            lin = None if linear is None else self._linear_of(release_id, queries, linear)
+            out.append(Part(release_id, queries, c, clauses, lin))
         return out
 
+    def _subject(self, parts: Sequence[Part]) -> tuple[Domain, Any, npt.NDArray[np.float64]]:
+        """The domain, the union's queries (or structured workload) and their costs that the
+        spent budget of ``parts`` is solved on (module docs, "Sums of measures"): the schema
+        and every part's queries when none is linear; else the *merged* cost domain — the
+        schema and, per measure, the union of every linear part's breakpoints — with every
+        counting part re-parsed on it and all linear parts' queries cut into count pieces
+        together (:func:`tessera.overlap.linear.pieces`, one set of cells for all)."""
+        linear = [p for p in parts if p.linear is not None]
+        if not linear:
+            union, costs = union_of([(p.workload, p.costs) for p in parts])
+            return self.domain, union if union.is_structured else union.queries, costs
+        lin = tuple(q for p in linear for q in p.linear or ())
+        lc = np.concatenate([p.costs for p in linear])
+        try:
+            domain = measure_cost_domain(self.domain, lin)
+        except QueryError as e:  # (refused before: _check_units)
+            raise LedgerError(f"internal error: {e.message}", where=str(self.path)) from None
+        grids = tuple((a.name, getattr(a, "points", None))
+                      for a in domain.attributes[len(self.domain.attributes):])
+        blocks = []
+        for p in parts:
+            if p.linear is None:
+                key = (p.release_id, grids)
+                lifted = self._lifted.get(key)
+                if lifted is None:
+                    lifted = stored_workload(domain, p.release_id, p.clauses, str(self.path))
+                    self._lifted[key] = lifted
+                blocks.append((lifted, p.costs))
+        cut = pieces(domain, lin, self.definition, self.neighbours)
+        if cut.queries:
+            blocks.append((piece_workload(domain, cut), cut.costs(lc)))
+        if not blocks:  # every sum is 0 on every row (CLAMP(m, 0, 0)): a cost of 0
+            nothing = Query.conjunction(domain, {})
+            blocks.append((Workload(domain, (nothing,), ("nothing",), (1.0,)), np.zeros(1)))
+        union, costs = union_of(blocks)
+        return domain, union if union.is_structured else union.queries, costs
+
     def _solve(
-        self, parts: Sequence[tuple[Workload, npt.NDArray[np.float64]]],
-        time_limit: float, *, threshold: Fraction | None = None,
+        self, parts: Sequence[Part], time_limit: float, *, threshold: Fraction | None = None,
     ) -> CostBound:
-        union, costs = union_of(parts)
-        subject: Any = union if union.is_structured else union.queries
-        return cost_bound(self.domain, subject, costs, neighbours=self.neighbours,
+        domain, subject, costs = self._subject(parts)
+        return cost_bound(domain, subject, costs, neighbours=self.neighbours,
                           time_limit=time_limit, threshold=threshold, unit=self.unit,
                           definition=self.definition)
+
+    # -- measures ---------------------------------------------------------------------------------
+    def measure_units(self) -> dict[str, tuple[int, int]]:
+        """Every measure charged so far: its resolution exponent e (the unit 10^e every release
+        charged to this ledger sums it in) and the number of the charge that fixed it."""
+        with snapshot(self.path, self.timeout) as con:
+            if not has_linear(con):
+                return {}
+            rows = con.execute("SELECT seq, linear FROM charges WHERE linear IS NOT NULL"
+                               " ORDER BY seq").fetchall()
+        out: dict[str, tuple[int, int]] = {}
+        for seq, doc in rows:
+            for d in json.loads(doc):
+                if d is not None and d.get("exponent") is not None:
+                    out.setdefault(str(d["attribute"]), (int(d["exponent"]), int(seq)))
+        return out
+
+    def at_units(self, workload: AggregateWorkload) -> AggregateWorkload:
+        """``workload`` with every measure this ledger has charged summed in the ledger's unit
+        for it (fixed by its first charge): one row's value is then rounded to one integer u
+        for every release, which is what makes the merged grid's maximum the spent budget
+        (docs/theory.md §3.15, "Measures across releases"). Refused before any charge with a
+        :class:`LedgerError` naming the measure and both units when the release's bounds are
+        not whole units of the ledger's, or are more than 10^7 or fewer than 10^3 of them."""
+        units = self.measure_units()
+        fixed = {m: units[m] for m, e in workload.measures.items()
+                 if m in units and units[m][0] != e}
+        for m, (e, seq) in fixed.items():
+            try:
+                workload = workload.at_resolutions({m: e})
+            except QueryError as err:
+                lo, hi = (_decimal_text(Decimal(n).scaleb(e)) for n in (MIN_FIXED_UNITS,
+                                                                        MAX_UNITS))
+                raise LedgerError(
+                    f"this release sums measure {m!r} in units of "
+                    f"10^{workload.measures[m]}, the ledger in units of 10^{e} (fixed by "
+                    f"its first charge with {m!r}, #{seq}): {err.message} — nothing was "
+                    "charged", where=str(self.path),
+                    hint=f"every release charged to this ledger rounds {m!r} to one unit "
+                         f"(10^{e} = {_decimal_text(unit_size(e))}); give {m!r} CLAMP bounds "
+                         f"that are multiples of it, the largest |bound| between {lo} and "
+                         f"{hi}, or answer without --ledger and account for the spend "
+                         "yourself (sequential composition)") from None
+        return workload
+
+    def _check_units(self, part: Part, history: Sequence[Part]) -> None:
+        """Refuse (before anything is recorded) a linear release that sums a measure in
+        another unit than the earlier releases charged to the ledger."""
+        seen: dict[str, int] = {}
+        for p in history:
+            for lq in p.linear or ():
+                if lq.is_measure and lq.attribute is not None and lq.exponent is not None:
+                    seen.setdefault(lq.attribute, lq.exponent)
+        for lq in part.linear or ():
+            if lq.is_measure and lq.attribute in seen and seen[lq.attribute] != lq.exponent:
+                raise LedgerError(
+                    f"this release sums measure {lq.attribute!r} in units of "
+                    f"10^{lq.exponent}, the ledger in units of 10^{seen[lq.attribute]}; "
+                    "nothing was charged", where=str(self.path),
+                    hint="adapt the workload first (Ledger.at_units), as tessera answer does")
 
     def check_unit(self, unit: PrivacyUnit) -> None:
         """Refuse a release made for another unit of privacy than the ledger's (before any
@@ -627,3 +846,14 @@ class Ledger:
             "one unit pays, and a release bounded or counted otherwise (or not bounded at all) "
             "pays differently; "
             "nothing was charged", where=str(self.path), hint=hint)
+
+
+def _check_time_limit(time_limit: float) -> None:
+    if not (isinstance(time_limit, (int, float)) and math.isfinite(time_limit)
+            and time_limit > 0):
+        raise LedgerError(f"time_limit must be a number of seconds > 0, got {time_limit!r}")
+
+
+def _decimal_text(x: Decimal) -> str:
+    """A power of ten (times a small integer) as plain decimal text: 0.001, 10000."""
+    return f"{x.normalize():f}"

@@ -18,6 +18,7 @@ from typing import Literal
 from tessera.errors import TesseraError
 from tessera.privacy import ONE_ROW, Definition, Neighbours, PrivacyUnit
 from tessera.release.decimals import format_bound, format_budget, remaining_budget
+from tessera.workload.aggregates import LinearQuery
 from tessera.workload.sizes import counted
 from tessera.workload.workload import Workload
 
@@ -120,11 +121,17 @@ class Charge:
 
 @dataclass(frozen=True)
 class LedgerEntry:
-    """A charge with its workload (re-parsed from the stored SQL) and its per-query costs."""
+    """A charge with its workload (re-parsed from the stored SQL) and its per-query costs.
+
+    A release with sums of measures is charged as its linear queries
+    (:meth:`~tessera.release.ledger.Ledger.charge_linear`): ``linear`` holds them, the
+    workload their conditions q and the costs their c_q per unit of sensitivity (a sum's in
+    units of its resolution); None for a release charged as counting queries."""
 
     charge: Charge
     workload: Workload
     costs: tuple[float, ...]
+    linear: tuple[LinearQuery, ...] | None = None
 
 
 @dataclass(frozen=True)

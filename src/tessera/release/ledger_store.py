@@ -38,6 +38,7 @@ from tessera.data.outputs import fsync_directory, fsync_file
 from tessera.errors import TesseraError
 from tessera.release.ledger_records import Charge, LedgerBusy, LedgerError
 from tessera.schema.domain import Domain
+from tessera.workload.aggregates import LinearQuery
 from tessera.workload.bdd import BooleanQuery, is_bdd_text, parse_bdd
 from tessera.workload.clause import BooleanClause
 from tessera.workload.families import Partition
@@ -58,14 +59,24 @@ __all__ = [
     "read_costs",
     "snapshot",
     "spent_bounds",
+    "has_linear",
+    "linear_doc",
     "stored_clauses",
     "stored_costs",
+    "stored_linear",
     "stored_workload",
+    "upgrade",
     "write_transaction",
 ]
 
-#: Version of the ledger's SQLite schema (``PRAGMA user_version`` and ``meta.schema_version``).
-SCHEMA_VERSION = 1
+#: Version of the ledger's SQLite schema (``PRAGMA user_version`` and ``meta.schema_version``)
+#: that new files get. Version 2 adds the ``linear`` column (a release with sums of measures,
+#: charged as linear queries: :func:`stored_linear`); a version-1 file is read as it is and
+#: upgraded (:data:`UPGRADE`) in the transaction of its first such charge, so that an older
+#: Tessera, which would not count that column, refuses the file instead of undercounting.
+SCHEMA_VERSION = 2
+#: The versions this code reads.
+READABLE_VERSIONS = (1, 2)
 #: ``PRAGMA application_id`` of a Tessera ledger ("TSLG").
 APPLICATION_ID = 0x54534C47
 #: Seconds to wait for another process's write lock; above the solve's time limit, since a
@@ -132,6 +143,24 @@ CREATE TRIGGER bounds_kept BEFORE DELETE ON bounds
 BEGIN SELECT RAISE(ABORT, 'bounds are append-only'); END;
 """
 
+#: Version 1 → 2: the ``linear`` column (immutable like the others) and the version itself.
+UPGRADE = """
+ALTER TABLE charges ADD COLUMN linear TEXT;  -- JSON: a release's linear queries (measures)
+
+DROP TRIGGER charges_immutable;
+CREATE TRIGGER charges_immutable BEFORE UPDATE OF
+    seq, release_id, created, label, mechanism, queries, names, costs, n_queries, cost,
+    spent_before, spent_after, spent_lower, exact, method, linear ON charges
+BEGIN SELECT RAISE(ABORT, 'a charge is immutable: only its status changes'); END;
+
+DROP TRIGGER meta_immutable;
+UPDATE meta SET value = 2 WHERE key = 'schema_version';
+CREATE TRIGGER meta_immutable BEFORE UPDATE ON meta
+BEGIN SELECT RAISE(ABORT, 'ledger settings are immutable'); END;
+
+PRAGMA user_version = 2;
+"""
+
 CHARGE_COLUMNS = (
     "seq, release_id, created, label, mechanism, n_queries, cost, spent_before, spent_after, "
     "spent_lower, exact, method, status"
@@ -144,10 +173,12 @@ _SIDE_FILES = ("-journal", "-wal", "-shm")
 # -- creating and connecting ------------------------------------------------------------------
 
 
-def create_file(p: Path, meta: dict[str, Any], *, overwrite: bool) -> None:
+def create_file(p: Path, meta: dict[str, Any], *, overwrite: bool,
+                version: int = SCHEMA_VERSION) -> None:
     """Create the ledger file at ``p`` with the settings ``meta``: atomically, fully initialised,
     or not at all. An existing file (or a stale journal next to it) is an error unless
-    ``overwrite``, which replaces it."""
+    ``overwrite``, which replaces it. ``version`` 2 is version 1 upgraded (:data:`UPGRADE`);
+    1 only to test the upgrade of old files."""
     for side in _SIDE_FILES:
         if Path(str(p) + side).exists() and not overwrite:
             raise LedgerError(
@@ -168,11 +199,14 @@ def create_file(p: Path, meta: dict[str, Any], *, overwrite: bool) -> None:
             con.execute("PRAGMA journal_mode=DELETE")
             con.execute("PRAGMA synchronous=FULL")
             con.execute(f"PRAGMA application_id={APPLICATION_ID}")
-            con.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            con.execute("PRAGMA user_version=1")
             con.execute("BEGIN IMMEDIATE")
             for statement in _statements(_SCHEMA):
                 con.execute(statement)
-            con.executemany("INSERT INTO meta (key, value) VALUES (?, ?)", meta.items())
+            con.executemany("INSERT INTO meta (key, value) VALUES (?, ?)",
+                            (meta | {"schema_version": 1}).items())
+            if version >= 2:
+                upgrade(con)
             con.execute("COMMIT")
         finally:
             con.close()
@@ -269,6 +303,21 @@ def write_transaction(path: Path, timeout: float) -> Iterator[sqlite3.Connection
             with contextlib.suppress(sqlite3.Error):
                 con.execute("ROLLBACK")
             raise
+
+
+def upgrade(con: sqlite3.Connection) -> None:
+    """Upgrade a version-1 file to version 2 (:data:`UPGRADE`), inside the caller's write
+    transaction (every statement is transactional in SQLite: all or nothing); a version-2 file
+    is left as it is."""
+    if has_linear(con):
+        return
+    for statement in _statements(UPGRADE):
+        con.execute(statement)
+
+
+def has_linear(con: sqlite3.Connection) -> bool:
+    """Whether the file has the ``linear`` column (version 2)."""
+    return any(r[1] == "linear" for r in con.execute("PRAGMA table_info(charges)"))
 
 
 def _statements(script: str) -> list[str]:
@@ -401,3 +450,40 @@ def stored_workload(domain: Domain, release_id: str, clauses_json: str, where: s
         raise LedgerError(f"release {release_id}: a stored query does not parse: {e}",
                           where=where) from None
     return Workload(domain, queries, tuple(clauses), (1.0,) * len(queries), None, families)
+
+
+def linear_doc(linear: Sequence[LinearQuery]) -> list[Any]:
+    """What a release charged as linear queries stores besides their conditions (the
+    ``queries`` column) and costs: per query ``null`` (a count) or ``{"attribute", "lo", "hi",
+    "exponent"}`` (a sum of clamp(attribute, lo, hi), a measure's in units of 10^exponent;
+    ``exponent`` null for a schema attribute)."""
+    return [None if lq.role == "count" else
+            {"attribute": lq.attribute, "lo": lq.lo, "hi": lq.hi, "exponent": lq.exponent}
+            for lq in linear]
+
+
+def stored_linear(domain: Domain, release_id: str, conditions: Workload, doc: Any,
+                  where: str) -> tuple[LinearQuery, ...]:
+    """The linear queries of a release charged as such: ``conditions`` (its stored queries,
+    re-parsed: :func:`stored_workload`) with the sums of :func:`linear_doc` (``doc``). Only
+    what the cost depends on is rebuilt (statement, aggregate and key are 0). ``where``: the
+    ledger's path, for errors."""
+    if not isinstance(doc, list) or len(doc) != conditions.n_queries:
+        raise LedgerError(f"release {release_id}: its linear queries do not match its "
+                          "conditions", where=where)
+    out = []
+    for q, d in zip(conditions.queries, doc):
+        if d is None:
+            out.append(LinearQuery(0, 0, (), "count", q))
+            continue
+        try:
+            name, lo, hi, e = str(d["attribute"]), int(d["lo"]), int(d["hi"]), d["exponent"]
+        except (KeyError, TypeError, ValueError):
+            raise LedgerError(f"release {release_id}: a stored sum is malformed: {d!r}",
+                              where=where) from None
+        if not lo <= hi or (e is None and name not in domain.names):
+            raise LedgerError(f"release {release_id}: a stored sum is malformed: {d!r}",
+                              where=where)
+        out.append(LinearQuery(0, 0, (), "sum", q, name, lo, hi,
+                               exponent=None if e is None else int(e)))
+    return tuple(out)

@@ -55,6 +55,7 @@ from tessera.overlap.linear import power, sensitivities
 from tessera.privacy import ONE_ROW, Neighbours, PrivacyUnit
 from tessera.release.aggregate_certificate import (
     certificate_document,
+    certified_units,
     linear_row_differences,
     spend_differences,
     verify_aggregate_certificate,
@@ -386,7 +387,9 @@ def verify_release(doc: dict[str, Any], workload: AggregateWorkload, *,
                    time_limit: float | None = 60.0) -> list[str]:
     """The differences of an aggregate release's certificate, direct
     (:func:`~.aggregate_certificate.verify_aggregate_certificate`) or through strategies
-    (:func:`verify_strategy_certificate`): empty when it checks out."""
+    (:func:`verify_strategy_certificate`): empty when it checks out. Each measure is taken in
+    the unit the certificate records (:func:`~.aggregate_certificate.certified_units`)."""
+    workload = certified_units(doc, workload)
     if "strategy" in doc:
         return verify_strategy_certificate(doc, workload, time_limit=time_limit)
     return verify_aggregate_certificate(doc, workload, time_limit=time_limit)

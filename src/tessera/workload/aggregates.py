@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import cached_property
@@ -38,6 +38,7 @@ from tessera.schema.attributes import IntegerRange
 from tessera.schema.domain import Domain
 from tessera.schema.intervals import IntervalSet
 from tessera.schema.measures import (
+    MAX_UNITS,
     MeasureGrid,
     grid_points,
     numeric_value,
@@ -53,6 +54,10 @@ MAX_LINEAR_QUERIES = 100_000
 #: Most (group, value) cells the sums of one workload are counted on (the exact sums are
 #: Σ_v clamp(v)·count(q ∧ x = v)).
 MAX_PIECES = 2_000_000
+
+#: At least this many units in the largest |bound| of a measure summed at a resolution fixed
+#: from outside (:func:`fixed_resolution`): three significant digits.
+MIN_FIXED_UNITS = 1000
 
 Kind = Literal["count", "sum", "avg"]
 Role = Literal["count", "sum"]
@@ -232,9 +237,23 @@ class AggregateWorkload:
     domain: Domain
     statements: tuple[Statement, ...]
     table: str | None = None
+    #: (measure, e) pairs: resolutions fixed from outside (a ledger's, :meth:`at_resolutions`)
+    #: instead of each measure's own (:func:`resolve_measures`)
+    resolutions: tuple[tuple[str, int], ...] = ()
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "statements", resolve_measures(self.statements))
+        object.__setattr__(self, "statements",
+                           resolve_measures(self.statements, dict(self.resolutions)))
+
+    def at_resolutions(self, fixed: Mapping[str, int]) -> AggregateWorkload:
+        """This workload with the measures of ``fixed`` summed in units of 10^fixed[m] instead
+        of their own resolution (the public bounds are the same; only the rounding of a row's
+        value to units changes). Refused with a :class:`QueryError` (:func:`fixed_resolution`)
+        when the bounds are not whole units, or are more than 10^7 or fewer than 10^3 of
+        them."""
+        pairs = dict(self.resolutions) | {m: int(e) for m, e in fixed.items()
+                                          if m in self.measures}
+        return dataclasses.replace(self, resolutions=tuple(sorted(pairs.items())))
 
     @cached_property
     def measures(self) -> dict[str, int]:
@@ -246,15 +265,11 @@ class AggregateWorkload:
     def cost_domain(self) -> Domain:
         """The schema and one :class:`~tessera.schema.measures.MeasureGrid` per measure: its
         clamps' breakpoints in units (docs/theory.md §3.15, "Measures"); the domain the costs
-        of the linear queries are computed on. The schema itself without measures."""
+        of the linear queries are computed on (:func:`measure_cost_domain`). The schema itself
+        without measures."""
         if not self.measures:
             return self.domain
-        grids = []
-        for name, e in self.measures.items():
-            bounds = [(a.lo, a.hi) for st in self.statements for a in st.aggregates
-                      if a.attribute == name and a.lo is not None and a.hi is not None]
-            grids.append(MeasureGrid(name=name, points=grid_points(bounds), exponent=e))
-        return Domain((*self.domain.attributes, *grids))
+        return measure_cost_domain(self.domain, self.linear)
 
     @cached_property
     def linear(self) -> tuple[LinearQuery, ...]:
@@ -321,10 +336,16 @@ def expand(domain: Domain, statements: Sequence[Statement],
     return tuple(out)
 
 
-def resolve_measures(statements: Sequence[Statement]) -> tuple[Statement, ...]:
+def resolve_measures(statements: Sequence[Statement],
+                     fixed: Mapping[str, int] | None = None) -> tuple[Statement, ...]:
     """The statements with every measure's CLAMP bounds in units of its resolution 10^e, one
     e per measure for the whole workload (:func:`tessera.schema.measures.resolution_exponent`
-    of all its bounds), so that one grid of breakpoints serves every statement."""
+    of all its bounds), so that one grid of breakpoints serves every statement.
+
+    ``fixed``: e for some measures, given (a ledger's resolution, docs/theory.md §3.15
+    "Measures across releases"): accepted when every bound is a multiple of 10^e and the
+    largest is 10^3 to 10^7 units of it (:func:`fixed_resolution`); else a
+    :class:`QueryError`."""
     written: dict[str, list[Decimal]] = {}
     for st in statements:
         for a in st.aggregates:
@@ -334,11 +355,14 @@ def resolve_measures(statements: Sequence[Statement]) -> tuple[Statement, ...]:
         return tuple(statements)
     exps = {}
     for name, bounds in written.items():
+        first = next(st for st in statements for a in st.aggregates if a.attribute == name)
         try:
-            exps[name] = resolution_exponent(bounds)
+            own = resolution_exponent(bounds)
         except QueryError as e:
-            first = next(st for st in statements for a in st.aggregates if a.attribute == name)
             raise e.located(first.source or first.name) from None
+        exps[name] = own
+        if fixed and name in fixed and fixed[name] != own:
+            exps[name] = fixed_resolution(name, bounds, own, fixed[name])
     out = []
     for st in statements:
         aggs = []
@@ -350,3 +374,49 @@ def resolve_measures(statements: Sequence[Statement]) -> tuple[Statement, ...]:
             aggs.append(a)
         out.append(dataclasses.replace(st, aggregates=tuple(aggs)))
     return tuple(out)
+
+
+def fixed_resolution(name: str, bounds: Sequence[Decimal], own: int, e: int) -> int:
+    """e, checked as a resolution of measure ``name`` (own resolution 10^``own``:
+    :func:`resolve_measures`): every bound a multiple of 10^e, and the largest |bound| between
+    :data:`MIN_FIXED_UNITS` and :data:`~tessera.schema.measures.MAX_UNITS` units of it (at
+    least three significant digits: a coarser unit would round the values away)."""
+    top = max(abs(b) for b in bounds)
+    written = ", ".join(str(b) for b in bounds)
+    base = f"measure {name!r} cannot be summed in units of 10^{e} (its own unit is 10^{own})"
+    if any(b.scaleb(-e) != b.scaleb(-e).to_integral_value() for b in bounds):
+        raise QueryError(f"{base}: its CLAMP bounds ({written}) are not multiples of 10^{e}")
+    if top.scaleb(-e) > MAX_UNITS:
+        raise QueryError(f"{base}: its CLAMP bounds ({written}) would need more than "
+                         f"{MAX_UNITS:,} units of it")
+    if 0 < top.scaleb(-e) < MIN_FIXED_UNITS:
+        raise QueryError(f"{base}: its CLAMP bounds ({written}) would be fewer than "
+                         f"{MIN_FIXED_UNITS:,} units of it, too coarse a rounding")
+    return e
+
+
+def measure_cost_domain(domain: Domain, linear: Sequence[LinearQuery]) -> Domain:
+    """The schema ``domain`` and one :class:`~tessera.schema.measures.MeasureGrid` per measure
+    that ``linear`` sums: its points are every clamp bound of those sums (in units) and 0 when
+    it lies between them (:func:`~tessera.schema.measures.grid_points`). The linear queries of
+    several releases together give the *merged* grid, the union of their breakpoints, on which
+    the Lemma of docs/theory.md §3.15 ("Measures across releases") keeps their joint cost
+    exact. Every sum of one measure must be in one unit (else a :class:`QueryError`: their
+    values would be rounded differently and the grid would not stand for one real value)."""
+    bounds: dict[str, list[tuple[int, int]]] = {}
+    exps: dict[str, int] = {}
+    for lq in linear:
+        if not lq.is_measure:
+            continue
+        assert lq.attribute is not None and lq.lo is not None and lq.hi is not None
+        assert lq.exponent is not None
+        if exps.setdefault(lq.attribute, lq.exponent) != lq.exponent:
+            raise QueryError(f"measure {lq.attribute!r} is summed in units of "
+                             f"10^{exps[lq.attribute]} and of 10^{lq.exponent}: one unit per "
+                             "measure")
+        bounds.setdefault(lq.attribute, []).append((lq.lo, lq.hi))
+    if not bounds:
+        return domain
+    grids = [MeasureGrid(name=name, points=grid_points(b), exponent=exps[name])
+             for name, b in bounds.items()]
+    return Domain((*domain.attributes, *grids))
