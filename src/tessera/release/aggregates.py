@@ -4,10 +4,10 @@ docs/theory.md §3.15).
 The order is :func:`tessera.release.answering.answer`'s: **plan** from the public inputs
 (:func:`~.aggregate_plan.aggregate_plan`; with a ledger, each measure summed in the unit of its
 first charge to it), the data read and validated (and bounded per person) before any charge,
-the **charge** (the ledger re-solves the linear queries' levels — nested count pieces — with
-their weighted costs; a workload with measures is charged as its linear queries, which the
-ledger cuts on the union of every release's breakpoints:
-:meth:`~tessera.release.ledger.Ledger.charge_linear`), then the exact sums, the **noise**
+the **charge** (the release's linear queries, which the ledger cuts together with every
+earlier release of linear queries into count pieces — each measure's grid the union of every
+release's breakpoints — and re-solves: :meth:`~tessera.release.ledger.Ledger.charge_linear`),
+then the exact sums, the **noise**
 (discrete Laplace or Gaussian from OpenDP, on integer sums: every clamped value is an integer),
 AVG as post-processing, and the files, all or none.
 
@@ -47,12 +47,10 @@ from tessera.data.table import CsvOptions, ExtraColumns
 from tessera.errors import DataError, TesseraError
 from tessera.mechanisms import NoiseSource, discrete_gaussian, discrete_laplace
 from tessera.mechanisms.record import MechanismRecord
-from tessera.overlap.linear import pieces
 from tessera.privacy import ONE_ROW, Definition, Neighbours, PrivacyUnit
 from tessera.release.aggregate_plan import AggregatePlan, aggregate_plan, check_scales
 from tessera.release.budget import DISCRETE_LAPLACE, Budget
 from tessera.release.ledger import Charge, Ledger
-from tessera.release.linear_costs import piece_workload
 from tessera.workload.aggregates import AggregateWorkload, LinearQuery
 from tessera.workload.workload import Workload
 
@@ -176,20 +174,16 @@ def answer_aggregates(
         raise DataError("the data has no rows: under substitute neighbours n is public "
                         "(nothing was charged)", hint="use add/remove neighbours")
     charge = None
-    if book is not None and workload.measures:
-        # a measure's grid differs between releases: the ledger keeps the linear queries and
-        # re-cuts them on the union of every release's breakpoints (docs/theory.md §3.15,
-        # "Measures across releases")
+    if book is not None:
+        # the ledger keeps the linear queries and re-cuts every such release together on one
+        # cost domain (each measure's grid the union of every release's breakpoints): cut
+        # release by release, two sums of one attribute under different conditions would each
+        # keep their own cells and the union bound could count a row twice (docs/theory.md
+        # §3.15, "Measures across releases")
         charge = book.charge_linear(workload.domain, measured, plan.costs,
                                     label=label or "aggregates", mechanism=plan.mechanism,
                                     time_limit=60.0 if time_limit is None
                                     else max(time_limit, 1.0), unit=unit)
-    elif book is not None:
-        cut = pieces(workload.cost_domain, measured, budget.calibration, plan.neighbours)
-        charge = book.charge(piece_workload(workload.cost_domain, cut), cut.costs(plan.costs),
-                             label=label or "aggregates", mechanism=plan.mechanism,
-                             time_limit=60.0 if time_limit is None else max(time_limit, 1.0),
-                             unit=unit)
     delivery = Delivery(tuple(o.path for o in outputs))
     symbol = "ε" if budget.calibration is Definition.PURE else "ρ"
     with settled(book, charge, lambda: aborted_hint("release", charge, symbol, delivery)):
