@@ -80,10 +80,15 @@ PRIOR_SCALE = 2.5
 #: The central difference's step, relative to the direction's largest entry.
 _DIFFERENCE_STEP = 1e-4
 #: L-BFGS steps each start gets before the better one goes on (50 chose the likelihood's θ at
-#: NLTCS ε = 1, which then stalled at F = 208 where 0 reaches 117), and L-BFGS's memory
-#: (scipy's default 10 needs 1,362 steps where 50 need 768: NLTCS 3-way, ε = 0.1).
+#: NLTCS ε = 1, which then stalled at F = 208 where 0 reaches 117), and L-BFGS's memory:
+#: scipy's default 10. Memory 50 needs fewer steps to converge (768 against 1,362: NLTCS 3-way,
+#: ε = 0.1), but each step's own work grows with the memory times the model's size, and the
+#: engine passes are capped (``passes``): profiled on movielens at ε = 1, L-BFGS-B's update
+#: took 18 of the run's 64 s at 50 and 1.4 of 22 s at 10. Paired seeded runs over the panel
+#: (docs/benchmarks.md, "What each default contributes"): movielens at ε = 1 0.934 ± 0.020 at
+#: 10 against 50, every other table and budget within 0.5 %.
 _TRIAL = 300
-_MEMORY = 50
+_MEMORY = 10
 
 
 def interactions(model: ScopeModel, theta: FloatArray) -> FloatArray:
@@ -117,7 +122,7 @@ def posterior_mode(model: ScopeModel, measurements: Sequence[GroupMeasurement], 
                    iterations: int = 1000, passes: int | None = None,
                    tolerance: float = 1e-10) -> FitResult:
     """argmin_θ L(μ(θ)) + Σ_i log(1 + (M θ)_i²/``scale``²) (module docstring) by L-BFGS (memory
-    50), stopping when F falls by less than ``tolerance`` relative; the result's ``loss`` is F.
+    10), stopping when F falls by less than ``tolerance`` relative; the result's ``loss`` is F.
 
     The start: θ = 0 (the prior's mode, the uniform distribution) and, when given, the
     maximum-likelihood θ (``likelihood``) each get 300 steps, and the one that got lower goes
