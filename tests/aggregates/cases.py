@@ -58,3 +58,24 @@ def multisets(v: np.ndarray, k: int) -> np.ndarray:
     return np.array(sums)
 
 
+def record_values(w: AggregateWorkload, e: int | None, reals: np.ndarray) -> np.ndarray:
+    """Δf_q of every record (x, r): rows POINTS × ``reals`` (x major), columns the linear
+    queries, each in its own units (a measure m's: round(r·10^−e), as the data engines round;
+    ``e`` None when no query sums a measure)."""
+    units = np.round(reals / 10.0**e) if e is not None else np.zeros(1)
+    xs = np.repeat(POINTS, len(units), axis=0)
+    us = np.tile(units, len(POINTS)).astype(np.int64)
+    cols = []
+    for lq in w.linear:
+        hit = lq.query.evaluate(DOMAIN, xs).astype(np.int64)
+        if lq.role == "count":
+            cols.append(hit)
+        elif lq.is_measure:
+            assert lq.exponent == e
+            cols.append(hit * np.clip(us, lq.lo, lq.hi))
+        else:
+            attr = DOMAIN[lq.attribute]
+            c = xs[:, DOMAIN.index(lq.attribute)]
+            g = np.where(c == attr.missing_code, 0, np.clip(attr.lo + c, lq.lo, lq.hi))
+            cols.append(hit * g)
+    return np.column_stack(cols)

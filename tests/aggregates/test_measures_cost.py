@@ -26,7 +26,7 @@ from tessera.release.linear_costs import linear_cost_bound
 from tessera.schema import measures
 from tessera.workload.aggregates import AggregateWorkload
 
-from .cases import DOMAIN, POINTS, workload_of
+from .cases import DOMAIN, record_values, workload_of
 
 BOUNDS = ["-2.5", "-1", "0", "0.75", "1.5", "3"]
 clamp = st.tuples(st.sampled_from(BOUNDS), st.sampled_from(BOUNDS)).map(
@@ -39,7 +39,7 @@ statement = st.builds(lambda ags, w: f"SELECT {', '.join(ags)} FROM t{w}",
                       st.lists(aggregate, min_size=1, max_size=3), where)
 
 
-def record_values(w: AggregateWorkload) -> np.ndarray:
+def records(w: AggregateWorkload) -> np.ndarray:
     """Δf_q of every record (x, m) — x a schema point, m on a dense grid and every
     breakpoint — in the units of each query (rows: records, deduplicated)."""
     e = w.measures["m"]
@@ -48,22 +48,7 @@ def record_values(w: AggregateWorkload) -> np.ndarray:
     lo, hi = min(grid), max(grid)
     dense = np.linspace(lo * 10.0**e - 1, hi * 10.0**e + 1, 41)
     reals = np.unique(np.concatenate([dense, np.array(grid) * 10.0**e]))
-    units = np.round(reals / 10.0**e)  # the data engines' rounding to units
-    xs = np.repeat(POINTS, len(units), axis=0)
-    us = np.tile(units, len(POINTS)).astype(np.int64)
-    cols = []
-    for lq in w.linear:
-        hit = lq.query.evaluate(DOMAIN, xs).astype(np.int64)
-        if lq.role == "count":
-            cols.append(hit)
-        elif lq.is_measure:
-            cols.append(hit * np.clip(us, lq.lo, lq.hi))
-        else:
-            attr = DOMAIN[lq.attribute]
-            c = xs[:, DOMAIN.index(lq.attribute)]
-            g = np.where(c == attr.missing_code, 0, np.clip(attr.lo + c, lq.lo, lq.hi))
-            cols.append(hit * g)
-    return np.unique(np.column_stack(cols), axis=0)
+    return np.unique(record_values(w, e, reals), axis=0)
 
 
 def brute(v: np.ndarray, costs: np.ndarray, p: int, neighbours: Neighbours) -> float:
@@ -86,7 +71,7 @@ def check(texts: list[str], costs: np.ndarray, definition: str,
     # costs per unit of the resolution, as a plan's are: c_q/10^(-e·p) on a measure's sums
     per = np.array([10.0 ** (lq.exponent * p) if lq.is_measure else 1.0 for lq in w.linear])
     costs = costs * per
-    truth = brute(record_values(w), costs, p, neighbours)
+    truth = brute(records(w), costs, p, neighbours)
     got = bound(w, costs, definition, neighbours)
     assert got >= Fraction(truth) * (1 - Fraction(1, 10**12))  # (float brute force)
     if neighbours is Neighbours.ADD_REMOVE or p == 1:  # exact (up to the ulp rounding up)
@@ -130,7 +115,7 @@ def test_planted_bug_endpoints_only_is_caught(monkeypatch):
     monkeypatch.setattr("tessera.workload.aggregates.grid_points", endpoints)
     w = workload_of(INNER)
     got = bound(w, np.array([10.0, 10.0, 1.0]), "pure", Neighbours.SUBSTITUTE) / 10**6
-    truth = brute(record_values(w), np.array([10.0, 10.0, 1.0]), 1, Neighbours.SUBSTITUTE)
+    truth = brute(records(w), np.array([10.0, 10.0, 1.0]), 1, Neighbours.SUBSTITUTE)
     assert abs(truth / 10**6 - 24) < 1e-9 and abs(got - 20) < 1e-6
 
 

@@ -33,7 +33,7 @@ from tessera.release.linear_costs import piece_workload
 from tessera.workload import aggregates as aggregate_module
 from tessera.workload.aggregates import AggregateWorkload
 
-from .cases import DOMAIN, POINTS, values, workload_of
+from .cases import DOMAIN, record_values, values, workload_of
 
 BOUNDS = ["-2.5", "-1", "0", "0.75", "1.5", "3"]
 clamp = st.tuples(st.sampled_from(BOUNDS), st.sampled_from(BOUNDS)).map(
@@ -51,28 +51,6 @@ counting = st.lists(st.sampled_from(["SELECT COUNT(*) FROM t GROUP BY a",
                     min_size=1, max_size=2)
 
 
-def release_values(w: AggregateWorkload, e: int, reals: np.ndarray) -> np.ndarray:
-    """Δf_q of every record (x, r): rows POINTS × ``reals`` (x major), columns the linear
-    queries, each in its own units (a measure's: round(r·10^−e), as the data engines)."""
-    units = np.round(reals / 10.0**e)
-    xs = np.repeat(POINTS, len(units), axis=0)
-    us = np.tile(units, len(POINTS)).astype(np.int64)
-    cols = []
-    for lq in w.linear:
-        hit = lq.query.evaluate(DOMAIN, xs).astype(np.int64)
-        if lq.role == "count":
-            cols.append(hit)
-        elif lq.is_measure:
-            assert lq.exponent == e
-            cols.append(hit * np.clip(us, lq.lo, lq.hi))
-        else:
-            attr = DOMAIN[lq.attribute]
-            c = xs[:, DOMAIN.index(lq.attribute)]
-            g = np.where(c == attr.missing_code, 0, np.clip(attr.lo + c, lq.lo, lq.hi))
-            cols.append(hit * g)
-    return np.column_stack(cols)
-
-
 def brute(releases: list[tuple[AggregateWorkload, np.ndarray]], e: int, p: int,
           neighbours: Neighbours) -> float:
     """max over records (pairs) of Σ over every release's queries of c_q |Δf_q|^p."""
@@ -82,7 +60,7 @@ def brute(releases: list[tuple[AggregateWorkload, np.ndarray]], e: int, p: int,
     # non-breakpoints, values beyond every clamp, and every breakpoint (a real value)
     reals = np.unique(np.concatenate([np.linspace(lo - 1.3, hi + 1.3, 53),
                                       np.array(grid) * 10.0**e, [0.37, -0.61]]))
-    v = np.column_stack([release_values(w, e, reals) for w, _ in releases])
+    v = np.column_stack([record_values(w, e, reals) for w, _ in releases])
     c = np.concatenate([costs for _, costs in releases])
     v = np.unique(v, axis=0)
     if neighbours is Neighbours.ADD_REMOVE:

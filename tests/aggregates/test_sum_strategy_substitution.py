@@ -176,6 +176,19 @@ def pre_fit_checks(plan: SumStrategyPlan, delta: np.ndarray, p: int) -> None:
     assert np.all(plan.costs >= pre * (1 - 1e-8))
 
 
+def assert_spend(plan: SumStrategyPlan, records: np.ndarray, budget) -> None:  # noqa: ANN001
+    """The stated spend against brute force over every pair of ``records`` (rows: Δ of the
+    measured queries): at least the true maximum (equal to it under pure ε, where the levels
+    are exact), and within the budget."""
+    p = power(budget.calibration)
+    brute = pair_cost(records, records, plan.costs, p)
+    stated = float(plan.spent.value)
+    assert stated >= brute * (1 - 1e-9), f"stated {stated} below the true cost {brute}"
+    if p == 1:
+        assert stated <= brute * (1 + 1e-9)
+    assert stated <= float(budget.total) * (1 + 1e-12)
+
+
 @pytest.mark.parametrize("budget", BUDGETS)
 @pytest.mark.parametrize("texts", [SIGNED, ONE_SIGNED], ids=["two-signed", "one-signed"])
 @pytest.mark.parametrize("strategy", ["identity", "residual"])
@@ -186,12 +199,7 @@ def test_substitution_spend_by_brute_force(budget, texts, strategy):
     assert plan.neighbours is SUB
     p = power(budget.calibration)
     delta = contributions(plan.measured, DOMAIN, POINTS)  # every cell, NULL, beyond the clamp
-    brute = pair_cost(delta, delta, plan.costs, p)
-    stated = float(plan.spent.value)
-    assert stated >= brute * (1 - 1e-9), f"stated {stated} below the true cost {brute}"
-    if p == 1:  # the levels are exact for pure ε substitution
-        assert stated <= brute * (1 + 1e-9)
-    assert stated <= float(budget.total) * (1 + 1e-12)
+    assert_spend(plan, delta, budget)
     pre_fit_checks(plan, delta, p)
 
 
@@ -207,11 +215,7 @@ def test_hierarchical_ranges_under_substitution(budget):
     assert plan is not None and plan.families[0].name.startswith("hierarchical")
     p = power(budget.calibration)
     delta = contributions(plan.measured, DOMAIN, POINTS)
-    brute = pair_cost(delta, delta, plan.costs, p)
-    stated = float(plan.spent.value)
-    assert brute <= stated * (1 + 1e-9) and stated <= float(budget.total) * (1 + 1e-12)
-    if p == 1:
-        assert stated <= brute * (1 + 1e-9)
+    assert_spend(plan, delta, budget)
     pre_fit_checks(plan, delta, p)
 
 
@@ -224,13 +228,7 @@ def test_person_substitution_by_brute_force(budget):
     unit = PrivacyUnit.of("pid", 2)
     plan = sum_strategy_plan(w, budget, neighbours=SUB, strategy="residual", unit=unit)
     assert plan is not None
-    p = power(budget.calibration)
-    sets = multisets(contributions(plan.measured, DOMAIN, POINTS), 2)
-    brute = pair_cost(sets, sets, plan.costs, p)
-    stated = float(plan.spent.value)
-    assert brute <= stated * (1 + 1e-9) and stated <= float(budget.total) * (1 + 1e-12)
-    if p == 1:
-        assert stated <= brute * (1 + 1e-9)
+    assert_spend(plan, multisets(contributions(plan.measured, DOMAIN, POINTS), 2), budget)
 
 
 @pytest.mark.parametrize("budget", BUDGETS)
@@ -251,11 +249,7 @@ def test_measure_substitution_every_cell_and_value(budget):
     vals = np.tile(values, len(cells))
     delta = contributions(plan.measured, dom, pts, vals)
     p = power(budget.calibration)
-    brute = pair_cost(delta, delta, plan.costs, p)
-    stated = float(plan.spent.value)
-    assert brute <= stated * (1 + 1e-9) and stated <= float(budget.total) * (1 + 1e-12)
-    if p == 1:
-        assert stated <= brute * (1 + 1e-9)
+    assert_spend(plan, delta, budget)
     pre_fit_checks(plan, delta, p)
 
 
