@@ -28,6 +28,16 @@ statement = st.builds(lambda ags, w, g: f"SELECT {', '.join(ags)} FROM t{w}{g}",
                       st.lists(aggregate, min_size=1, max_size=3), where, group)
 
 
+#: A measure m's CLAMP bounds (decimal texts), its random SUM/AVG aggregates and the conditions
+#: beside them, for the measures' brute-force tests.
+MEASURE_BOUNDS = ["-2.5", "-1", "0", "0.75", "1.5", "3"]
+measure_clamp = st.tuples(st.sampled_from(MEASURE_BOUNDS),
+                          st.sampled_from(MEASURE_BOUNDS)).map(lambda t: sorted(t, key=float))
+measure_where = st.sampled_from(["", " WHERE b", " WHERE NOT b", " WHERE a = 'x'",
+                                 " WHERE v >= 0"])
+measure_aggregate = st.builds(lambda kind, c: f"{kind}(CLAMP(m, {c[0]}, {c[1]}))",
+                              st.sampled_from(["SUM", "AVG"]), measure_clamp)
+
 def workload_of(texts: list[str]) -> AggregateWorkload:
     return AggregateWorkload(DOMAIN, tuple(parse_statement(t, DOMAIN)[0] for t in texts))
 

@@ -26,17 +26,11 @@ from tessera.release.linear_costs import linear_cost_bound
 from tessera.schema import measures
 from tessera.workload.aggregates import AggregateWorkload
 
-from .cases import DOMAIN, record_values, workload_of
+from .cases import DOMAIN, measure_aggregate, measure_where, record_values, workload_of
 
-BOUNDS = ["-2.5", "-1", "0", "0.75", "1.5", "3"]
-clamp = st.tuples(st.sampled_from(BOUNDS), st.sampled_from(BOUNDS)).map(
-    lambda t: sorted(t, key=float))
-where = st.sampled_from(["", " WHERE b", " WHERE NOT b", " WHERE a = 'x'", " WHERE v >= 0"])
-measure_agg = st.builds(lambda kind, c: f"{kind}(CLAMP(m, {c[0]}, {c[1]}))",
-                        st.sampled_from(["SUM", "AVG"]), clamp)
-aggregate = st.one_of(measure_agg, st.sampled_from(["COUNT(*)", "SUM(CLAMP(v, 0, 2))"]))
+aggregate = st.one_of(measure_aggregate, st.sampled_from(["COUNT(*)", "SUM(CLAMP(v, 0, 2))"]))
 statement = st.builds(lambda ags, w: f"SELECT {', '.join(ags)} FROM t{w}",
-                      st.lists(aggregate, min_size=1, max_size=3), where)
+                      st.lists(aggregate, min_size=1, max_size=3), measure_where)
 
 
 def records(w: AggregateWorkload) -> np.ndarray:

@@ -33,18 +33,12 @@ from tessera.release.linear_costs import piece_workload
 from tessera.workload import aggregates as aggregate_module
 from tessera.workload.aggregates import AggregateWorkload
 
-from .cases import DOMAIN, record_values, values, workload_of
+from .cases import DOMAIN, measure_aggregate, measure_where, record_values, values, workload_of
 
-BOUNDS = ["-2.5", "-1", "0", "0.75", "1.5", "3"]
-clamp = st.tuples(st.sampled_from(BOUNDS), st.sampled_from(BOUNDS)).map(
-    lambda t: sorted(t, key=float))
-where = st.sampled_from(["", " WHERE b", " WHERE NOT b", " WHERE a = 'x'", " WHERE v >= 0"])
-measure_agg = st.builds(lambda kind, c: f"{kind}(CLAMP(m, {c[0]}, {c[1]}))",
-                        st.sampled_from(["SUM", "AVG"]), clamp)
 statement = st.builds(lambda ags, w: f"SELECT {', '.join(ags)} FROM t{w}",
-                      st.lists(st.one_of(measure_agg, st.just("COUNT(*)")), min_size=1,
+                      st.lists(st.one_of(measure_aggregate, st.just("COUNT(*)")), min_size=1,
                                max_size=2).filter(lambda a: any("(m" in x for x in a)),
-                      where)
+                      measure_where)
 counting = st.lists(st.sampled_from(["SELECT COUNT(*) FROM t GROUP BY a",
                                      "SELECT SUM(CLAMP(v, 0, 2)) FROM t WHERE b",
                                      "SELECT COUNT(*), SUM(v) FROM t WHERE v >= 0"]),
@@ -121,7 +115,7 @@ def assert_matches(spent: float, truth: float, exact: bool) -> None:
        st.data())
 def test_ledger_spend_equals_brute_force(tmp_path_factory, measured, counts, definition,
                                          neighbours, data):
-    # the first release fixes m's unit at 10^-6, which every clamp of BOUNDS can take; the
+    # the first release fixes m's unit at 10^-6, which every bound of MEASURE_BOUNDS can take; the
     # counting release comes in between
     texts = [[*measured[0], "SELECT SUM(CLAMP(m, 0, 3)) FROM t WHERE a = 'z'"], counts,
              *measured[1:]]

@@ -179,20 +179,29 @@ def z_scores(plan, exact_measured, truth, runs: int, seed: int):
     return z, draws.var(axis=0, ddof=1) / stated
 
 
+def grid_answers(plan, w):
+    """The exact measured sums of ``plan`` and the exact linear answers of ``w`` on the grid
+    table (what the seeded runs are compared with)."""
+    table = encode(grid_data(), GRID)
+    return (exact_linear(GRID, plan.measured, table),
+            exact_linear(GRID, w.linear, table).astype(np.float64))
+
+
+def chi2_limit(m: int) -> float:
+    """Σ z² ~ χ²_m for an unbiased estimate with the stated variances: m + 6√(2m), with a fixed
+    seed about 4 standard deviations of the χ² above its mean."""
+    return m + 6 * np.sqrt(2 * m)
+
+
 @pytest.mark.parametrize("budget", BUDGETS)
 def test_reconstruction_unbiased_with_stated_variances(budget):
     w = workload_of(GRID, MARGINAL_SUMS)
     plan = sum_strategy_plan(w, budget, strategy="auto")
     assert plan is not None and {f.name for f in plan.families} <= {"identity", "residual"}
-    table = encode(grid_data(), GRID)
-    exact_measured = exact_linear(GRID, plan.measured, table)
-    truth = exact_linear(GRID, w.linear, table).astype(np.float64)
+    exact_measured, truth = grid_answers(plan, w)
     runs = 400
     z, ratio = z_scores(plan, exact_measured, truth, runs, seed=11)
-    m = len(z)
-    # Σ z² ~ χ²_m for an unbiased estimate with the stated variances (m + 6√(2m): a fixed seed,
-    # about 4 standard deviations of the χ² above its mean)
-    assert float(z @ z) < m + 6 * np.sqrt(2 * m), z
+    assert float(z @ z) < chi2_limit(len(z)), z
     # each answer's empirical variance near the stated one (400 runs: sd of the ratio ≈ 0.07)
     assert 0.7 < float(np.median(ratio)) < 1.3
     # a planted bug: the family read back in GROUP BY order instead of the schema's order
@@ -205,7 +214,7 @@ def test_reconstruction_unbiased_with_stated_variances(budget):
         dataclasses.replace(g, index=idx) if k == fam else g
         for k, g in enumerate(plan.families)))
     zb, _ = z_scores(bad, exact_measured, truth, runs, seed=11)
-    assert float(zb @ zb) > m + 6 * np.sqrt(2 * m)
+    assert float(zb @ zb) > chi2_limit(len(zb))
 
 
 # -- auto on all 1- and 2-way GROUP BY sums ---------------------------------------------------
