@@ -40,17 +40,25 @@ def brute(sizes: list[int], scopes: list[tuple[int, ...]],
     return log_z, margs
 
 
+def variables_and_scopes(draw: st.DrawFn, least_size: int, scopes_drawn: tuple[int, int]
+                         ) -> tuple[list[int], list[tuple[int, ...]]]:
+    """d ≤ 12 variables of ``least_size``–4 values (≤ 4096 points: the largest shrunk until
+    then) and ``scopes_drawn`` (least, most) scopes of ≤ 4 variables each (some empty)."""
+    d = draw(st.integers(1, 12))
+    sizes = [draw(st.integers(least_size, 4)) for _ in range(d)]
+    while math.prod(sizes) > 4096:
+        sizes[sizes.index(max(sizes))] -= 1
+    n = draw(st.integers(*scopes_drawn))
+    scopes = [tuple(draw(st.permutations(range(d)))[: draw(st.integers(0, min(d, 4)))])
+              for _ in range(n)]
+    return sizes, scopes
+
+
 @st.composite
 def instances(draw: st.DrawFn) -> tuple[list[int], list[tuple[int, ...]], list[np.ndarray]]:
     """d ≤ 12 variables (≤ 4096 points), up to 10 scopes of ≤ 4 variables, tables with
     N(0, 2) entries and some −∞."""
-    d = draw(st.integers(1, 12))
-    sizes = [draw(st.integers(1, 4)) for _ in range(d)]
-    while math.prod(sizes) > 4096:
-        sizes[sizes.index(max(sizes))] -= 1
-    n = draw(st.integers(0, 10))
-    scopes = [tuple(draw(st.permutations(range(d)))[: draw(st.integers(0, min(d, 4)))])
-              for _ in range(n)]
+    sizes, scopes = variables_and_scopes(draw, 1, (0, 10))
     seed = draw(st.integers(0, 2**31 - 1))
     rng = np.random.default_rng(seed)  # not-privacy-noise
     tables = []

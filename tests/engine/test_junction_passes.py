@@ -28,7 +28,7 @@ from tessera.engine.junction import (
 from tessera.engine.junction_sparse import sparse_junction
 from tessera.errors import ResourceError
 
-from .test_junction import brute
+from .test_junction import brute, variables_and_scopes
 
 SETTINGS = settings(max_examples=300, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow])
@@ -42,21 +42,22 @@ LIMITS = st.sampled_from([0, 8, 32, SMALL_CLIQUE, 2**62])
 def problems(draw: st.DrawFn) -> tuple[list[int], list[tuple[int, ...]], np.ndarray]:
     """≤ 12 variables of 2–4 values (≤ 4096 points), up to 14 scopes of ≤ 4 variables (some
     repeated, some empty), flat N(0, 3) log-potentials with some −∞ entries."""
-    d = draw(st.integers(1, 12))
-    sizes = [draw(st.integers(2, 4)) for _ in range(d)]
-    while math.prod(sizes) > 4096:
-        sizes[sizes.index(max(sizes))] -= 1
-    n = draw(st.integers(1, 14))
-    scopes = [tuple(draw(st.permutations(range(d)))[: draw(st.integers(0, min(d, 4)))])
-              for _ in range(n)]
-    if n > 1 and draw(st.booleans()):
+    sizes, scopes = variables_and_scopes(draw, 2, (1, 14))
+    if len(scopes) > 1 and draw(st.booleans()):
         scopes.append(scopes[0])
+    return sizes, scopes, log_potentials(draw, sizes, scopes, 0.15)
+
+
+def log_potentials(draw: st.DrawFn, sizes: list[int], scopes: list[tuple[int, ...]],
+                   minus_infinity: float) -> np.ndarray:
+    """The flat N(0, 3) log-potentials of ``scopes``, and (drawn) a share ``minus_infinity``
+    of them −∞."""
     rng = np.random.default_rng(draw(st.integers(0, 2**31 - 1)))  # not-privacy-noise
     total = sum(math.prod(sizes[v] for v in sc) for sc in scopes)
     flat = rng.normal(0, 3, size=total)
     if draw(st.booleans()):
-        flat[rng.random(total) < 0.15] = -np.inf
-    return sizes, scopes, flat
+        flat[rng.random(total) < minus_infinity] = -np.inf
+    return flat
 
 
 def close(got: float | np.ndarray, want: float | np.ndarray) -> None:
@@ -99,12 +100,7 @@ def many_cliques(draw: st.DrawFn) -> tuple[list[int], list[tuple[int, ...]], np.
         else:
             sizes.append(draw(st.integers(2, 3)))
             scopes.append((i, 0 if star else i - 1, len(sizes) - 1))
-    rng = np.random.default_rng(draw(st.integers(0, 2**31 - 1)))  # not-privacy-noise
-    total = sum(math.prod(sizes[v] for v in sc) for sc in scopes)
-    flat = rng.normal(0, 3, size=total)
-    if draw(st.booleans()):
-        flat[rng.random(total) < 0.1] = -np.inf
-    return sizes, scopes, flat
+    return sizes, scopes, log_potentials(draw, sizes, scopes, 0.1)
 
 
 @settings(max_examples=150, deadline=None, derandomize=True,
