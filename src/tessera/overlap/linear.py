@@ -126,7 +126,9 @@ def two_signed(domain: Domain, lq: LinearQuery) -> bool:
     return min(values, default=0) < 0 < max(values, default=0)
 
 
-def _atoms_on(q: Query | BooleanClause, name: str) -> list[IntervalSet]:
+def condition_atoms(q: Query | BooleanClause, name: str) -> list[IntervalSet]:
+    """The coverages of a condition's atoms on attribute ``name``: a conjunction's one
+    predicate (none when it does not restrict ``name``), every atom of a clause."""
     if isinstance(q, Query):
         cov = q.predicate(name)
         return [] if cov is None else [cov]
@@ -145,7 +147,7 @@ def cell_bounds(domain: Domain, linear: Sequence[LinearQuery]) -> dict[str, list
         assert is_summable(attr)
         cuts = {0, attr.n_values}
         for lq in linear:
-            for cov in _atoms_on(lq.query, a):
+            for cov in condition_atoms(lq.query, a):
                 for lo, hi in cov.spans:
                     cuts.update((lo, hi))
             if lq.role == "sum" and lq.attribute == a:
