@@ -302,3 +302,25 @@ def test_pair_maximum_is_exact_for_any_weights(n, m, magnitude, data):
     finally:
         linear_pairs.BLOCK = block
     assert value == max(score(a, b) for a in rows for b in rows) == score(rows[i], rows[j])
+
+
+#: Where the worst pair needs each end of a cell: v = 2 is the upper end of the cell {1, 2} of
+#: v < 3 (25 = (2 + 3)²), v = −2 the lower end of {−2, −1} under BETWEEN (9 = (1 + 2)²); a
+#: NULL beside a clamp that excludes 0 ((0 − 5)² = 25, 0 being no value of the clamp); v = 2
+#: against v = −3 in two sums (2² + (2 + 3)² = 29).
+CELL_CASES = [
+    (["SELECT SUM(v) FROM t WHERE a <> 'z' AND v < 3"], 25),
+    (["SELECT SUM(v) FROM t WHERE NOT b AND v BETWEEN -2 AND 1"], 9),
+    (["SELECT SUM(CLAMP(v, 5, 9)) FROM t"], 25),
+    (["SELECT SUM(v) FROM t WHERE v >= 0", "SELECT SUM(v) FROM t WHERE v < 3"], 29),
+]
+
+
+@pytest.mark.parametrize(("texts", "expected"), CELL_CASES)
+def test_zcdp_substitution_needs_both_cell_ends(texts, expected):
+    w = workload_of(texts)
+    costs = np.ones(len(w.linear), dtype=np.int64)
+    assert pair_brute(w, costs) == expected
+    cb = linear_cost_bound(DOMAIN, w.linear, costs, definition="zcdp",
+                           neighbours="substitute", time_limit=None)
+    assert cb is not None and cb.exact and cb.value == expected == cb.achieved_value
