@@ -72,8 +72,12 @@ re-parsed on it; they do not read the measure). The combined loss of a record (x
 loss of the concatenated linear queries at u(r), and the union of the breakpoints contains a
 maximiser of it over all real r (docs/theory.md §3.15, "Measures across releases": the Lemma's
 proof needs only every clamp bound, and 0 where a clamp straddles it), so the union bound is the
-spent budget exactly under add/remove and pure-ε substitution, the same upper bound under
-ρ-zCDP substitution, and K or K² times it for a person. This needs *one* u(r) per row: every
+spent budget exactly under add/remove and pure-ε substitution, and K or K² times it for a
+person. Under ρ-zCDP substitution the pieces only bound it from above: when every release was
+charged as linear queries the union is solved by the exact pair program instead
+(:func:`tessera.release.linear_costs.linear_cost_bound` on the concatenated queries); beside
+counting releases the pieces' bound is used, recorded as exact only when a witness pair's true
+cost (evaluated directly) reaches it. This needs *one* u(r) per row: every
 release sums a measure in the unit of its first charge (:meth:`Ledger.at_units` adapts a
 workload before it is planned; a release in another unit is refused before anything is
 recorded). The sequential bound below stays valid as the other arm of the minimum.
