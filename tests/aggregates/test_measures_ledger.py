@@ -320,7 +320,9 @@ def test_linear_ledger_under_zcdp_substitution_is_exact(tmp_path_factory, measur
     schema sum among them: under ρ-zCDP substitution the ledger's spent budget is the pair
     program's, exactly the brute force (K² times the larger row relation for a person of
     K = 2), with a witness attaining it."""
-    texts = [[*measured[0], "SELECT SUM(CLAMP(v, -1, 2)) FROM t WHERE b"], *measured[1:]]
+    # (m's unit fixed at 10^-6 by the first release, as above)
+    texts = [[*measured[0], "SELECT SUM(CLAMP(m, 0, 3)) FROM t WHERE a = 'z'",
+              "SELECT SUM(CLAMP(v, -1, 2)) FROM t WHERE b"], *measured[1:]]
     bases = [np.array(data.draw(st.lists(st.integers(1, 8), min_size=40, max_size=40))) / 4.0
              for _ in texts]
     unit = PrivacyUnit.of("id", k) if k > 1 else PrivacyUnit.of()
