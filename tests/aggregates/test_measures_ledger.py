@@ -344,3 +344,28 @@ def test_linear_ledger_under_zcdp_substitution_is_exact(tmp_path_factory, measur
     assert_matches(summary.spent, truth, exact=True)
     assert_matches(max(summary.spent_lower, truth), truth, exact=True)
     assert book.check(time_limit=30.0) is not None
+
+
+def test_counting_beside_linear_under_zcdp_substitution_is_a_labelled_bound(tmp_path):
+    """A counting release (COUNT(*) WHERE b, charged as a counting workload) beside SUM(v),
+    v in −3..4, under ρ-zCDP substitution with costs 1: the truth is 1 + (4 + 3)² = 50 (b and v
+    both changed). The pair program does not read counting releases, so the union is the
+    levels' bound, 51 (the two-signed sum's levels doubled: 2·(16 + 9)); the ledger records it
+    as not exact, with a witness pair's true cost (at most 50) as its lower end."""
+    book = Ledger.init(tmp_path / "m.db", total=1e9, definition="zcdp",
+                       neighbours=Neighbours.SUBSTITUTE, domain=DOMAIN, dataset="t")
+    count = workload_of(["SELECT COUNT(*) FROM t WHERE b"])
+    cut = pieces(count.cost_domain, count.linear, "zcdp", Neighbours.SUBSTITUTE)
+    book.charge(piece_workload(count.cost_domain, cut), cut.costs([1.0]), label="count",
+                mechanism="test", time_limit=30.0)
+    total = workload_of(["SELECT SUM(v) FROM t"])
+    book.charge_linear(total.domain, total.linear, [1.0], label="sum", mechanism="test",
+                       time_limit=30.0)
+    book.tighten(time_limit=30.0)
+    summary = book.summary()
+    assert 50 < summary.spent <= 51 * (1 + 1e-12) and not summary.exact
+    # (the count's piece costs 1 rounded up by an ulp: the truth is 50 and that ulp)
+    assert summary.spent_lower <= 50 * (1 + 1e-12)
+    union = book.check(time_limit=30.0)
+    assert union is not None and not union.exact
+    assert union.achieved_value <= 50 * (1 + Fraction(1, 10**12))

@@ -123,17 +123,22 @@ def substitution_cost(
     if achieved > value or (not rounded and achieved != value):  # fail closed
         raise LedgerError(f"internal error: the pair program's witness scores "
                           f"{float(achieved)!r}, its value is {float(value)!r}")
-    spans = [1 if lq.role == "count" else
-             max([0, *(g for _, g in lq.values(domain))]) - min([0, *(g for _, g in
-                                                                    lq.values(domain))])
-             for lq in linear]
-    total = float(sum(w * s * s for w, s in zip(ints, spans)))
+    total = float(sum(w * r * r for w, r in zip(ints, (spread(domain, lq) for lq in linear))))
     overlap = OverlapResult(
         Definition.PURE, Neighbours.SUBSTITUTE, _float(best.value, up=True),
         _float(best.value, up=False), True,
         f"exact pair program ({best.n_vectors} distinct contribution vectors)",
         Witness(best.x, changed, best.y), len(linear), max(total, _float(best.value, up=True)))
     return CostBound(value, achieved, True, scale, overlap)
+
+
+def spread(domain: Domain, lq: LinearQuery) -> int:
+    """max_{x,y} |a_q(x) − a_q(y)| bounded: 1 for a count, max g − min g (0 included) for a
+    sum — the change of one query alone (for the sequential score)."""
+    if lq.role == "count":
+        return 1
+    gs = [0, *(g for _, g in lq.values(domain))]
+    return max(gs) - min(gs)
 
 
 def pieces_bound(domain: Domain, linear: Sequence[LinearQuery], costs: npt.NDArray[np.float64],
@@ -153,8 +158,10 @@ def pieces_bound(domain: Domain, linear: Sequence[LinearQuery], costs: npt.NDArr
         raise LedgerError(f"internal error: a pair scores {float(achieved)!r} above the "
                           f"pieces' bound {float(part.value)!r}")
     note = f"the levels' upper bound: the exact pair program is not tractable ({why})"
-    overlap = dataclasses.replace(part.overlap, exact=part.value <= achieved,
-                                  notes=(*part.overlap.notes, note))
+    ov = part.overlap
+    overlap = dataclasses.replace(  # (scores in the pieces' integer units)
+        ov, exact=part.value <= achieved, notes=(*ov.notes, note),
+        score_achieved=min(ov.score_bound, float(math.floor(achieved * part.scale))))
     return CostBound(part.value, achieved, part.value <= achieved, part.scale, overlap)
 
 
