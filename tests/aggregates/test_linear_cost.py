@@ -130,7 +130,7 @@ def test_person_cost_equals_brute_force(texts, definition, k, neighbours, data):
 def test_signed_sum_under_zcdp_substitution_is_doubled():
     """(g − g')² ≤ g² + g'² fails for g = −3, g' = 4 (49 > 25): a sum whose values take both
     signs weighs twice in the levels under ρ-zCDP substitution, which bound the worst pair
-    (56 here); the pair program gives 49 exactly, attained by v = −3 → 4."""
+    (2·(16 + 9) = 50 here); the pair program gives 49 exactly, attained by v = −3 → 4."""
     w = workload_of(["SELECT SUM(v) FROM t"])
     cb = linear_cost_bound(DOMAIN, w.linear, [1.0], definition="zcdp",
                            neighbours="substitute", time_limit=None)
