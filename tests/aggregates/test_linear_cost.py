@@ -228,11 +228,18 @@ def test_zcdp_substitution_pair_program_equals_brute_force(texts, data):
     Σ_q c_q (a_q(x) − a_q(y))², its witness pair attains it, and a person of K = 2, 3 rows
     pays exactly K² times the row's largest cost over add/remove and substitution (K copies
     of the worst pair, or of the worst record, attain it)."""
+    from tessera.overlap import linear_pairs
+
     w = workload_of(texts)
     costs = draw_costs(data, w)
     truth = pair_brute(w, costs)
-    cb = linear_cost_bound(DOMAIN, w.linear, costs, definition="zcdp",
-                           neighbours="substitute", time_limit=None)
+    # small blocks too: the vectors made and deduplicated in chunks, the pairs a row at a time
+    block, linear_pairs.BLOCK = linear_pairs.BLOCK, data.draw(st.sampled_from([1, 7, 2**19]))
+    try:
+        cb = linear_cost_bound(DOMAIN, w.linear, costs, definition="zcdp",
+                               neighbours="substitute", time_limit=None)
+    finally:
+        linear_pairs.BLOCK = block
     if cb is None:
         assert truth == 0
         return

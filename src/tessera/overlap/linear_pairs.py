@@ -171,26 +171,27 @@ def contribution_vectors(domain: Domain, linear: Sequence[LinearQuery], *,
                          max_grid: int = MAX_GRID) -> ContributionVectors:
     """The distinct contribution vectors of the representative records (module docstring, 2.);
     :class:`~tessera.errors.ResourceError` beyond ``max_states`` vectors (or, with a clause
-    condition, ``max_grid`` records)."""
+    condition, ``max_grid`` records). Candidates are made and deduplicated in chunks of at most
+    :data:`BLOCK` entries, so memory stays within (``max_states`` + a chunk) vectors."""
     m = len(linear)
     reps = representative_codes(domain, linear)
     base = np.zeros(len(domain), dtype=np.int64)
+    kept = Distinct(m, len(domain), max_states)
     if any(not isinstance(lq.query, Query) for lq in linear):
         size = math.prod(len(c) for c in reps.values())
         if size > max_grid:
             raise ResourceError(f"more than {max_grid} representative records to evaluate")
-        pts = np.tile(base, (size, 1))
-        grid = np.array(list(itertools.product(*reps.values())), dtype=np.int64)
-        for k, name in enumerate(reps):
-            pts[:, domain.index(name)] = grid[:, k]
-        vectors = contributions(domain, linear, pts)
-        _, first = np.unique(vectors, axis=0, return_index=True)
-        if len(first) > max_states:
-            raise ResourceError(f"more than {max_states} distinct contribution vectors")
-        return ContributionVectors(vectors[first], pts[first])
-    states = np.array([[0 if lq.query.is_contradiction() else 1 for lq in linear]],
-                      dtype=np.int64).reshape(1, m)
-    points = base[None, :].copy()
+        grid = itertools.product(*reps.values())
+        at = [domain.index(name) for name in reps]
+        chunk = max(1, BLOCK // max(m, 1))
+        while rows := list(itertools.islice(grid, chunk)):
+            pts = np.tile(base, (len(rows), 1))
+            if at:
+                pts[:, at] = np.array(rows, dtype=np.int64).reshape(len(rows), len(at))
+            kept.add(contributions(domain, linear, pts), pts)
+        return ContributionVectors(kept.vectors, kept.points)
+    kept.add(np.array([[0 if lq.query.is_contradiction() else 1 for lq in linear]],
+                      dtype=np.int64).reshape(1, m), base[None, :].copy())
     for name, codes in reps.items():
         at = domain.index(name)
         c = np.array(codes, dtype=np.int64)
@@ -202,14 +203,35 @@ def contribution_vectors(domain: Domain, linear: Sequence[LinearQuery], *,
                 factor[:, j] = cov.contains_array(c)
             if lq.role == "sum" and lq.attribute == name:
                 factor[:, j] *= clamped_values(domain, lq)[c]
-        new = (states[:, None, :] * factor[None, :, :]).reshape(-1, m)
-        new_points = np.repeat(points, len(codes), axis=0)
-        new_points[:, at] = np.tile(c, len(states))
-        _, first = np.unique(new, axis=0, return_index=True)
-        if len(first) > max_states:
-            raise ResourceError(f"more than {max_states} distinct contribution vectors")
-        states, points = new[first], new_points[first]
-    return ContributionVectors(states, points)
+        states, points = kept.vectors, kept.points
+        kept = Distinct(m, len(domain), max_states)
+        chunk = max(1, BLOCK // max(len(codes) * m, 1))
+        for s in range(0, len(states), chunk):
+            part = states[s:s + chunk]
+            new = (part[:, None, :] * factor[None, :, :]).reshape(-1, m)
+            new_points = np.repeat(points[s:s + chunk], len(codes), axis=0)
+            new_points[:, at] = np.tile(c, len(part))
+            kept.add(new, new_points)
+    return ContributionVectors(kept.vectors, kept.points)
+
+
+class Distinct:
+    """Distinct vectors (rows) with one point each, at most ``max_states`` of them
+    (:class:`~tessera.errors.ResourceError` beyond)."""
+
+    def __init__(self, m: int, d: int, max_states: int) -> None:
+        self.vectors = np.zeros((0, m), dtype=np.int64)
+        self.points = np.zeros((0, d), dtype=np.int64)
+        self.max_states = max_states
+
+    def add(self, vectors: npt.NDArray[np.int64], points: npt.NDArray[np.int64]) -> None:
+        both = np.concatenate([self.vectors, vectors])
+        _, first = np.unique(both, axis=0, return_index=True)
+        if len(first) > self.max_states:
+            raise ResourceError(f"more than {self.max_states} distinct contribution vectors")
+        first.sort()  # (the earlier point of a vector kept: deterministic)
+        self.vectors = both[first]
+        self.points = np.concatenate([self.points, points])[first]
 
 
 def pair_maximum(vectors: npt.NDArray[np.int64],
