@@ -32,7 +32,6 @@ from tessera.overlap.linear_pairs import MAX_VECTORS, contributions, exact_pair_
 from tessera.privacy import ONE_ROW, Definition, Neighbours, PrivacyUnit
 from tessera.release.decimals import decimal_value
 from tessera.release.exact_costs import DEFAULT_TIME_LIMIT, CostBound, cost_bound
-from tessera.release.ledger_records import LedgerError
 from tessera.schema.domain import Domain
 from tessera.workload.aggregates import LinearQuery
 from tessera.workload.workload import Workload
@@ -121,7 +120,7 @@ def substitution_cost(
     achieved, changed = true_pair_cost(domain, linear, exact, best.x, best.y)
     rounded = any(w != r * scale for w, r in zip(ints, exact))
     if achieved > value or (not rounded and achieved != value):  # fail closed
-        raise LedgerError(f"internal error: the pair program's witness scores "
+        raise TesseraError(f"internal error: the pair program's witness scores "
                           f"{float(achieved)!r}, its value is {float(value)!r}")
     total = float(sum(w * r * r for w, r in zip(ints, (spread(domain, lq) for lq in linear))))
     overlap = OverlapResult(
@@ -155,7 +154,7 @@ def pieces_bound(domain: Domain, linear: Sequence[LinearQuery], costs: npt.NDArr
     if wit is not None and wit.y is not None:
         achieved, _ = true_pair_cost(domain, linear, exact, wit.x, wit.y)
     if achieved > part.value:  # fail closed
-        raise LedgerError(f"internal error: a pair scores {float(achieved)!r} above the "
+        raise TesseraError(f"internal error: a pair scores {float(achieved)!r} above the "
                           f"pieces' bound {float(part.value)!r}")
     note = f"the levels' upper bound: the exact pair program is not tractable ({why})"
     ov = part.overlap
