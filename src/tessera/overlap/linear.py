@@ -13,7 +13,10 @@ pure ε) or w_t = 2t − 1 (p = 2, ρ-zCDP: Σ_{t≤n} (2t − 1) = n²). Then
   Σ_q c_q |a_q(x) − a_q(y)|;
 * **substitution, p = 2** (upper bound): the levels give |a⁺(x)² − a⁺(y)²| + |a⁻(x)² − a⁻(y)²|,
   which is ≥ (a(x) − a(y))² when a(x), a(y) do not have opposite signs and ≥ half of it
-  otherwise: the weights of a sum whose clamped values take both signs are doubled.
+  otherwise: the weights of a sum whose clamped values take both signs are doubled. The
+  exact value, max_{x,y} Σ_q c_q (a_q(x) − a_q(y))², is computed by the pair program of
+  :mod:`tessera.overlap.linear_pairs` (over the cells' ends); the levels are its fallback
+  beyond that program's state limit.
 
 So the max-plus program of §3.8, its solvers and witness, the ledger's exact rationals and
 ``tessera verify`` apply unchanged to the levels (:func:`pieces`).
@@ -34,7 +37,8 @@ then scores as the row x' at the end of its cell nearest to 0 (same conditions, 
 real rows scores under the full levels; and the pair maximum of the full levels is attained
 at cell ends (on a cell each term is a convex function of the value: |affine| or its square),
 where merged and full levels agree. So the merged levels have the full levels' maximum:
-exact for p = 1, the same upper bound for p = 2, with a few pieces per cell.
+exact for p = 1, the same upper bound for p = 2 (the pair program's fallback), with a few
+pieces per cell.
 """
 
 from __future__ import annotations
@@ -126,7 +130,9 @@ def two_signed(domain: Domain, lq: LinearQuery) -> bool:
     return min(values, default=0) < 0 < max(values, default=0)
 
 
-def _atoms_on(q: Query | BooleanClause, name: str) -> list[IntervalSet]:
+def condition_atoms(q: Query | BooleanClause, name: str) -> list[IntervalSet]:
+    """The coverages of a condition's atoms on attribute ``name``: a conjunction's one
+    predicate (none when it does not restrict ``name``), every atom of a clause."""
     if isinstance(q, Query):
         cov = q.predicate(name)
         return [] if cov is None else [cov]
@@ -145,7 +151,7 @@ def cell_bounds(domain: Domain, linear: Sequence[LinearQuery]) -> dict[str, list
         assert is_summable(attr)
         cuts = {0, attr.n_values}
         for lq in linear:
-            for cov in _atoms_on(lq.query, a):
+            for cov in condition_atoms(lq.query, a):
                 for lo, hi in cov.spans:
                     cuts.update((lo, hi))
             if lq.role == "sum" and lq.attribute == a:

@@ -72,8 +72,12 @@ re-parsed on it; they do not read the measure). The combined loss of a record (x
 loss of the concatenated linear queries at u(r), and the union of the breakpoints contains a
 maximiser of it over all real r (docs/theory.md §3.15, "Measures across releases": the Lemma's
 proof needs only every clamp bound, and 0 where a clamp straddles it), so the union bound is the
-spent budget exactly under add/remove and pure-ε substitution, the same upper bound under
-ρ-zCDP substitution, and K or K² times it for a person. This needs *one* u(r) per row: every
+spent budget exactly under add/remove and pure-ε substitution, and K or K² times it for a
+person. Under ρ-zCDP substitution the pieces only bound it from above: when every release was
+charged as linear queries the union is solved by the exact pair program instead
+(:func:`tessera.release.linear_costs.linear_cost_bound` on the concatenated queries); beside
+counting releases the pieces' bound is used, recorded as exact only when a witness pair's true
+cost (evaluated directly) reaches it. This needs *one* u(r) per row: every
 release sums a measure in the unit of its first charge (:meth:`Ledger.at_units` adapts a
 workload before it is planned; a release in another unit is refused before anything is
 recorded). The sequential bound below stays valid as the other arm of the minimum.
@@ -209,7 +213,7 @@ from tessera.release.ledger_store import (
     upgrade,
     write_transaction,
 )
-from tessera.release.linear_costs import piece_workload
+from tessera.release.linear_costs import linear_change_cost, linear_cost_bound, piece_workload
 from tessera.schema.domain import Domain
 from tessera.schema.measures import MAX_UNITS, unit_size
 from tessera.workload.aggregates import (
@@ -732,12 +736,7 @@ class Ledger:
         if not linear:
             union, costs = union_of([(p.workload, p.costs) for p in parts])
             return self.domain, union if union.is_structured else union.queries, costs
-        lin = tuple(q for p in linear for q in p.linear or ())
-        lc = np.concatenate([p.costs for p in linear])
-        try:
-            domain = measure_cost_domain(self.domain, lin)
-        except QueryError as e:  # (refused before: _check_units)
-            raise LedgerError(f"internal error: {e.message}", where=str(self.path)) from None
+        domain, lin, lc = self._linear_subject(parts)
         grids = tuple((a.name, getattr(a, "points", None))
                       for a in domain.attributes[len(self.domain.attributes):])
         blocks = []
@@ -758,13 +757,82 @@ class Ledger:
         union, costs = union_of(blocks)
         return domain, union if union.is_structured else union.queries, costs
 
+    def _linear_subject(
+        self, parts: Sequence[Part],
+    ) -> tuple[Domain, tuple[LinearQuery, ...], npt.NDArray[np.float64]]:
+        """The merged cost domain, every linear part's queries and their costs, in order."""
+        linear = [p for p in parts if p.linear is not None]
+        lin = tuple(q for p in linear for q in p.linear or ())
+        lc = (np.concatenate([p.costs for p in linear]) if linear
+              else np.zeros(0, dtype=np.float64))
+        try:
+            domain = measure_cost_domain(self.domain, lin)
+        except QueryError as e:  # (refused before: _check_units)
+            raise LedgerError(f"internal error: {e.message}", where=str(self.path)) from None
+        return domain, lin, lc
+
+    def _levels_bound_only(self, parts: Sequence[Part]) -> bool:
+        """Whether the count pieces of ``parts`` only bound their cost from above: ρ-zCDP, a
+        substitution among the unit's row relations and a linear part with a sum (module
+        docs, "Sums of measures")."""
+        return (self.definition is Definition.ZCDP and not self.unit.counts_people
+                and Neighbours.SUBSTITUTE in self.unit.row_relations(self.neighbours)
+                and any(q.role == "sum" for p in parts for q in p.linear or ()))
+
     def _solve(
         self, parts: Sequence[Part], time_limit: float, *, threshold: Fraction | None = None,
     ) -> CostBound:
+        if self._levels_bound_only(parts) and all(p.linear is not None for p in parts):
+            # linear parts only: their exact cost (the pair program under substitution)
+            domain, lin, lc = self._linear_subject(parts)
+            cb = linear_cost_bound(domain, lin, lc, definition=self.definition,
+                                   neighbours=self.neighbours, unit=self.unit,
+                                   time_limit=time_limit, threshold=threshold)
+            if cb is not None:
+                return cb
         domain, subject, costs = self._subject(parts)
-        return cost_bound(domain, subject, costs, neighbours=self.neighbours,
-                          time_limit=time_limit, threshold=threshold, unit=self.unit,
-                          definition=self.definition)
+        if not self._levels_bound_only(parts):
+            return cost_bound(domain, subject, costs, neighbours=self.neighbours,
+                              time_limit=time_limit, threshold=threshold, unit=self.unit,
+                              definition=self.definition)
+        return self._pieces_bound(parts, domain, subject, costs, time_limit, threshold)
+
+    def _pieces_bound(
+        self, parts: Sequence[Part], domain: Domain, subject: Any,
+        costs: npt.NDArray[np.float64], time_limit: float, threshold: Fraction | None,
+    ) -> CostBound:
+        """Counting and linear parts under ρ-zCDP substitution: the pieces' upper bound, per
+        row relation of the unit, each labelled exact only when its witness attains it, whose
+        achieved value is the witness's true cost — the counting queries it changes (their
+        costs) plus Σ_q c_q (a_q(x) − a_q(y))² over the linear queries, evaluated directly
+        (a_q(y) = 0 under add/remove) — and a person's K² times the largest."""
+        _, lin, lc = self._linear_subject(parts)
+        exact_lc = [decimal_value(x) for x in lc.tolist()]
+        n_pred = len(subject.queries) if isinstance(subject, Workload) else len(subject)
+        n_pieces = len(pieces(domain, lin, self.definition, self.neighbours).queries)
+        linear_block = range(n_pred - n_pieces, n_pred)  # (the last block: union_of's order)
+        factor = self.unit.factor(self.definition)
+        relations = self.unit.row_relations(self.neighbours)
+        out = []
+        for rel in relations:
+            cb = cost_bound(domain, subject, costs, neighbours=rel,
+                            time_limit=time_limit / len(relations),
+                            threshold=None if threshold is None else threshold / factor)
+            wit = cb.overlap.witness
+            achieved = Fraction(0)
+            if wit is not None and (rel is Neighbours.ADD_REMOVE or wit.y is not None):
+                counted = sum((decimal_value(float(costs[i])) for i in wit.queries
+                               if i not in linear_block), Fraction(0))
+                achieved = counted + linear_change_cost(domain, lin, exact_lc, wit.x, wit.y)
+            if achieved > cb.value:  # fail closed
+                raise LedgerError(f"internal error: a row attains {float(achieved)!r} above "
+                                  f"the bound {float(cb.value)!r}", where=str(self.path))
+            out.append(dataclasses.replace(cb, achieved_value=achieved,
+                                           exact=cb.value <= achieved))
+        top = max(out, key=lambda c: c.value)
+        best = max(out, key=lambda c: c.achieved_value)
+        return CostBound(factor * top.value, factor * best.achieved_value,
+                         top.value <= best.achieved_value, top.scale, top.overlap)
 
     # -- measures ---------------------------------------------------------------------------------
     def measure_units(self) -> dict[str, tuple[int, int]]:

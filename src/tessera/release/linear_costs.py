@@ -1,29 +1,43 @@
 """What linear queries — counts and clamped sums — cost one row or one person, in exact
 rationals (docs/theory.md §3.13, §3.15).
 
-S = max over one neighbour change of Σ_q c_q |Δf_q|^p (p = 1 for ε, 2 for ρ) is the weighted
-overlap of the queries' levels (:mod:`tessera.overlap.linear`): exact under add/remove and,
-in pure ε, under substitution; an upper bound under ρ-zCDP substitution.
-:func:`linear_cost_bound` computes it with :func:`tessera.release.exact_costs.cost_bound`
-(exact arithmetic, witness re-checked) for every row relation of the unit, and a person of
-at most K rows pays K (ε) or K² (ρ) times the largest (docs/theory.md §3.13, whose proof is
-for linear queries).
+S = max over one neighbour change of Σ_q c_q |Δf_q|^p (p = 1 for ε, 2 for ρ). Under
+add/remove, and under substitution in pure ε, it is the weighted overlap of the queries' count
+pieces (:mod:`tessera.overlap.linear`), computed with
+:func:`tessera.release.exact_costs.cost_bound` (exact arithmetic, witness re-checked). Under
+ρ-zCDP substitution the pieces only bound it from above, so S_sub = max_{x,y} Σ_q c_q
+(a_q(x) − a_q(y))² is computed by the exact pair program of
+:mod:`tessera.overlap.linear_pairs` on the costs scaled to integers, when its distinct
+contribution vectors are few enough; beyond that limit the pieces' bound is used, marked not
+exact, with the true pair score of its witness pair as the achieved value. A person of at most
+K rows pays K (ε) or K² (ρ) times the largest row-level value over the unit's row relations
+(docs/theory.md §3.13, whose proof is for linear queries; K copies of the worst row or pair
+attain it).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 from fractions import Fraction
 
+import numpy as np
 import numpy.typing as npt
 
+from tessera.errors import ResourceError, TesseraError
+from tessera.overlap import OverlapResult, Witness
 from tessera.overlap.linear import Pieces, attaining, pieces
+from tessera.overlap.linear_pairs import MAX_VECTORS, contributions, exact_pair_cost
 from tessera.privacy import ONE_ROW, Definition, Neighbours, PrivacyUnit
+from tessera.release.decimals import decimal_value
 from tessera.release.exact_costs import DEFAULT_TIME_LIMIT, CostBound, cost_bound
 from tessera.schema.domain import Domain
 from tessera.workload.aggregates import LinearQuery
 from tessera.workload.workload import Workload
+
+#: Bits of the largest integer weight of the pair program (costs with more digits are rounded up).
+WEIGHT_BITS = 96
 
 
 def piece_workload(domain: Domain, cut: Pieces) -> Workload:
@@ -36,15 +50,24 @@ def linear_cost_bound(
     domain: Domain, linear: Sequence[LinearQuery], costs: npt.ArrayLike, *,
     definition: Definition | str, neighbours: Neighbours | str = Neighbours.ADD_REMOVE,
     unit: PrivacyUnit = ONE_ROW, time_limit: float | None = DEFAULT_TIME_LIMIT,
-    threshold: Fraction | None = None,
+    threshold: Fraction | None = None, max_vectors: int = MAX_VECTORS,
 ) -> CostBound | None:
-    """max over one change of the unit of Σ_q c_q |Δf_q|^p, bounded above exactly (``None``:
-    no query can change, the cost is 0). ``costs``: c_q per unit of sensitivity (ε_q = 1/b_q
-    or ρ_q = 1/(2σ_q²)). The witness's queries are levels of the last relation solved."""
+    """max over one change of the unit of Σ_q c_q |Δf_q|^p, exactly where tractable and
+    bounded above otherwise (``None``: no query can change, the cost is 0). ``costs``: c_q per
+    unit of sensitivity (ε_q = 1/b_q or ρ_q = 1/(2σ_q²)). The witness is that of the largest
+    relation: under ρ-zCDP substitution a pair of records x, y whose queries are the linear
+    queries that change (:func:`substitution_cost`), else levels or cells of the pieces.
+    ``max_vectors``: the pair program's state limit (beyond it, the pieces' bound)."""
     d = Definition.parse(definition)
     factor = unit.factor(d)
     parts: list[CostBound] = []
     for rel in unit.row_relations(Neighbours.parse(neighbours)):
+        if d is Definition.ZCDP and rel is Neighbours.SUBSTITUTE:
+            part = substitution_cost(domain, linear, costs, time_limit=time_limit,
+                                     max_vectors=max_vectors)
+            if part is not None:
+                parts.append(part)
+            continue
         cut = pieces(domain, linear, d, rel)
         if not cut.queries:
             continue
@@ -67,3 +90,136 @@ def linear_cost_bound(
                      all(c.exact for c in parts) or top.value <= best.achieved_value,
                      top.scale, top.overlap)
 
+
+def substitution_cost(
+    domain: Domain, linear: Sequence[LinearQuery], costs: npt.ArrayLike, *,
+    time_limit: float | None = DEFAULT_TIME_LIMIT, max_vectors: int = MAX_VECTORS,
+) -> CostBound | None:
+    """S_sub = max_{x,y} Σ_q c_q (a_q(x) − a_q(y))² of one row under ρ-zCDP substitution
+    (``None``: no query can change).
+
+    Exact (:func:`tessera.overlap.linear_pairs.exact_pair_cost`) on the integers W_q =
+    c_q·``scale`` (:func:`pair_weights`: the costs' decimals times their least common
+    denominator, or rounded up to multiples of 2^−k when those have more than
+    :data:`WEIGHT_BITS` bits), with the
+    maximising pair as witness and its score in exact rationals as the achieved value. When the
+    program is not tractable (more than ``max_vectors`` distinct contribution vectors): the
+    pieces' bound (:func:`tessera.overlap.linear.pieces`, an upper bound), marked not exact
+    unless its witness pair attains it, whose achieved value is the true pair score of that
+    witness pair, evaluated directly."""
+    c = checked(costs, len(linear))
+    exact = [decimal_value(x) for x in c.tolist()]
+    ints, scale = pair_weights(exact)
+    try:
+        best = exact_pair_cost(domain, linear, ints, max_states=max_vectors)
+    except ResourceError as e:
+        return pieces_bound(domain, linear, c, exact, time_limit, str(e))
+    if best.value == 0:
+        return None
+    value = Fraction(best.value) / scale
+    achieved, changed = true_pair_cost(domain, linear, exact, best.x, best.y)
+    rounded = any(w != r * scale for w, r in zip(ints, exact))
+    if achieved > value or (not rounded and achieved != value):  # fail closed
+        raise TesseraError(f"internal error: the pair program's witness scores "
+                          f"{float(achieved)!r}, its value is {float(value)!r}")
+    total = float(sum(w * r * r for w, r in zip(ints, (spread(domain, lq) for lq in linear))))
+    overlap = OverlapResult(
+        Definition.PURE, Neighbours.SUBSTITUTE, _float(best.value, up=True),
+        _float(best.value, up=False), True,
+        f"exact pair program ({best.n_vectors} distinct contribution vectors)",
+        Witness(best.x, changed, best.y), len(linear), max(total, _float(best.value, up=True)))
+    return CostBound(value, achieved, True, scale, overlap)
+
+
+def spread(domain: Domain, lq: LinearQuery) -> int:
+    """max_{x,y} |a_q(x) − a_q(y)| bounded: 1 for a count, max g − min g (0 included) for a
+    sum — the change of one query alone (for the sequential score)."""
+    if lq.role == "count":
+        return 1
+    gs = [0, *(g for _, g in lq.values(domain))]
+    return max(gs) - min(gs)
+
+
+def pieces_bound(domain: Domain, linear: Sequence[LinearQuery], costs: npt.NDArray[np.float64],
+                 exact: Sequence[Fraction], time_limit: float | None,
+                 why: str) -> CostBound | None:
+    """The fallback of :func:`substitution_cost`: the levels' bound, labelled truthfully."""
+    cut = pieces(domain, linear, Definition.ZCDP, Neighbours.SUBSTITUTE)
+    if not cut.queries:
+        return None
+    part = cost_bound(domain, list(cut.queries), cut.costs(costs),
+                      neighbours=Neighbours.SUBSTITUTE, time_limit=time_limit)
+    wit = part.overlap.witness
+    achieved = Fraction(0)
+    if wit is not None and wit.y is not None:
+        achieved, _ = true_pair_cost(domain, linear, exact, wit.x, wit.y)
+    if achieved > part.value:  # fail closed
+        raise TesseraError(f"internal error: a pair scores {float(achieved)!r} above the "
+                          f"pieces' bound {float(part.value)!r}")
+    note = f"the levels' upper bound: the exact pair program is not tractable ({why})"
+    ov = part.overlap
+    overlap = dataclasses.replace(  # (scores in the pieces' integer units)
+        ov, exact=part.value <= achieved, notes=(*ov.notes, note),
+        score_achieved=min(ov.score_bound, float(math.floor(achieved * part.scale))))
+    return CostBound(part.value, achieved, part.value <= achieved, part.scale, overlap)
+
+
+def true_pair_cost(domain: Domain, linear: Sequence[LinearQuery], costs: Sequence[Fraction],
+                   x: Sequence[int], y: Sequence[int]) -> tuple[Fraction, tuple[int, ...]]:
+    """(Σ_q c_q (a_q(x) − a_q(y))² in exact rationals, the linear queries that change)."""
+    a, b = contributions(domain, linear, [list(x), list(y)]).tolist()
+    changed = tuple(j for j, (u, v) in enumerate(zip(a, b)) if u != v)
+    return sum((costs[j] * (a[j] - b[j]) ** 2 for j in changed), Fraction(0)), changed
+
+
+def linear_change_cost(domain: Domain, linear: Sequence[LinearQuery],
+                       costs: Sequence[Fraction], x: Sequence[int],
+                       y: Sequence[int] | None = None) -> Fraction:
+    """The ρ-zCDP cost Σ_q c_q (a_q(x) − a_q(y))² of the row x becoming y, in exact rationals;
+    ``y`` None: x added or removed (a_q(y) = 0)."""
+    if not linear:
+        return Fraction(0)
+    if y is None:
+        a = contributions(domain, linear, [list(x)])[0].tolist()
+        return sum((c * u * u for c, u in zip(costs, a)), Fraction(0))
+    return true_pair_cost(domain, linear, costs, x, y)[0]
+
+
+def pair_weights(costs: Sequence[Fraction]) -> tuple[list[int], int | Fraction]:
+    """Integers W_q ≥ c_q·scale for the pair program (which is exact for integers of any
+    size): equal, scale the least common denominator of the costs' decimals, when the largest
+    has at most :data:`WEIGHT_BITS` bits; else ⌈c_q·2^k⌉ with the largest cost below
+    2^WEIGHT_BITS (the value then lies at most Σ_q (2M_q)²/scale above S, a relative 2^−90 or
+    so)."""
+    if not costs:
+        return [], 1
+    scale = math.lcm(*(r.denominator for r in costs))
+    ints = [int(r * scale) for r in costs]
+    if max(ints).bit_length() <= WEIGHT_BITS:
+        return ints, scale
+    top = max(costs)
+    k = WEIGHT_BITS - 1 - math.floor(math.log2(top))
+    while True:
+        unit = Fraction(2) ** k
+        ints = [math.ceil(r * unit) for r in costs]
+        if max(ints).bit_length() <= WEIGHT_BITS:
+            return ints, unit if k < 0 else int(unit)
+        k -= 1
+
+
+def checked(costs: npt.ArrayLike, n: int) -> npt.NDArray[np.float64]:
+    """The costs as floats, one finite cost ≥ 0 per linear query."""
+    c = np.asarray(costs, dtype=np.float64).reshape(-1)
+    if c.shape != (n,) or not (np.isfinite(c).all() and (c >= 0).all()):
+        raise TesseraError(f"{c.size} costs for {n} linear queries: one finite cost ≥ 0 each")
+    return c
+
+
+def _float(n: int, *, up: bool) -> float:
+    """The integer n as a float, rounded up or down when it is not one."""
+    f = float(n)
+    if f == n:
+        return f
+    if (f < n) == up:
+        return math.nextafter(f, math.inf if up else -math.inf)
+    return f

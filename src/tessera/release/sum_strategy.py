@@ -19,7 +19,7 @@ own queries at costs u·B_f/S_f: exactly the direct plan's shape) is kept unless
 smaller expected Σ_q w_q Var_q (continuous noise model, upper bounds on the discrete variances),
 ties to direct. All measured queries — every family's, as linear queries on h_u — are then
 calibrated *jointly* by :func:`~.aggregate_plan.fit_to_budget`: their exact worst change (the
-levels of §3.15: exact under add/remove and under ε substitution, their upper bound under ρ
+levels of §3.15 under add/remove and under ε substitution, the exact pair program under ρ
 substitution — which T_f also bounds) rescaled to B and re-checked, so the spend rests on the
 exact re-check, never on the reduction alone (Σ_f spends ≤ B, so the rescaling only lowers the
 noise). Substitution needs n public: the release refuses empty data, as the direct one does.
