@@ -290,8 +290,9 @@ def test_zcdp_substitution_fallback_is_a_labelled_bound(texts, data):
 @given(st.integers(1, 7), st.integers(1, 4), st.integers(0, 22), st.data())
 def test_pair_maximum_is_exact_for_any_weights(n, m, magnitude, data):
     """The limbs of :func:`tessera.overlap.linear_pairs.pair_maximum`: integer weights of up to
-    200 bits and contributions up to 2^22 (few bits per limb, many carries) give the same
-    maximum as Python integers, attained by the pair returned."""
+    200 bits and contributions up to 2^22 (few bits per limb, many carries), in float64 limbs
+    and in int64 ones, give the same maximum as Python integers, attained by the pair
+    returned."""
     top = 2**magnitude
     v = np.array(data.draw(st.lists(st.lists(st.integers(-top, top), min_size=m, max_size=m),
                                     min_size=n, max_size=n)), dtype=np.int64)
@@ -304,10 +305,12 @@ def test_pair_maximum_is_exact_for_any_weights(n, m, magnitude, data):
     from tessera.overlap import linear_pairs
 
     block, linear_pairs.BLOCK = linear_pairs.BLOCK, data.draw(st.sampled_from([1, 5, 2**19]))
+    limit = linear_pairs.FLOAT_LIMIT  # 1: no float64 limb fits, the int64 limbs are used
+    linear_pairs.FLOAT_LIMIT = data.draw(st.sampled_from([limit, 1]))
     try:  # (small blocks: a row or two at a time)
         value, i, j = linear_pairs.pair_maximum(v, w)
     finally:
-        linear_pairs.BLOCK = block
+        linear_pairs.BLOCK, linear_pairs.FLOAT_LIMIT = block, limit
     assert value == max(score(a, b) for a in rows for b in rows) == score(rows[i], rows[j])
 
 

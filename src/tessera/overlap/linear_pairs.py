@@ -67,10 +67,12 @@ from tessera.workload.aggregates import LinearQuery
 from tessera.workload.query import Query
 
 #: Distinct (partial) contribution vectors kept at most: the pair maximum is quadratic in them.
-MAX_VECTORS = 6_000
+MAX_VECTORS = 10_000
 #: Records of the grid of representative codes evaluated at most when a condition is a clause.
 MAX_GRID = 200_000
-#: Every partial sum of one limb of the pair maximum stays below this: int64 is exact.
+#: Every partial sum of one limb of the pair maximum stays below this: float64 is exact.
+FLOAT_LIMIT = 2**51
+#: The same for contributions too large for float64 limbs: int64 is exact.
 PAIR_LIMIT = 2**62
 #: Entries of one block of the pair maximum (rows × vectors).
 BLOCK = 2**19
@@ -240,11 +242,14 @@ def pair_maximum(vectors: npt.NDArray[np.int64],
     weights W_q ≥ 0 of any size, exactly (module docstring, 3.).
 
     The weights are cut into limbs of b bits, W_q = Σ_l w_ql 2^{bl}, with b such that
-    2^b · 4 Σ_q M_q² < 2^62 (M_q = max_i |v_iq|): each limb's pair scores own_i + own_j −
-    2 Σ_q w_ql v_iq v_jq are then exact in int64, and so is every step of adding them up
-    digit by digit (carries); the largest number is found by comparing the digits from the
-    most significant one. :class:`~tessera.errors.ResourceError` when 4 Σ_q M_q² reaches 2^61
-    (no limb fits)."""
+    2^b · 4 Σ_q M_q² < 2^51 (M_q = max_i |v_iq|): each limb's pair scores own_i + own_j −
+    2 Σ_q w_ql v_iq v_jq, and every partial sum of them, are then integers below 2^52, which
+    float64 holds exactly whatever the order of the additions — so the Gram products run in
+    BLAS, exactly, on any machine — and so is every step of adding the limbs up digit by digit
+    (carries, in int64); the largest number is found by comparing the digits from the most
+    significant one. Contributions too large for one bit per limb in float64 (4 Σ_q M_q² ≥
+    2^50) take int64 limbs below 2^62 instead (numpy's integer products: exact, slower);
+    :class:`~tessera.errors.ResourceError` when 4 Σ_q M_q² reaches 2^61 (no limb fits)."""
     v = np.asarray(vectors, dtype=np.int64)
     n, m = v.shape
     w = [int(x) for x in weights]
@@ -253,23 +258,28 @@ def pair_maximum(vectors: npt.NDArray[np.int64],
     if n == 0:
         raise ValueError("no contribution vectors")
     tops = [int(t) for t in np.abs(v).max(axis=0)]
-    b = min(PAIR_LIMIT.bit_length() - 1 - (4 * sum(t * t for t in tops)).bit_length(), 60)
+    spread = (4 * sum(t * t for t in tops)).bit_length()
+    b = min(FLOAT_LIMIT.bit_length() - 1 - spread, 48)
+    kind: type[np.floating] | type[np.integer] = np.float64
+    if b < 1:  # (int64 limbs: exact in numpy's integer products)
+        b, kind = min(PAIR_LIMIT.bit_length() - 1 - spread, 60), np.int64
     if b < 1:
         raise ResourceError("contributions too large for exact int64 pair scores")
     mask = (1 << b) - 1
     n_limbs = max(1, -(-max(w, default=0).bit_length() // b))
     limbs = [np.array([(x >> (b * k)) & mask for x in w], dtype=np.int64)
              for k in range(n_limbs)]
-    own = [(v * v) @ lw for lw in limbs]
-    weighted = [v * lw for lw in limbs]
+    vk = v.astype(kind)
+    own = [((v * v) @ lw).astype(kind) for lw in limbs]
+    weighted = [(v * lw).astype(kind) for lw in limbs]
     best: tuple[int, int, int] = (-1, 0, 0)
     rows = max(1, BLOCK // n)
     for s in range(0, n, rows):
         carry = np.zeros((min(rows, n - s), n), dtype=np.int64)
         digits = []
-        for k in range(n_limbs):  # exact: every term < 2^62, every carry < 2^(62 − b)
-            t = own[k][s:s + rows, None] + own[k][None, :] \
-                - 2 * (weighted[k][s:s + rows] @ v.T) + carry
+        for k in range(n_limbs):  # exact: every term < 2^51 (2^62), every carry < 2^(52 − b)
+            t = (own[k][s:s + rows, None] + own[k][None, :]
+                 - 2 * (weighted[k][s:s + rows] @ vk.T) + carry).astype(np.int64)
             digits.append(t & mask)
             carry = t >> b
         keys = [carry, *reversed(digits)]  # most significant first
