@@ -111,17 +111,20 @@ def aim_run(name: str, k: int, eps: float, seed: int, args: argparse.Namespace,
 
 
 def aim_mean(runs: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
-    """AIM's cell over its seeds: the mean error, per-marginal errors (where every seed has
-    them), CPU and wall time; ``None`` without a run."""
+    """AIM's cell over its seeds: the mean error and per-marginal errors (where every seed has
+    them) over every seed; the CPU and wall time over the seeds run on this machine (cached
+    rows), else over those on record (the summary: other days, whose speed may differ);
+    ``None`` without a run."""
     if not runs:
         return None
     fams = [r.get("families") for r in runs]
-    cpu = [r["cpu_s"] for r in runs if r.get("cpu_s") is not None]
+    timed = [r for r in runs if r.get("note") != "summary"] or list(runs)
+    cpu = [r["cpu_s"] for r in timed if r.get("cpu_s") is not None]
     return {"l1": statistics.fmean(r["l1"] for r in runs), "seeds": len(runs),
             "families": (np.mean(fams, axis=0).tolist() if all(f is not None for f in fams)
                          else None),
             "cpu_s": statistics.fmean(cpu) if cpu else math.nan,
-            "wall_s": statistics.fmean(r["wall_s"] for r in runs)}
+            "wall_s": statistics.fmean(r["wall_s"] for r in timed), "timed": len(timed)}
 
 
 def geomean(values: Sequence[float]) -> float:
@@ -132,7 +135,8 @@ def geomean(values: Sequence[float]) -> float:
 def report(runs: list[dict[str, Any]], names: Sequence[str], eps_values: Sequence[float],
            workloads: dict[str, ts.Workload]) -> str:
     """The panel's table: per table and ε, then the geometric means per ε."""
-    lines = ["| table | ε | Tessera L1 (seeds) | AIM L1 | error ratio | CPU ratio | wall ratio "
+    lines = ["| table | ε | Tessera L1 (seeds) | AIM L1 (seeds) | error ratio | CPU ratio (Tessera "
+             "/ AIM) | wall ratio (Tessera / AIM) "
              "| worst pair: Tessera / AIM | CPU spread |",
              "|---|---:|---:|---:|---:|---:|---:|---|---:|"]
     summary: dict[float, dict[str, list[float]]] = {}
@@ -152,7 +156,7 @@ def report(runs: list[dict[str, Any]], names: Sequence[str], eps_values: Sequenc
             worst = int(np.argmax(fams))
             pair = "×".join(workloads[name].partitions[worst].attributes)
             sd = statistics.stdev(r["l1"] for r in mine) if len(mine) > 1 else 0.0
-            row = [name, f"{eps:g}", f"{l1:.4f} ± {sd:.4f} ({len(mine)})"]
+            row = [name, f"{eps:g}", f"{l1:.4g} ± {sd:.2g} ({len(mine)})"]
             if aim is None:
                 row += ["—", "—", "—", "—", f"{pair} {fams[worst]:.3f} / —", f"{spread:.1f}"]
             else:
@@ -162,8 +166,9 @@ def report(runs: list[dict[str, Any]], names: Sequence[str], eps_values: Sequenc
                 s["error"].append(er)
                 s["cpu"].append(cr)
                 aim_worst = f"{aim['families'][worst]:.3f}" if aim.get("families") else "—"
-                row += [f"{aim['l1']:.4f} ({aim['seeds']})", f"**{er:.2f}×**", f"{cr:.3f}×",
-                        f"{wr:.3f}×",
+                row += [f"{aim['l1']:.4g} ({aim['seeds']})", f"**{er:.2f}×**",
+                        f"{cr:.3f}× ({cpu:.1f} / {aim['cpu_s']:.0f} s)",
+                        f"{wr:.3f}× ({wall:.1f} / {aim['wall_s']:.0f} s)",
                         f"{pair} {fams[worst]:.3f} / {aim_worst}", f"{spread:.1f}"]
             lines.append("| " + " | ".join(row) + " |")
     lines += ["", "| ε | tables with AIM | geometric-mean error ratio | worst table | "
