@@ -55,6 +55,7 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 import numpy.typing as npt
@@ -122,11 +123,17 @@ def contributions(domain: Domain, linear: Sequence[LinearQuery],
     return out
 
 
-def pair_score(domain: Domain, linear: Sequence[LinearQuery], weights: Sequence[int],
-               x: Sequence[int], y: Sequence[int]) -> int:
-    """Σ_q W_q (a_q(x) − a_q(y))² of one pair of records, in Python integers."""
-    a, b = contributions(domain, linear, [list(x), list(y)]).tolist()
-    return sum(int(w) * (u - v) ** 2 for w, u, v in zip(weights, a, b))
+def change_cost(domain: Domain, linear: Sequence[LinearQuery], weights: Sequence[Fraction],
+                x: Sequence[int], y: Sequence[int] | None = None,
+                ) -> tuple[Fraction, tuple[int, ...]]:
+    """(Σ_q W_q (a_q(x) − a_q(y))², the linear queries that change) of the record x becoming
+    y — ``y`` None: x added or removed (a_q(y) = 0) — evaluated directly, in the weights' own
+    exact arithmetic (integers or rationals)."""
+    rows = [list(x)] if y is None else [list(x), list(y)]
+    a, *rest = contributions(domain, linear, rows).tolist()
+    b = rest[0] if rest else [0] * len(a)
+    changed = tuple(j for j, (u, v) in enumerate(zip(a, b)) if u != v)
+    return sum((Fraction(weights[j]) * (a[j] - b[j]) ** 2 for j in changed), Fraction(0)), changed
 
 
 def mentioned(linear: Sequence[LinearQuery]) -> set[str]:
@@ -303,6 +310,6 @@ def exact_pair_cost(domain: Domain, linear: Sequence[LinearQuery], weights: Sequ
     value, i, j = pair_maximum(vecs.vectors, weights)
     x = tuple(int(c) for c in vecs.points[i])
     y = tuple(int(c) for c in vecs.points[j])
-    if pair_score(domain, linear, weights, x, y) != value:  # fail closed
+    if change_cost(domain, linear, weights, x, y)[0] != value:  # fail closed
         raise RuntimeError("internal error: the pair maximum's records do not attain it")
     return PairMaximum(value, x, y, len(vecs.vectors))

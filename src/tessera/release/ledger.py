@@ -162,6 +162,7 @@ import numpy.typing as npt
 from tessera.data.outputs import settled
 from tessera.errors import QueryError
 from tessera.overlap.linear import pieces
+from tessera.overlap.linear_pairs import change_cost
 from tessera.privacy import ONE_ROW, Definition, Neighbours, PrivacyUnit
 from tessera.release.decimals import (
     decimal_value,
@@ -213,7 +214,7 @@ from tessera.release.ledger_store import (
     upgrade,
     write_transaction,
 )
-from tessera.release.linear_costs import linear_change_cost, linear_cost_bound, piece_workload
+from tessera.release.linear_costs import linear_cost_bound, piece_workload
 from tessera.schema.domain import Domain
 from tessera.schema.measures import MAX_UNITS, unit_size
 from tessera.workload.aggregates import (
@@ -823,7 +824,8 @@ class Ledger:
             if wit is not None and (rel is Neighbours.ADD_REMOVE or wit.y is not None):
                 counted = sum((decimal_value(float(costs[i])) for i in wit.queries
                                if i not in linear_block), Fraction(0))
-                achieved = counted + linear_change_cost(domain, lin, exact_lc, wit.x, wit.y)
+                achieved = counted + (change_cost(domain, lin, exact_lc, wit.x, wit.y)[0]
+                                      if lin else Fraction(0))
             if achieved > cb.value:  # fail closed
                 raise LedgerError(f"internal error: a row attains {float(achieved)!r} above "
                                   f"the bound {float(cb.value)!r}", where=str(self.path))

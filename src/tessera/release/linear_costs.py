@@ -27,8 +27,9 @@ import numpy.typing as npt
 
 from tessera.errors import ResourceError, TesseraError
 from tessera.overlap import OverlapResult, Witness
+from tessera.overlap.coverage import float_down, float_up
 from tessera.overlap.linear import Pieces, attaining, pieces
-from tessera.overlap.linear_pairs import MAX_VECTORS, contributions, exact_pair_cost
+from tessera.overlap.linear_pairs import MAX_VECTORS, change_cost, exact_pair_cost
 from tessera.privacy import ONE_ROW, Definition, Neighbours, PrivacyUnit
 from tessera.release.decimals import decimal_value
 from tessera.release.exact_costs import DEFAULT_TIME_LIMIT, CostBound, cost_bound
@@ -117,17 +118,17 @@ def substitution_cost(
     if best.value == 0:
         return None
     value = Fraction(best.value) / scale
-    achieved, changed = true_pair_cost(domain, linear, exact, best.x, best.y)
+    achieved, changed = change_cost(domain, linear, exact, best.x, best.y)
     rounded = any(w != r * scale for w, r in zip(ints, exact))
     if achieved > value or (not rounded and achieved != value):  # fail closed
         raise TesseraError(f"internal error: the pair program's witness scores "
                           f"{float(achieved)!r}, its value is {float(value)!r}")
     total = float(sum(w * r * r for w, r in zip(ints, (spread(domain, lq) for lq in linear))))
     overlap = OverlapResult(
-        Definition.PURE, Neighbours.SUBSTITUTE, _float(best.value, up=True),
-        _float(best.value, up=False), True,
+        Definition.PURE, Neighbours.SUBSTITUTE, float_up(Fraction(best.value)),
+        float_down(Fraction(best.value)), True,
         f"exact pair program ({best.n_vectors} distinct contribution vectors)",
-        Witness(best.x, changed, best.y), len(linear), max(total, _float(best.value, up=True)))
+        Witness(best.x, changed, best.y), len(linear), max(total, float_up(Fraction(best.value))))
     return CostBound(value, achieved, True, scale, overlap)
 
 
@@ -152,7 +153,7 @@ def pieces_bound(domain: Domain, linear: Sequence[LinearQuery], costs: npt.NDArr
     wit = part.overlap.witness
     achieved = Fraction(0)
     if wit is not None and wit.y is not None:
-        achieved, _ = true_pair_cost(domain, linear, exact, wit.x, wit.y)
+        achieved, _ = change_cost(domain, linear, exact, wit.x, wit.y)
     if achieved > part.value:  # fail closed
         raise TesseraError(f"internal error: a pair scores {float(achieved)!r} above the "
                           f"pieces' bound {float(part.value)!r}")
@@ -162,27 +163,6 @@ def pieces_bound(domain: Domain, linear: Sequence[LinearQuery], costs: npt.NDArr
         ov, exact=part.value <= achieved, notes=(*ov.notes, note),
         score_achieved=min(ov.score_bound, float(math.floor(achieved * part.scale))))
     return CostBound(part.value, achieved, part.value <= achieved, part.scale, overlap)
-
-
-def true_pair_cost(domain: Domain, linear: Sequence[LinearQuery], costs: Sequence[Fraction],
-                   x: Sequence[int], y: Sequence[int]) -> tuple[Fraction, tuple[int, ...]]:
-    """(Σ_q c_q (a_q(x) − a_q(y))² in exact rationals, the linear queries that change)."""
-    a, b = contributions(domain, linear, [list(x), list(y)]).tolist()
-    changed = tuple(j for j, (u, v) in enumerate(zip(a, b)) if u != v)
-    return sum((costs[j] * (a[j] - b[j]) ** 2 for j in changed), Fraction(0)), changed
-
-
-def linear_change_cost(domain: Domain, linear: Sequence[LinearQuery],
-                       costs: Sequence[Fraction], x: Sequence[int],
-                       y: Sequence[int] | None = None) -> Fraction:
-    """The ρ-zCDP cost Σ_q c_q (a_q(x) − a_q(y))² of the row x becoming y, in exact rationals;
-    ``y`` None: x added or removed (a_q(y) = 0)."""
-    if not linear:
-        return Fraction(0)
-    if y is None:
-        a = contributions(domain, linear, [list(x)])[0].tolist()
-        return sum((c * u * u for c, u in zip(costs, a)), Fraction(0))
-    return true_pair_cost(domain, linear, costs, x, y)[0]
 
 
 def pair_weights(costs: Sequence[Fraction]) -> tuple[list[int], int | Fraction]:
@@ -213,13 +193,3 @@ def checked(costs: npt.ArrayLike, n: int) -> npt.NDArray[np.float64]:
     if c.shape != (n,) or not (np.isfinite(c).all() and (c >= 0).all()):
         raise TesseraError(f"{c.size} costs for {n} linear queries: one finite cost ≥ 0 each")
     return c
-
-
-def _float(n: int, *, up: bool) -> float:
-    """The integer n as a float, rounded up or down when it is not one."""
-    f = float(n)
-    if f == n:
-        return f
-    if (f < n) == up:
-        return math.nextafter(f, math.inf if up else -math.inf)
-    return f
