@@ -53,9 +53,12 @@ def test_every_row_fits_the_draft() -> None:
 
 
 def test_too_many_categories_is_an_error() -> None:
-    df = pd.DataFrame({"id": [f"person-{i}" for i in range(500)]})
+    df = pd.DataFrame({"id": [f"person-{i % 250}" for i in range(500)]})  # repeats: no key
     with pytest.raises(SchemaError, match="distinct values"):
         infer_domain(df, max_categories=100)
+    keys = pd.DataFrame({"id": [f"person-{i}" for i in range(500)]})
+    with pytest.raises(SchemaError, match="every column is a row key"):
+        infer_domain(keys)
 
 
 def test_cli_warns_not_private(tmp_path: Path) -> None:
@@ -68,3 +71,32 @@ def test_cli_warns_not_private(tmp_path: Path) -> None:
     text = out.read_text()
     assert text.startswith("# DRAFT SCHEMA INFERRED FROM DATA - NOT PRIVATE.")
     assert set(Domain.load(out).names) == set(_frame().columns)
+
+
+def test_row_keys_are_left_out(tmp_path: Path) -> None:
+    """A row number or a text id (every value distinct) is not an attribute: the draft leaves
+    it out and says so; a measure whose whole values all differ but spread wide is kept, and so
+    is a key of fewer rows than KEY_MIN_ROWS."""
+    from tessera.data.infer import KEY_MIN_ROWS, draft_schema
+
+    df = _frame()
+    n = len(df)
+    df.insert(0, "rownames", np.arange(1, n + 1))
+    df["id"] = [f"r{i:04d}" for i in range(n)]
+    df["population"] = np.arange(n) * 1_000 + 7  # all distinct, spread: a measure
+    draft = draft_schema(df)
+    assert draft.keys == ("rownames", "id")
+    assert "rownames" not in draft.domain.names and "id" not in draft.domain.names
+    assert isinstance(draft.domain["population"], Binned)
+    assert "rownames" in draft.header() and "--extra-columns ignore" in draft.header()
+    assert infer_domain(df) == draft.domain
+    small = df.head(KEY_MIN_ROWS - 1)
+    assert draft_schema(small).keys == () and "rownames" in infer_domain(small).names
+
+    csv, out = tmp_path / "d.csv", tmp_path / "s.yaml"
+    df.to_csv(csv, index=False)
+    r = CliRunner().invoke(app, ["schema", "infer", str(csv), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "left out as row keys" in r.output and "'rownames', 'id'" in r.output
+    assert "# Left out as row keys" in out.read_text()
+    assert "rownames" not in Domain.load(out).names

@@ -25,6 +25,7 @@ from tessera.synth.charge import Target, ledger_charge
 from tessera.synth.evaluate import evaluate, synthetic_frame
 from tessera.synth.fitted import NOT_PRIVATE_MARK, FittedSynthesizer
 from tessera.synth.synthesizer import Synthesizer
+from tessera.workload.builders import marginal_families
 from tessera.workload.families import Partition
 from tessera.workload.workload import Workload
 
@@ -406,6 +407,17 @@ def test_cli_synth_and_evaluate(tmp_path: Path, data: pd.DataFrame) -> None:
     expected = evaluate(data, pd.read_csv(out, skiprows=1), Workload.load(wl, Domain.load(schema)))
     assert doc["max_error"] == pytest.approx(expected.max_error)
     assert png.exists()
+
+    # without a workload: the one synth fits without one (every 2-way marginal), said so
+    r = runner.invoke(app, ["evaluate", str(csv), str(out), "--schema", str(schema), "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    domain = Domain.load(schema)
+    pairs = evaluate(data, pd.read_csv(out, skiprows=1), marginal_families(domain, 2))
+    assert doc["notes"] == ["default workload: all 6 2-way marginals of the schema's 4 "
+                            "attributes (no workload was given to the evaluation)"]
+    assert len(doc["families"]) == 6
+    assert doc["mean_family_l1"] == pytest.approx(pairs.mean_family_l1)
 
 
 def test_cli_lp(tmp_path: Path, data: pd.DataFrame) -> None:

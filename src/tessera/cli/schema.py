@@ -53,20 +53,26 @@ def infer(
     bins: Annotated[int, typer.Option(help="Bins for non-integer numeric columns.")] = 10,
 ) -> None:
     """Draft a schema from DATA. NOT PRIVATE: it reads bounds and values off the data."""
-    from tessera.data.infer import NOT_PRIVATE_HEADER, infer_domain
+    from tessera.data.infer import draft_schema
 
-    domain = infer_domain(
+    draft = draft_schema(
         str(data),
         csv=csv_options(no_header, delimiter, na, skip_rows),
         max_categories=max_categories,
         bins=bins,
     )
+    domain = draft.domain
     to_stdout = output is None or str(output) == "-"
     if to_stdout:
-        sys.stdout.write(domain.to_yaml(header=NOT_PRIVATE_HEADER))
+        sys.stdout.write(domain.to_yaml(header=draft.header()))
         sys.stdout.flush()
     else:
-        domain.save(output, header=NOT_PRIVATE_HEADER)
+        domain.save(output, header=draft.header())
+    if draft.keys:
+        names = ", ".join(repr(k) for k in draft.keys)
+        err.print(f"left out as row keys (every value distinct: not attributes): {names}; "
+                  "read the data with --extra-columns ignore, or drop them (a key several "
+                  "rows of one person share is a --privacy-id)", markup=False)
     err.print(
         "[bold yellow]WARNING: this schema was inferred from the data and is NOT PRIVATE.[/] "
         "Its bounds and value lists leak the data; replace them with public knowledge "

@@ -35,7 +35,6 @@ from tessera.cli.common import (
     SkipRowsOpt,
     SparkMasterOpt,
     TableOpt,
-    WorkloadArg,
     check_policies,
     csv_options,
     data_source,
@@ -388,8 +387,15 @@ def evaluate(
         Path, typer.Argument(help="Synthetic rows (CSV or Parquet, as tessera synth writes "
                              "them).", metavar="SYNTH", exists=True, dir_okay=False)
     ],
-    workload: WorkloadArg,
     schema: SchemaOpt,
+    workload: Annotated[
+        Path | None,
+        typer.Argument(help="Workload file (one WHERE clause per line, or YAML/JSON). Default: "
+                            "the workload tessera synth fits without one (every 2-way marginal "
+                            "of the schema, or every 1-way marginal when those do not fit the "
+                            "engine's limits).",
+                       metavar="WORKLOAD", exists=True, dir_okay=False)
+    ] = None,
     plot: Annotated[
         Path | None, typer.Option("--plot", help="Write a PNG: sorted per-query errors and "
                                   "per-family L1 distances.")
@@ -421,8 +427,9 @@ def evaluate(
 
         require("matplotlib", "plot", PLOT_PURPOSE)
     domain = Domain.load(schema)
-    w = Workload.load(workload, domain) if workload is not None else None  # None: the default
-    with info.status(f"counting {w.n_queries:,} queries on both tables…", spinner="dots"):
+    w = Workload.load(workload, domain) if workload is not None else domain  # the default
+    what = f"{w.n_queries:,} queries" if isinstance(w, Workload) else "the default workload"
+    with info.status(f"counting {what} on both tables…", spinner="dots"):
         result = evaluate_rows(data_source(data, engine, spark_master), synthetic, w,
                                csv=csv_options(no_header, delimiter, na, skip_rows),
                                table=table, on_invalid=on_invalid,  # type: ignore[arg-type]
@@ -434,7 +441,7 @@ def evaluate(
         out.print_json(json.dumps(result.to_dict()))
         return
     out.print(result.describe(), markup=False, highlight=False)  # the NOT PRIVATE line first
-    out.print(f"worst {min(top, w.n_queries)} queries:", markup=False)
+    out.print(f"worst {min(top, result.workload.n_queries)} queries:", markup=False)
     out.print(result.worst(top).to_string(index=False), markup=False, highlight=False)
     families = sorted(result.family_l1.items(), key=lambda kv: -kv[1])[:top]
     if families:

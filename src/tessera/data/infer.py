@@ -9,6 +9,7 @@ bounds by public ones (legal ranges, code books) before any private release.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import duckdb
@@ -24,6 +25,32 @@ NOT_PRIVATE_HEADER = """\
 """
 
 _BOOL_TEXT = {"true", "false", "t", "f", "yes", "no", "y", "n", "0", "1"}
+
+#: A text column (or a dense whole-number one) with at least this many values, all distinct,
+#: is a row key (a row number, a record id), not an attribute: the draft leaves it out.
+KEY_MIN_ROWS = 20
+
+
+@dataclass(frozen=True)
+class Draft:
+    """A draft schema (:func:`draft_schema`): the domain, and the columns left out of it as row
+    keys — text columns whose every value is distinct, and whole-number ones whose distinct
+    values are also dense (span at most twice their number: a row number, a record id). A key
+    has as many values as rows: as an attribute every marginal over it would be a list of
+    single rows, and the synthesizer would model it as noise."""
+
+    domain: Domain
+    keys: tuple[str, ...] = ()
+
+    def header(self) -> str:
+        """The YAML's comment header: not private, and the keys left out."""
+        if not self.keys:
+            return NOT_PRIVATE_HEADER
+        names = ", ".join(repr(k) for k in self.keys)
+        return NOT_PRIVATE_HEADER + (
+            f"# Left out as row keys (every value distinct, not attributes): {names}. Read the\n"
+            "# data with --extra-columns ignore, or drop them; a key that several rows of one\n"
+            "# person share is a --privacy-id.\n")
 
 
 def _nice_edges(lo: float, hi: float, bins: int) -> list[float]:
@@ -49,24 +76,50 @@ def infer_domain(
     max_integer_range: int = 10_000,
     bins: int = 10,
 ) -> Domain:
-    """A draft :class:`Domain` from observed values (see the module warning).
+    """A draft :class:`Domain` from observed values (see the module warning):
+    :func:`draft_schema`'s domain, without the row keys it leaves out."""
+    return draft_schema(source, csv=csv, max_categories=max_categories,
+                        max_integer_range=max_integer_range, bins=bins).domain
+
+
+def draft_schema(
+    source: Any,
+    *,
+    csv: CsvOptions = CsvOptions(),
+    max_categories: int = 100,
+    max_integer_range: int = 10_000,
+    bins: int = 10,
+) -> Draft:
+    """A draft schema from observed values (see the module warning).
 
     Text columns become categorical (up to ``max_categories`` values), integer columns integer
     ranges (up to ``max_integer_range`` values, else bins), other numbers ``bins`` equal-width
     bins, and columns of true/false values booleans. NULLs make the attribute ``missing: true``.
+    A text column of at least :data:`KEY_MIN_ROWS` values, all distinct, is a row key and is
+    left out (:attr:`Draft.keys`), and so is a whole-number one whose distinct values span at
+    most twice their number; fractional numbers, and whole numbers spread wider (a measure such
+    as an income), are all distinct too, and are binned.
     """
     con = duckdb.connect()
     rel = relation(con, source, csv=csv)
     con.register("rel", rel)
     attrs: list[Attribute] = []
+    keys: list[str] = []
     for name, dtype in zip(rel.columns, rel.types):
         col = '"' + name.replace('"', '""') + '"'
         stats = con.sql(
-            f"SELECT count(*) - count({col}), count(DISTINCT {col}) FROM rel"
+            f"SELECT count(*) - count({col}), count(DISTINCT {col}), count({col}) FROM rel"
         ).fetchall()[0]
         missing = bool(stats[0])
         n_distinct = int(stats[1])
         kind = str(dtype).upper()
+        whole = "INT" in kind and "INTERVAL" not in kind
+        text = not any(t in kind for t in ("BOOLEAN", "DECIMAL", "DOUBLE", "FLOAT", "REAL",
+                                           "NUMERIC", "INT", "DATE", "TIME"))
+        if n_distinct == int(stats[2]) >= KEY_MIN_ROWS and (text or whole and _dense(
+                con, col, n_distinct)):
+            keys.append(name)  # a row key (Draft)
+            continue
         if kind == "BOOLEAN":
             attrs.append(Boolean(name=name, missing=missing))
         elif any(t in kind for t in ("INT", "DECIMAL", "DOUBLE", "FLOAT", "REAL", "NUMERIC")):
@@ -104,7 +157,19 @@ def infer_domain(
                         name=name, values=tuple(sorted(str(v) for v in values)), missing=missing
                     )
                 )
-    return Domain(tuple(attrs))
+    if not attrs:
+        from tessera.errors import SchemaError
+
+        raise SchemaError(f"every column is a row key (all values distinct): {keys}",
+                          hint="a schema needs at least one column whose values repeat")
+    return Draft(Domain(tuple(attrs)), tuple(keys))
+
+
+def _dense(con: Any, col: str, n: int) -> bool:
+    """Whether n distinct whole numbers span at most 2n values: numbered rows or records (a
+    measure whose values all differ, a population or an income, spans far more)."""
+    lo, hi = con.sql(f"SELECT min({col}), max({col}) FROM rel").fetchall()[0]
+    return hi - lo + 1 <= 2 * n
 
 
 def raise_too_many(name: str, n: int, limit: int) -> None:

@@ -27,9 +27,11 @@ import pandas as pd
 
 from tessera.data.counts import NOT_PRIVATE, count
 from tessera.data.table import CsvOptions, ExtraColumns, OnInvalid
+from tessera.engine.decomposition import DEFAULT_MEMORY_LIMIT
 from tessera.errors import DataError, TesseraError
 from tessera.schema.domain import Binned, Domain
 from tessera.software import require
+from tessera.synth.defaults import default_workload
 from tessera.workload.workload import Workload
 
 if TYPE_CHECKING:
@@ -60,6 +62,7 @@ class Evaluation:
     synthetic: npt.NDArray[np.float64]
     real_rows: int
     synthetic_rows: int
+    notes: tuple[str, ...] = ()  # which default workload was used, when none was given
 
     private = False
 
@@ -112,6 +115,8 @@ class Evaluation:
             "max_error": self.max_error, "mean_error": self.mean_error,
             "families": self.family_l1, "mean_family_l1": self.mean_family_l1,
         }
+        if self.notes:
+            out["notes"] = list(self.notes)
         if per_query:
             out["per_query"] = [
                 {"query": name, "real": float(r), "synthetic": float(s), "error": float(e)}
@@ -124,7 +129,7 @@ class Evaluation:
                  f"{self.errors.size:,} queries; real rows {self.real_rows:,}, synthetic rows "
                  f"{self.synthetic_rows:,}",
                  f"max error {self.max_error:.6g}, mean error {self.mean_error:.6g} "
-                 "(fractions of the rows)"]
+                 "(fractions of the rows)", *self.notes]
         if self.workload.partitions:
             lines.append(f"mean L1 over {len(self.workload.partitions)} families: "
                          f"{self.mean_family_l1:.6g}")
@@ -250,7 +255,7 @@ def _bin_numbers(a: Binned, column: pd.Series) -> pd.Series:
 def evaluate(
     data: Any,
     synthetic: Any,
-    workload: Workload,
+    workload: Workload | Domain,
     *,
     csv: CsvOptions = CsvOptions(),
     table: str | None = None,
@@ -259,11 +264,21 @@ def evaluate(
 ) -> Evaluation:
     """Errors of ``synthetic`` against ``data`` on ``workload`` (module docs). ``data`` is read
     as :func:`tessera.count` reads it (``csv``, ``table``, ``on_invalid``, ``extra_columns``
-    apply to it); ``synthetic`` as :func:`synthetic_frame` reads it."""
+    apply to it); ``synthetic`` as :func:`synthetic_frame` reads it. Given a schema
+    (:class:`~tessera.schema.domain.Domain`) instead of a workload, the errors are taken on the
+    workload :class:`tessera.Synthesizer` fits when given none
+    (:func:`tessera.synth.defaults.default_workload`: every 2-way marginal when their exact
+    counts fit the engine's memory limit, else every 1-way marginal); :attr:`Evaluation.notes`
+    says which."""
+    notes: tuple[str, ...] = ()
+    if isinstance(workload, Domain):
+        chosen = default_workload(workload, lambda _: None, DEFAULT_MEMORY_LIMIT)
+        workload, notes = chosen.workload, (chosen.note.replace(
+            "(no workload was given", "(no workload was given to the evaluation"),)
     real = count(data, workload, csv=csv, table=table, on_invalid=on_invalid,
                  extra_columns=extra_columns)
     synth = count(synthetic_frame(synthetic, workload.domain), workload)
     if real.n_rows == 0 or synth.n_rows == 0:
         raise DataError("a table has no rows: nothing to compare")
     return Evaluation(workload, real.answers / float(real.n_rows),
-                      synth.answers / float(synth.n_rows), real.n_rows, synth.n_rows)
+                      synth.answers / float(synth.n_rows), real.n_rows, synth.n_rows, notes)
