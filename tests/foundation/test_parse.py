@@ -439,3 +439,24 @@ def test_null_in_lists_and_negated_literals_follow_sql() -> None:
     con.register("df", df)
     theirs = [con.sql(f"SELECT count(*) FROM df WHERE {c}").fetchall()[0][0] for c in clauses]
     assert ours == theirs == [2, 0, 0, 5, 0, 4]
+
+
+def test_a_keyword_named_column_gets_a_hint_to_quote_it() -> None:
+    """A column named like an SQL keyword (R's `union`, `date`) breaks the parser when left
+    unquoted: the error's hint says to double-quote it (in WHERE clauses and in SELECT
+    statements); quoted, it parses; a keyword inside a string literal is not blamed."""
+    from tessera.workload.select import parse_statement
+
+    d = Domain((Boolean(name="union"), IntegerRange(name="year", lo=1980, hi=1987),
+                Categorical(name="sector", values=("union", "trade"))))
+    with pytest.raises(QueryError) as e:
+        parse_query("union AND year = 1980", d)
+    assert e.value.hint == "'union' is an SQL keyword: write it in double quotes, \"union\""
+    with pytest.raises(QueryError) as e:
+        parse_statement("SELECT year, union, COUNT(*) FROM t GROUP BY year, union", d)
+    assert "double quotes" in str(e.value.hint)
+    assert parse_query('"union" AND year = 1980', d).predicate("union") == IntervalSet.points([1])
+    assert parse_statement('SELECT year, "union", COUNT(*) FROM t GROUP BY year, "union"', d)
+    with pytest.raises(QueryError) as e:
+        parse_query("sector = 'union' AND AND", d)  # the keyword only inside a literal
+    assert "double quotes" not in str(e.value.hint)

@@ -68,6 +68,25 @@ def quote_hyphenated(text: str, domain: Domain) -> str:
     return "".join(pieces)
 
 
+def keyword_hint(text: str, domain: Domain) -> str | None:
+    """The hint for a syntax error caused by an attribute named like an SQL keyword (``union``,
+    ``date``, ``order``) written without double quotes, or None when no such name appears
+    unquoted outside the string literals of ``text``."""
+    from sqlglot.tokens import Tokenizer  # its keyword table: what the parser will not read
+
+    names = [n for n in domain.names if n.upper() in Tokenizer.KEYWORDS]
+    outside = " ".join(re.split(r"'(?:[^']|'')*'", text)[::2])
+    found = [n for n in names
+             if re.search(r'(?<![\w"])' + re.escape(n) + r'(?![\w"])', outside, re.IGNORECASE)]
+    if not found:
+        return None
+    quoted = ", ".join(f'"{n}"' for n in found)
+    named = ", ".join(repr(n) for n in found)
+    if len(found) == 1:
+        return f"{named} is an SQL keyword: write it in double quotes, {quoted}"
+    return f"{named} are SQL keywords: write them in double quotes, {quoted}"
+
+
 def parse_query(
     text: str, domain: Domain, warnings: list[str] | None = None
 ) -> Query | BooleanClause:
@@ -95,7 +114,8 @@ def parse_query(
         desc = _plain_syntax_error(desc)
         raise QueryError(
             f"syntax error near column {col}: {desc}",
-            hint="write a SQL WHERE clause, e.g. age BETWEEN 30 AND 39 AND sex = 'Female'",
+            hint=keyword_hint(text, domain)
+            or "write a SQL WHERE clause, e.g. age BETWEEN 30 AND 39 AND sex = 'Female'",
         ) from None
     except sqlglot.errors.SqlglotError as e:
         raise QueryError(f"syntax error: {e}") from None

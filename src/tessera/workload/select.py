@@ -34,7 +34,7 @@ from tessera.schema.attributes import IntegerRange
 from tessera.schema.domain import Domain
 from tessera.workload.aggregates import Aggregate, AggregateWorkload, Statement, expand
 from tessera.workload.files import WorkloadError, split_line
-from tessera.workload.parse import parse_query, quote_hyphenated
+from tessera.workload.parse import keyword_hint, parse_query, quote_hyphenated
 from tessera.workload.query import Query
 
 _SELECT = re.compile(r"^\s*select\b", re.IGNORECASE)
@@ -79,8 +79,8 @@ def parse_statement(text: str, domain: Domain, name: str = "",
         tree = sqlglot.parse_one(quote_hyphenated(text, domain))
     except sqlglot.errors.SqlglotError as e:
         raise QueryError(f"syntax error: {str(e).splitlines()[0]}",
-                         hint="write SELECT COUNT(*), SUM(x), AVG(x) FROM t WHERE … GROUP BY …"
-                         ) from None
+                         hint=keyword_hint(text, domain) or "write SELECT COUNT(*), SUM(x), "
+                         "AVG(x) FROM t WHERE … GROUP BY …") from None
     if not isinstance(tree, exp.Select):
         raise QueryError("not a single SELECT statement",
                          hint="one SELECT … FROM t [WHERE …] [GROUP BY …] per line")
