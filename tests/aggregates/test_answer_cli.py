@@ -187,9 +187,3 @@ def test_sums_of_too_many_values_are_refused(files):
     (files / "c.sql").write_text("SELECT SUM(cents) FROM t\n")
     with pytest.raises(Exception, match="counted value by value"):
         read_aggregates(files / "c.sql", Domain.load(files / "s3.yaml"))
-
-
-def test_count_people_is_refused(files):
-    res = run("answer", files / "d.csv", files / "w.sql", "--schema", files / "s.yaml",
-              "--epsilon", "1", "--privacy-id", "pid", "--max-rows", "2", "--count", "people")
-    assert res.exit_code != 0 and "--count people does not apply" in res.output

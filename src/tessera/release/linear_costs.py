@@ -28,11 +28,13 @@ import numpy.typing as npt
 from tessera.errors import ResourceError, TesseraError
 from tessera.overlap import OverlapResult, Witness
 from tessera.overlap.coverage import float_down, float_up
-from tessera.overlap.linear import Pieces, attaining, pieces
+from tessera.overlap.linear import Pieces, attaining, pieces, power
 from tessera.overlap.linear_pairs import MAX_VECTORS, change_cost, exact_pair_cost
+from tessera.overlap.people_linear import best_person_change
 from tessera.privacy import ONE_ROW, Definition, Neighbours, PrivacyUnit
+from tessera.release import decimals
 from tessera.release.decimals import decimal_value
-from tessera.release.exact_costs import DEFAULT_TIME_LIMIT, CostBound, cost_bound
+from tessera.release.exact_costs import DEFAULT_TIME_LIMIT, CostBound, cost_bound, union_of
 from tessera.schema.domain import Domain
 from tessera.workload.aggregates import LinearQuery
 from tessera.workload.workload import Workload
@@ -60,6 +62,9 @@ def linear_cost_bound(
     queries that change (:func:`substitution_cost`), else levels or cells of the pieces.
     ``max_vectors``: the pair program's state limit (beyond it, the pieces' bound)."""
     d = Definition.parse(definition)
+    if unit.counts_people:  # each person once per query (docs/theory.md §3.14)
+        return people_linear_cost(domain, linear, costs, definition=d, neighbours=neighbours,
+                                  unit=unit, time_limit=time_limit)
     factor = unit.factor(d)
     parts: list[CostBound] = []
     for rel in unit.row_relations(Neighbours.parse(neighbours)):
@@ -90,6 +95,59 @@ def linear_cost_bound(
     return CostBound(factor * top.value, factor * best.achieved_value,
                      all(c.exact for c in parts) or top.value <= best.achieved_value,
                      top.scale, top.overlap)
+
+
+def people_linear_cost(
+    domain: Domain, linear: Sequence[LinearQuery], costs: npt.ArrayLike, *,
+    definition: Definition | str, neighbours: Neighbours | str = Neighbours.ADD_REMOVE,
+    unit: PrivacyUnit, time_limit: float | None = DEFAULT_TIME_LIMIT,
+    counted: Sequence[tuple[Workload, npt.NDArray[np.float64]]] = (),
+) -> CostBound | None:
+    """What one person counted once per query costs linear queries (and the counting
+    workloads ``counted``, with their costs: a ledger's other releases), docs/theory.md §3.14
+    "Aggregates counting people": the maximum weighted coverage of K records (2K under
+    substitution) with the scores s_q = c_q·D_q^p (D_q: :meth:`~tessera.workload.aggregates.
+    LinearQuery.person_bound`, the substitution one under substitution; each score rounded up
+    to a float whose decimal is ≥ it), solved by :func:`~.exact_costs.cost_bound` on the
+    conditions — exact where tractable, else its proven bound. ``None``: nothing can change.
+
+    The achieved value is real: the witness person's records, moved within their cells to the
+    values that change the sums most (:func:`tessera.overlap.people_linear.best_person_change`),
+    evaluated with the person-level semantics (totals, clamp) — plus the costs of the counting
+    queries they cover. ``exact`` only when the coverage was solved exactly and those records
+    make every covered query move by its full D_q (so a real person pays the bound, up to the
+    scores' rounding up)."""
+    d = Definition.parse(definition)
+    n = Neighbours.parse(neighbours)
+    p = power(d)
+    c = checked(costs, len(linear))
+    exact = [decimal_value(x) for x in c.tolist()]
+    sub = n is Neighbours.SUBSTITUTE
+    scores = [r * lq.person_bound(sub) ** p for r, lq in zip(exact, linear)]
+    s = np.array([decimals.float_up(x) for x in scores], dtype=np.float64)
+    names = tuple(f"{lq.role} {i}" for i, lq in enumerate(linear))
+    blocks = [(Workload(domain, tuple(lq.query for lq in linear), names, (1.0,) * len(linear)),
+               s), *counted]
+    union, all_costs = union_of(blocks)
+    if not np.any(all_costs > 0):
+        return None
+    cb = cost_bound(domain, union if union.is_structured else union.queries, all_costs,
+                    neighbours=n, time_limit=time_limit, unit=unit, definition=d)
+    if cb.value == 0:
+        return None
+    wit = cb.overlap.witness
+    rows = () if wit is None else wit.rows
+    covered = () if wit is None else wit.queries
+    others = sum((decimal_value(float(all_costs[i])) for i in covered if i >= len(linear)),
+                 Fraction(0))
+    real, _ = best_person_change(domain, linear, exact, p, rows)
+    achieved = others + real
+    if achieved > cb.value:  # fail closed
+        raise TesseraError(f"internal error: a person changes the answers by "
+                           f"{float(achieved)!r}, above the bound {float(cb.value)!r}")
+    full = sum((scores[i] for i in covered if i < len(linear)), Fraction(0))
+    attained = cb.exact and real == full
+    return CostBound(cb.value, achieved, attained, cb.scale, cb.overlap)
 
 
 def substitution_cost(
