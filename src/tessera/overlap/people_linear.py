@@ -22,7 +22,7 @@ import math
 from collections.abc import Sequence
 from fractions import Fraction
 
-from tessera.overlap.linear import attaining, condition_atoms
+from tessera.overlap.linear import condition_atoms
 from tessera.schema.domain import Domain
 from tessera.schema.measures import numeric_value, value_code
 from tessera.workload.aggregates import LinearQuery
@@ -96,16 +96,30 @@ def candidate_codes(domain: Domain, linear: Sequence[LinearQuery], name: str, st
 
 
 def best_person_change(domain: Domain, linear: Sequence[LinearQuery],
-                       costs: Sequence[Fraction], p: int, rows: Sequence[Record]
-                       ) -> tuple[Fraction, tuple[Record, ...]]:
-    """The largest :func:`person_change` of removing a person whose records lie in the same
-    queries as ``rows`` (each record moved within its :func:`regions` on every summed
-    attribute, to one of the :func:`candidate_codes`), and those records. Every combination is
-    tried when there are at most :data:`MAX_COMBINATIONS`; else the ends of largest |value|,
-    and the smallest and the largest codes."""
+                       costs: Sequence[Fraction], p: int, rows: Sequence[Record],
+                       k: int | None = None) -> tuple[Fraction, tuple[Record, ...]]:
+    """The largest :func:`person_change` found for removing a person whose records lie in the
+    same queries as ``rows``, and those records: each record moved within its
+    :func:`regions` on every summed attribute, to one of the :func:`candidate_codes`, and —
+    with ``k`` — the rows padded to ``k`` records by copies of theirs (a person's total in a
+    group may need several rows to reach a clamp bound; copies cover nothing new). Every
+    combination is tried when there are at most :data:`MAX_COMBINATIONS`; else the records'
+    smallest, largest and largest-|value| codes, improved one choice at a time until no change
+    helps. A search, not a proof: the value is a real person's, possibly below the maximum."""
     rows = [tuple(int(c) for c in x) for x in rows]
     if not rows:
         return Fraction(0), ()
+    best = _best_values(domain, linear, costs, p, rows)
+    if k is not None and len(rows) < k:
+        padded = rows + [rows[j % len(rows)] for j in range(k - len(rows))]
+        more = _best_values(domain, linear, costs, p, padded)
+        if more[0] > best[0]:
+            best = more
+    return best
+
+
+def _best_values(domain: Domain, linear: Sequence[LinearQuery], costs: Sequence[Fraction],
+                 p: int, rows: list[Record]) -> tuple[Fraction, tuple[Record, ...]]:
     cuts = regions(domain, linear)
     choices: list[tuple[int, int, tuple[int, ...]]] = []  # (row, attribute index, codes)
     for r, x in enumerate(rows):
@@ -113,30 +127,43 @@ def best_person_change(domain: Domain, linear: Sequence[LinearQuery],
             i = domain.index(name)
             if not 0 <= x[i] < domain[name].n_values:  # the missing value: nothing to move
                 continue
-            k = bisect.bisect_right(bounds, x[i])
-            codes = candidate_codes(domain, linear, name, bounds[k - 1], bounds[k])
+            j = bisect.bisect_right(bounds, x[i])
+            codes = candidate_codes(domain, linear, name, bounds[j - 1], bounds[j])
             if len(codes) > 1:
                 choices.append((r, i, codes))
-    candidates: list[list[Record]] = []
+
+    def placed(pick: Sequence[int]) -> tuple[Record, ...]:
+        moved = [list(x) for x in rows]
+        for (r, i, _), code in zip(choices, pick):
+            moved[r][i] = code
+        return tuple(tuple(x) for x in moved)
+
+    def score(pick: Sequence[int]) -> Fraction:
+        return person_change(domain, linear, costs, p, placed(pick))
+
     if math.prod(len(c) for _, _, c in choices) <= MAX_COMBINATIONS:
-        for pick in itertools.product(*(codes for _, _, codes in choices)):
-            moved = [list(x) for x in rows]
-            for (r, i, _), code in zip(choices, pick):
-                moved[r][i] = code
-            candidates.append([tuple(x) for x in moved])
-    else:
-        candidates.append([attaining(domain, linear, x) for x in rows])
-        for side in (0, -1):
-            moved = [list(x) for x in rows]
-            for r, i, codes in choices:
-                moved[r][i] = codes[side]
-            candidates.append([tuple(x) for x in moved])
-    best = (Fraction(-1), tuple(rows))
-    for cand in candidates:
-        v = person_change(domain, linear, costs, p, cand)
-        if v > best[0]:
-            best = (v, tuple(cand))
-    return best
+        picks = list(itertools.product(*(codes for _, _, codes in choices)))
+        scored = [(score(pk), pk) for pk in picks]
+        value, pick = max(scored, key=lambda s: s[0])
+        return value, placed(pick)
+    # a local search from the three plain starts
+    starts = [[codes[0] for _, _, codes in choices], [codes[-1] for _, _, codes in choices],
+              [max(codes, key=lambda c, n=i: abs(numeric_value(domain.attributes[n], c)))
+               for _, i, codes in choices]]
+    value, pick = max(((score(s), s) for s in starts), key=lambda s: s[0])
+    for _ in range(4):  # passes
+        improved = False
+        for j, (_, _, codes) in enumerate(choices):
+            for code in codes:
+                if code == pick[j]:
+                    continue
+                trial = [*pick[:j], code, *pick[j + 1:]]
+                v = score(trial)
+                if v > value:
+                    value, pick, improved = v, trial, True
+        if not improved:
+            break
+    return value, placed(pick)
 
 
 __all__ = ["MAX_COMBINATIONS", "best_person_change", "candidate_codes", "person_change",

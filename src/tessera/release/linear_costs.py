@@ -140,7 +140,7 @@ def people_linear_cost(
     covered = () if wit is None else wit.queries
     others = sum((decimal_value(float(all_costs[i])) for i in covered if i >= len(linear)),
                  Fraction(0))
-    real, _ = best_person_change(domain, linear, exact, p, rows)
+    real, _ = best_person_change(domain, linear, exact, p, rows, unit.max_rows)
     achieved = others + real
     if achieved > cb.value:  # fail closed
         raise TesseraError(f"internal error: a person changes the answers by "
