@@ -22,6 +22,8 @@ import math
 from collections.abc import Sequence
 from fractions import Fraction
 
+import numpy as np
+
 from tessera.overlap.linear import condition_atoms
 from tessera.schema.domain import Domain
 from tessera.schema.measures import numeric_value, value_code
@@ -97,73 +99,124 @@ def candidate_codes(domain: Domain, linear: Sequence[LinearQuery], name: str, st
 
 def best_person_change(domain: Domain, linear: Sequence[LinearQuery],
                        costs: Sequence[Fraction], p: int, rows: Sequence[Record],
-                       k: int | None = None) -> tuple[Fraction, tuple[Record, ...]]:
-    """The largest :func:`person_change` found for removing a person whose records lie in the
-    same queries as ``rows``, and those records: each record moved within its
-    :func:`regions` on every summed attribute, to one of the :func:`candidate_codes`, and —
-    with ``k`` — the rows padded to ``k`` records by copies of theirs (a person's total in a
-    group may need several rows to reach a clamp bound; copies cover nothing new). Every
+                       k: int | None = None, new: Sequence[Record] = ()
+                       ) -> tuple[Fraction, tuple[Record, ...], tuple[Record, ...]]:
+    """The largest :func:`person_change` found for replacing a person's records ``rows`` by
+    ``new`` (none: removing the person), with records that lie in the same queries as these —
+    each moved within its :func:`regions` on every summed attribute, to one of the
+    :func:`candidate_codes` — and, with ``k``, ``rows`` also padded to ``k`` records by copies
+    of theirs (a person's total in a group may need several rows to reach a clamp bound; copies
+    cover nothing new). Returns (the change, exactly; the old records; the new ones). Every
     combination is tried when there are at most :data:`MAX_COMBINATIONS`; else the records'
     smallest, largest and largest-|value| codes, improved one choice at a time until no change
     helps. A search, not a proof: the value is a real person's, possibly below the maximum."""
-    rows = [tuple(int(c) for c in x) for x in rows]
-    if not rows:
-        return Fraction(0), ()
-    best = _best_values(domain, linear, costs, p, rows)
-    if k is not None and len(rows) < k:
-        padded = rows + [rows[j % len(rows)] for j in range(k - len(rows))]
-        more = _best_values(domain, linear, costs, p, padded)
-        if more[0] > best[0]:
-            best = more
-    return best
+    old = [tuple(int(c) for c in x) for x in rows]
+    fresh = [tuple(int(c) for c in x) for x in new]
+    if not old and not fresh:
+        return Fraction(0), (), ()
+    tries = [old]
+    if k is not None and old and len(old) < k:
+        tries.append(old + [old[j % len(old)] for j in range(k - len(old))])
+    best: tuple[float, tuple[Record, ...], tuple[Record, ...]] | None = None
+    for first in tries:
+        found = _Search(domain, linear, costs, p, first, fresh).best()
+        if best is None or found[0] > best[0]:
+            best = found
+    assert best is not None
+    _, a, b = best
+    return person_change(domain, linear, costs, p, a, b), a, b
 
 
-def _best_values(domain: Domain, linear: Sequence[LinearQuery], costs: Sequence[Fraction],
-                 p: int, rows: list[Record]) -> tuple[Fraction, tuple[Record, ...]]:
-    cuts = regions(domain, linear)
-    choices: list[tuple[int, int, tuple[int, ...]]] = []  # (row, attribute index, codes)
-    for r, x in enumerate(rows):
-        for name, bounds in cuts.items():
-            i = domain.index(name)
-            if not 0 <= x[i] < domain[name].n_values:  # the missing value: nothing to move
-                continue
-            j = bisect.bisect_right(bounds, x[i])
-            codes = candidate_codes(domain, linear, name, bounds[j - 1], bounds[j])
-            if len(codes) > 1:
-                choices.append((r, i, codes))
+class _Search:
+    """The values of records whose queries are fixed, searched in floats (module docs): the
+    queries some record lies in are found once; a choice of codes changes only the sums."""
 
-    def placed(pick: Sequence[int]) -> tuple[Record, ...]:
-        moved = [list(x) for x in rows]
-        for (r, i, _), code in zip(choices, pick):
-            moved[r][i] = code
-        return tuple(tuple(x) for x in moved)
-
-    def score(pick: Sequence[int]) -> Fraction:
-        return person_change(domain, linear, costs, p, placed(pick))
-
-    if math.prod(len(c) for _, _, c in choices) <= MAX_COMBINATIONS:
-        picks = list(itertools.product(*(codes for _, _, codes in choices)))
-        scored = [(score(pk), pk) for pk in picks]
-        value, pick = max(scored, key=lambda s: s[0])
-        return value, placed(pick)
-    # a local search from the three plain starts
-    starts = [[codes[0] for _, _, codes in choices], [codes[-1] for _, _, codes in choices],
-              [max(codes, key=lambda c, n=i: abs(numeric_value(domain.attributes[n], c)))
-               for _, i, codes in choices]]
-    value, pick = max(((score(s), s) for s in starts), key=lambda s: s[0])
-    for _ in range(4):  # passes
-        improved = False
-        for j, (_, _, codes) in enumerate(choices):
-            for code in codes:
-                if code == pick[j]:
+    def __init__(self, domain: Domain, linear: Sequence[LinearQuery], costs: Sequence[Fraction],
+                 p: int, old: list[Record], new: list[Record]) -> None:
+        self.domain, self.old, self.new = domain, old, new
+        self.rows = old + new
+        points = np.array(self.rows, dtype=np.int64)
+        member = np.array([lq.query.evaluate(domain, points) for lq in linear],
+                          dtype=bool).T  # (records, queries)
+        hit = np.flatnonzero(member.any(axis=0))
+        c = np.array([float(costs[q]) for q in hit])
+        n_old = len(old)
+        counts = [j for j, q in enumerate(hit) if linear[q].role == "count"]
+        sums = [j for j, q in enumerate(hit) if linear[q].role == "sum"]
+        self.fixed = float(sum(c[j] * abs(float(member[n_old:, hit[j]].any())
+                                          - float(member[:n_old, hit[j]].any())) ** p
+                               for j in counts))
+        self.member = member[:, hit[sums]]
+        self.c, self.p = c[sums], p
+        self.lo = np.array([linear[hit[j]].lo for j in sums], dtype=np.float64)
+        self.hi = np.array([linear[hit[j]].hi for j in sums], dtype=np.float64)
+        self.attr = [domain.index(str(linear[hit[j]].attribute)) for j in sums]
+        self.n_old = n_old
+        cuts = regions(domain, linear)
+        self.choices: list[tuple[int, int, tuple[int, ...]]] = []  # (record, attribute, codes)
+        for r, x in enumerate(self.rows):
+            for name, bounds in cuts.items():
+                i = domain.index(name)
+                if not 0 <= x[i] < domain[name].n_values:  # the missing value: nothing to move
                     continue
-                trial = [*pick[:j], code, *pick[j + 1:]]
-                v = score(trial)
-                if v > value:
-                    value, pick, improved = v, trial, True
-        if not improved:
-            break
-    return value, placed(pick)
+                j = bisect.bisect_right(bounds, x[i])
+                codes = candidate_codes(domain, linear, name, bounds[j - 1], bounds[j])
+                if len(codes) > 1:
+                    self.choices.append((r, i, codes))
+
+    def placed(self, pick: Sequence[int]) -> list[list[int]]:
+        moved = [list(x) for x in self.rows]
+        for (r, i, _), code in zip(self.choices, pick):
+            moved[r][i] = code
+        return moved
+
+    def score(self, pick: Sequence[int]) -> float:
+        """Σ_q c_q |t_q(new) − t_q(old)|^p, in floats (the search's guide only)."""
+        if not len(self.c):
+            return self.fixed
+        moved = self.placed(pick)
+        vals = np.array([[_value(self.domain, i, x[i]) for i in self.attr] for x in moved],
+                        dtype=np.float64)  # (records, sums)
+        part = self.member * vals
+        inside_o = self.member[:self.n_old].any(axis=0)
+        inside_n = self.member[self.n_old:].any(axis=0)
+        t_o = np.where(inside_o, np.clip(part[:self.n_old].sum(axis=0), self.lo, self.hi), 0.0)
+        t_n = np.where(inside_n, np.clip(part[self.n_old:].sum(axis=0), self.lo, self.hi), 0.0)
+        return self.fixed + float(self.c @ np.abs(t_n - t_o) ** self.p)
+
+    def best(self) -> tuple[float, tuple[Record, ...], tuple[Record, ...]]:
+        def split(pick: Sequence[int]) -> tuple[float, tuple[Record, ...], tuple[Record, ...]]:
+            moved = [tuple(x) for x in self.placed(pick)]
+            return self.score(pick), tuple(moved[:self.n_old]), tuple(moved[self.n_old:])
+
+        options = [codes for _, _, codes in self.choices]
+        if math.prod(len(c) for c in options) <= MAX_COMBINATIONS:
+            pick = max(itertools.product(*options), key=self.score)
+            return split(pick)
+        starts = [[c[0] for c in options], [c[-1] for c in options],
+                  [max(c, key=lambda code, n=i: abs(_value(self.domain, n, code)))
+                   for (_, i, _), c in zip(self.choices, options)]]
+        pick = list(max(starts, key=self.score))
+        value = self.score(pick)
+        for _ in range(4):  # passes of one choice at a time
+            improved = False
+            for j, codes in enumerate(options):
+                for code in codes:
+                    if code == pick[j]:
+                        continue
+                    trial = [*pick[:j], code, *pick[j + 1:]]
+                    v = self.score(trial)
+                    if v > value:
+                        value, pick, improved = v, trial, True
+            if not improved:
+                break
+        return split(pick)
+
+
+def _value(domain: Domain, i: int, code: int) -> int:
+    """The value of attribute i's ``code`` in a total (the missing value adds 0)."""
+    attr = domain.attributes[i]
+    return numeric_value(attr, int(code)) if 0 <= code < attr.n_values else 0
 
 
 __all__ = ["MAX_COMBINATIONS", "best_person_change", "candidate_codes", "person_change",

@@ -140,14 +140,45 @@ def people_linear_cost(
     covered = () if wit is None else wit.queries
     others = sum((decimal_value(float(all_costs[i])) for i in covered if i >= len(linear)),
                  Fraction(0))
-    real, _ = best_person_change(domain, linear, exact, p, rows, unit.max_rows)
+    real, _, _ = best_person_change(domain, linear, exact, p, rows, unit.max_rows)
     achieved = others + real
+    full = sum((scores[i] for i in covered if i < len(linear)), Fraction(0))
+    attained = cb.exact and real == full
+    if sub and not counted and not attained:  # a pair: the halves of a 2K coverage witness
+        pair, pair_full, twice = substitution_pair(domain, linear, exact, scores, all_costs, p,
+                                                   unit, time_limit)
+        if pair is not None and pair > achieved:
+            achieved = pair
+            # the 2K coverage solved exactly on the same integer scores, and attained
+            attained = pair == pair_full and twice is not None and twice.value >= cb.value
     if achieved > cb.value:  # fail closed
         raise TesseraError(f"internal error: a person changes the answers by "
                            f"{float(achieved)!r}, above the bound {float(cb.value)!r}")
-    full = sum((scores[i] for i in covered if i < len(linear)), Fraction(0))
-    attained = cb.exact and real == full
     return CostBound(cb.value, achieved, attained, cb.scale, cb.overlap)
+
+
+def substitution_pair(domain: Domain, linear: Sequence[LinearQuery], exact: Sequence[Fraction],
+                      scores: Sequence[Fraction], costs: npt.NDArray[np.float64], p: int,
+                      unit: PrivacyUnit, time_limit: float | None
+                      ) -> tuple[Fraction | None, Fraction, CostBound | None]:
+    """A real substitution's change for :func:`people_linear_cost`: the maximum coverage of 2K
+    records with the substitution scores (its witness W), W's first K records replaced by the
+    rest, their values searched (:func:`~tessera.overlap.people_linear.best_person_change`).
+    Returns (that change or None, Σ of the scores W covers — −1 when the 2K coverage was not
+    solved exactly —, the 2K coverage when solved exactly)."""
+    queries = [lq.query for lq in linear]
+    twice = cost_bound(domain, queries, costs, neighbours=Neighbours.ADD_REMOVE,
+                       time_limit=time_limit,
+                       unit=dataclasses.replace(unit, max_rows=2 * unit.max_rows))
+    wit = twice.overlap.witness
+    if wit is None or len(wit.rows) <= unit.max_rows:
+        return None, Fraction(0), None
+    rows = wit.rows
+    k = unit.max_rows
+    change, _, _ = best_person_change(domain, linear, exact, p, rows[:k], new=rows[k:])
+    if not twice.exact:
+        return change, Fraction(-1), None
+    return change, sum((scores[i] for i in wit.queries), Fraction(0)), twice
 
 
 def substitution_cost(
