@@ -124,7 +124,17 @@ def best_person_change(domain: Domain, linear: Sequence[LinearQuery],
             best = found
     assert best is not None
     _, a, b = best
-    return person_change(domain, linear, costs, p, a, b), a, b
+    hit = _hit(domain, linear, [*a, *b])  # (no other query moves)
+    return person_change(domain, [linear[q] for q in hit], [costs[q] for q in hit], p, a,
+                         b), a, b
+
+
+def _hit(domain: Domain, linear: Sequence[LinearQuery], rows: Sequence[Record]) -> list[int]:
+    """The linear queries some record of ``rows`` lies in."""
+    if not rows:
+        return []
+    points = np.array(rows, dtype=np.int64)
+    return [q for q, lq in enumerate(linear) if lq.query.evaluate(domain, points).any()]
 
 
 class _Search:
