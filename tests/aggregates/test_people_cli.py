@@ -51,6 +51,7 @@ def test_answer_and_verify_counting_people(files, budget):
                  "-o", files / "o.csv")
     assert res.exit_code == 0, res.output
     assert "counted once per query" in res.output and "every group is measured" in res.output
+    assert "sums each person's total there, clamped once" in res.output
     doc = json.loads((files / "c.json").read_text())
     assert doc["privacy_unit"] == {"id_column": "pid", "max_rows": 3, "count": "people"}
     assert "counted once per query" in doc["spent"]["guarantee"]
