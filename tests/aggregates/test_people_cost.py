@@ -143,3 +143,26 @@ def test_exact_only_when_a_person_attains_it():
         assert cb is not None and cb.value == 7
         assert cb.exact is exact
         assert cb.achieved_value == achieved
+
+
+@pytest.mark.parametrize("definition", ["pure", "zcdp"])
+@pytest.mark.parametrize("neighbours", ["add-remove", "substitute"])
+def test_disjoint_groups_are_exact_under_both_relations(definition, neighbours):
+    """Disjoint groups with a one-signed clamp (the yearly sums' shape): K records in K
+    different groups at the clamp's top attain the coverage, and under substitution a pair of
+    persons in 2K different groups attains that of 2K records — both labelled exact, both
+    equal to brute force."""
+    w = workload_of(["SELECT SUM(CLAMP(v, 0, 3)) FROM t WHERE a = 'x' GROUP BY b",
+                     "SELECT SUM(CLAMP(v, 0, 3)) FROM t WHERE a = 'y' GROUP BY b"])
+    costs = np.array([0.5, 0.25, 1.0, 0.125])
+    substitute = neighbours == "substitute"
+    p = 1 if definition == "pure" else 2
+    for k in (1, 2):
+        cb = linear_cost_bound(w.cost_domain, w.linear, costs, definition=definition,
+                               neighbours=neighbours, unit=PrivacyUnit("id", k, "people"),
+                               time_limit=None)
+        assert cb is not None and cb.exact
+        truth = true_cost(terms(w, multisets(k)), costs, p, substitute)
+        assert float(cb.value) == pytest.approx(truth, rel=1e-12)
+        top = sorted(costs * 3.0**p, reverse=True)
+        assert truth == pytest.approx(sum(top[:2 * k if substitute else k]), rel=1e-12)
