@@ -23,14 +23,19 @@ from collections.abc import Sequence
 from fractions import Fraction
 
 import numpy as np
+import numpy.typing as npt
 
 from tessera.overlap.linear import condition_atoms
 from tessera.schema.domain import Domain
-from tessera.schema.measures import numeric_value, value_code
+from tessera.schema.measures import MeasureGrid, numeric_value, value_code
 from tessera.workload.aggregates import LinearQuery
 
 #: At most this many combinations of a witness's records' values are evaluated.
 MAX_COMBINATIONS = 4096
+#: At most this many copies of a witness's records are added (towards K records).
+MAX_PADDING = 16
+#: The value search stops after this many element operations (records × sums per evaluation).
+MAX_WORK = 20_000_000
 
 Record = tuple[int, ...]
 
@@ -104,19 +109,24 @@ def best_person_change(domain: Domain, linear: Sequence[LinearQuery],
     """The largest :func:`person_change` found for replacing a person's records ``rows`` by
     ``new`` (none: removing the person), with records that lie in the same queries as these —
     each moved within its :func:`regions` on every summed attribute, to one of the
-    :func:`candidate_codes` — and, with ``k``, ``rows`` also padded to ``k`` records by copies
-    of theirs (a person's total in a group may need several rows to reach a clamp bound; copies
-    cover nothing new). Returns (the change, exactly; the old records; the new ones). Every
-    combination is tried when there are at most :data:`MAX_COMBINATIONS`; else the records'
-    smallest, largest and largest-|value| codes, improved one choice at a time until no change
-    helps. A search, not a proof: the value is a real person's, possibly below the maximum."""
+    :func:`candidate_codes` — and, with ``k``, ``rows`` also padded towards ``k`` records by
+    copies of theirs, at most :data:`MAX_PADDING` (a person's total in a group may need several
+    rows to reach a clamp bound; copies cover nothing new). Returns (the change, exactly; the
+    old records; the new ones). Every combination is tried when there are at most
+    :data:`MAX_COMBINATIONS`; else the records' smallest, largest and largest-|value| codes,
+    improved one choice at a time until no change helps or :data:`MAX_WORK` is spent. A search,
+    not a proof: the value is a real person's, possibly below the maximum."""
     old = [tuple(int(c) for c in x) for x in rows]
     fresh = [tuple(int(c) for c in x) for x in new]
     if not old and not fresh:
         return Fraction(0), (), ()
     tries = [old]
     if k is not None and old and len(old) < k:
-        tries.append(old + [old[j % len(old)] for j in range(k - len(old))])
+        extra = min(k - len(old), MAX_PADDING)
+        tries.append(old + [old[j % len(old)] for j in range(extra)])
+        pool = variants(domain, linear, old)
+        if pool:
+            tries.append(old + [pool[j % len(pool)] for j in range(extra)])
     best: tuple[float, tuple[Record, ...], tuple[Record, ...]] | None = None
     for first in tries:
         found = _Search(domain, linear, costs, p, first, fresh).best()
@@ -135,6 +145,32 @@ def _hit(domain: Domain, linear: Sequence[LinearQuery], rows: Sequence[Record]) 
         return []
     points = np.array(rows, dtype=np.int64)
     return [q for q, lq in enumerate(linear) if lq.query.evaluate(domain, points).any()]
+
+
+def variants(domain: Domain, linear: Sequence[LinearQuery], rows: Sequence[Record]
+             ) -> list[Record]:
+    """Records that cover nothing ``rows`` do not: each record moved, on one summed attribute,
+    to another of its :func:`regions` (at the code of largest |value| there), kept when every
+    query it lies in is one the rows cover — further rows of the same person that can bring a
+    total to its clamp bound where copies cannot (a condition caps the copies' values)."""
+    if not rows:
+        return []
+    points = np.array(rows, dtype=np.int64)
+    covered = np.array([lq.query.evaluate(domain, points).any() for lq in linear], dtype=bool)
+    out: list[Record] = []
+    for name, bounds in regions(domain, linear).items():
+        i = domain.index(name)
+        for start, stop in zip(bounds, bounds[1:]):
+            codes = candidate_codes(domain, linear, name, start, stop)
+            best = max(codes, key=lambda c: abs(float(_values(domain, i, np.array([c]))[0])))
+            for x in rows:
+                if start <= x[i] < stop:
+                    continue
+                y = (*x[:i], best, *x[i + 1:])
+                inside = np.array([lq.query(domain, y) for lq in linear], dtype=bool)
+                if inside.any() and not np.any(inside & ~covered) and y not in out:
+                    out.append(y)
+    return out
 
 
 class _Search:
@@ -162,6 +198,10 @@ class _Search:
         self.hi = np.array([linear[hit[j]].hi for j in sums], dtype=np.float64)
         self.attr = [domain.index(str(linear[hit[j]].attribute)) for j in sums]
         self.n_old = n_old
+        self.points = points
+        self.inside_o = self.member[:n_old].any(axis=0)
+        self.inside_n = self.member[n_old:].any(axis=0)
+        self.work = 0
         cuts = regions(domain, linear)
         self.choices: list[tuple[int, int, tuple[int, ...]]] = []  # (record, attribute, codes)
         for r, x in enumerate(self.rows):
@@ -174,37 +214,39 @@ class _Search:
                 if len(codes) > 1:
                     self.choices.append((r, i, codes))
 
-    def placed(self, pick: Sequence[int]) -> list[list[int]]:
-        moved = [list(x) for x in self.rows]
+    def placed(self, pick: Sequence[int]) -> npt.NDArray[np.int64]:
+        moved = self.points.copy()
         for (r, i, _), code in zip(self.choices, pick):
-            moved[r][i] = code
+            moved[r, i] = code
         return moved
 
     def score(self, pick: Sequence[int]) -> float:
         """Σ_q c_q |t_q(new) − t_q(old)|^p, in floats (the search's guide only)."""
+        self.work += self.member.size + 1
         if not len(self.c):
             return self.fixed
         moved = self.placed(pick)
-        vals = np.array([[_value(self.domain, i, x[i]) for i in self.attr] for x in moved],
-                        dtype=np.float64)  # (records, sums)
-        part = self.member * vals
-        inside_o = self.member[:self.n_old].any(axis=0)
-        inside_n = self.member[self.n_old:].any(axis=0)
-        t_o = np.where(inside_o, np.clip(part[:self.n_old].sum(axis=0), self.lo, self.hi), 0.0)
-        t_n = np.where(inside_n, np.clip(part[self.n_old:].sum(axis=0), self.lo, self.hi), 0.0)
+        vals = np.column_stack([_values(self.domain, i, moved[:, i]) for i in self.attr])
+        part = self.member * vals  # (records, sums)
+        t_o = np.where(self.inside_o, np.clip(part[:self.n_old].sum(axis=0), self.lo, self.hi),
+                       0.0)
+        t_n = np.where(self.inside_n, np.clip(part[self.n_old:].sum(axis=0), self.lo, self.hi),
+                       0.0)
         return self.fixed + float(self.c @ np.abs(t_n - t_o) ** self.p)
 
     def best(self) -> tuple[float, tuple[Record, ...], tuple[Record, ...]]:
         def split(pick: Sequence[int]) -> tuple[float, tuple[Record, ...], tuple[Record, ...]]:
-            moved = [tuple(x) for x in self.placed(pick)]
+            moved = [tuple(int(c) for c in x) for x in self.placed(pick)]
             return self.score(pick), tuple(moved[:self.n_old]), tuple(moved[self.n_old:])
 
         options = [codes for _, _, codes in self.choices]
-        if math.prod(len(c) for c in options) <= MAX_COMBINATIONS:
+        combos = math.prod(len(c) for c in options)
+        if combos <= MAX_COMBINATIONS and combos * (self.member.size + 1) <= MAX_WORK:
             pick = max(itertools.product(*options), key=self.score)
             return split(pick)
         starts = [[c[0] for c in options], [c[-1] for c in options],
-                  [max(c, key=lambda code, n=i: abs(_value(self.domain, n, code)))
+                  [max(c, key=lambda code, n=i: abs(int(_values(self.domain, n,
+                                                                np.array([code]))[0])))
                    for (_, i, _), c in zip(self.choices, options)]]
         pick = list(max(starts, key=self.score))
         value = self.score(pick)
@@ -212,22 +254,28 @@ class _Search:
             improved = False
             for j, codes in enumerate(options):
                 for code in codes:
-                    if code == pick[j]:
+                    if code == pick[j] or self.work > MAX_WORK:
                         continue
                     trial = [*pick[:j], code, *pick[j + 1:]]
                     v = self.score(trial)
                     if v > value:
                         value, pick, improved = v, trial, True
-            if not improved:
+            if not improved or self.work > MAX_WORK:
                 break
         return split(pick)
 
 
-def _value(domain: Domain, i: int, code: int) -> int:
-    """The value of attribute i's ``code`` in a total (the missing value adds 0)."""
+def _values(domain: Domain, i: int, codes: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+    """The values of attribute i's ``codes`` in a total (the missing value adds 0)."""
     attr = domain.attributes[i]
-    return numeric_value(attr, int(code)) if 0 <= code < attr.n_values else 0
+    present = (codes >= 0) & (codes < attr.n_values)
+    safe = np.where(present, codes, 0)
+    if isinstance(attr, MeasureGrid):
+        vals = np.asarray(attr.points, dtype=np.float64)[safe]
+    else:
+        vals = np.array([numeric_value(attr, 0)], dtype=np.float64) + safe
+    return np.where(present, vals, 0.0)
 
 
-__all__ = ["MAX_COMBINATIONS", "best_person_change", "candidate_codes", "person_change",
-           "person_term", "regions"]
+__all__ = ["MAX_COMBINATIONS", "MAX_PADDING", "MAX_WORK", "best_person_change",
+           "candidate_codes", "person_change", "person_term", "regions", "variants"]
