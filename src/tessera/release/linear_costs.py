@@ -12,7 +12,10 @@ contribution vectors are few enough; beyond that limit the pieces' bound is used
 exact, with the true pair score of its witness pair as the achieved value. A person of at most
 K rows pays K (ε) or K² (ρ) times the largest row-level value over the unit's row relations
 (docs/theory.md §3.13, whose proof is for linear queries; K copies of the worst row or pair
-attain it).
+attain it). A person counted once per query (``count="people"``: each group's count of
+persons and sum of their clamped totals) pays instead the maximum weighted coverage of K
+records (2K under substitution) with the scores c_q·D_q^p (:func:`people_linear_cost`,
+docs/theory.md §3.14, "Aggregates counting people").
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from tessera.overlap.coverage import float_down, float_up
 from tessera.overlap.linear import Pieces, attaining, pieces, power
 from tessera.overlap.linear_pairs import MAX_VECTORS, change_cost, exact_pair_cost
 from tessera.overlap.people_linear import best_person_change
-from tessera.privacy import ONE_ROW, Definition, Neighbours, PrivacyUnit
+from tessera.privacy import MAX_ROWS_LIMIT, ONE_ROW, Definition, Neighbours, PrivacyUnit
 from tessera.release import decimals
 from tessera.release.decimals import decimal_value
 from tessera.release.exact_costs import DEFAULT_TIME_LIMIT, CostBound, cost_bound, union_of
@@ -166,6 +169,8 @@ def substitution_pair(domain: Domain, linear: Sequence[LinearQuery], exact: Sequ
     rest, their values searched (:func:`~tessera.overlap.people_linear.best_person_change`).
     Returns (that change or None, Σ of the scores W covers — −1 when the 2K coverage was not
     solved exactly —, the 2K coverage when solved exactly)."""
+    if 2 * unit.max_rows > MAX_ROWS_LIMIT:
+        return None, Fraction(0), None
     queries = [lq.query for lq in linear]
     twice = cost_bound(domain, queries, costs, neighbours=Neighbours.ADD_REMOVE,
                        time_limit=time_limit,
