@@ -124,3 +124,26 @@ def test_a_people_ledger_charges_aggregates_with_where_clauses(files):
     res = answer(files, "--rho", "0.5", *one, "--ledger", rows_book)
     assert res.exit_code != 0 and "--count rows" in res.output
     assert len(Ledger.open(book).releases()) == 2 and not Ledger.open(rows_book).releases()
+
+
+def test_plan_prints_a_persons_cost_under_both_counts(files):
+    """``tessera plan`` on SELECT statements (no data): the noise of every group under each
+    count, the one --count chooses marked, and the scales those releases use."""
+    res = run("plan", files / "w.sql", "--schema", files / "s.yaml", "--rho", "0.5", *PEOPLE)
+    assert res.exit_code == 0, res.output
+    assert "a person costs (--count rows)" in res.output
+    assert "the coverage of 3 records ← this plan" in res.output
+    res = run("plan", files / "w.sql", "--schema", files / "s.yaml", "--rho", "0.5", *PEOPLE,
+              "--json")
+    assert res.exit_code == 0, res.output
+    plans = json.loads(res.stdout)["plans"]
+    people, rows = np.array(plans["people"]["scales"]), np.array(plans["rows"]["scales"])
+    assert np.all(people < rows) and plans["people"]["spent"] <= 0.5
+    res = answer(files, "--rho", "0.5", *PEOPLE, "--seed", "1", "--certificate",
+                 files / "c.json")
+    assert res.exit_code == 0, res.output
+    cert = json.loads((files / "c.json").read_text())
+    assert [r["scale"] for r in cert["linear_queries"]] == pytest.approx(people.tolist())
+    res = run("plan", files / "w.sql", "--schema", files / "s.yaml", "--rho", "0.5",
+              "--target-error", "3")
+    assert res.exit_code != 0 and "cannot be used with aggregate statements" in res.output
