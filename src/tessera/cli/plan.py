@@ -178,9 +178,11 @@ def _plan_aggregates(workload: object, schema: object, budget: object, neighbour
     first = plans[unit.count]
     out.print(f"budget: {budget.text()}, {unit.label(first.neighbours)} neighbours",
               markup=False)
+    note = ("" if "rows" not in plans else " (counting rows, tessera answer's --strategy auto "
+            "may measure a sum strategy of lower expected error instead)")
     out.print(f"aggregates: {len(w.statements):,} statements, {len(w.linear):,} linear queries "
-              f"(counts and clamped sums); mechanism {first.mechanism}; measured directly",
-              markup=False)
+              f"(counts and clamped sums); mechanism {first.mechanism}; every group measured "
+              f"directly{note}", markup=False)
     laplace = first.mechanism == "discrete_laplace"
     symbol = "b" if laplace else "σ"
     k = unit.max_rows
