@@ -48,7 +48,10 @@ the maximum weighted coverage C_K of K rows (docs/theory.md §3.14), not K·γ_w
 same question only where no person has two rows in one group (nlswork's person-years grouped by
 year: a woman has at most one row a year): the arm runs on the count workloads whose unbounded
 distinct counts equal their row counts (checked on the table; the others are named and
-skipped), beside Tumult's sequential program (its ratios against it).
+skipped), beside Tumult's sequential program (its ratios against it). On the sum workloads of
+that kind it answers the same statements per person (each group sums every person's total
+there, clamped once to the bounds: docs/aggregates.md, "Counting people"), a person costing
+the coverage of K groups at the clamp's top.
 
 Tumult's repeats run as disjoint copies of the table in one Spark job per (K, budget, query
 budget), or per (workload, K, budget) for a parallel program (``tumult_runner`` module docs:
@@ -82,7 +85,7 @@ import pandas as pd
 from tessera.data.counts import count
 from tessera.data.source import encode
 from tessera.overlap.solve import max_overlap
-from tessera.privacy import PrivacyUnit
+from tessera.privacy import Definition, PrivacyUnit
 from tessera.release.aggregates import answer_aggregates, exact_linear
 from tessera.release.answering import answer
 from tessera.release.budget import Budget
@@ -392,6 +395,36 @@ def tessera_sum_run(table: PersonTable, statements: Sequence[Statement],
     return Run(answers, bounded, seconds)
 
 
+def tessera_sum_people_run(table: PersonTable, statements: Sequence[Statement],
+                           workload: AggregateWorkload, k: int, budget: Budget,
+                           repeats: int) -> PeopleRun:
+    """``repeats`` private releases of the sums counting people (:func:`tessera.
+    answer_aggregates` with ``PrivacyUnit(id, K, count="people")``: each group sums every
+    person's total there, clamped once), and the exact per-person sums of the kept rows (its
+    bounded truth). The coverage is a person's cost in groups (the spend over one group's
+    cost at D = the clamp's top); with K at least every person's rows nothing is cut, and the
+    bounded truth must be the unbounded sums (checked: a person has one row a group here)."""
+    data = table.frame[[table.id_column, *workload.domain.names]]
+    assert table.value is not None and table.bounds is not None
+    data = data.assign(**{table.value: data[table.value].clip(*table.bounds)})
+    unit = PrivacyUnit(table.id_column, k, "people")
+    t0 = time.perf_counter()
+    releases = [answer_aggregates(data, workload, budget, unit=unit) for _ in range(repeats)]
+    seconds = time.perf_counter() - t0
+    answers = np.stack([r.noisy for r in releases]).astype(float)
+    bounded = exact_linear(workload.domain, workload.linear,
+                           encode(data, workload.domain, unit=unit)).astype(float)
+    plan = releases[0].plan
+    if k >= table.rows_per_person().max() and not np.array_equal(
+            bounded, true_answers(table, statements, "sum")):
+        raise AssertionError("Tessera's per-person sums are not the bench's (group order, or a "
+                             "person with two rows in one group)")
+    p = 1 if budget.calibration is Definition.PURE else 2
+    one_group = float(plan.costs[0]) * float(plan.bounds[0]) ** p
+    return PeopleRun(Run(answers, bounded, seconds), float(plan.spent.value) / one_group,
+                     float(plan.scales.max()))
+
+
 # -- Tumult: copies, jobs, and reading its answers back --------------------------------------
 
 def copy_name(statement_index: int, repeat: int) -> str:
@@ -532,15 +565,15 @@ def people_row(table: PersonTable, wname: str, w: Sequence[Statement], unbounded
                k: int, definition: str, pr: PeopleRun,
                plan: dict[tuple[str, str, int, str, str], tuple[str, str]],
                got: dict[str, dict[str, float]], statements: Sequence[Statement],
-               args: argparse.Namespace) -> str:
+               args: argparse.Namespace, kind: str = "count") -> str:
     """The ``Tessera, people`` row: its errors beside Tumult's sequential program's (its
     ratios against it; ``–`` without Tumult's answers); the γ_w column holds the coverage C_K
-    and the noise scale (b under ε, σ under ρ)."""
+    (for sums in groups at the clamp's top) and the noise scale (b under ε, σ under ρ)."""
     symbol, total = BUDGETS[definition]
     p_mae, _ = errors(pr.run.answers, unbounded)
     p_noise, p_rmse = errors(pr.run.answers, pr.run.bounded)
-    scale = f"C_K {pr.coverage:g}, {'b' if definition == 'pure' else 'σ'} {pr.scale:.4g}"
-    key = ("count", wname, k, definition, "sequential")
+    scale = f"C_K {pr.coverage:.4g}, {'b' if definition == 'pure' else 'σ'} {pr.scale:.4g}"
+    key = (kind, wname, k, definition, "sequential")
     if key in plan and plan[key][0] in got:
         jid, truth_id = plan[key]
         tm = tumult_matrix(table, statements, w, args.repeats, got[jid])
@@ -661,7 +694,8 @@ def main() -> None:
                   f"{record['peak_rss_mb']:.0f} MB, JVM {record['jvm_peak_rss_mb']:.0f} MB")
         tessera_seconds = 0.0
         # Tessera, people: only where a count of people is the count of rows (module docs)
-        people_ok = {wname: people_are_rows(table, w) for wname, w in counts.items()}
+        people_ok = {wname: people_are_rows(table, w)
+                     for wname, w in (*counts.items(), *sums.items())}
         for wname, ok in people_ok.items():
             if not ok:
                 print(f"Tessera, people: skipped on {wname!r} (a person has two rows in one of "
@@ -716,11 +750,13 @@ def main() -> None:
                                         f"{len(unbounded)} | {k} | {symbol} = {total:g} | "
                                         f"{gamma} | {cells_}")
                             print(rows[-1], flush=True)
-                        if kind == "count" and people_ok[wname]:
-                            pr = tessera_people_run(table, w, wl, k, budget, args.repeats)
+                        if people_ok[wname]:
+                            pr = (tessera_people_run(table, w, wl, k, budget, args.repeats)
+                                  if isinstance(wl, Workload) else
+                                  tessera_sum_people_run(table, w, wl, k, budget, args.repeats))
                             tessera_seconds += pr.run.seconds
                             rows.append(people_row(table, wname, w, unbounded, k, definition, pr,
-                                                   plan, got, statements, args))
+                                                   plan, got, statements, args, kind))
                             print(rows[-1], flush=True)
         print(f"Tessera: {tessera_seconds:.0f} s for its releases")
     print("\n" + header)

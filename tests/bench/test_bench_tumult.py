@@ -212,3 +212,23 @@ def test_people_arm_counts_distinct_people_where_they_are_rows(bt, tables) -> No
     many = bt.tessera_people_run(twice, per, bt.tessera_workload(twice, per),
                                  int(twice.rows_per_person().max()), Budget.of(epsilon=1.0), 1)
     assert np.array_equal(many.run.bounded, bt.true_people(twice, per))
+
+
+def test_people_arm_sums_each_persons_total(bt, tables) -> None:  # noqa: ANN001
+    """The sums counted per person (one row a woman a year): the bounded truth at K = the most
+    rows anyone has is the bench's clamped sums, and a person costs the coverage of the years
+    she can meet, at the clamp's top: b = 80·C_K (ε), σ = 80·√C_K (ρ)."""
+    t = tables[1]
+    frame = t.frame.drop_duplicates([t.id_column, "year"]).reset_index(drop=True)
+    t = bt.PersonTable(t.name, frame, t.id_column, t.keys, t.value, t.bounds)
+    per = bt.sum_workloads(t)["sum 1 key per year"]
+    assert bt.people_are_rows(t, per)
+    wl = bt.tessera_sum_workload(t, per)
+    k = int(t.rows_per_person().max())
+    years = frame.groupby(t.id_column)["year"].nunique().max()
+    pr = bt.tessera_sum_people_run(t, per, wl, k, Budget.of(epsilon=1.0), repeats=1)
+    assert np.array_equal(pr.run.bounded, bt.true_answers(t, per, "sum"))
+    assert pr.coverage == pytest.approx(min(k, years), rel=1e-6)
+    assert pr.scale == pytest.approx(80 * pr.coverage, rel=1e-6)
+    rho = bt.tessera_sum_people_run(t, per, wl, k, Budget.of(rho=0.5), repeats=1)
+    assert rho.scale == pytest.approx(80 * np.sqrt(rho.coverage), rel=1e-6)

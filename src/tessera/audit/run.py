@@ -35,6 +35,7 @@ from tessera.audit.estimators import (
     best_lower_bound,
     point_estimate,
 )
+from tessera.audit.people_aggregate_case import people_sum_case
 from tessera.audit.person_case import person_release_case
 from tessera.audit.strategy_case import strategy_release_case
 from tessera.errors import TesseraError
@@ -67,7 +68,8 @@ def all_cases(end_to_end: bool = False) -> list[AuditCase]:
             workload_release_case(), workload_release_case(rho=0.5),
             synthesizer_case("ipmwu", end_to_end=end_to_end),
             synthesizer_case("mwem", end_to_end=end_to_end), adaptive_case(),
-            strategy_release_case(), contrast_release_case(), person_release_case()]
+            strategy_release_case(), contrast_release_case(), person_release_case(),
+            people_sum_case("one group"), people_sum_case("three years")]
 
 
 def planted_cases() -> list[AuditCase]:
@@ -75,7 +77,9 @@ def planted_cases() -> list[AuditCase]:
     return [discrete_laplace_case(scale_factor=0.5), discrete_gaussian_case(sigma_factor=0.5),
             exponential_case(sensitivity_error=-1), workload_release_case(overlap_error=-1.0),
             adaptive_case(planted=True), strategy_release_case(planted=True),
-            contrast_release_case(planted=True), person_release_case(planted=True)]
+            contrast_release_case(planted=True), person_release_case(planted=True),
+            people_sum_case("one group", planted=True),
+            people_sum_case("three years", planted=True)]
 
 
 @dataclass(frozen=True)

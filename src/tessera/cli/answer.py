@@ -237,7 +237,16 @@ def _answer_aggregates(data: Path, workload: Path, schema: Path, budget: object,
         err.print("[bold red]NOT PRIVATE[/]: seeded test randomness (--seed); never publish")
     info.print(f"budget: {plan.budget.text()}, {plan.unit.label(plan.neighbours)} neighbours",
                markup=False)
-    if strategy != "direct" and not hasattr(plan, "families"):
+    if plan.unit.counts_people:
+        info.print(f"unit of privacy: {plan.unit.text} — each person's rows bounded to "
+                   f"{plan.unit.max_rows}; every group counts distinct people and sums each "
+                   "person's total there, clamped once, so a person pays the coverage of "
+                   f"{plan.unit.max_rows} records (weights: 1 a count, max(|lo|, |hi|) a sum)",
+                   markup=False)
+    if strategy != "direct" and plan.unit.counts_people:
+        info.print("strategy: direct (counting people, every group is measured as it is: a "
+                   "count or sum of persons is not the sum of its parts')", markup=False)
+    elif strategy != "direct" and not hasattr(plan, "families"):
         info.print("strategy: direct (no summed quantity's queries have a strategy of lower "
                    "expected error" + (", or --consistency" if consistency else "") + ")",
                    markup=False)

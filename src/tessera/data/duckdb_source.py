@@ -175,6 +175,30 @@ class EncodedTable:
             out.extend(0 if v is None else int(v) for v in row)
         return out
 
+    def person_sums(self, requests: Sequence[tuple[str, str, int, int]],
+                    batch: int = 200) -> list[int]:
+        """Counting people: Σ over persons of clamp(T, lo, hi), T the person's total of the
+        value over their kept rows satisfying the condition (persons without such a row add
+        nothing, not clamp(0)), for every request (condition and value, SQL over the code
+        columns ``c<i>`` and measures ``m<j>``; lo, hi): totals per :data:`PID` as HUGEINT,
+        then clamped and added, ``batch`` requests per scan; exact integers."""
+        if not self.person_ids:
+            raise DataError("internal error: the table was coded without its privacy ids",
+                            hint="encode with a PrivacyUnit(..., count='people')")
+        out: list[int] = []
+        for start in range(0, len(requests), batch):
+            part = requests[start:start + batch]
+            totals = ", ".join(f"SUM(CAST({value} AS HUGEINT)) FILTER (WHERE {cond}) AS t{i}"
+                               for i, (cond, value, _, _) in enumerate(part))
+            # (GREATEST and LEAST skip NULLs: a person without a row must stay NULL)
+            clamped = ", ".join(f"SUM(CASE WHEN t{i} IS NOT NULL THEN LEAST(GREATEST(t{i}, "
+                                f"{int(lo)}), {int(hi)}) END) AS s{i}"
+                                for i, (_, _, lo, hi) in enumerate(part))
+            row = self.con.execute(f"SELECT {clamped} FROM (SELECT {totals} FROM coded "
+                                   f"GROUP BY {PID})").fetchall()[0]
+            out.extend(0 if v is None else int(v) for v in row)
+        return out
+
     def coarsen(self, class_of_code: dict[str, np.ndarray]) -> str:
         """Materialise table ``classed`` with column ``k<i>`` = class_of_code[name][code].
 

@@ -350,6 +350,33 @@ class SparkEncodedTable:
                        for i in range(len(part)))
         return out
 
+    def person_sums(self, requests: Sequence[tuple[str, str, int, int]],
+                    batch: int = 200) -> list[int]:
+        """Counting people: Σ over persons of clamp(T, lo, hi), T the person's total of the
+        value over their kept rows satisfying the condition (persons without such a row add
+        nothing), for every request (condition and value, SQL over ``c<i>``/``m<j>``; lo, hi),
+        as DuckDB computes it (:meth:`tessera.data.duckdb_source.EncodedTable.person_sums`):
+        totals per ``__pid`` in DECIMAL(38, 0), then clamped and added in Spark; only the sums
+        are collected."""
+        from pyspark.sql import functions as F
+
+        if self.people is None:
+            raise DataError("internal error: the table was encoded without its privacy ids",
+                            hint="encode with a PrivacyUnit(..., count='people')")
+        out: list[int] = []
+        for start in range(0, len(requests), batch):
+            part = requests[start:start + batch]
+            totals = [F.sum(F.when(F.expr(cond), F.expr(f"CAST({value} AS DECIMAL(38, 0))")))
+                      .alias(f"t{i}") for i, (cond, value, _, _) in enumerate(part)]
+            clamped = [F.sum(F.when(F.col(f"t{i}").isNotNull(), F.least(F.greatest(
+                F.col(f"t{i}"), F.lit(int(lo))), F.lit(int(hi))))).alias(f"s{i}")
+                for i, (_, _, lo, hi) in enumerate(part)]
+            with spark_errors("the data"):
+                row = self.people.groupBy("__pid").agg(*totals).agg(*clamped).collect()[0]
+            out.extend(0 if row[f"s{i}"] is None else int(row[f"s{i}"])
+                       for i in range(len(part)))
+        return out
+
     @property
     def person_ids(self) -> bool:
         """Whether each query counts people (the kept rows' ids are kept: :attr:`people`)."""
@@ -581,7 +608,7 @@ def encode_spark(
     if pid is not None:
         if unit.counts_people:  # the same kept rows, as codes and ids
             people = bound_frame(kept, domain, columns, pid, unit.max_rows,
-                                 codes_and_ids=True)
+                                 codes_and_ids=True, measures=measures)
         kept = bound_frame(kept, domain, columns, pid, unit.max_rows)
         with spark_errors(what):
             n_rows = kept.count()
@@ -636,7 +663,8 @@ def bound_frame(frame: Any, domain: Domain, values: Sequence[ColumnCodes],
     their codes, as validation made them; NULL-safe), then a window per person ordered by
     ``md5(concat_ws('|', id, c0, …))`` and the codes, the first K kept
     (:data:`tessera.data.validation.BOUNDING_RULE`). ``codes_and_ids``: the kept rows' codes
-    (columns ``c<i>``) and the id as text (``__pid``) instead, for counting people.
+    (columns ``c<i>``), the id as text (``__pid``) and the ``measures`` (``m<j>``) instead,
+    for counting people.
     ``measures``: the kept rows' codes ``c<i>`` and measures ``m<j>`` instead (rows whose
     codes tie ordered by the measures' values, as DuckDB orders them); without an
     ``id_column`` every row is kept."""
@@ -667,12 +695,13 @@ def bound_frame(frame: Any, domain: Domain, values: Sequence[ColumnCodes],
         order = Window.partitionBy("__pid").orderBy(F.md5(key), *codes, *values_)
         ranked = df.withColumn("__rank", F.row_number().over(order))
         kept = ranked.where(F.col("__rank") <= int(max_rows))
+    if codes_and_ids:  # counting people: the codes as c<i>, the id (never collected) and
+        # the measures as m<j> (a person's total of a measure is summed per person)
+        return kept.select(*[F.col(f"__c{i}").alias(f"c{i}") for i in range(len(domain))],
+                           F.col("__pid"), *[v.alias(f"m{j}") for j, v in enumerate(values_)])
     if measures:  # summing measures: the codes as c<i> and the measures as m<j>
         return kept.select(*[F.col(f"__c{i}").alias(f"c{i}") for i in range(len(domain))],
                            *[v.alias(f"m{j}") for j, v in enumerate(values_)])
-    if codes_and_ids:  # counting people: the codes as c<i> and the id (never collected)
-        return kept.select(*[F.col(f"__c{i}").alias(f"c{i}") for i in range(len(domain))],
-                           F.col("__pid"))
     return kept.select(*[_quote(n) for n in domain.names])
 
 

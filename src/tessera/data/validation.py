@@ -345,6 +345,22 @@ def measure_units_sql(column: str, lo: int, hi: int, exponent: int) -> str:
     return f"CAST(ROUND(LEAST(GREATEST({scaled}, {int(lo)}), {int(hi)})) AS BIGINT)"
 
 
+#: A row's value of a measure when a person's total is summed (counting people, docs/theory.md
+#: §3.14): x·10^-e rounded half away from zero, unclamped (the person's total is clamped),
+#: taken as ±2^62 beyond that (in doubles), so that totals of K ≤ 10^6 rows stay exact integers.
+PERSON_MEASURE_RULE = ("v(x) = round(clamp(x · 10^-e, -2^62, 2^62)), half away from zero, in "
+                       "doubles; a person's term is clamp(Σ v(x), lo, hi) over their kept rows")
+
+
+def person_units_sql(column: str, exponent: int) -> str:
+    """The SQL of :data:`PERSON_MEASURE_RULE`'s v(x) on the DOUBLE column expression
+    ``column``: an exact BIGINT (DuckDB and Spark evaluate it alike)."""
+    scaled = (f"({column} * CAST({float(10 ** -exponent)!r} AS DOUBLE))" if exponent <= 0
+              else f"({column} / CAST({float(10 ** exponent)!r} AS DOUBLE))")
+    top = 2**62
+    return f"CAST(ROUND(LEAST(GREATEST({scaled}, {-top}), {top})) AS BIGINT)"
+
+
 def check_measure_columns(columns: list[str], measures: tuple[str, ...], source: Any) -> None:
     """Every measure a workload sums must be a column of the data."""
     for m in measures:

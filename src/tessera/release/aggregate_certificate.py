@@ -2,10 +2,13 @@
 (docs/aggregates.md; the proof is docs/theory.md §3.15).
 
 The certificate records, for every linear query, where it comes from (statement, group,
-aggregate, role), its value bounds (the clamp [lo, hi] and M = max |g|) and its noise scale.
+aggregate, role), its value bounds (the clamp [lo, hi] and M = max |g|; counting people, what
+one person moves it, D = max(|lo|, |hi|) or 1) and its noise scale.
 :func:`verify_aggregate_certificate` re-reads the workload and schema, expands the same linear
 queries, checks that their bounds match, and re-derives the spend from the recorded scales
-alone: costs 1/b or 1/(2σ²) rounded up, the levels' exact weighted overlap, K or K² per person.
+alone: costs 1/b or 1/(2σ²) rounded up, the levels' exact weighted overlap, K or K² per person
+— or, each person counted once per query, the coverage of K records with the scores c·D^p
+(docs/theory.md §3.14).
 """
 
 from __future__ import annotations
@@ -22,9 +25,8 @@ import numpy.typing as npt
 from tessera.accounting.zcdp import epsilon_for_delta
 from tessera.errors import QueryError
 from tessera.mechanisms.record import MechanismRecord
-from tessera.overlap.linear import sensitivities
-from tessera.privacy import Neighbours, PrivacyUnit
-from tessera.release.aggregate_plan import AggregatePlan
+from tessera.privacy import ONE_ROW, Neighbours, PrivacyUnit
+from tessera.release.aggregate_plan import AggregatePlan, linear_bounds
 from tessera.release.budget import Budget
 from tessera.release.decimals import decimal_value
 from tessera.release.ledger import Charge
@@ -58,7 +60,7 @@ def certificate_document(plan: Any, mechanism: MechanismRecord, charge: Charge |
     :mod:`.sum_strategy`) with each linear query's noise scale (None: not measured itself)."""
     w = plan.workload
     rows = []
-    bounds = sensitivities(w.cost_domain, plan.linear).tolist()
+    bounds = linear_bounds(w.cost_domain, plan.linear, plan.unit).tolist()
     for (st, group, agg, role), lq, s, m in zip(w.labels(), plan.linear, scales, bounds):
         row = {"statement": st, "group": group, "aggregate": agg, "role": role,
                "attribute": lq.attribute,
@@ -147,10 +149,10 @@ def verify_aggregate_certificate(doc: dict[str, Any], workload: AggregateWorkloa
         diffs.append("workload sha256: the certificate is for another workload or schema")
     if len(rows) != len(linear):
         return [*diffs, f"linear queries: certificate {len(rows)}, workload {len(linear)}"]
-    diffs += linear_row_differences(rows, workload)
     budget = Budget.from_dict(doc["budget"])
     unit = (PrivacyUnit.from_dict(doc["privacy_unit"]) if doc.get("privacy_unit")
             else PrivacyUnit.of())
+    diffs += linear_row_differences(rows, workload, unit)
     try:
         scales = np.array([float(r["scale"]) for r in rows])
     except (KeyError, TypeError, ValueError):
@@ -180,22 +182,25 @@ def spend_differences(doc: dict[str, Any], workload: AggregateWorkload,
     return out
 
 
-def linear_row_differences(rows: list[Any], workload: AggregateWorkload) -> list[str]:
+def linear_row_differences(rows: list[Any], workload: AggregateWorkload,
+                           unit: PrivacyUnit = ONE_ROW) -> list[str]:
     """Where the certificate's linear query rows differ from the workload's: their number,
-    measure units, clamps and bounds."""
+    measure units, clamps and bounds (M_q of ``unit``: a row's, or a person's counted once
+    per query)."""
     linear = workload.linear
     if len(rows) != len(linear):
         return [f"linear queries: certificate {len(rows)}, workload {len(linear)}"]
     diffs: list[str] = []
-    for i, (row, lq) in enumerate(zip(rows, linear)):
+    bounds = linear_bounds(workload.cost_domain, linear, unit).tolist()
+    for i, (row, lq, bound) in enumerate(zip(rows, linear, bounds)):
         clamp = None if lq.lo is None else [lq.lo, lq.hi]
         unit = None if lq.exponent is None else {"unit": f"1e{lq.exponent}",
                                                  "exponent": lq.exponent}
         if row.get("measure") != unit:
             diffs.append(f"linear query {i} ({row.get('statement')!r}, {row.get('aggregate')}): "
                          f"measure unit {row.get('measure')} differs from the workload's {unit}")
-        if row.get("clamp") != clamp or row.get("bound") != lq.bound(workload.cost_domain):
+        if row.get("clamp") != clamp or row.get("bound") != bound:
             diffs.append(f"linear query {i} ({row.get('statement')!r}, {row.get('aggregate')}): "
                          f"value bounds {row.get('clamp')}/{row.get('bound')} differ from the "
-                         f"workload's {clamp}/{lq.bound(workload.cost_domain)}")
+                         f"workload's {clamp}/{bound}")
     return diffs

@@ -15,6 +15,12 @@ both minimised under ε_S + ε_C fixed (ρ_S + ρ_C fixed) at the even split.
 budget B exactly. The scales b_q = 1/c_q (discrete Laplace) or σ_q = 1/√(2c_q) (discrete
 Gaussian) are then what the proof rests on: their costs, rounded up, are re-checked exactly,
 and widened by a hair until the re-check proves ≤ B (never released otherwise).
+
+**Counting people** (``unit.count == "people"``, docs/theory.md §3.14 "Aggregates counting
+people"): each statement's group counts and sums persons — a count the people with a kept row
+in it, a sum their clamped totals — so M_q is what one person moves it (D_q: 1, or
+max(|lo|, |hi|)), and S_u is the maximum weighted coverage of K records with the scores
+u_q·D_q^p. The same shape, the same even split of an AVG (its mean is per person, |μ| ≤ D).
 """
 
 from __future__ import annotations
@@ -98,21 +104,26 @@ def aggregate_plan(workload: AggregateWorkload, budget: Budget, *,
     """Scales for every linear query of ``workload`` under ``budget`` (module docstring), read
     from the workload and schema alone."""
     n = Neighbours.parse(neighbours)
-    if getattr(unit, "count", "rows") != "rows":
-        raise TesseraError("aggregate statements count and sum rows: --count people does not "
-                           "apply to them (nothing was charged)",
-                           hint="drop --count people (a person's rows are bounded to K and "
-                                "each row counts), or count people with WHERE clauses only")
     d = budget.calibration
     p = power(d)
     domain = workload.cost_domain  # the schema, and each measure's breakpoints
     linear = workload.linear
-    bounds = sensitivities(domain, linear)
+    bounds = linear_bounds(domain, linear, unit)
     u = shape(workload, linear, bounds, p)
     scales, costs, spent = fit_to_budget(domain, linear, u, budget, neighbours=n, unit=unit,
                                          time_limit=time_limit)
     return AggregatePlan(workload, linear, budget, n, unit, scales, costs, bounds, spent,
                          halfwidths(budget, scales))
+
+
+def linear_bounds(domain: Domain, linear: Sequence[LinearQuery],
+                  unit: PrivacyUnit) -> npt.NDArray[np.int64]:
+    """M_q of every linear query: what one row moves it (max |g_q|), or — each person
+    counted once per query — what one person moves it under add/remove, D_q = 1 for a count
+    and max(|lo|, |hi|) for a sum of the person's clamped total (docs/theory.md §3.14)."""
+    if unit.counts_people:
+        return np.array([lq.person_bound() for lq in linear], dtype=np.int64)
+    return sensitivities(domain, linear)
 
 
 def fit_to_budget(domain: Domain, linear: Sequence[LinearQuery], u: npt.NDArray[np.float64],

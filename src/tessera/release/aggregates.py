@@ -81,7 +81,13 @@ class AggregateRelease:
 
 def exact_linear(domain: Any, linear: Sequence[LinearQuery], table: Any) -> npt.NDArray[np.int64]:
     """f_q on the encoded table: Σ_c g_{q,c}·count(piece c) (counts: the query's count); a
-    measure's sum Σ u(x) in units, summed by the engine (:meth:`measure_sums`)."""
+    measure's sum Σ u(x) in units, summed by the engine (:meth:`measure_sums`). A table
+    encoded to count people (its privacy ids kept): each person once per query, a sum of the
+    persons' clamped totals (:func:`tessera.data.people_counts.person_linear`)."""
+    if getattr(table, "person_ids", False):  # each person once per query (§3.14)
+        from tessera.data.people_counts import person_linear
+
+        return checked_sums(person_linear(table, linear))
     owner: list[int] = []
     values: list[int] = []
     queries: list[Any] = []
@@ -109,6 +115,11 @@ def exact_linear(domain: Any, linear: Sequence[LinearQuery], table: Any) -> npt.
         counts = []
     for i, g, n in zip(owner, values, counts):
         out[i] += g * int(n)
+    return checked_sums(out)
+
+
+def checked_sums(out: Sequence[int]) -> npt.NDArray[np.int64]:
+    """The exact answers as int64, refused beyond 2^62 (the samplers' integer range)."""
     if any(abs(v) >= 2**62 for v in out):
         raise DataError("a sum exceeds 2^62 (the samplers' integer range)",
                         hint="narrow the CLAMP bounds")
@@ -153,6 +164,12 @@ def answer_aggregates(
         # every release charged to the ledger sums a measure in one unit (its first charge's):
         # fixed before planning, since the noise is calibrated in units
         workload = book.at_units(workload)
+    if consistency and unit.counts_people:
+        raise TesseraError(
+            "--consistency treats a total as the sum of its groups, and counting people it is "
+            "not (a person in two groups is one person in their union, and a clamped total is "
+            "not the sum of clamped parts); nothing was charged",
+            hint="drop --consistency with --count people (each group is measured directly)")
     source = NoiseSource.secure() if seed is None else NoiseSource.seeded(seed)
     splan: SumStrategyPlan | None = None
     if consistency and strategy not in ("auto", "direct"):

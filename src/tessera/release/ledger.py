@@ -82,6 +82,12 @@ release sums a measure in the unit of its first charge (:meth:`Ledger.at_units` 
 workload before it is planned; a release in another unit is refused before anything is
 recorded). The sequential bound below stays valid as the other arm of the minimum.
 
+A ledger made to count people (``--count people``) cuts nothing into pieces: a person's total
+in a group is clamped once, so every solve is the maximum weighted coverage of K records (2K
+under substitution) over all its releases' conditions together — an aggregate release's
+linear queries with the scores c_q·D_q^p, a counting release's queries with their costs
+(docs/theory.md §3.14, "Aggregates counting people"; :meth:`Ledger._people_bound`).
+
 Charging
 --------
 :meth:`Ledger.charge` runs in ONE ``BEGIN IMMEDIATE`` transaction (SQLite's write lock, taken
@@ -214,7 +220,7 @@ from tessera.release.ledger_store import (
     upgrade,
     write_transaction,
 )
-from tessera.release.linear_costs import linear_cost_bound, piece_workload
+from tessera.release.linear_costs import linear_cost_bound, people_linear_cost, piece_workload
 from tessera.schema.domain import Domain
 from tessera.schema.measures import MAX_UNITS, unit_size
 from tessera.workload.aggregates import (
@@ -783,6 +789,8 @@ class Ledger:
     def _solve(
         self, parts: Sequence[Part], time_limit: float, *, threshold: Fraction | None = None,
     ) -> CostBound:
+        if self.unit.counts_people and any(p.linear is not None for p in parts):
+            return self._people_bound(parts, time_limit)
         if self._levels_bound_only(parts) and all(p.linear is not None for p in parts):
             # linear parts only: their exact cost (the pair program under substitution)
             domain, lin, lc = self._linear_subject(parts)
@@ -797,6 +805,35 @@ class Ledger:
                               time_limit=time_limit, threshold=threshold, unit=self.unit,
                               definition=self.definition)
         return self._pieces_bound(parts, domain, subject, costs, time_limit, threshold)
+
+    def _people_bound(self, parts: Sequence[Part], time_limit: float) -> CostBound:
+        """A person counted once per query (docs/theory.md §3.14, "Aggregates counting
+        people"): the maximum weighted coverage of K records (2K under substitution) over every
+        release's conditions together — the linear queries' with the scores c_q·D_q^p, the
+        counting releases' with their costs — on the merged cost domain, the counting parts
+        re-parsed on it (:func:`tessera.release.linear_costs.people_linear_cost`). No pieces:
+        a person's total in a group is clamped once, so its cost is not that of the levels."""
+        domain, lin, lc = self._linear_subject(parts)
+        grids = tuple((a.name, getattr(a, "points", None))
+                      for a in domain.attributes[len(self.domain.attributes):])
+        counted = []
+        for p in parts:
+            if p.linear is None:
+                key = (p.release_id, grids)
+                lifted = self._lifted.get(key)
+                if lifted is None:
+                    lifted = stored_workload(domain, p.release_id, p.clauses, str(self.path))
+                    self._lifted[key] = lifted
+                counted.append((lifted, p.costs))
+        cb = people_linear_cost(domain, lin, lc, definition=self.definition,
+                                neighbours=self.neighbours, unit=self.unit,
+                                time_limit=time_limit, counted=counted)
+        if cb is None:  # nothing any release measures can change
+            nothing = Query.conjunction(domain, {})
+            return cost_bound(domain, [nothing], np.zeros(1), neighbours=self.neighbours,
+                              time_limit=time_limit, unit=self.unit,
+                              definition=self.definition)
+        return cb
 
     def _pieces_bound(
         self, parts: Sequence[Part], domain: Domain, subject: Any,

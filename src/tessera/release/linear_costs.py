@@ -12,7 +12,10 @@ contribution vectors are few enough; beyond that limit the pieces' bound is used
 exact, with the true pair score of its witness pair as the achieved value. A person of at most
 K rows pays K (ε) or K² (ρ) times the largest row-level value over the unit's row relations
 (docs/theory.md §3.13, whose proof is for linear queries; K copies of the worst row or pair
-attain it).
+attain it). A person counted once per query (``count="people"``: each group's count of
+persons and sum of their clamped totals) pays instead the maximum weighted coverage of K
+records (2K under substitution) with the scores c_q·D_q^p (:func:`people_linear_cost`,
+docs/theory.md §3.14, "Aggregates counting people").
 """
 
 from __future__ import annotations
@@ -28,11 +31,13 @@ import numpy.typing as npt
 from tessera.errors import ResourceError, TesseraError
 from tessera.overlap import OverlapResult, Witness
 from tessera.overlap.coverage import float_down, float_up
-from tessera.overlap.linear import Pieces, attaining, pieces
+from tessera.overlap.linear import Pieces, attaining, pieces, power
 from tessera.overlap.linear_pairs import MAX_VECTORS, change_cost, exact_pair_cost
-from tessera.privacy import ONE_ROW, Definition, Neighbours, PrivacyUnit
+from tessera.overlap.people_linear import best_person_change
+from tessera.privacy import MAX_ROWS_LIMIT, ONE_ROW, Definition, Neighbours, PrivacyUnit
+from tessera.release import decimals
 from tessera.release.decimals import decimal_value
-from tessera.release.exact_costs import DEFAULT_TIME_LIMIT, CostBound, cost_bound
+from tessera.release.exact_costs import DEFAULT_TIME_LIMIT, CostBound, cost_bound, union_of
 from tessera.schema.domain import Domain
 from tessera.workload.aggregates import LinearQuery
 from tessera.workload.workload import Workload
@@ -60,6 +65,9 @@ def linear_cost_bound(
     queries that change (:func:`substitution_cost`), else levels or cells of the pieces.
     ``max_vectors``: the pair program's state limit (beyond it, the pieces' bound)."""
     d = Definition.parse(definition)
+    if unit.counts_people:  # each person once per query (docs/theory.md §3.14)
+        return people_linear_cost(domain, linear, costs, definition=d, neighbours=neighbours,
+                                  unit=unit, time_limit=time_limit)
     factor = unit.factor(d)
     parts: list[CostBound] = []
     for rel in unit.row_relations(Neighbours.parse(neighbours)):
@@ -90,6 +98,92 @@ def linear_cost_bound(
     return CostBound(factor * top.value, factor * best.achieved_value,
                      all(c.exact for c in parts) or top.value <= best.achieved_value,
                      top.scale, top.overlap)
+
+
+def people_linear_cost(
+    domain: Domain, linear: Sequence[LinearQuery], costs: npt.ArrayLike, *,
+    definition: Definition | str, neighbours: Neighbours | str = Neighbours.ADD_REMOVE,
+    unit: PrivacyUnit, time_limit: float | None = DEFAULT_TIME_LIMIT,
+    counted: Sequence[tuple[Workload, npt.NDArray[np.float64]]] = (),
+) -> CostBound | None:
+    """What one person counted once per query costs linear queries (and the counting
+    workloads ``counted``, with their costs: a ledger's other releases), docs/theory.md §3.14
+    "Aggregates counting people": the maximum weighted coverage of K records (2K under
+    substitution) with the scores s_q = c_q·D_q^p (D_q: :meth:`~tessera.workload.aggregates.
+    LinearQuery.person_bound`, the substitution one under substitution; each score rounded up
+    to a float whose decimal is ≥ it), solved by :func:`~.exact_costs.cost_bound` on the
+    conditions — exact where tractable, else its proven bound. ``None``: nothing can change.
+
+    The achieved value is real: the witness person's records, moved within their cells to the
+    values that change the sums most (:func:`tessera.overlap.people_linear.best_person_change`),
+    evaluated with the person-level semantics (totals, clamp) — plus the costs of the counting
+    queries they cover. ``exact`` only when the coverage was solved exactly and those records
+    make every covered query move by its full D_q (so a real person pays the bound, up to the
+    scores' rounding up)."""
+    d = Definition.parse(definition)
+    n = Neighbours.parse(neighbours)
+    p = power(d)
+    c = checked(costs, len(linear))
+    exact = [decimal_value(x) for x in c.tolist()]
+    sub = n is Neighbours.SUBSTITUTE
+    scores = [r * lq.person_bound(sub) ** p for r, lq in zip(exact, linear)]
+    s = np.array([decimals.float_up(x) for x in scores], dtype=np.float64)
+    names = tuple(f"{lq.role} {i}" for i, lq in enumerate(linear))
+    blocks = [(Workload(domain, tuple(lq.query for lq in linear), names, (1.0,) * len(linear)),
+               s), *counted]
+    union, all_costs = union_of(blocks)
+    if not np.any(all_costs > 0):
+        return None
+    cb = cost_bound(domain, union if union.is_structured else union.queries, all_costs,
+                    neighbours=n, time_limit=time_limit, unit=unit, definition=d)
+    if cb.value == 0:
+        return None
+    wit = cb.overlap.witness
+    rows = () if wit is None else wit.rows
+    covered = () if wit is None else wit.queries
+    others = sum((decimal_value(float(all_costs[i])) for i in covered if i >= len(linear)),
+                 Fraction(0))
+    real, _, _ = best_person_change(domain, linear, exact, p, rows, unit.max_rows)
+    achieved = others + real
+    full = sum((scores[i] for i in covered if i < len(linear)), Fraction(0))
+    attained = cb.exact and real == full
+    if sub and not counted and not attained:  # a pair: the halves of a 2K coverage witness
+        pair, pair_full, twice = substitution_pair(domain, linear, exact, scores, all_costs, p,
+                                                   unit, time_limit)
+        if pair is not None and pair > achieved:
+            achieved = pair
+            # the 2K coverage solved exactly on the same integer scores, and attained
+            attained = pair == pair_full and twice is not None and twice.value >= cb.value
+    if achieved > cb.value:  # fail closed
+        raise TesseraError(f"internal error: a person changes the answers by "
+                           f"{float(achieved)!r}, above the bound {float(cb.value)!r}")
+    return CostBound(cb.value, achieved, attained, cb.scale, cb.overlap)
+
+
+def substitution_pair(domain: Domain, linear: Sequence[LinearQuery], exact: Sequence[Fraction],
+                      scores: Sequence[Fraction], costs: npt.NDArray[np.float64], p: int,
+                      unit: PrivacyUnit, time_limit: float | None
+                      ) -> tuple[Fraction | None, Fraction, CostBound | None]:
+    """A real substitution's change for :func:`people_linear_cost`: the maximum coverage of 2K
+    records with the substitution scores (its witness W), W's first K records replaced by the
+    rest, their values searched (:func:`~tessera.overlap.people_linear.best_person_change`).
+    Returns (that change or None, Σ of the scores W covers — −1 when the 2K coverage was not
+    solved exactly —, the 2K coverage when solved exactly)."""
+    if 2 * unit.max_rows > MAX_ROWS_LIMIT:
+        return None, Fraction(0), None
+    queries = [lq.query for lq in linear]
+    twice = cost_bound(domain, queries, costs, neighbours=Neighbours.ADD_REMOVE,
+                       time_limit=time_limit,
+                       unit=dataclasses.replace(unit, max_rows=2 * unit.max_rows))
+    wit = twice.overlap.witness
+    if wit is None or len(wit.rows) <= unit.max_rows:
+        return None, Fraction(0), None
+    rows = wit.rows
+    k = unit.max_rows
+    change, _, _ = best_person_change(domain, linear, exact, p, rows[:k], new=rows[k:])
+    if not twice.exact:
+        return change, Fraction(-1), None
+    return change, sum((scores[i] for i in wit.queries), Fraction(0)), twice
 
 
 def substitution_cost(

@@ -68,7 +68,7 @@ from tessera.release.exact_costs import CostBound
 from tessera.release.ledger import Charge
 from tessera.release.linear_costs import linear_cost_bound
 from tessera.release.plan import unit_costs
-from tessera.strategy.choose import STRATEGIES, TIE, choose_strategy
+from tessera.strategy.choose import STRATEGIES, TIE, choose_strategy, people_strategy
 from tessera.strategy.reconstruction import Strategy, model_variance
 from tessera.strategy.sums import (
     SumFamily,
@@ -153,12 +153,19 @@ def sum_strategy_plan(workload: AggregateWorkload, budget: Budget, *,
                       time_limit: float | None = 60.0) -> SumStrategyPlan | None:
     """The plan of the module docstring; ``None`` when the workload is measured directly (the
     direct plan, :func:`~.aggregate_plan.aggregate_plan`): ``strategy`` ``direct``, or ``auto``
-    where no family gains from a strategy."""
+    where no family gains from a strategy, or counting people. Counting people, a strategy
+    other than ``direct`` or ``auto`` is refused before anything is charged: it reconstructs
+    a group's count or sum from other groups', and a count of people (a sum of persons'
+    clamped totals) is not the sum of its parts'
+    (:func:`tessera.strategy.choose.people_strategy`)."""
     if strategy not in STRATEGIES:
         raise TesseraError(f"unknown strategy {strategy!r}", hint=", ".join(STRATEGIES))
     n = Neighbours.parse(neighbours)
-    if strategy == "direct" or getattr(unit, "count", "rows") != "rows":
-        return None  # (the direct plan refuses --count people)
+    if unit.counts_people:  # every group measured as it is (docs/theory.md §3.14)
+        people_strategy(strategy)
+        return None
+    if strategy == "direct":
+        return None
     d = budget.calibration
     p = power(d)
     domain = workload.cost_domain

@@ -168,6 +168,19 @@ class LinearQuery:
             return 1
         return max((abs(g) for _, g in self.values(domain)), default=0)
 
+    def person_bound(self, substitute: bool = False) -> int:
+        """D_q: the most one person moves this query when each person counts once per query
+        (docs/theory.md §3.14, "Aggregates counting people"): 1 for a count; for a sum, whose
+        term is clamp(T, lo, hi) of the person's total T (0 without a row in q),
+        max(|lo|, |hi|) under add/remove and max(hi, 0) − min(lo, 0) under substitution (the
+        term moves between values of {0} ∪ [lo, hi])."""
+        if self.role == "count":
+            return 1
+        assert self.lo is not None and self.hi is not None
+        if substitute:
+            return max(self.hi, 0) - min(self.lo, 0)
+        return max(abs(self.lo), abs(self.hi))
+
     def pieces(self, domain: Domain) -> list[tuple[Query | BooleanClause, int]]:
         """The disjoint pieces (q ∧ x_a = c, g_c) whose sum is f: f = Σ_c g_c·count(piece c).
         A count is its own single piece of value 1."""
