@@ -744,17 +744,7 @@ class Ledger:
             union, costs = union_of([(p.workload, p.costs) for p in parts])
             return self.domain, union if union.is_structured else union.queries, costs
         domain, lin, lc = self._linear_subject(parts)
-        grids = tuple((a.name, getattr(a, "points", None))
-                      for a in domain.attributes[len(self.domain.attributes):])
-        blocks = []
-        for p in parts:
-            if p.linear is None:
-                key = (p.release_id, grids)
-                lifted = self._lifted.get(key)
-                if lifted is None:
-                    lifted = stored_workload(domain, p.release_id, p.clauses, str(self.path))
-                    self._lifted[key] = lifted
-                blocks.append((lifted, p.costs))
+        blocks = self._counting_on(domain, parts)
         cut = pieces(domain, lin, self.definition, self.neighbours)
         if cut.queries:
             blocks.append((piece_workload(domain, cut), cut.costs(lc)))
@@ -806,6 +796,23 @@ class Ledger:
                               definition=self.definition)
         return self._pieces_bound(parts, domain, subject, costs, time_limit, threshold)
 
+    def _counting_on(self, domain: Domain, parts: Sequence[Part]
+                     ) -> list[tuple[Workload, npt.NDArray[np.float64]]]:
+        """The counting parts' workloads re-parsed on the merged cost ``domain`` (their stored
+        clauses; cached per release and measure grid), with their costs."""
+        grids = tuple((a.name, getattr(a, "points", None))
+                      for a in domain.attributes[len(self.domain.attributes):])
+        out = []
+        for p in parts:
+            if p.linear is None:
+                key = (p.release_id, grids)
+                lifted = self._lifted.get(key)
+                if lifted is None:
+                    lifted = stored_workload(domain, p.release_id, p.clauses, str(self.path))
+                    self._lifted[key] = lifted
+                out.append((lifted, p.costs))
+        return out
+
     def _people_bound(self, parts: Sequence[Part], time_limit: float) -> CostBound:
         """A person counted once per query (docs/theory.md §3.14, "Aggregates counting
         people"): the maximum weighted coverage of K records (2K under substitution) over every
@@ -814,17 +821,7 @@ class Ledger:
         re-parsed on it (:func:`tessera.release.linear_costs.people_linear_cost`). No pieces:
         a person's total in a group is clamped once, so its cost is not that of the levels."""
         domain, lin, lc = self._linear_subject(parts)
-        grids = tuple((a.name, getattr(a, "points", None))
-                      for a in domain.attributes[len(self.domain.attributes):])
-        counted = []
-        for p in parts:
-            if p.linear is None:
-                key = (p.release_id, grids)
-                lifted = self._lifted.get(key)
-                if lifted is None:
-                    lifted = stored_workload(domain, p.release_id, p.clauses, str(self.path))
-                    self._lifted[key] = lifted
-                counted.append((lifted, p.costs))
+        counted = self._counting_on(domain, parts)
         cb = people_linear_cost(domain, lin, lc, definition=self.definition,
                                 neighbours=self.neighbours, unit=self.unit,
                                 time_limit=time_limit, counted=counted)
