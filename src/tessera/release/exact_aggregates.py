@@ -61,12 +61,12 @@ class ExactAggregates:
         return int(self.frame["answer"].isna().sum())
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready: the :data:`NOT_PRIVATE` marker, the rows read and dropped, the unit and
-        the rows (``answers``: one object per statement, group and aggregate; an empty mean
-        is ``null``)."""
+        """JSON-ready, as ``tessera count --json`` writes other answers: the
+        :data:`NOT_PRIVATE` marker, the rows read (kept) and dropped, the unit and the rows
+        (``answers``: one object per statement, group and aggregate; an empty mean ``null``)."""
         rows = [{k: (None if isinstance(v, float) and math.isnan(v) else v)
                  for k, v in r.items()} for r in self.frame.to_dict("records")]
-        return {"privacy": NOT_PRIVATE, "rows": self.n_rows, "dropped": self.dropped,
+        return {"privacy": NOT_PRIVATE, "rows": self.n_rows, "dropped_rows": self.dropped,
                 "unit": self.unit.text, "answers": rows}
 
     def write_csv(self, target: str | Path | IO[str]) -> None:
