@@ -54,6 +54,7 @@ _EXPORTS: dict[str, str] = {
     "answer": "tessera.release",
     "answer_adaptive": "tessera.routes.adaptive",
     "answer_aggregates": "tessera.release.aggregates",
+    "exact_aggregates": "tessera.release.exact_aggregates",
     "read_aggregates": "tessera.workload.select",
     "verify_certificate": "tessera.release",
     "Binned": "tessera.schema.domain",
@@ -196,6 +197,7 @@ if TYPE_CHECKING:  # static type checkers and IDEs see the eager imports
         verify_certificate,
     )
     from tessera.release.aggregates import answer_aggregates
+    from tessera.release.exact_aggregates import exact_aggregates
     from tessera.routes.adaptive import answer_adaptive
     from tessera.schema.domain import Attribute, Binned, Boolean, Categorical, Domain, IntegerRange
     from tessera.schema.intervals import IntervalSet
@@ -262,6 +264,7 @@ __all__ = [
     "disjoint",
     "encode",
     "evaluate",
+    "exact_aggregates",
     "gaussian_dp",
     "identity",
     "infer_domain",

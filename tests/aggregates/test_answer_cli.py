@@ -150,9 +150,14 @@ def test_group_by_limit(files):
 
 
 def test_other_commands_name_select_lines(files):
-    res = run("count", files / "d.csv", files / "w.sql", "--schema", files / "s.yaml")
+    res = run("overlap", files / "w.sql", "--schema", files / "s.yaml")
     assert res.exit_code != 0
     assert "w.sql:2: an aggregate statement (SELECT …) where a WHERE clause" in res.output
+    assert "counted exactly by tessera count" in res.output
+    # tessera count reads them: the exact answers (tests/aggregates/test_count_cli.py)
+    res = run("count", files / "d.csv", files / "w.sql", "--schema", files / "s.yaml",
+              "--extra-columns", "ignore")
+    assert res.exit_code == 0 and "statement,group,aggregate,answer" in res.output, res.output
     # tessera plan reads them: the direct plan of every group (no data)
     res = run("plan", files / "w.sql", "--schema", files / "s.yaml", "--epsilon", "1")
     assert res.exit_code == 0 and "noise of each group" in res.output, res.output

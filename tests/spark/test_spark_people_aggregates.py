@@ -48,3 +48,19 @@ def test_spark_release_answers_as_duckdb(tmp_path: Path, spark: Any) -> None:
     runs = [answer_aggregates(src, w, Budget.of(rho=0.5), unit=unit, seed=7).frame
             for src in (str(path), SparkSource(str(path)))]
     assert runs[0]["answer"].fillna(-1).tolist() == runs[1]["answer"].fillna(-1).tolist()
+
+
+@pytest.mark.parametrize("count", ["rows", "people"])
+def test_spark_exact_aggregates_as_duckdb(tmp_path: Path, spark: Any, count: str) -> None:
+    """``tessera count`` on SELECT statements (:func:`exact_aggregates`): the same exact rows
+    on both engines, after the same bounding."""
+    from tessera.release.exact_aggregates import exact_aggregates
+
+    path = tmp_path / "people.csv"
+    table().to_csv(path, index=False)
+    w = workload()
+    unit = PrivacyUnit("pid", 2, count)
+    runs = [exact_aggregates(src, w, unit=unit)
+            for src in (str(path), SparkSource(str(path)))]
+    assert runs[0].n_rows == runs[1].n_rows
+    assert runs[0].frame.fillna(-1).equals(runs[1].frame.fillna(-1))

@@ -37,9 +37,11 @@ from tessera.cli.common import (
     privacy_unit,
     user_errors,
 )
+from tessera.errors import TesseraError
 
 if TYPE_CHECKING:
     from tessera.data.counts import CountResult
+    from tessera.release.exact_aggregates import ExactAggregates
     from tessera.workload.workload import Workload
 
 
@@ -93,13 +95,28 @@ def count(
     Marginals, cubes and hierarchies are counted with one aggregation per family and written
     as the long table `family,cell,answer` (predicate queries: empty family, their name as
     the cell), or with --wide one table per family.
+
+    A workload of SELECT statements gets the rows `tessera answer` publishes for it
+    (statement,group,aggregate,answer,…), each the exact COUNT, SUM or AVG.
     """
     from tessera.data.counts import count as exact_counts
     from tessera.schema.domain import Domain
+    from tessera.workload.select import is_aggregate_file
     from tessera.workload.workload import Workload
 
     check_policies(on_invalid, extra_columns)
     unit = privacy_unit(privacy_id, max_rows, count)
+    if is_aggregate_file(workload):
+        if wide is not None:
+            raise TesseraError(
+                "--wide cannot be used with aggregate statements: it writes one table per "
+                "family, and the answers of SELECT statements are one row per statement, group "
+                "and aggregate", hint="drop --wide; -o writes the rows as CSV (Parquet for "
+                ".parquet, JSON with --json)")
+        _count_aggregates(data, workload, schema, output, as_json, engine, spark_master,
+                          csv_options(no_header, delimiter, na, skip_rows), table, on_invalid,
+                          extra_columns, unit)
+        return
     w = Workload.load(workload, Domain.load(schema))
     if wide is not None and not w.partitions:
         fail("--wide writes one table per family, and the workload has no families")
@@ -136,6 +153,67 @@ def count(
         if output is None and not as_json:
             return
     _write(result, output, as_json)
+
+
+def _count_aggregates(data: Path, workload: Path, schema: Path, output: Path | None,
+                      as_json: bool, engine: str, spark_master: str, csv: object,
+                      table: str | None, on_invalid: str, extra_columns: str,
+                      unit: object) -> None:
+    """A workload of SELECT statements: :func:`tessera.release.exact_aggregates.
+    exact_aggregates`, the NOT PRIVATE mark on stderr, the rows as CSV (JSON with --json,
+    Parquet for a .parquet output) on stdout or to ``output``."""
+    from tessera.release.exact_aggregates import exact_aggregates
+    from tessera.schema.domain import Domain
+    from tessera.workload.select import read_aggregates
+
+    if output is not None and output.suffix.lower() == ".parquet" and as_json:
+        fail("--json and a .parquet output exclude each other")
+    w = read_aggregates(workload, Domain.load(schema))
+    with info.status(f"counting {len(w.statements):,} statements…", spinner="dots"):
+        result = exact_aggregates(
+            data_source(data, engine, spark_master), w, unit=unit,  # type: ignore[arg-type]
+            csv=csv, table=table, on_invalid=on_invalid,  # type: ignore[arg-type]
+            extra_columns=extra_columns)  # type: ignore[arg-type]
+    _report_aggregates(result)
+    n = len(result.frame)
+    if output is not None and output.suffix.lower() == ".parquet":
+        result.write_parquet(output)
+    elif output is not None:
+        (result.write_json if as_json else result.write_csv)(output)
+    else:
+        sys.stdout.flush()
+        (result.write_json if as_json else result.write_csv)(sys.stdout)
+        sys.stdout.flush()
+        return
+    info.print(f"wrote {n:,} answers to {output}", markup=False, highlight=False)
+
+
+def _report_aggregates(result: ExactAggregates) -> None:
+    """On stderr: the NOT PRIVATE mark with the rows and statements, how they were counted,
+    the means left empty and any dropped rows."""
+    from tessera.data.counts import NOT_PRIVATE
+
+    w, unit = result.workload, result.unit
+    err.print(f"[bold red]{NOT_PRIVATE}[/] ({result.n_rows:,} rows, {len(w.statements):,} "
+              f"statements, {len(result.frame):,} answers)", markup=True)
+    if unit.counts_people:
+        info.print(f"unit: {unit.text} — each person's rows bounded to {unit.max_rows}; every "
+                   "group counts distinct people and sums each person's total there, clamped "
+                   "once (as tessera answer --count people measures them)", markup=False)
+    elif not unit.is_row:
+        info.print(f"unit: {unit.text} — each person's rows bounded to {unit.max_rows}, then "
+                   "every row counted (as tessera answer measures them)", markup=False)
+    if result.empty_means:
+        what = "people" if unit.counts_people else "rows"
+        info.print(f"AVG: {result.empty_means:,} answer(s) empty, their groups having no "
+                   f"{what} (count 0: no mean; tessera answer leaves them empty too)",
+                   markup=False)
+    if result.dropped:
+        err.print(
+            f"dropped {result.dropped:,} rows with values outside the schema (--on-invalid drop):"
+        )
+        for iv in result.invalid:
+            err.print(f"  {iv.describe()}", markup=False)
 
 
 def _steps(w: Workload) -> str:

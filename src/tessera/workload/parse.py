@@ -103,7 +103,8 @@ def parse_query(
     if re.match(r"\s*select\b", text, re.IGNORECASE):
         raise QueryError("an aggregate statement (SELECT …) where a WHERE clause is expected",
                          hint="workloads of SELECT statements are answered by tessera answer "
-                              "(docs/aggregates.md); this command takes WHERE clauses")
+                              "and counted exactly by tessera count (docs/aggregates.md); "
+                              "this command takes WHERE clauses")
     sql = _PREFIX + quote_hyphenated(text, domain)
     try:
         tree = sqlglot.parse_one(sql)
