@@ -81,7 +81,7 @@ CACHE = Path(os.environ.get("TESSERA_BENCH_CACHE", "/tmp/tessera-bench-cache"))
 #: the benchmark panel's tables (bench/panel.py), written as codes + domain JSON here
 PANEL_DATA = Path(os.environ.get("TESSERA_PANEL_DATA", "/tmp/tessera-panel"))
 PANEL_TABLES = ("quakes", "arrests", "health_insurance", "alcohol", "nass_cds", "cps1988",
-                "movielens", "flights", "birthdays", "military")
+                "movielens", "flights", "birthdays", "military", "males", "wages")
 SUMMARY = Path(os.environ.get("TESSERA_BASELINE_SUMMARY",
                               REPO / "bench" / "baselines" / "synth_baselines.json"))
 SUMMARY_FIELDS = ("dataset", "workload", "method", "epsilon", "delta", "seed", "rho", "time_s",

