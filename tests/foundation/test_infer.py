@@ -57,7 +57,7 @@ def test_too_many_categories_is_an_error() -> None:
     with pytest.raises(SchemaError, match="distinct values"):
         infer_domain(df, max_categories=100)
     keys = pd.DataFrame({"id": [f"person-{i}" for i in range(500)]})
-    with pytest.raises(SchemaError, match="every column is a row key"):
+    with pytest.raises(SchemaError, match="no column can be an attribute"):
         infer_domain(keys)
 
 
@@ -97,6 +97,31 @@ def test_row_keys_are_left_out(tmp_path: Path) -> None:
     df.to_csv(csv, index=False)
     r = CliRunner().invoke(app, ["schema", "infer", str(csv), "-o", str(out)])
     assert r.exit_code == 0, r.output
-    assert "left out as row keys" in r.output and "'rownames', 'id'" in r.output
+    assert "Left out as row keys" in r.output and "'rownames', 'id'" in r.output
     assert "# Left out as row keys" in out.read_text()
     assert "rownames" not in Domain.load(out).names
+
+
+def test_wide_text_columns_are_left_out_of_the_draft_all_named(tmp_path: Path) -> None:
+    """A draft leaves out every text column of more than --max-categories values and names
+    them all at once (the user recodes them); infer_domain still refuses the first one."""
+    from tessera.data.infer import draft_schema
+
+    df = _frame()
+    n = len(df)
+    df["title"] = [f"t{i % 150}" for i in range(n)]  # 150 values, repeated: not a key
+    df["town"] = [f"c{i % 120}" for i in range(n)]
+    draft = draft_schema(df, max_categories=100)
+    assert draft.wide == (("title", 150), ("town", 120)) and draft.keys == ()
+    assert "title" not in draft.domain.names and "city" in draft.domain.names
+    assert "'title' (150 values), 'town' (120 values)" in " ".join(
+        line.lstrip("# ") for line in draft.header().splitlines())
+    with pytest.raises(SchemaError, match="'title' has 150 distinct values"):
+        infer_domain(df, max_categories=100)
+    csv, out = tmp_path / "d.csv", tmp_path / "s.yaml"
+    df.to_csv(csv, index=False)
+    r = CliRunner().invoke(app, ["schema", "infer", str(csv), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "more distinct text values than --max-categories" in r.output
+    assert "'town' (120 values)" in r.output
+    assert set(Domain.load(out).names) == set(_frame().columns)

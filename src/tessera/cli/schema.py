@@ -68,11 +68,8 @@ def infer(
         sys.stdout.flush()
     else:
         domain.save(output, header=draft.header())
-    if draft.keys:
-        names = ", ".join(repr(k) for k in draft.keys)
-        err.print(f"left out as row keys (every value distinct: not attributes): {names}; "
-                  "read the data with --extra-columns ignore, or drop them (a key several "
-                  "rows of one person share is a --privacy-id)", markup=False)
+    for note in draft.notes():
+        err.print(note, markup=False)
     err.print(
         "[bold yellow]WARNING: this schema was inferred from the data and is NOT PRIVATE.[/] "
         "Its bounds and value lists leak the data; replace them with public knowledge "

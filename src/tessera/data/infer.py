@@ -9,6 +9,7 @@ bounds by public ones (legal ranges, code books) before any private release.
 from __future__ import annotations
 
 import math
+import textwrap
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,24 +34,38 @@ KEY_MIN_ROWS = 20
 
 @dataclass(frozen=True)
 class Draft:
-    """A draft schema (:func:`draft_schema`): the domain, and the columns left out of it as row
-    keys — text columns whose every value is distinct, and whole-number ones whose distinct
-    values are also dense (span at most twice their number: a row number, a record id). A key
-    has as many values as rows: as an attribute every marginal over it would be a list of
-    single rows, and the synthesizer would model it as noise."""
+    """A draft schema (:func:`draft_schema`): the domain, and the columns left out of it —
+    text columns of too many values (``wide``), and row keys: text columns whose every value
+    is distinct, and whole-number ones whose distinct values are also dense (span at most twice
+    their number: a row number, a record id). A key has as many values as rows: as an
+    attribute every marginal over it would be a list of single rows, and the synthesizer
+    would model it as noise."""
 
     domain: Domain
     keys: tuple[str, ...] = ()
+    #: text columns left out for having more distinct values than ``max_categories``
+    #: (name, number of distinct values)
+    wide: tuple[tuple[str, int], ...] = ()
 
     def header(self) -> str:
-        """The YAML's comment header: not private, and the keys left out."""
-        if not self.keys:
-            return NOT_PRIVATE_HEADER
-        names = ", ".join(repr(k) for k in self.keys)
-        return NOT_PRIVATE_HEADER + (
-            f"# Left out as row keys (every value distinct, not attributes): {names}. Read the\n"
-            "# data with --extra-columns ignore, or drop them; a key that several rows of one\n"
-            "# person share is a --privacy-id.\n")
+        """The YAML's comment header: not private, and the columns left out."""
+        lines = [f"# {part}" for note in self.notes() for part in textwrap.wrap(note, 90)]
+        return NOT_PRIVATE_HEADER + "".join(f"{line}\n" for line in lines)
+
+    def notes(self) -> list[str]:
+        """One sentence per kind of column left out, with what to do (empty: none)."""
+        out = []
+        if self.keys:
+            names = ", ".join(repr(k) for k in self.keys)
+            out.append(f"Left out as row keys (every value distinct, not attributes): {names}. "
+                       "Read the data with --extra-columns ignore, or drop them; a key that "
+                       "several rows of one person share is a --privacy-id.")
+        if self.wide:
+            names = ", ".join(f"{n!r} ({k:,} values)" for n, k in self.wide)
+            out.append(f"Left out, more distinct text values than --max-categories: {names}. "
+                       "Recode them into fewer categories (or raise --max-categories) and "
+                       "declare them, or read the data with --extra-columns ignore.")
+        return out
 
 
 def _nice_edges(lo: float, hi: float, bins: int) -> list[float]:
@@ -77,9 +92,15 @@ def infer_domain(
     bins: int = 10,
 ) -> Domain:
     """A draft :class:`Domain` from observed values (see the module warning):
-    :func:`draft_schema`'s domain, without the row keys it leaves out."""
-    return draft_schema(source, csv=csv, max_categories=max_categories,
-                        max_integer_range=max_integer_range, bins=bins).domain
+    :func:`draft_schema`'s domain, without the row keys it leaves out; a text column of more
+    than ``max_categories`` values is refused (:class:`~tessera.errors.SchemaError`), where
+    the draft leaves it out and says so."""
+    draft = draft_schema(source, csv=csv, max_categories=max_categories,
+                         max_integer_range=max_integer_range, bins=bins)
+    if draft.wide:
+        name, n = draft.wide[0]
+        raise_too_many(name, n, max_categories)
+    return draft.domain
 
 
 def draft_schema(
@@ -92,7 +113,8 @@ def draft_schema(
 ) -> Draft:
     """A draft schema from observed values (see the module warning).
 
-    Text columns become categorical (up to ``max_categories`` values), integer columns integer
+    Text columns become categorical (up to ``max_categories`` values; a text column with more
+    is left out, :attr:`Draft.wide`, for the user to recode), integer columns integer
     ranges (up to ``max_integer_range`` values, else bins), other numbers ``bins`` equal-width
     bins, and columns of true/false values booleans. NULLs make the attribute ``missing: true``.
     A text column of at least :data:`KEY_MIN_ROWS` values, all distinct, is a row key and is
@@ -105,6 +127,7 @@ def draft_schema(
     con.register("rel", rel)
     attrs: list[Attribute] = []
     keys: list[str] = []
+    wide: list[tuple[str, int]] = []
     for name, dtype in zip(rel.columns, rel.types):
         col = '"' + name.replace('"', '""') + '"'
         stats = con.sql(
@@ -150,7 +173,7 @@ def draft_schema(
             if values and text <= _BOOL_TEXT and len(text) <= 2:
                 attrs.append(Boolean(name=name, missing=missing))
             elif n_distinct > max_categories:
-                raise_too_many(name, n_distinct, max_categories)
+                wide.append((name, n_distinct))  # left out (Draft.wide)
             else:
                 attrs.append(
                     Categorical(
@@ -160,9 +183,13 @@ def draft_schema(
     if not attrs:
         from tessera.errors import SchemaError
 
-        raise SchemaError(f"every column is a row key (all values distinct): {keys}",
+        if wide and not keys:
+            name, n = wide[0]
+            raise_too_many(name, n, max_categories)
+        raise SchemaError(f"no column can be an attribute: row keys (all values distinct) "
+                          f"{keys}, too many text values {[n for n, _ in wide]}",
                           hint="a schema needs at least one column whose values repeat")
-    return Draft(Domain(tuple(attrs)), tuple(keys))
+    return Draft(Domain(tuple(attrs)), tuple(keys), tuple(wide))
 
 
 def _dense(con: Any, col: str, n: int) -> bool:
