@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -51,7 +51,7 @@ from tessera.privacy import ONE_ROW, Definition, Neighbours, PrivacyUnit
 from tessera.release.aggregate_plan import AggregatePlan, aggregate_plan, check_scales
 from tessera.release.budget import DISCRETE_LAPLACE, Budget
 from tessera.release.ledger import Charge, Ledger
-from tessera.workload.aggregates import AggregateWorkload, LinearQuery
+from tessera.workload.aggregates import Aggregate, AggregateWorkload, LinearQuery
 from tessera.workload.workload import Workload
 
 #: z of the delta-method 95% interval of an average.
@@ -257,18 +257,9 @@ def _rows(plan: Any, values: npt.NDArray[np.float64], var: npt.NDArray[np.float6
     the exact ``halfwidths`` of the noise when given (≥ 0), else ± 1.96·√var (a reconstructed
     answer: no noise scale of its own). ``scales``: each linear query's noise scale (default
     the plan's)."""
-    w = plan.workload
     own = plan.scales if scales is None else scales
     rows: list[list[Any]] = []
-    i = 0
-    linear = plan.linear
-    while i < len(linear):
-        lq = linear[i]
-        st = w.statements[lq.statement]
-        agg = st.aggregates[lq.aggregate]
-        head = [st.name, st.key_label(w.domain, lq.key), agg.label]
-        # a measure's sum is in units of 10^e: the published numbers are 10^e times them
-        unit = agg.unit if lq.role == "sum" else Decimal(1)
+    for i, head, agg, unit in published_rows(plan.workload, plan.linear):
         u = float(unit)
         if agg.kind == "avg":
             s, c = scaled(float(values[i]), unit), float(values[i + 1])
@@ -280,7 +271,6 @@ def _rows(plan: Any, values: npt.NDArray[np.float64], var: npt.NDArray[np.float6
                 a = min(max(s / c, lo), hi)
                 half = Z95 * math.sqrt(var[i] * u * u + a * a * var[i + 1]) / c
                 rows.append([*head, a, math.nan, max(a - half, lo), min(a + half, hi)])
-            i += 2
             continue
         v = scaled(float(values[i]), unit)
         exact = halfwidths is not None and halfwidths[i] >= 0
@@ -293,8 +283,24 @@ def _rows(plan: Any, values: npt.NDArray[np.float64], var: npt.NDArray[np.float6
             low = scaled(float(values[i]) - k, unit)
             high = scaled(float(values[i]) + k, unit)
         rows.append([*head, v, float(own[i]) * u if exact else math.nan, low, high])
-        i += 1
     return rows
+
+
+def published_rows(workload: AggregateWorkload, linear: Sequence[LinearQuery]
+                   ) -> Iterator[tuple[int, list[Any], Aggregate, Decimal]]:
+    """The published rows of ``linear`` (a workload's linear queries, in order): for each
+    statement, group and aggregate, (the index of its first linear query — an AVG's sum, its
+    count at the next —, [statement, group, aggregate label], the aggregate, the unit its sum
+    is counted in: 10^e for a measure's, 1 otherwise)."""
+    i = 0
+    while i < len(linear):
+        lq = linear[i]
+        st = workload.statements[lq.statement]
+        agg = st.aggregates[lq.aggregate]
+        # a measure's sum is in units of 10^e: the published numbers are 10^e times them
+        yield (i, [st.name, st.key_label(workload.domain, lq.key), agg.label], agg,
+               agg.unit if lq.role == "sum" else Decimal(1))
+        i += 2 if agg.kind == "avg" else 1
 
 
 def scaled(x: float, unit: Decimal) -> float:

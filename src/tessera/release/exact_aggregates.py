@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from decimal import Decimal
 from pathlib import Path
 from typing import IO, Any
 
@@ -36,7 +35,7 @@ from tessera.data.counts import NOT_PRIVATE, PRIVACY_KEY
 from tessera.data.source import encode
 from tessera.data.table import CsvOptions, ExtraColumns, InvalidValues, OnInvalid, ScanProgress
 from tessera.privacy import ONE_ROW, PrivacyUnit
-from tessera.release.aggregates import COLUMNS, exact_linear, scaled
+from tessera.release.aggregates import COLUMNS, exact_linear, published_rows, scaled
 from tessera.workload.aggregates import AggregateWorkload
 
 
@@ -133,21 +132,13 @@ def exact_frame(workload: AggregateWorkload, linear: npt.NDArray[np.int64]) -> p
     linear answers: a count or sum as it is (a measure's 10^e times its units), an AVG the
     quotient of its sum and count (empty when the count is 0), ``noise_scale`` 0 and the
     95% interval the answer itself (no noise)."""
-    w = workload
     rows: list[list[Any]] = []
-    i = 0
-    while i < len(w.linear):
-        lq = w.linear[i]
-        st = w.statements[lq.statement]
-        agg = st.aggregates[lq.aggregate]
-        head = [st.name, st.key_label(w.domain, lq.key), agg.label]
-        if agg.kind == "avg":  # (roles: the sum, then the count)
-            s, c = scaled(float(linear[i]), agg.unit), float(linear[i + 1])
+    for i, head, agg, unit in published_rows(workload, workload.linear):
+        if agg.kind == "avg":  # (the sum at i, the count at i + 1)
+            s, c = scaled(float(linear[i]), unit), float(linear[i + 1])
             v = s / c if c > 0 else math.nan
-            i += 2
         else:
-            v = scaled(float(linear[i]), agg.unit if lq.role == "sum" else Decimal(1))
-            i += 1
+            v = scaled(float(linear[i]), unit)
         rows.append([*head, v, 0.0, v, v])
     frame = pd.DataFrame(rows, columns=COLUMNS)
     frame.attrs["private"] = False
